@@ -1,0 +1,61 @@
+// CUDA implementations of the kernels/ entry points, declared for the dispatchers (built only with
+// ZEROLAP_WITH_CUDA). Each `name_cuda` has the same contract as `name` in its public header and is
+// enqueued on the cudaStream_t in ctx.stream (cuBLAS: the handle in ctx.blas, bound to that stream).
+// Functions that return a host value (losses, sum_of_squares) synchronise ctx.stream: they are not
+// on the step path's hot loop (clipping reads one scalar per step by design).
+#pragma once
+
+#if defined(ZEROLAP_WITH_CUDA)
+
+#include <cstdint>
+
+#include "kernels/elementwise.h"
+#include "kernels/exec_context.h"
+#include "kernels/gemm.h"
+#include "kernels/optim_math.h"
+
+namespace zl {
+
+void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+               std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
+               const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+void bias_activation_forward_cuda(const ExecContext& ctx, Activation act, const float* x,
+                                  const float* bias, float* y, std::int64_t rows,
+                                  std::int64_t cols);
+void activation_backward_cuda(const ExecContext& ctx, Activation act, const float* pre,
+                              const float* dy, float* dx, std::int64_t n);
+void bias_backward_cuda(const ExecContext& ctx, const float* dy, float* dbias, std::int64_t rows,
+                        std::int64_t cols, Accumulate acc);
+void add_cuda(const ExecContext& ctx, const float* a, const float* b, float* out, std::int64_t n);
+void accumulate_cuda(const ExecContext& ctx, const float* a, float* out, std::int64_t n,
+                     Accumulate acc);
+void layernorm_forward_cuda(const ExecContext& ctx, const float* x, const float* gamma,
+                            const float* beta, float* y, float* mean, float* rstd,
+                            std::int64_t rows, std::int64_t cols, float eps);
+void layernorm_backward_cuda(const ExecContext& ctx, const float* x, const float* gamma,
+                             const float* mean, const float* rstd, const float* dy, float* dx,
+                             float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols,
+                             Accumulate acc);
+double softmax_cross_entropy_cuda(const ExecContext& ctx, const float* logits,
+                                  const std::int32_t* labels, std::int64_t rows, std::int64_t cols,
+                                  float* dlogits, float grad_scale, std::int64_t* correct);
+double squared_error_cuda(const ExecContext& ctx, const float* pred, const float* target,
+                          std::int64_t n, float* dpred, float grad_scale);
+double sum_of_squares_cuda(const ExecContext& ctx, const float* x, std::int64_t n);
+void scale_cuda(const ExecContext& ctx, float* x, std::int64_t n, float alpha);
+
+void adam_step_cuda(const ExecContext& ctx, float* p, const float* g, float* m, float* v,
+                    std::int64_t n, const AdamStep& step);
+void sgd_step_cuda(const ExecContext& ctx, float* p, const float* g, float* momentum_buffer,
+                   std::int64_t n, const SgdStep& step);
+
+// Device memory (kernels/device_buffer.cpp dispatches here).
+float* cuda_alloc_zeroed(std::int64_t count);
+void cuda_free(float* p);
+void cuda_copy_to_host(const float* src, float* host_dst, std::int64_t count);
+void cuda_copy_from_host(const float* host_src, float* dst, std::int64_t count);
+
+}  // namespace zl
+
+#endif  // ZEROLAP_WITH_CUDA

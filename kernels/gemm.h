@@ -1,0 +1,21 @@
+// Row-major single-precision GEMM: C = alpha * op(A) * op(B) + beta * C.
+// CPU: OpenBLAS cblas_sgemm; CUDA: cuBLAS on ctx.stream. Shapes: op(A) (m, k), op(B) (k, n), C (m, n);
+// lda/ldb/ldc are row strides of the stored (untransposed) matrices.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/exec_context.h"
+
+namespace zl {
+
+enum class Transpose { No, Yes };
+
+void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+          std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
+          const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+// Threads OpenBLAS may use in this process (default 1 per rank: ranks are the parallelism).
+void set_cpu_gemm_threads(int threads);
+
+}  // namespace zl

@@ -1,0 +1,100 @@
+// The element-wise optimizer math of zerolap, shared by the CPU loop and the CUDA kernel.
+// torch.optim semantics (see DESIGN.md, "Optimizer math"); t counts steps from 1. The host
+// computes the per-step scalars once (make_adam_step / make_sgd_step) so the per-element code is
+// a handful of FMAs: that keeps the CPU loop vectorisable and the CUDA kernel bandwidth-bound.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define ZL_HD __host__ __device__
+#else
+#define ZL_HD
+#endif
+
+namespace zl {
+
+enum class OptimizerKind { Adam, AdamW, Sgd };
+
+struct AdamHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  bool decoupled_weight_decay = false;  // AdamW
+};
+
+struct SgdHyper {
+  float lr = 1e-2f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+// Per-step scalars of one Adam/AdamW step, computed on the host.
+struct AdamStep {
+  float lr;
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float eps;
+  float weight_decay;       // L2 term added to the gradient (Adam); 0 for AdamW
+  float decay_factor;       // p *= decay_factor first (AdamW: 1 - lr*wd); 1 for Adam
+  float step_size;          // lr / (1 - beta1^t)
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+  float grad_scale;         // applied to the raw gradient first: 1/world (averaging) * clip coef
+};
+
+struct SgdStep {
+  float lr, momentum, one_minus_dampening, weight_decay;
+  bool nesterov;
+  bool first_step;  // t == 1: the momentum buffer is initialised to d
+  float grad_scale;
+};
+
+inline AdamStep make_adam_step(const AdamHyper& h, float lr, std::int64_t t, float grad_scale) {
+  AdamStep s{};
+  s.lr = lr;
+  s.beta1 = h.beta1;
+  s.one_minus_beta1 = 1.0f - h.beta1;
+  s.beta2 = h.beta2;
+  s.one_minus_beta2 = 1.0f - h.beta2;
+  s.eps = h.eps;
+  s.weight_decay = h.decoupled_weight_decay ? 0.0f : h.weight_decay;
+  s.decay_factor = h.decoupled_weight_decay ? 1.0f - lr * h.weight_decay : 1.0f;
+  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(t));
+  s.step_size = static_cast<float>(lr / bc1);
+  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bc2));
+  s.grad_scale = grad_scale;
+  return s;
+}
+
+inline SgdStep make_sgd_step(const SgdHyper& h, float lr, std::int64_t t, float grad_scale) {
+  return SgdStep{lr,         h.momentum, 1.0f - h.dampening, h.weight_decay,
+                 h.nesterov, t == 1,     grad_scale};
+}
+
+// One Adam/AdamW element: reads p, g, m, v; writes p, m, v.
+ZL_HD inline void adam_update(float& p, float g, float& m, float& v, const AdamStep& s) {
+  p *= s.decay_factor;
+  g = g * s.grad_scale + s.weight_decay * p;
+  m = s.beta1 * m + s.one_minus_beta1 * g;
+  v = s.beta2 * v + s.one_minus_beta2 * g * g;
+  const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
+  p -= s.step_size * (m / denom);
+}
+
+// One SGD element. `buf` is the momentum buffer (ignored when momentum == 0).
+ZL_HD inline void sgd_update(float& p, float g, float& buf, const SgdStep& s) {
+  float d = g * s.grad_scale + s.weight_decay * p;
+  if (s.momentum != 0.0f) {
+    buf = s.first_step ? d : s.momentum * buf + s.one_minus_dampening * d;
+    d = s.nesterov ? d + s.momentum * buf : buf;
+  }
+  p -= s.lr * d;
+}
+
+}  // namespace zl

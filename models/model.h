@@ -1,0 +1,72 @@
+// The models zerolap trains, built from a ModelSpec: `mlp` (Linear + activation stack) and
+// `residual_mlp` (input Linear, pre-LayerNorm residual blocks, final LayerNorm + Linear).
+// A Model owns its ParameterStore (flat storage, see Note [Flat layout]) and records its forward
+// on a Tape; it knows nothing of ranks, buckets or optimizers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/elementwise.h"
+#include "models/parameter_store.h"
+#include "models/tape.h"
+#include "models/tensor.h"
+
+namespace zl {
+
+enum class ModelKind { Mlp, ResidualMlp };
+
+struct ModelSpec {
+  ModelKind kind = ModelKind::Mlp;
+  // mlp: [in, h1, ..., out]: Linear(in,h1)+act, ..., Linear(h_last, out) (no activation at the end).
+  // residual_mlp: [in, d, d, ..., d, out]: Linear(in, d), then one pre-LN residual block
+  //   x + Linear(d,d)(act(Linear(d,d)(LayerNorm(x)))) per further d, then LayerNorm + Linear(d, out).
+  //   All inner widths must be equal.
+  std::vector<std::int64_t> widths;
+  Activation activation = Activation::Relu;
+  std::uint64_t seed = 0;
+  float layernorm_eps = 1e-5f;
+};
+
+// Checks a spec; throws UserError naming the problem (the caller adds the config key and file).
+void validate_model_spec(const ModelSpec& spec);
+
+struct ForwardResult {
+  Tensor output;       // (batch, out): logits or predictions
+  Tensor grad_output;  // (batch, out): the caller writes d(loss)/d(output) here before backward
+};
+
+class Model {
+ public:
+  // Registers parameters, lays them out and initialises them deterministically from spec.seed:
+  // Linear weight and bias Kaiming-uniform as torch.nn.Linear's default (U(-1/sqrt(in), 1/sqrt(in))),
+  // LayerNorm gamma = 1, beta = 0.
+  Model(const ModelSpec& spec, DeviceKind device);
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  const ModelSpec& spec() const { return spec_; }
+  ParameterStore& store() { return store_; }
+  const ParameterStore& store() const { return store_; }
+  std::int64_t input_dim() const { return spec_.widths.front(); }
+  std::int64_t output_dim() const { return spec_.widths.back(); }
+  int num_layers() const;  // layers in forward order (for traces and per-layer waits)
+
+  // Records the forward of input (batch, input_dim) on `tape` (reset by the caller) and returns
+  // the output and the slot for its gradient. Calls before_use(id) before reading parameter id.
+  ForwardResult forward(Tape& tape, const Tensor& input, const ParamUseHook& before_use = {});
+
+  // Re-initialises every parameter from spec.seed (used by tests; the constructor already does).
+  void initialize_parameters();
+
+ private:
+  struct Layers;
+  ModelSpec spec_;
+  ParameterStore store_;
+  std::unique_ptr<Layers> layers_;
+};
+
+}  // namespace zl

@@ -1,0 +1,70 @@
+// Flat parameter and gradient storage of a model. Every parameter and its gradient are views into
+// two flat buffers, so a gradient bucket is just a slice and bucketing costs no copies.
+//
+// Note [Flat layout]: parameters are laid out in *reverse registration order* — the order in which
+// backward finalises their gradients — so consecutive ready gradients are adjacent and every bucket
+// (built in that same order) is one contiguous slice [offset, offset + numel). Each parameter starts
+// on a kAlignFloats boundary (CUDA float4 loads); padding elements stay zero in params, grads and
+// optimizer state (every update maps 0 -> 0 when g = 0 and p = 0).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/device_buffer.h"
+#include "models/tensor.h"
+
+namespace zl {
+
+struct ParameterInfo {
+  std::string name;                 // PyTorch-style: "layers.0.weight"
+  std::vector<std::int64_t> shape;  // Linear weight: {out_features, in_features}, as PyTorch
+  std::int64_t numel = 0;
+  std::int64_t offset = 0;          // first element in the flat buffers (see Note [Flat layout])
+};
+
+class ParameterStore {
+ public:
+  static constexpr std::int64_t kAlignFloats = 16;  // 64 bytes
+
+  // Registration happens while a model is built; finalize() lays out and allocates.
+  // Returns the parameter id (index in registration order).
+  int add(std::string name, std::vector<std::int64_t> shape);
+  void finalize(DeviceKind device);
+  bool finalized() const { return finalized_; }
+
+  const std::vector<ParameterInfo>& parameters() const { return params_; }  // registration order
+  int count() const { return static_cast<int>(params_.size()); }
+  const ParameterInfo& info(int id) const { return params_.at(id); }
+  int find(const std::string& name) const;  // -1 when absent
+
+  // Ids in flat-layout order (reverse registration order): bucket construction walks this.
+  std::vector<int> ids_in_layout_order() const;
+
+  std::int64_t total_numel() const { return total_; }  // including alignment padding
+  std::int64_t parameter_numel() const;                // excluding padding
+  DeviceKind device() const { return device_; }
+
+  float* data() { return data_.data(); }
+  float* grad() { return grad_.data(); }
+  const float* data() const { return data_.data(); }
+  const float* grad() const { return grad_.data(); }
+  float* param_data(int id) { return data_.data() + params_.at(id).offset; }
+  float* param_grad(int id) { return grad_.data() + params_.at(id).offset; }
+  const float* param_data(int id) const { return data_.data() + params_.at(id).offset; }
+  const float* param_grad(int id) const { return grad_.data() + params_.at(id).offset; }
+  // The parameter as a (rows, cols) view: 2-D shapes as they are, 1-D as (1, n).
+  Tensor param_tensor(int id);
+  Tensor grad_tensor(int id);
+
+ private:
+  std::vector<ParameterInfo> params_;
+  DeviceBuffer data_;
+  DeviceBuffer grad_;
+  std::int64_t total_ = 0;
+  DeviceKind device_ = DeviceKind::Cpu;
+  bool finalized_ = false;
+};
+
+}  // namespace zl

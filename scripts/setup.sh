@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything zerolap needs to build, test and train, from Debian packages only.
+# Idempotent: packages already present are skipped; `apt-get update` runs once, only when
+# something is missing. Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libopenmpi-dev openmpi-bin
+  libopenblas-dev
+  libtomlplusplus-dev
+  libcli11-dev
+  nlohmann-json3-dev
+  zlib1g-dev
+  catch2
+  libfmt-dev
+  dataset-fashion-mnist
+  python3-matplotlib
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+echo "setup: installing ${missing[*]}"
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

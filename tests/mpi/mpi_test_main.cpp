@@ -1,0 +1,23 @@
+// Catch2 main for the MPI tests: initialises MPI (THREAD_MULTIPLE, as zerolap does) around the
+// session. Run under mpirun; every rank runs the same test cases in the same order.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "MPI does not provide MPI_THREAD_MULTIPLE\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  const int result = Catch::Session().run(argc, argv);
+  // A failure on any rank fails the test on every rank: mpirun reports the first non-zero exit.
+  int any_failed = 0;
+  const int failed = result != 0 ? 1 : 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any_failed ? 1 : 0;
+}
