@@ -1,0 +1,398 @@
+// CPU implementations of the element-wise and row-wise kernels in kernels/elementwise.h, and the
+// dispatch of every entry point to its CUDA twin (kernels/cuda_kernels.h). Reductions accumulate in
+// a fixed order (deterministic run to run); the inner loops are written so GCC vectorises them
+// (activation and mode switches sit outside the loops).
+#include "kernels/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/errors.h"
+#if defined(ZEROLAP_WITH_CUDA)
+#include "kernels/cuda_kernels.h"
+#endif
+
+namespace zl {
+namespace {
+
+[[noreturn]] [[maybe_unused]] void throw_no_cuda(const char* kernel) {
+  throw UserError(fmt::format(
+      "{}: runtime.device = \"cuda\", but zerolap was built without CUDA; use device = \"cpu\" or "
+      "rebuild with -DZEROLAP_CUDA=ON (needs nvcc and NCCL)",
+      kernel));
+}
+
+// GELU, tanh approximation, with PyTorch's constants (gelu(approximate='tanh')).
+constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluKappa = 0.044715f;
+
+struct IdentityOp {
+  float operator()(float v) const { return v; }
+};
+struct ReluOp {
+  // std::max(v, 0) keeps NaN (v < 0 is false), as torch.relu does.
+  float operator()(float v) const { return std::max(v, 0.0f); }
+};
+struct GeluOp {
+  float operator()(float v) const {
+    const float inner = kGeluBeta * (v + kGeluKappa * v * v * v);
+    return 0.5f * v * (1.0f + std::tanh(inner));
+  }
+};
+struct TanhOp {
+  float operator()(float v) const { return std::tanh(v); }
+};
+
+// y (rows, cols) = op(x + bias); x and y may alias (each element is read before it is written).
+template <class Op>
+void bias_act_rows(const float* x, const float* bias, float* y, std::int64_t rows,
+                   std::int64_t cols, Op op) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* xr = x + i * cols;
+    float* yr = y + i * cols;
+    if (bias != nullptr) {
+      for (std::int64_t j = 0; j < cols; ++j) yr[j] = op(xr[j] + bias[j]);
+    } else {
+      for (std::int64_t j = 0; j < cols; ++j) yr[j] = op(xr[j]);
+    }
+  }
+}
+
+void bias_activation_forward_cpu(Activation act, const float* x, const float* bias, float* y,
+                                 std::int64_t rows, std::int64_t cols) {
+  switch (act) {
+    case Activation::Identity: return bias_act_rows(x, bias, y, rows, cols, IdentityOp{});
+    case Activation::Relu: return bias_act_rows(x, bias, y, rows, cols, ReluOp{});
+    case Activation::Gelu: return bias_act_rows(x, bias, y, rows, cols, GeluOp{});
+    case Activation::Tanh: return bias_act_rows(x, bias, y, rows, cols, TanhOp{});
+  }
+  ZL_CHECK(false, "bias_activation_forward: unknown activation {}", static_cast<int>(act));
+}
+
+// dx = dy * act'(pre); dx may alias dy, so no __restrict on those two.
+void activation_backward_cpu(Activation act, const float* pre, const float* dy, float* dx,
+                             std::int64_t n) {
+  switch (act) {
+    case Activation::Identity:
+      if (dx != dy) std::copy(dy, dy + n, dx);
+      return;
+    case Activation::Relu:
+      // Derivative 0 at pre == 0, as PyTorch's threshold_backward.
+      for (std::int64_t i = 0; i < n; ++i) dx[i] = pre[i] > 0.0f ? dy[i] : 0.0f;
+      return;
+    case Activation::Gelu:
+      // d/dx [0.5 x (1 + tanh(u))], u = beta (x + kappa x^3): PyTorch's GeluBackward (tanh).
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float v = pre[i];
+        const float v2 = v * v;
+        const float t = std::tanh(kGeluBeta * (v + kGeluKappa * v2 * v));
+        const float left_derivative = 0.5f * (1.0f + t);
+        const float right_derivative =
+            0.5f * v * (1.0f - t * t) * kGeluBeta * (1.0f + 3.0f * kGeluKappa * v2);
+        dx[i] = dy[i] * (left_derivative + right_derivative);
+      }
+      return;
+    case Activation::Tanh:
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float t = std::tanh(pre[i]);
+        dx[i] = dy[i] * (1.0f - t * t);
+      }
+      return;
+  }
+  ZL_CHECK(false, "activation_backward: unknown activation {}", static_cast<int>(act));
+}
+
+// Column sums row by row, so the inner loop runs along contiguous memory and vectorises.
+void bias_backward_cpu(const float* __restrict dy, float* __restrict dbias, std::int64_t rows,
+                       std::int64_t cols, Accumulate acc) {
+  if (acc == Accumulate::Overwrite) std::fill(dbias, dbias + cols, 0.0f);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* __restrict row = dy + i * cols;
+    for (std::int64_t j = 0; j < cols; ++j) dbias[j] += row[j];
+  }
+}
+
+void add_cpu(const float* a, const float* b, float* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void accumulate_cpu(const float* a, float* out, std::int64_t n, Accumulate acc) {
+  if (acc == Accumulate::Overwrite) {
+    if (out != a) std::copy(a, a + n, out);
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) out[i] += a[i];
+}
+
+// Two passes per row in double (mean, then the biased variance), as accurate as PyTorch's Welford
+// and simpler; the normalising pass is float and vectorises.
+void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, float* y,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
+                           float eps) {
+  ZL_CHECK(cols > 0 || rows == 0, "layernorm_forward: cols = 0 with rows = {}", rows);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* xr = x + i * cols;
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < cols; ++j) sum += xr[j];
+    const double mu = sum / static_cast<double>(cols);
+    double sq = 0.0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double d = xr[j] - mu;
+      sq += d * d;
+    }
+    const double var = sq / static_cast<double>(cols);
+    const float mu_f = static_cast<float>(mu);
+    const float rs_f = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+    mean[i] = mu_f;
+    rstd[i] = rs_f;
+    float* yr = y + i * cols;
+    for (std::int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - mu_f) * rs_f * gamma[j] + beta[j];
+  }
+}
+
+// With xhat = (x - mean) * rstd and g = dy * gamma:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dgamma += sum_rows dy * xhat,
+//   dbeta += sum_rows dy.
+void layernorm_backward_cpu(const float* __restrict x, const float* __restrict gamma,
+                            const float* __restrict mean, const float* __restrict rstd,
+                            const float* dy, float* dx, float* __restrict dgamma,
+                            float* __restrict dbeta, std::int64_t rows, std::int64_t cols,
+                            Accumulate acc) {
+  if (acc == Accumulate::Overwrite) {
+    std::fill(dgamma, dgamma + cols, 0.0f);
+    std::fill(dbeta, dbeta + cols, 0.0f);
+  }
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* xr = x + i * cols;
+    const float* dyr = dy + i * cols;
+    const float mu = mean[i];
+    const float rs = rstd[i];
+    double sum_g = 0.0;
+    double sum_g_xhat = 0.0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const float xhat = (xr[j] - mu) * rs;
+      const float g = dyr[j] * gamma[j];
+      sum_g += g;
+      sum_g_xhat += static_cast<double>(g) * xhat;
+      dgamma[j] += dyr[j] * xhat;
+      dbeta[j] += dyr[j];
+    }
+    const float mean_g = static_cast<float>(sum_g / static_cast<double>(cols));
+    const float mean_g_xhat = static_cast<float>(sum_g_xhat / static_cast<double>(cols));
+    // dx is written after every read of this row's dy, so dx may alias dy.
+    float* dxr = dx + i * cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const float xhat = (xr[j] - mu) * rs;
+      dxr[j] = rs * (dyr[j] * gamma[j] - mean_g - xhat * mean_g_xhat);
+    }
+  }
+}
+
+double softmax_cross_entropy_cpu(const float* logits, const std::int32_t* labels,
+                                 std::int64_t rows, std::int64_t cols, float* dlogits,
+                                 float grad_scale, std::int64_t* correct) {
+  // Validate every label first, so a bad label leaves no half-written dlogits behind.
+  for (std::int64_t i = 0; i < rows; ++i) {
+    if (labels[i] < 0 || labels[i] >= cols) {
+      throw UserError(fmt::format(
+          "softmax_cross_entropy: label {} of row {} is outside [0, {}); the data's labels do "
+          "not match the model's number of classes (its last width)",
+          labels[i], i, cols));
+    }
+  }
+  double loss_sum = 0.0;
+  std::int64_t n_correct = 0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* xr = logits + i * cols;
+    const std::int32_t label = labels[i];
+    // argmax: the first maximal index, as torch.argmax.
+    float max_v = xr[0];
+    std::int64_t argmax = 0;
+    for (std::int64_t j = 1; j < cols; ++j) {
+      if (xr[j] > max_v) {
+        max_v = xr[j];
+        argmax = j;
+      }
+    }
+    if (argmax == label) ++n_correct;
+    const float label_logit = xr[label];
+    // log-sum-exp shifted by the max: exp never overflows, however large the logits; the sum of
+    // the (float) exponentials is taken in double.
+    double sum_exp = 0.0;
+    if (dlogits != nullptr) {
+      // Every read of xr[j] precedes the write of dr[j]: dlogits may alias logits.
+      float* dr = dlogits + i * cols;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        dr[j] = std::exp(xr[j] - max_v);
+        sum_exp += dr[j];
+      }
+      const float norm_scale = static_cast<float>(static_cast<double>(grad_scale) / sum_exp);
+      for (std::int64_t j = 0; j < cols; ++j) dr[j] *= norm_scale;
+      dr[label] -= grad_scale;
+    } else {
+      for (std::int64_t j = 0; j < cols; ++j) sum_exp += std::exp(xr[j] - max_v);
+    }
+    loss_sum += std::log(sum_exp) - (static_cast<double>(label_logit) - max_v);
+  }
+  if (correct != nullptr) *correct = n_correct;
+  return loss_sum;
+}
+
+// Double sums over floats, in 8 independent lanes so the loop vectorises without reassociation
+// flags; the lane order is fixed, so results are bitwise reproducible.
+constexpr int kLanes = 8;
+
+// dpred may alias pred or target: it is written in a separate pass after the sum.
+double squared_error_cpu(const float* pred, const float* target, std::int64_t n, float* dpred,
+                         float grad_scale) {
+  double lanes[kLanes] = {};
+  const std::int64_t n_blocked = n - n % kLanes;
+  for (std::int64_t i = 0; i < n_blocked; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const double d = static_cast<double>(pred[i + l]) - target[i + l];
+      lanes[l] += d * d;
+    }
+  }
+  double total = 0.0;
+  for (std::int64_t i = n_blocked; i < n; ++i) {
+    const double d = static_cast<double>(pred[i]) - target[i];
+    total += d * d;
+  }
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  if (dpred != nullptr) {
+    const float two_scale = 2.0f * grad_scale;
+    for (std::int64_t i = 0; i < n; ++i) dpred[i] = two_scale * (pred[i] - target[i]);
+  }
+  return total;
+}
+
+double sum_of_squares_cpu(const float* __restrict x, std::int64_t n) {
+  double lanes[kLanes] = {};
+  const std::int64_t n_blocked = n - n % kLanes;
+  for (std::int64_t i = 0; i < n_blocked; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const double v = x[i + l];
+      lanes[l] += v * v;
+    }
+  }
+  double total = 0.0;
+  for (std::int64_t i = n_blocked; i < n; ++i) {
+    const double v = x[i];
+    total += v * v;
+  }
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+void scale_cpu(float* __restrict x, std::int64_t n, float alpha) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+}  // namespace
+
+// The dispatchers: CUDA contexts go to kernels/*.cu when built with CUDA, and are a user error
+// (a config asking for device = "cuda") otherwise.
+#if defined(ZEROLAP_WITH_CUDA)
+#define ZL_DISPATCH_CUDA(name, call) return call
+#else
+#define ZL_DISPATCH_CUDA(name, call) throw_no_cuda(name)
+#endif
+
+void bias_activation_forward(const ExecContext& ctx, Activation act, const float* x,
+                             const float* bias, float* y, std::int64_t rows, std::int64_t cols) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("bias_activation_forward",
+                     bias_activation_forward_cuda(ctx, act, x, bias, y, rows, cols));
+  }
+  bias_activation_forward_cpu(act, x, bias, y, rows, cols);
+}
+
+void activation_backward(const ExecContext& ctx, Activation act, const float* pre,
+                         const float* dy, float* dx, std::int64_t n) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("activation_backward", activation_backward_cuda(ctx, act, pre, dy, dx, n));
+  }
+  activation_backward_cpu(act, pre, dy, dx, n);
+}
+
+void bias_backward(const ExecContext& ctx, const float* dy, float* dbias, std::int64_t rows,
+                   std::int64_t cols, Accumulate acc) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("bias_backward", bias_backward_cuda(ctx, dy, dbias, rows, cols, acc));
+  }
+  bias_backward_cpu(dy, dbias, rows, cols, acc);
+}
+
+void add(const ExecContext& ctx, const float* a, const float* b, float* out, std::int64_t n) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("add", add_cuda(ctx, a, b, out, n));
+  }
+  add_cpu(a, b, out, n);
+}
+
+void accumulate(const ExecContext& ctx, const float* a, float* out, std::int64_t n,
+                Accumulate acc) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("accumulate", accumulate_cuda(ctx, a, out, n, acc));
+  }
+  accumulate_cpu(a, out, n, acc);
+}
+
+void layernorm_forward(const ExecContext& ctx, const float* x, const float* gamma,
+                       const float* beta, float* y, float* mean, float* rstd, std::int64_t rows,
+                       std::int64_t cols, float eps) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("layernorm_forward",
+                     layernorm_forward_cuda(ctx, x, gamma, beta, y, mean, rstd, rows, cols, eps));
+  }
+  layernorm_forward_cpu(x, gamma, beta, y, mean, rstd, rows, cols, eps);
+}
+
+void layernorm_backward(const ExecContext& ctx, const float* x, const float* gamma,
+                        const float* mean, const float* rstd, const float* dy, float* dx,
+                        float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols,
+                        Accumulate acc) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("layernorm_backward",
+                     layernorm_backward_cuda(ctx, x, gamma, mean, rstd, dy, dx, dgamma, dbeta,
+                                             rows, cols, acc));
+  }
+  layernorm_backward_cpu(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, rows, cols, acc);
+}
+
+double softmax_cross_entropy(const ExecContext& ctx, const float* logits,
+                             const std::int32_t* labels, std::int64_t rows, std::int64_t cols,
+                             float* dlogits, float grad_scale, std::int64_t* correct) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("softmax_cross_entropy",
+                     softmax_cross_entropy_cuda(ctx, logits, labels, rows, cols, dlogits,
+                                                grad_scale, correct));
+  }
+  return softmax_cross_entropy_cpu(logits, labels, rows, cols, dlogits, grad_scale, correct);
+}
+
+double squared_error(const ExecContext& ctx, const float* pred, const float* target,
+                     std::int64_t n, float* dpred, float grad_scale) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("squared_error", squared_error_cuda(ctx, pred, target, n, dpred, grad_scale));
+  }
+  return squared_error_cpu(pred, target, n, dpred, grad_scale);
+}
+
+double sum_of_squares(const ExecContext& ctx, const float* x, std::int64_t n) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("sum_of_squares", sum_of_squares_cuda(ctx, x, n));
+  }
+  return sum_of_squares_cpu(x, n);
+}
+
+void scale(const ExecContext& ctx, float* x, std::int64_t n, float alpha) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("scale", scale_cuda(ctx, x, n, alpha));
+  }
+  scale_cpu(x, n, alpha);
+}
+
+#undef ZL_DISPATCH_CUDA
+
+}  // namespace zl
