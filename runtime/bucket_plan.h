@@ -1,0 +1,54 @@
+// The bucket plan: how the flat gradient buffer is cut into buckets and which rank owns each.
+//
+// Note [Bucket order]: buckets are built walking parameters in flat-layout order (reverse
+// registration order = the order backward finalises gradients, see Note [Flat layout]). A bucket
+// is a contiguous slice [offset, offset + numel) that never splits a parameter; a new bucket starts
+// when adding the next parameter would exceed the cap (bucket 0 uses first_bucket_cap_mb, so the
+// first collective starts early in backward). A parameter larger than the cap gets a bucket alone.
+// The plan depends only on the model and the config, so every rank computes the same plan and
+// launches bucket collectives in index order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/parameter_store.h"
+#include "runtime/config.h"
+
+namespace zl {
+
+struct Bucket {
+  int index = 0;
+  std::int64_t offset = 0;  // first element in the flat buffers
+  std::int64_t numel = 0;   // elements including alignment padding
+  std::vector<int> param_ids;  // in flat-layout order
+  int assigned_rank = 0;       // owns the optimizer state; steps and broadcasts this bucket
+  std::int64_t bytes() const { return numel * static_cast<std::int64_t>(sizeof(float)); }
+};
+
+struct BucketPlan {
+  std::vector<Bucket> buckets;
+  std::vector<int> bucket_of_param;  // param id -> bucket index
+  int world_size = 1;
+  AssignmentPolicy assignment = AssignmentPolicy::RoundRobin;
+
+  // Elements of the buckets assigned to `rank`.
+  std::int64_t numel_assigned_to(int rank) const;
+  std::int64_t largest_bucket_numel() const;
+};
+
+// cap_mb and first_cap_mb in MiB (1024 * 1024 bytes, as PyTorch's bucket_cap_mb).
+BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double first_cap_mb,
+                             int world_size, AssignmentPolicy assignment);
+
+// Optimizer-state floats per parameter element: Adam/AdamW 2 (exp_avg, exp_avg_sq), SGD 1 with
+// momentum, 0 without.
+int state_floats_per_element(const OptimizerConfig& optimizer);
+
+// The bucket table of `zerolap plan`: one row per bucket, then totals per rank (elements, gradient
+// bytes, optimizer-state bytes for `mode`).
+std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
+                               const OptimizerConfig& optimizer, ParallelMode mode);
+
+}  // namespace zl

@@ -1,0 +1,59 @@
+// A CPU stream: one worker thread that runs enqueued tasks strictly in FIFO order, the CPU
+// analogue of a cudaStream_t. A task's Completion is signalled after the task *and every earlier
+// task* finished. If a task throws, the stream is poisoned: that task and every later one complete
+// with the same error without running (after a failed collective, issuing more could hang).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace zl {
+
+class Completion {
+ public:
+  void wait();  // blocks until signalled; rethrows the task's error
+  bool is_done();
+  void signal(std::exception_ptr error);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+class CpuStream {
+ public:
+  explicit CpuStream(std::string name);
+  ~CpuStream();  // runs what is queued, then joins the thread
+  CpuStream(const CpuStream&) = delete;
+  CpuStream& operator=(const CpuStream&) = delete;
+
+  std::shared_ptr<Completion> enqueue(std::function<void()> task);
+  void synchronize();  // waits for everything enqueued so far; rethrows a poisoned stream's error
+  const std::string& name() const { return name_; }
+  bool on_stream_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  void run();
+
+  struct Task {
+    std::function<void()> fn;
+    std::shared_ptr<Completion> done;
+  };
+  std::string name_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::exception_ptr poisoned_;
+  std::thread thread_;
+};
+
+}  // namespace zl

@@ -1,0 +1,62 @@
+// MetricsWriter: the CSV metrics file (see metrics.h).
+#include "runtime/metrics.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "kernels/errors.h"
+
+namespace zl {
+
+const char* MetricsWriter::header() {
+  return "step,epoch,train_loss,train_accuracy,test_loss,test_accuracy,samples_per_s,lr,"
+         "grad_norm,elapsed_s";
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append) {
+  const bool existed = std::filesystem::exists(path);
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!file_) {
+    throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
+                                std::strerror(errno)));
+  }
+  if (!append || !existed) {
+    std::fprintf(file_, "%s\n", header());
+    std::fflush(file_);
+  }
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_) std::fclose(file_);
+}
+
+MetricsWriter::MetricsWriter(MetricsWriter&& other) noexcept
+    : file_(std::exchange(other.file_, nullptr)) {}
+
+MetricsWriter& MetricsWriter::operator=(MetricsWriter&& other) noexcept {
+  if (this != &other) {
+    if (file_) std::fclose(file_);
+    file_ = std::exchange(other.file_, nullptr);
+  }
+  return *this;
+}
+
+namespace {
+std::string cell(const std::optional<double>& v) { return v ? fmt::format("{:.7g}", *v) : ""; }
+}  // namespace
+
+void MetricsWriter::write(const MetricsRow& r) {
+  if (!file_) return;
+  const std::string line =
+      fmt::format("{},{},{},{},{},{},{},{},{},{:.3f}\n", r.step, r.epoch, cell(r.train_loss),
+                  cell(r.train_accuracy), cell(r.test_loss), cell(r.test_accuracy),
+                  cell(r.samples_per_s), cell(r.lr), cell(r.grad_norm), r.elapsed_s);
+  std::fputs(line.c_str(), file_);
+  std::fflush(file_);
+}
+
+}  // namespace zl

@@ -1,0 +1,61 @@
+// Chrome trace-event recording (opens in Perfetto / chrome://tracing): one process per rank, one
+// thread per stream ("main", "comm.reduce", "comm.broadcast", ...). Spans are recorded with a
+// monotonic clock relative to a per-run origin; recording is thread-safe and a no-op when disabled.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zl {
+
+class Tracer {
+ public:
+  Tracer(int rank, bool enabled);
+
+  bool enabled() const { return enabled_; }
+  int rank() const { return rank_; }
+  // Microseconds since this tracer was created (or since reset_origin()).
+  double now_us() const;
+  void reset_origin();
+
+  // A complete span ("ph": "X") on thread `thread`.
+  void span(const std::string& thread, const std::string& name, double begin_us, double end_us,
+            nlohmann::json args = nlohmann::json::object());
+
+  // This rank's events as a JSON array (thread-name metadata included).
+  nlohmann::json events() const;
+  void clear();
+
+ private:
+  int thread_id(const std::string& thread);  // caller holds mutex_
+
+  int rank_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point origin_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> threads_;
+  nlohmann::json events_ = nlohmann::json::array();
+};
+
+// RAII span: records [construction, destruction) when the tracer is enabled.
+class TraceSpan {
+ public:
+  TraceSpan(Tracer* tracer, std::string thread, std::string name,
+            nlohmann::json args = nlohmann::json::object());
+  ~TraceSpan();
+  TraceSpan(const TraceSpan&) = delete;
+  TraceSpan& operator=(const TraceSpan&) = delete;
+
+ private:
+  Tracer* tracer_;
+  std::string thread_, name_;
+  nlohmann::json args_;
+  double begin_us_ = 0.0;
+};
+
+}  // namespace zl

@@ -1,0 +1,287 @@
+// Trainer: the per-rank training loop (see trainer.h).
+#include "runtime/trainer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "kernels/elementwise.h"
+#include "kernels/errors.h"
+#include "kernels/gemm.h"
+#include "runtime/datasets_from_config.h"
+#include "runtime/mpi_communicator.h"
+
+namespace zl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::int64_t micro_batches_per_epoch(const DistributedSampler& sampler) {
+  return sampler.steps_per_epoch();
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& config, const World& world, TrainerOptions options)
+    : config_(config),
+      world_(world),
+      options_(options),
+      compute_(ExecContext{}),
+      tracer_(world.rank, config.output.trace),
+      tape_(ExecContext{}) {
+  set_cpu_gemm_threads(config.runtime.threads);
+  data_ = load_datasets(config_);
+  model_ = std::make_unique<Model>(config_.model, compute_.device);
+
+  SamplerSpec sampler_spec;
+  sampler_spec.num_samples = data_.train.num_samples;
+  sampler_spec.local_batch = config_.data.batch_size;
+  sampler_spec.world_size = world_.size;
+  sampler_spec.shuffle = config_.data.shuffle;
+  sampler_spec.seed = config_.data.seed;
+  sampler_ = std::make_unique<DistributedSampler>(sampler_spec);
+  steps_per_epoch_ = micro_batches_per_epoch(*sampler_) / config_.train.grad_accum;
+  if (steps_per_epoch_ < 1) {
+    throw UserError(fmt::format(
+        "{}: train.grad_accum = {} micro-batches of data.batch_size = {} on {} ranks need more "
+        "than the {} training samples of one epoch; lower the batch size or grad_accum",
+        config_.source_path, config_.train.grad_accum, config_.data.batch_size, world_.size,
+        data_.train.num_samples));
+  }
+  total_steps_ = config_.train.steps > 0 ? config_.train.steps
+                                          : config_.train.epochs * steps_per_epoch_;
+
+  // Construction order is the same on every rank: each constructor dups the world communicator.
+  reduce_comm_ = std::make_unique<MpiCommunicator>(world_.comm, "comm.reduce",
+                                                   config_.runtime.timeout_s);
+  broadcast_comm_ = std::make_unique<MpiCommunicator>(world_.comm, "comm.broadcast",
+                                                      config_.runtime.timeout_s);
+  reduce_comm_->set_tracer(&tracer_);
+  broadcast_comm_->set_tracer(&tracer_);
+
+  plan_ = build_bucket_plan(model_->store(), config_.parallel.bucket_cap_mb,
+                            config_.parallel.first_bucket_cap_mb, world_.size,
+                            config_.parallel.assignment);
+  optimizer_ = std::make_unique<ShardedOptimizer>(config_.optimizer, plan_, model_->store(),
+                                                  world_.rank, config_.parallel.mode,
+                                                  total_steps_);
+  reducer_ = std::make_unique<Reducer>(config_.parallel, config_.train.clip_grad_norm,
+                                       config_.train.grad_accum, plan_, model_->store(),
+                                       *optimizer_, *reduce_comm_, *broadcast_comm_, compute_,
+                                       &tracer_);
+  reducer_->broadcast_initial_parameters();
+
+  if (world_.is_root() && options_.write_outputs) {
+    std::error_code ec;
+    std::filesystem::create_directories(config_.output.dir, ec);
+    if (ec) {
+      throw UserError(fmt::format("cannot create output.dir '{}': {}", config_.output.dir,
+                                  ec.message()));
+    }
+    std::ofstream(std::filesystem::path(config_.output.dir) / "config.toml") << to_toml(config_);
+    metrics_ = MetricsWriter((std::filesystem::path(config_.output.dir) / "metrics.csv").string(),
+                             /*append=*/false);
+  }
+}
+
+Trainer::~Trainer() {
+  // Let in-flight work finish before the buffers it touches go away. Errors were already reported
+  // by whoever waited; a destructor must not throw.
+  try {
+    if (reducer_) reducer_->synchronize();
+  } catch (...) {
+  }
+}
+
+std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss) {
+  const auto batch = static_cast<std::int64_t>(indices.size());
+  const Dataset& train = data_.train;
+  host_x_.resize(static_cast<std::size_t>(batch * train.feature_dim));
+  const bool classification = train.task == TaskKind::Classification;
+  if (classification) {
+    host_labels_.resize(static_cast<std::size_t>(batch));
+  } else {
+    host_targets_.resize(static_cast<std::size_t>(batch * train.target_dim));
+  }
+  gather_batch(train, indices.data(), batch, host_x_.data(),
+               classification ? host_labels_.data() : nullptr,
+               classification ? nullptr : host_targets_.data());
+
+  tape_.reset();
+  const Tensor x{host_x_.data(), batch, train.feature_dim, compute_.device};
+  const ForwardResult out = model_->forward(tape_, x, reducer_->param_use_hook());
+  if (classification) {
+    std::int64_t correct = 0;
+    const double sum =
+        softmax_cross_entropy(compute_, out.output.data, host_labels_.data(), batch,
+                              out.output.cols, out.grad_output.data, 1.0f / batch, &correct);
+    loss.loss_sum += sum / batch;
+    loss.correct += static_cast<double>(correct);
+  } else {
+    const std::int64_t n = out.output.numel();
+    const double sum = squared_error(compute_, out.output.data, host_targets_.data(), n,
+                                     out.grad_output.data, 1.0f / static_cast<float>(n));
+    loss.loss_sum += sum / static_cast<double>(n);
+  }
+  loss.samples += static_cast<double>(batch);
+  return batch;
+}
+
+StepLoss Trainer::train_step() {
+  StepLoss loss;
+  const std::int64_t per_epoch = micro_batches_per_epoch(*sampler_);
+  for (std::int64_t micro = 0; micro < config_.train.grad_accum; ++micro) {
+    sampler_->batch_indices(cursor_ / per_epoch, cursor_ % per_epoch, world_.rank, indices_);
+    ++cursor_;
+    {
+      TraceSpan span(&tracer_, "main", "forward", {{"step", step_ + 1}, {"micro_batch", micro}});
+      micro_batch_loss(indices_, loss);
+    }
+    reducer_->begin_backward(micro);
+    {
+      TraceSpan span(&tracer_, "main", "backward", {{"step", step_ + 1}, {"micro_batch", micro}});
+      BackwardContext ctx;
+      ctx.accumulate = reducer_->accumulate_mode();
+      ctx.on_grad_ready = &reducer_->grad_ready_hook();
+      tape_.backward(ctx);
+    }
+  }
+  {
+    TraceSpan span(&tracer_, "main", "finish_backward", {{"step", step_ + 1}});
+    reducer_->finish_backward();
+  }
+  ++step_;
+  return loss;
+}
+
+std::vector<double> Trainer::all_reduce_sums(std::vector<double> values) {
+  reduce_comm_->all_reduce_f64(values.data(), static_cast<std::int64_t>(values.size())).wait();
+  return values;
+}
+
+EvalResult Trainer::evaluate() {
+  reducer_->synchronize();
+  const Dataset& test = data_.test;
+  const Shard shard = eval_shard(test.num_samples, world_.rank, world_.size);
+  const bool classification = test.task == TaskKind::Classification;
+  double loss_sum = 0.0, correct = 0.0;
+  for (std::int64_t begin = shard.begin; begin < shard.end; begin += config_.data.eval_batch_size) {
+    const std::int64_t batch = std::min(config_.data.eval_batch_size, shard.end - begin);
+    indices_.resize(static_cast<std::size_t>(batch));
+    for (std::int64_t i = 0; i < batch; ++i) indices_[static_cast<std::size_t>(i)] = begin + i;
+    host_x_.resize(static_cast<std::size_t>(batch * test.feature_dim));
+    host_labels_.resize(static_cast<std::size_t>(batch));
+    host_targets_.resize(static_cast<std::size_t>(batch * std::max<std::int64_t>(1, test.target_dim)));
+    gather_batch(test, indices_.data(), batch, host_x_.data(),
+                 classification ? host_labels_.data() : nullptr,
+                 classification ? nullptr : host_targets_.data());
+    tape_.reset();
+    const Tensor x{host_x_.data(), batch, test.feature_dim, compute_.device};
+    const ForwardResult out = model_->forward(tape_, x);
+    if (classification) {
+      std::int64_t c = 0;
+      loss_sum += softmax_cross_entropy(compute_, out.output.data, host_labels_.data(), batch,
+                                        out.output.cols, nullptr, 1.0f, &c);
+      correct += static_cast<double>(c);
+    } else {
+      // Per-sample loss: the mean squared error over that sample's outputs.
+      loss_sum += squared_error(compute_, out.output.data, host_targets_.data(), out.output.numel(),
+                                nullptr, 1.0f) /
+                  static_cast<double>(out.output.cols);
+    }
+  }
+  tape_.reset();
+  const auto sums = all_reduce_sums({loss_sum, correct, static_cast<double>(shard.end - shard.begin)});
+  EvalResult r;
+  r.samples = static_cast<std::int64_t>(sums[2]);
+  r.loss = r.samples > 0 ? sums[0] / sums[2] : 0.0;
+  r.accuracy = classification && r.samples > 0 ? sums[1] / sums[2] : 0.0;
+  return r;
+}
+
+void Trainer::run() {
+  const auto start = Clock::now();
+  auto window_start = Clock::now();
+  StepLoss window;
+  std::int64_t window_steps = 0;
+  const bool classification = data_.train.task == TaskKind::Classification;
+  if (world_.is_root() && !options_.quiet) {
+    fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples "
+               "({} per epoch), mode {}{}\n",
+               config_.source_path, model_->store().parameter_numel(), world_.size,
+               world_.size == 1 ? "" : "s", device_name(compute_.device), total_steps_,
+               config_.data.batch_size * world_.size * config_.train.grad_accum, steps_per_epoch_,
+               to_string(config_.parallel.mode),
+               config_.parallel.mode == ParallelMode::Zero
+                   ? fmt::format("/{}/{}", to_string(config_.parallel.overlap),
+                                 to_string(config_.parallel.collective))
+                   : std::string());
+    std::fflush(stdout);
+  }
+  auto emit = [&](MetricsRow row, const std::string& line) {
+    row.elapsed_s = seconds_since(start);
+    if (!world_.is_root()) return;
+    metrics_.write(row);
+    if (!options_.quiet) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    }
+  };
+
+  while (step_ < total_steps_) {
+    const StepLoss loss = train_step();
+    window.loss_sum += loss.loss_sum;
+    window.correct += loss.correct;
+    window.samples += loss.samples;
+    ++window_steps;
+    const bool last = step_ == total_steps_;
+    if (step_ % config_.train.log_every == 0 || last) {
+      const double seconds = seconds_since(window_start);
+      const auto sums = all_reduce_sums({window.loss_sum, window.correct, window.samples});
+      MetricsRow row;
+      row.step = step_;
+      row.epoch = (step_ - 1) / steps_per_epoch_;
+      row.train_loss = sums[0] / (static_cast<double>(window_steps) * world_.size *
+                                  static_cast<double>(config_.train.grad_accum));
+      if (classification) row.train_accuracy = sums[1] / sums[2];
+      row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
+      row.lr = scheduled_lr(config_.optimizer, step_, total_steps_);
+      if (config_.train.clip_grad_norm > 0.0f) row.grad_norm = reducer_->last_grad_norm();
+      emit(row, fmt::format("step {:>6}/{}  epoch {}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s",
+                            step_, total_steps_, row.epoch, *row.train_loss,
+                            classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",
+                            *row.lr, *row.samples_per_s));
+      window = StepLoss{};
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    if (config_.train.eval_every > 0 && step_ % config_.train.eval_every == 0 && !last) {
+      const EvalResult e = evaluate();
+      MetricsRow row;
+      row.step = step_;
+      row.epoch = (step_ - 1) / steps_per_epoch_;
+      row.test_loss = e.loss;
+      if (classification) row.test_accuracy = e.accuracy;
+      emit(row, fmt::format("eval  step {}  test_loss {:.4f}{}", step_, e.loss,
+                            classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
+      window_start = Clock::now();  // evaluation time is not training throughput
+    }
+  }
+  const EvalResult e = evaluate();
+  MetricsRow row;
+  row.step = step_;
+  row.epoch = step_ > 0 ? (step_ - 1) / steps_per_epoch_ : 0;
+  row.test_loss = e.loss;
+  if (classification) row.test_accuracy = e.accuracy;
+  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.1f} s)", step_, e.loss,
+                        classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
+                        seconds_since(start)));
+}
+
+}  // namespace zl

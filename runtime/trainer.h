@@ -1,0 +1,107 @@
+// The training loop of one rank: sampler -> forward -> loss -> backward (with the Reducer's hooks)
+// -> the mode's optimizer policy, plus progress on rank 0, sharded evaluation, and the metrics file.
+// A Trainer owns everything of a run except the world: model, data, communicators, bucket plan,
+// optimizer and reducer. Every rank constructs it with the same config (collective).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/device_buffer.h"
+#include "models/dataset.h"
+#include "models/model.h"
+#include "models/sampler.h"
+#include "models/tape.h"
+#include "runtime/bucket_plan.h"
+#include "runtime/communicator.h"
+#include "runtime/config.h"
+#include "runtime/metrics.h"
+#include "runtime/reducer.h"
+#include "runtime/sharded_optimizer.h"
+#include "runtime/trace.h"
+#include "runtime/world.h"
+
+namespace zl {
+
+struct EvalResult {
+  double loss = 0.0;      // mean over the test set
+  double accuracy = 0.0;  // fraction in [0, 1]; 0 for regression
+  std::int64_t samples = 0;
+};
+
+// Loss statistics of one step, summed over micro-batches on this rank.
+struct StepLoss {
+  double loss_sum = 0.0;  // sum of per-micro-batch mean losses
+  double correct = 0.0;
+  double samples = 0.0;
+};
+
+struct TrainerOptions {
+  bool quiet = false;  // no progress lines (tests)
+  bool write_outputs = true;  // metrics file, effective config
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& config, const World& world, TrainerOptions options = {});
+  ~Trainer();
+
+  // Trains to the configured number of steps with logging, evaluation and outputs.
+  void run();
+  // One optimizer step (grad_accum micro-batches). Returns this rank's loss statistics.
+  StepLoss train_step();
+  // Evaluates on the test split, sharded over ranks; every rank gets the reduced result.
+  EvalResult evaluate();
+  // Waits until all in-flight collectives, steps and broadcasts are done.
+  void synchronize() { reducer_->synchronize(); }
+
+  const Config& config() const { return config_; }
+  const World& world() const { return world_; }
+  Model& model() { return *model_; }
+  const BucketPlan& plan() const { return plan_; }
+  ShardedOptimizer& optimizer() { return *optimizer_; }
+  Reducer& reducer() { return *reducer_; }
+  Communicator& reduce_comm() { return *reduce_comm_; }
+  Communicator& broadcast_comm() { return *broadcast_comm_; }
+  Tracer& tracer() { return tracer_; }
+  std::int64_t step() const { return step_; }  // optimizer steps completed
+  std::int64_t total_steps() const { return total_steps_; }
+  std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  // Micro-batches consumed so far: the sampler position (checkpoints store it).
+  std::int64_t batch_cursor() const { return cursor_; }
+  void set_position(std::int64_t step, std::int64_t cursor) { step_ = step, cursor_ = cursor; }
+
+ private:
+  std::int64_t micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss);
+  void log_progress(const StepLoss& window, double window_seconds, std::int64_t window_steps);
+  std::vector<double> all_reduce_sums(std::vector<double> values);
+
+  Config config_;
+  World world_;
+  TrainerOptions options_;
+  ExecContext compute_;
+  Tracer tracer_;
+  DatasetSplits data_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<Communicator> reduce_comm_;
+  std::unique_ptr<Communicator> broadcast_comm_;
+  BucketPlan plan_;
+  std::unique_ptr<ShardedOptimizer> optimizer_;
+  std::unique_ptr<Reducer> reducer_;
+  Tape tape_;
+  MetricsWriter metrics_;
+
+  std::int64_t steps_per_epoch_ = 0;  // optimizer steps
+  std::int64_t total_steps_ = 0;
+  std::int64_t step_ = 0;
+  std::int64_t cursor_ = 0;
+  std::vector<std::int64_t> indices_;
+  std::vector<float> host_x_, host_targets_;
+  std::vector<std::int32_t> host_labels_;
+  DeviceBuffer device_x_, device_targets_, device_labels_;  // used when the model is on a GPU
+};
+
+}  // namespace zl
