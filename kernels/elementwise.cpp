@@ -78,7 +78,11 @@ void activation_backward_cpu(Activation act, const float* pre, const float* dy, 
       return;
     case Activation::Relu:
       // Derivative 0 at pre == 0, as PyTorch's threshold_backward.
-      for (std::int64_t i = 0; i < n; ++i) dx[i] = pre[i] > 0.0f ? dy[i] : 0.0f;
+      // dy is loaded unconditionally so the select if-converts and the loop vectorises.
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float d = dy[i];
+        dx[i] = pre[i] > 0.0f ? d : 0.0f;
+      }
       return;
     case Activation::Gelu:
       // d/dx [0.5 x (1 + tanh(u))], u = beta (x + kappa x^3): PyTorch's GeluBackward (tanh).
