@@ -97,7 +97,9 @@ void Reducer::launch_collective(int bucket) {
       reduce_to_owner ? reduce_comm_.reduce(grad, b.numel, b.assigned_rank, ReduceOp::Sum)
                       : reduce_comm_.all_reduce(grad, b.numel, ReduceOp::Sum);
   if (record_events_) {
-    reduce_comm_.then([this, bucket] { note(StepEvent::Kind::CollectiveDone, bucket); });
+    // Waiting for the note (stream order: after the collective) keeps recorded order truthful.
+    collective_work_[static_cast<std::size_t>(bucket)] =
+        reduce_comm_.then([this, bucket] { note(StepEvent::Kind::CollectiveDone, bucket); });
   }
   if (is_zero() && parallel_.overlap == Overlap::Interleaved) {
     // Runs on the reduce stream after this bucket's collective (and all earlier ones): step the

@@ -1,0 +1,107 @@
+// Helpers for the MPI tests: small in-process training runs built from TOML text, parameter
+// snapshots, and cross-rank comparisons. Every helper is collective over the world it is given.
+#pragma once
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/config.h"
+#include "runtime/trainer.h"
+#include "runtime/world.h"
+
+namespace zl::test {
+
+// A tiny classification problem: a random teacher MLP's argmax labels, a 4-layer student.
+inline const char* kSmallConfig = R"(
+[model]
+kind = "mlp"
+widths = [8, 32, 32, 4]
+activation = "gelu"
+seed = 3
+[data]
+kind = "teacher"
+teacher_task = "classification"
+teacher_hidden = 16
+train_samples = 2048
+test_samples = 256
+batch_size = 8
+seed = 5
+[optimizer]
+kind = "adam"
+lr = 0.01
+[train]
+steps = 20
+log_every = 1000
+[runtime]
+timeout_s = 60
+)";
+
+inline Config small_config(const std::vector<std::string>& overrides) {
+  return parse_config(kSmallConfig, "small.toml", overrides);
+}
+
+inline World world_of(MPI_Comm comm) { return describe_world(comm); }
+
+inline TrainerOptions quiet_options() {
+  TrainerOptions o;
+  o.quiet = true;
+  o.write_outputs = false;
+  return o;
+}
+
+inline std::vector<float> parameters_of(Trainer& trainer) {
+  trainer.synchronize();
+  const auto& store = trainer.model().store();
+  return std::vector<float>(store.data(), store.data() + store.total_numel());
+}
+
+inline std::uint64_t fnv1a(const std::vector<float>& v) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
+  for (std::size_t i = 0; i < v.size() * sizeof(float); ++i) {
+    h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+// True on every rank iff every rank holds bitwise the same vector.
+inline bool identical_on_all_ranks(const std::vector<float>& v, MPI_Comm comm) {
+  const std::uint64_t mine = fnv1a(v);
+  std::uint64_t lo = 0, hi = 0;
+  MPI_Allreduce(&mine, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
+  MPI_Allreduce(&mine, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
+  return lo == hi;
+}
+
+// Largest violation of |a - b| <= atol + rtol * |b| (<= 1 means within tolerance).
+inline double tolerance_ratio(const std::vector<float>& a, const std::vector<float>& b,
+                              double rtol, double atol) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double allowed = atol + rtol * std::fabs(static_cast<double>(b[i]));
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / allowed);
+  }
+  return worst;
+}
+
+// Trains `steps` steps; checks after every step that all ranks hold identical parameters.
+inline std::vector<float> train_checking_identity(Trainer& trainer, std::int64_t steps) {
+  for (std::int64_t s = 0; s < steps; ++s) {
+    trainer.train_step();
+    const auto p = parameters_of(trainer);
+    const bool same = identical_on_all_ranks(p, trainer.world().comm);
+    if (!same) FAIL_CHECK("ranks diverged after step " << s + 1);
+    if (!same) break;
+  }
+  return parameters_of(trainer);
+}
+
+}  // namespace zl::test

@@ -1,0 +1,96 @@
+// MPI communicator semantics: results, in-order completion with callbacks that issue collectives on
+// a second communicator, and timeouts instead of hangs.
+#include <catch2/catch.hpp>
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kernels/errors.h"
+#include "runtime/mpi_communicator.h"
+#include "runtime/world.h"
+
+using namespace zl;
+
+TEST_CASE("collectives compute sums, reductions to a root and broadcasts", "[comm]") {
+  const World world = describe_world();
+  MpiCommunicator comm(world.comm, "test", 60.0);
+  std::vector<float> a(1000), r(77), b(33);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(world.rank + 1) * i;
+  for (auto& x : r) x = static_cast<float>(world.rank + 1);
+  for (auto& x : b) x = world.rank == world.size - 1 ? 7.5f : -1.0f;
+  auto w1 = comm.all_reduce(a.data(), static_cast<std::int64_t>(a.size()), ReduceOp::Sum);
+  auto w2 = comm.reduce(r.data(), static_cast<std::int64_t>(r.size()), 0, ReduceOp::Average);
+  auto w3 = comm.broadcast(b.data(), static_cast<std::int64_t>(b.size()), world.size - 1);
+  w3.wait();  // completion is in issue order: w1 and w2 are done too
+  CHECK(w1.is_done());
+  CHECK(w2.is_done());
+  const float ranks_sum = world.size * (world.size + 1) / 2.0f;
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == ranks_sum * i);
+  const float expected_r = world.rank == 0 ? ranks_sum / world.size : world.rank + 1.0f;
+  for (float x : r) REQUIRE(x == Approx(expected_r));
+  for (float x : b) REQUIRE(x == 7.5f);
+  const CommStats stats = comm.stats();
+  CHECK(stats.ops == 3);
+  CHECK(stats.payload_bytes == static_cast<std::int64_t>((a.size() + r.size() + b.size()) * 4));
+}
+
+TEST_CASE("callbacks run in issue order and may issue collectives on another communicator",
+          "[comm]") {
+  const World world = describe_world();
+  MpiCommunicator reduce_comm(world.comm, "reduce", 60.0);
+  MpiCommunicator bcast_comm(world.comm, "bcast", 60.0);
+  constexpr int kOps = 200;
+  std::vector<std::vector<float>> grads(kOps), params(kOps);
+  std::vector<Work> bcast_work(kOps), callback_work(kOps);
+  std::mutex order_mutex;
+  std::vector<int> callback_order;
+  for (int i = 0; i < kOps; ++i) {
+    // Sizes vary so MPI could finish small operations before large earlier ones.
+    const std::size_t n = i % 7 == 0 ? 20000 : 1 + static_cast<std::size_t>(i % 13);
+    grads[i].assign(n, 1.0f);
+    params[i].assign(n, world.rank == i % world.size ? static_cast<float>(i) : -1.0f);
+    reduce_comm.all_reduce(grads[i].data(), static_cast<std::int64_t>(n), ReduceOp::Sum);
+    callback_work[i] = reduce_comm.then([&, i] {
+      {
+        std::lock_guard lock(order_mutex);
+        callback_order.push_back(i);
+      }
+      REQUIRE(grads[i][0] == static_cast<float>(world.size));  // its collective is complete
+      bcast_work[i] = bcast_comm.broadcast(params[i].data(),
+                                           static_cast<std::int64_t>(params[i].size()),
+                                           i % world.size);
+    });
+  }
+  for (int i = 0; i < kOps; ++i) {
+    callback_work[i].wait();
+    bcast_work[i].wait();
+  }
+  REQUIRE(callback_order.size() == kOps);
+  for (int i = 0; i < kOps; ++i) REQUIRE(callback_order[i] == i);
+  for (int i = 0; i < kOps; ++i) {
+    for (float x : params[i]) REQUIRE(x == static_cast<float>(i));
+  }
+}
+
+TEST_CASE("a collective a peer never joins times out instead of hanging", "[comm-timeout]") {
+  const World world = describe_world();
+  REQUIRE(world.size >= 2);
+  MpiCommunicator comm(world.comm, "timeout", 0.5);
+  std::vector<float> x(16, 1.0f);
+  if (world.rank == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    auto work = comm.all_reduce(x.data(), 16, ReduceOp::Sum);
+    REQUIRE_THROWS_AS(work.wait(), RuntimeFailure);
+    REQUIRE_THROWS_WITH(comm.then([] {}).wait(), Catch::Contains("did not complete within"));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  }
+  MPI_Barrier(world.comm);
+  // The other ranks join late, so rank 0's abandoned all-reduce completes (progressed by rank 0's
+  // barrier below) and MPI shuts down cleanly.
+  if (world.rank != 0) comm.all_reduce(x.data(), 16, ReduceOp::Sum).wait();
+  MPI_Barrier(world.comm);
+}
