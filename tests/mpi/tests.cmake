@@ -7,3 +7,10 @@ foreach(np 1 2 3 4)
   zerolap_add_mpi_test(zero ${np} "[zero]" 600)
 endforeach()
 zerolap_add_mpi_test(communicator_timeout 2 "[comm-timeout]" 120)
+
+# A rank killed with SIGKILL ends the whole job within 10 s with a non-zero exit.
+add_test(NAME mpi.kill_rank.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/kill_rank_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/kill_rank)
+set_tests_properties(mpi.kill_rank.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
