@@ -110,6 +110,13 @@ int state_floats_per_element(const OptimizerConfig& optimizer) {
   return 0;
 }
 
+std::int64_t planned_state_bytes(const BucketPlan& plan, const ParameterStore& store,
+                                 const OptimizerConfig& optimizer, ParallelMode mode, int rank) {
+  const std::int64_t elements =
+      mode == ParallelMode::Ddp ? store.total_numel() : plan.numel_assigned_to(rank);
+  return elements * state_floats_per_element(optimizer) * static_cast<std::int64_t>(sizeof(float));
+}
+
 namespace {
 
 std::string human_bytes(std::int64_t bytes) {
@@ -136,7 +143,6 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
     out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", b.index, b.numel, b.bytes(),
                        human_bytes(b.bytes()), b.assigned_rank, names);
   }
-  const int per_element = state_floats_per_element(optimizer);
   out += fmt::format("\n{} buckets, {} parameters ({} elements, {} with alignment padding)\n",
                      plan.buckets.size(), store.count(), store.parameter_numel(),
                      store.total_numel());
@@ -146,11 +152,8 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
     int count = 0;
     for (const auto& b : plan.buckets) count += b.assigned_rank == r ? 1 : 0;
     // ddp keeps the full optimizer state on every rank; zero only the assigned buckets'.
-    const std::int64_t state_elements =
-        (mode == ParallelMode::Ddp ? store.total_numel() : plan.numel_assigned_to(r)) *
-        per_element;
     out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, count, plan.numel_assigned_to(r),
-                       human_bytes(state_elements * 4));
+                       human_bytes(planned_state_bytes(plan, store, optimizer, mode, r)));
   }
   return out;
 }

@@ -46,6 +46,11 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
 // momentum, 0 without.
 int state_floats_per_element(const OptimizerConfig& optimizer);
 
+// Optimizer-state bytes `rank` allocates for `mode` (ddp: every bucket; zero: the assigned ones):
+// the figure `zerolap plan` prints, and what ShardedOptimizer::state_bytes() must report.
+std::int64_t planned_state_bytes(const BucketPlan& plan, const ParameterStore& store,
+                                 const OptimizerConfig& optimizer, ParallelMode mode, int rank);
+
 // The bucket table of `zerolap plan`: one row per bucket, then totals per rank (elements, gradient
 // bytes, optimizer-state bytes for `mode`).
 std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,

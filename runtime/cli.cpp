@@ -37,7 +37,7 @@ int run_cli(int argc, char** argv) {
   app.set_version_flag("--version", fmt::format("zerolap {}", ZEROLAP_VERSION));
   app.require_subcommand(1);
 
-  ConfigArgs train_args, plan_args;
+  ConfigArgs train_args, plan_args, bench_args;
   int plan_world = 0;
   auto* train = app.add_subcommand("train", "Train a model from a TOML config");
   add_config_args(*train, train_args);
@@ -45,6 +45,9 @@ int run_cli(int argc, char** argv) {
   add_config_args(*plan, plan_args);
   plan->add_option("--world", plan_world, "Plan for this many ranks (default: the job's size)")
       ->check(CLI::PositiveNumber);
+  auto* bench = app.add_subcommand(
+      "bench", "Measure every overlap mode x bucket cap of the config's [bench] side by side");
+  add_config_args(*bench, bench_args);
 
   try {
     app.parse(argc, argv);
@@ -64,6 +67,7 @@ int run_cli(int argc, char** argv) {
   try {
     if (*train) return run_train_command(train_args, world);
     if (*plan) return run_plan_command(plan_args, plan_world, world);
+    if (*bench) return run_bench_command(bench_args, world);
     return kExitBadInput;
   } catch (const ReportedUserError&) {
     return kExitBadInput;  // every rank agreed; the message is out; MPI finalises cleanly

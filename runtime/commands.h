@@ -18,5 +18,7 @@ struct ConfigArgs {
 int run_train_command(const ConfigArgs& args, const World& world);
 // world_size > 0 plans for that many ranks instead of the job's.
 int run_plan_command(const ConfigArgs& args, int world_size, const World& world);
+// Measures every overlap mode x bucket cap of the config's [bench] (runtime/bench.h).
+int run_bench_command(const ConfigArgs& args, const World& world);
 
 }  // namespace zl

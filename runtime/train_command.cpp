@@ -1,6 +1,12 @@
-// `zerolap train CONFIG`: trains the configured model on every rank of the job.
+// `zerolap train CONFIG`: trains the configured model on every rank of the job; with
+// output.trace = true it also writes output.dir/trace.json (runtime/trace_writer.h).
+#include <filesystem>
+
+#include "runtime/checkpoint.h"
 #include "runtime/commands.h"
 #include "runtime/config.h"
+#include "runtime/simulated_link.h"
+#include "runtime/trace_writer.h"
 #include "runtime/trainer.h"
 
 namespace zl {
@@ -10,7 +16,14 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   agree_on_user_errors(world, [&] { config = load_config(args.path, args.overrides); });
   std::unique_ptr<Trainer> trainer;
   agree_on_user_errors(world, [&] { trainer = std::make_unique<Trainer>(config, world); });
+  prepare_checkpoints(*trainer);  // creates checkpoint.dir; resumes when configured
   trainer->run();
+  if (config.output.trace) {
+    trainer->synchronize();
+    write_trace(world, trainer->tracer(), trainer->tracer().events(),
+                (std::filesystem::path(config.output.dir) / "trace.json").string(),
+                {{"command", "train"}, {"link", link_label(config.link)}});
+  }
   trainer.reset();
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 #include "runtime/datasets_from_config.h"
 #include "runtime/mpi_communicator.h"
+#include "runtime/simulated_link.h"
 
 namespace zl {
 namespace {
@@ -62,6 +63,16 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                                    config_.runtime.timeout_s);
   broadcast_comm_ = std::make_unique<MpiCommunicator>(world_.comm, "comm.broadcast",
                                                       config_.runtime.timeout_s);
+  if (config_.link.enabled()) {
+    // One link per rank, shared by both streams (Note [Link occupancy]).
+    auto link = std::make_shared<SimulatedLink>(config_.link);
+    reduce_comm_ = with_simulated_link(std::move(reduce_comm_), link);
+    broadcast_comm_ = with_simulated_link(std::move(broadcast_comm_), link);
+  }
+  if (options_.wrap_comm) {
+    reduce_comm_ = options_.wrap_comm(std::move(reduce_comm_));
+    broadcast_comm_ = options_.wrap_comm(std::move(broadcast_comm_));
+  }
   reduce_comm_->set_tracer(&tracer_);
   broadcast_comm_->set_tracer(&tracer_);
 
@@ -76,6 +87,10 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                        *optimizer_, *reduce_comm_, *broadcast_comm_, compute_,
                                        &tracer_);
   reducer_->broadcast_initial_parameters();
+  if (tracer_.enabled()) {
+    layer_trace_ = std::make_unique<LayerTrace>(tracer_, model_->store());
+    layer_trace_->observe_backward(tape_);
+  }
 
   if (world_.is_root() && options_.write_outputs) {
     std::error_code ec;
@@ -115,7 +130,10 @@ std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices,
 
   tape_.reset();
   const Tensor x{host_x_.data(), batch, train.feature_dim, compute_.device};
-  const ForwardResult out = model_->forward(tape_, x, reducer_->param_use_hook());
+  const ForwardResult out =
+      layer_trace_ ? model_->forward(tape_, x, layer_trace_->forward_hook(reducer_->param_use_hook()))
+                   : model_->forward(tape_, x, reducer_->param_use_hook());
+  if (layer_trace_) layer_trace_->end_forward();
   if (classification) {
     std::int64_t correct = 0;
     const double sum =
@@ -139,10 +157,13 @@ StepLoss Trainer::train_step() {
   for (std::int64_t micro = 0; micro < config_.train.grad_accum; ++micro) {
     sampler_->batch_indices(cursor_ / per_epoch, cursor_ % per_epoch, world_.rank, indices_);
     ++cursor_;
+    auto phase_start = Clock::now();
     {
       TraceSpan span(&tracer_, "main", "forward", {{"step", step_ + 1}, {"micro_batch", micro}});
       micro_batch_loss(indices_, loss);
     }
+    phase_seconds_.forward += seconds_since(phase_start);
+    phase_start = Clock::now();
     reducer_->begin_backward(micro);
     {
       TraceSpan span(&tracer_, "main", "backward", {{"step", step_ + 1}, {"micro_batch", micro}});
@@ -151,11 +172,14 @@ StepLoss Trainer::train_step() {
       ctx.on_grad_ready = &reducer_->grad_ready_hook();
       tape_.backward(ctx);
     }
+    phase_seconds_.backward += seconds_since(phase_start);
   }
+  const auto finish_start = Clock::now();
   {
     TraceSpan span(&tracer_, "main", "finish_backward", {{"step", step_ + 1}});
     reducer_->finish_backward();
   }
+  phase_seconds_.finish_backward += seconds_since(finish_start);
   ++step_;
   return loss;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "runtime/bucket_plan.h"
 #include "runtime/communicator.h"
 #include "runtime/config.h"
+#include "runtime/layer_trace.h"
 #include "runtime/metrics.h"
 #include "runtime/reducer.h"
 #include "runtime/sharded_optimizer.h"
@@ -41,6 +43,15 @@ struct StepLoss {
 struct TrainerOptions {
   bool quiet = false;  // no progress lines (tests)
   bool write_outputs = true;  // metrics file, effective config
+  // Applied to each communicator after the [link] model (the bench wraps them in a
+  // ComputeOnlyCommunicator to time a mode without communication). Empty: none.
+  std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)> wrap_comm;
+};
+
+// Wall time of the phases of train_step() on the main thread, summed over steps (the bench).
+// Overlap modes: forward includes waits for broadcasts, finish_backward the mode's step policy.
+struct PhaseSeconds {
+  double forward = 0.0, backward = 0.0, finish_backward = 0.0;
 };
 
 class Trainer {
@@ -66,6 +77,8 @@ class Trainer {
   Communicator& reduce_comm() { return *reduce_comm_; }
   Communicator& broadcast_comm() { return *broadcast_comm_; }
   Tracer& tracer() { return tracer_; }
+  const PhaseSeconds& phase_seconds() const { return phase_seconds_; }
+  void reset_phase_seconds() { phase_seconds_ = PhaseSeconds{}; }
   std::int64_t step() const { return step_; }  // optimizer steps completed
   std::int64_t total_steps() const { return total_steps_; }
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
@@ -92,6 +105,8 @@ class Trainer {
   std::unique_ptr<ShardedOptimizer> optimizer_;
   std::unique_ptr<Reducer> reducer_;
   Tape tape_;
+  std::unique_ptr<LayerTrace> layer_trace_;  // only when tracing
+  PhaseSeconds phase_seconds_;
   MetricsWriter metrics_;
 
   std::int64_t steps_per_epoch_ = 0;  // optimizer steps
