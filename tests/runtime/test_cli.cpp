@@ -1,0 +1,126 @@
+// The `zerolap` executable end to end: exit codes (0 ok, 2 bad input) and messages that name the
+// key and file, --help/--version, `plan`, and a short `train` writing its metrics file.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  const std::string command = std::string(ZEROLAP_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(ZEROLAP_TEST_TMP) / "cli" / name;
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::path(temp_dir("configs")) / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+const char* kSpirals = R"([model]
+kind = "mlp"
+widths = [2, 16, 3]
+[data]
+kind = "spirals"
+batch_size = 16
+train_samples = 300
+test_samples = 60
+[train]
+steps = 30
+log_every = 10
+)";
+
+}  // namespace
+
+TEST_CASE("--help and --version exit 0", "[cli]") {
+  const Result help = run("--help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.output, Catch::Contains("train") && Catch::Contains("plan"));
+  const Result version = run("--version");
+  CHECK(version.exit_code == 0);
+  CHECK_THAT(version.output, Catch::Contains("zerolap"));
+}
+
+TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]") {
+  SECTION("unknown flag") { CHECK(run("train --bogus x.toml").exit_code == 2); }
+  SECTION("missing config file") {
+    const Result r = run("train /nonexistent/zl.toml");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("/nonexistent/zl.toml"));
+  }
+  SECTION("unknown key, with file and line") {
+    const auto path = write_file("unknown.toml", std::string(kSpirals) + "[optimizer]\nlrr = 1\n");
+    const Result r = run("train " + path);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("unknown.toml:13") && Catch::Contains("lrr"));
+  }
+  SECTION("wrong type") {
+    const auto path = write_file("type.toml", std::string(kSpirals) + "[optimizer]\nlr = \"fast\"\n");
+    const Result r = run("train " + path);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("optimizer.lr"));
+  }
+  SECTION("out of range through --set") {
+    const auto path = write_file("ok.toml", kSpirals);
+    const Result r = run("train " + path + " --set optimizer.lr=-1");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--set optimizer.lr"));
+  }
+  SECTION("model does not fit the data") {
+    const auto path = write_file("ok.toml", kSpirals);
+    const Result r = run("train " + path + " --set model.widths=[5,16,3]");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("model.widths"));
+  }
+}
+
+TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
+  const auto path = write_file("ok.toml", kSpirals);
+  const Result r = run("plan " + path + " --world 3 --set parallel.mode=zero "
+                       "--set parallel.bucket_cap_mb=1e-9 --set parallel.first_bucket_cap_mb=1e-9");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("4 buckets") && Catch::Contains("layers.1.weight") &&
+                           Catch::Contains("optimizer state"));
+}
+
+TEST_CASE("train runs and writes a metrics CSV with a header and rows", "[cli]") {
+  const auto out = temp_dir("train_out");
+  std::filesystem::remove(std::filesystem::path(out) / "metrics.csv");
+  const auto path = write_file("ok.toml", kSpirals);
+  const Result r = run("train " + path + " --set output.dir=\"" + out + "\"");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("step     30/30") && Catch::Contains("test_accuracy"));
+  std::ifstream metrics(std::filesystem::path(out) / "metrics.csv");
+  std::string header, line;
+  std::getline(metrics, header);
+  CHECK_THAT(header, Catch::StartsWith("step,epoch,train_loss,train_accuracy,test_loss,test_accuracy,samples_per_s"));
+  int rows = 0;
+  while (std::getline(metrics, line)) ++rows;
+  CHECK(rows == 4);  // logs at 10, 20, 30 and the final evaluation
+}
