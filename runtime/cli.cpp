@@ -48,6 +48,9 @@ int run_cli(int argc, char** argv) {
   auto* bench = app.add_subcommand(
       "bench", "Measure every overlap mode x bucket cap of the config's [bench] side by side");
   add_config_args(*bench, bench_args);
+  std::string inspect_path;
+  auto* inspect = app.add_subcommand("inspect", "List the tensors and metadata of a checkpoint");
+  inspect->add_option("file", inspect_path, "A .safetensors checkpoint")->required();
 
   try {
     app.parse(argc, argv);
@@ -68,6 +71,7 @@ int run_cli(int argc, char** argv) {
     if (*train) return run_train_command(train_args, world);
     if (*plan) return run_plan_command(plan_args, plan_world, world);
     if (*bench) return run_bench_command(bench_args, world);
+    if (*inspect) return run_inspect_command(inspect_path, world);
     return kExitBadInput;
   } catch (const ReportedUserError&) {
     return kExitBadInput;  // every rank agreed; the message is out; MPI finalises cleanly

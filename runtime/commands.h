@@ -20,5 +20,7 @@ int run_train_command(const ConfigArgs& args, const World& world);
 int run_plan_command(const ConfigArgs& args, int world_size, const World& world);
 // Measures every overlap mode x bucket cap of the config's [bench] (runtime/bench.h).
 int run_bench_command(const ConfigArgs& args, const World& world);
+// Lists a checkpoint's tensors, shapes, dtypes and metadata (rank 0); a corrupt file exits 2.
+int run_inspect_command(const std::string& path, const World& world);
 
 }  // namespace zl

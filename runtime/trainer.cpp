@@ -11,6 +11,7 @@
 #include "kernels/errors.h"
 #include "kernels/gemm.h"
 #include "runtime/datasets_from_config.h"
+#include "runtime/checkpoint.h"
 #include "runtime/mpi_communicator.h"
 #include "runtime/simulated_link.h"
 
@@ -101,7 +102,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
     }
     std::ofstream(std::filesystem::path(config_.output.dir) / "config.toml") << to_toml(config_);
     metrics_ = MetricsWriter((std::filesystem::path(config_.output.dir) / "metrics.csv").string(),
-                             /*append=*/false);
+                             /*append=*/config_.checkpoint.resume);  // a resumed run extends it
   }
 }
 
@@ -296,7 +297,12 @@ void Trainer::run() {
                             classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
       window_start = Clock::now();  // evaluation time is not training throughput
     }
+    if (checkpoint_due(config_.checkpoint, step_, total_steps_)) {
+      save_checkpoint(*this);
+      window_start = Clock::now();  // checkpoint time is not training throughput
+    }
   }
+  if (total_steps_ == 0) save_checkpoint_if_due(*this);  // steps = 0: the initial parameters
   const EvalResult e = evaluate();
   MetricsRow row;
   row.step = step_;

@@ -85,6 +85,9 @@ class Trainer {
   // Micro-batches consumed so far: the sampler position (checkpoints store it).
   std::int64_t batch_cursor() const { return cursor_; }
   void set_position(std::int64_t step, std::int64_t cursor) { step_ = step, cursor_ = cursor; }
+  // Micro-batches (global batches of the sampler) per epoch; checkpoints store it with the cursor.
+  std::int64_t batches_per_epoch() const { return sampler_->steps_per_epoch(); }
+  const TrainerOptions& options() const { return options_; }
 
  private:
   std::int64_t micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss);

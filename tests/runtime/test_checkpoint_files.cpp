@@ -1,0 +1,236 @@
+// The rank-local half of checkpoints (runtime/checkpoint.h): file names, when a checkpoint is due,
+// the `latest` pointer and pruning, the sampler-cursor conversion for another global batch, and
+// check_checkpoint's validation of a file against a model and optimizer: corrupt, truncated,
+// wrong-dtype, missing-tensor, wrong-shape and foreign files are UserErrors naming file and tensor.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/errors.h"
+#include "models/model.h"
+#include "runtime/checkpoint.h"
+#include "runtime/config.h"
+#include "runtime/safetensors.h"
+
+using Catch::Contains;
+using namespace zl;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("ckpt-files-{}", ::getpid()) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+ModelSpec tiny_spec() {
+  ModelSpec spec;
+  spec.widths = {3, 4, 2};
+  return spec;
+}
+
+const std::vector<std::string> kAdamStates = {"exp_avg", "exp_avg_sq"};
+
+// A checkpoint as write_checkpoint lays it out, for `model`'s parameters and Adam state; `edit`
+// may change the tensor list (name, dtype, shape) and metadata before writing.
+using Edit = std::function<void(std::vector<TensorSpec>&, std::map<std::string, std::string>&)>;
+std::string write_fake_checkpoint(const fs::path& path, Model& model, const Edit& edit = {}) {
+  std::vector<TensorSpec> tensors;
+  for (const ParameterInfo& p : model.store().parameters()) {
+    tensors.push_back({p.name, "F32", p.shape});
+    for (const auto& s : kAdamStates) tensors.push_back({"optimizer." + p.name + "." + s, "F32", p.shape});
+  }
+  std::map<std::string, std::string> meta = {
+      {"format", kCheckpointFormat}, {"format_version", kCheckpointFormatVersion},
+      {"step", "12"},                {"optimizer_step", "12"},
+      {"sampler_position", "24"},    {"global_batch", "32"},
+      {"batches_per_epoch", "10"},   {"world_size", "2"},
+      {"optimizer", "adam"},         {"optimizer_state", "exp_avg,exp_avg_sq"},
+      {"config", "[model]\nkind = \"mlp\"\n"}};
+  if (edit) edit(tensors, meta);
+  SafetensorsWriter w(path.string(), tensors, meta);
+  for (const TensorSpec& t : tensors) {
+    std::vector<char> zeros(static_cast<std::size_t>(t.numel() * dtype_size(t.dtype)), 1);
+    w.write(zeros.data(), zeros.size());
+  }
+  w.finish();
+  return path.string();
+}
+
+CheckpointFacts check(const std::string& path, Model& model, OptimizerConfig optimizer = {}) {
+  const SafetensorsReader file(path);
+  return check_checkpoint(file, model.store(), optimizer, kAdamStates);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint file names sort by step and parse back", "[checkpoint]") {
+  CHECK(checkpoint_file_name(120) == "step_00000120.safetensors");
+  CHECK(checkpoint_step_of("step_00000120.safetensors") == 120);
+  CHECK(checkpoint_step_of(checkpoint_file_name(123456789)) == 123456789);
+  CHECK(checkpoint_step_of("step_00000120.safetensors.tmp") == -1);
+  CHECK(checkpoint_step_of("latest") == -1);
+  CHECK(checkpoint_step_of("step_x.safetensors") == -1);
+}
+
+TEST_CASE("checkpoints are due every `every` steps and at the end", "[checkpoint]") {
+  CheckpointConfig c;
+  CHECK_FALSE(checkpoint_due(c, 10, 10));  // no dir: never
+  c.dir = "ckpt";
+  CHECK(checkpoint_due(c, 10, 10));
+  CHECK_FALSE(checkpoint_due(c, 5, 10));  // every = 0: only at the end
+  c.every = 4;
+  CHECK(checkpoint_due(c, 4, 10));
+  CHECK(checkpoint_due(c, 8, 10));
+  CHECK_FALSE(checkpoint_due(c, 9, 10));
+  CHECK(checkpoint_due(c, 0, 0));  // steps = 0: the initial parameters
+}
+
+TEST_CASE("the sampler cursor converts to another global batch", "[checkpoint]") {
+  CheckpointFacts f;
+  f.cursor = 25, f.global_batch = 32, f.batches_per_epoch = 10;  // epoch 2, batch 5
+  CHECK(convert_cursor(f, 32, 10) == 25);                        // same global batch: as is
+  CHECK(convert_cursor(f, 64, 5) == 2 * 5 + 3);    // 160 samples -> batch ceil(160/64) = 3
+  CHECK(convert_cursor(f, 16, 20) == 2 * 20 + 10);  // exact
+  f.cursor = 29;                                   // last batch of epoch 2
+  CHECK(convert_cursor(f, 48, 6) == 3 * 6);        // 288 samples: past the 6 batches -> next epoch
+}
+
+TEST_CASE("config differences name the keys", "[checkpoint]") {
+  const std::string a = "[model]\nwidths = [1, 2]\n\n[parallel]\nmode = \"ddp\"\n";
+  const std::string b = "[model]\nwidths = [1, 2]\n\n[parallel]\nmode = \"zero\"\nx = 1\n";
+  CHECK(config_differences(a, b) == std::vector<std::string>{"parallel.mode", "parallel.x"});
+  CHECK(config_differences(a, a).empty());
+}
+
+TEST_CASE("latest pointer and pruning keep the newest checkpoints", "[checkpoint]") {
+  const fs::path dir = temp_dir("prune");
+  CHECK_FALSE(latest_checkpoint(dir.string()).has_value());
+  for (int step : {2, 4, 6, 8}) std::ofstream(dir / checkpoint_file_name(step)) << "x";
+  std::ofstream(dir / (checkpoint_file_name(10) + ".tmp")) << "partial";
+  write_latest_pointer(dir.string(), checkpoint_file_name(4));
+  REQUIRE(latest_checkpoint(dir.string()).has_value());
+  CHECK(*latest_checkpoint(dir.string()) == (dir / checkpoint_file_name(4)).string());
+  prune_checkpoints(dir.string(), 2);
+  CHECK_FALSE(fs::exists(dir / checkpoint_file_name(2)));
+  CHECK(fs::exists(dir / checkpoint_file_name(4)));  // `latest` names it: never pruned
+  CHECK(fs::exists(dir / checkpoint_file_name(6)));
+  CHECK(fs::exists(dir / checkpoint_file_name(8)));
+  CHECK_FALSE(fs::exists(dir / (checkpoint_file_name(10) + ".tmp")));
+  CHECK(fs::exists(dir / kLatestPointerName));
+
+  fs::remove(dir / checkpoint_file_name(4));
+  CHECK_THROWS_WITH(latest_checkpoint(dir.string()),
+                    Contains("latest") && Contains(checkpoint_file_name(4)) &&
+                        Contains("checkpoint.resume"));
+}
+
+TEST_CASE("check_checkpoint accepts a well-formed checkpoint", "[checkpoint]") {
+  Model model(tiny_spec(), DeviceKind::Cpu);
+  const auto path = write_fake_checkpoint(temp_dir("ok") / "c.safetensors", model);
+  const CheckpointFacts f = check(path, model);
+  CHECK(f.step == 12);
+  CHECK(f.optimizer_step == 12);
+  CHECK(f.cursor == 24);
+  CHECK(f.global_batch == 32);
+  CHECK(f.world_size == 2);
+}
+
+TEST_CASE("bad checkpoints are UserErrors naming the file and the tensor", "[checkpoint]") {
+  Model model(tiny_spec(), DeviceKind::Cpu);
+  const fs::path dir = temp_dir("bad");
+  const std::string path = (dir / "c.safetensors").string();
+
+  SECTION("corrupt data") {
+    write_fake_checkpoint(path, model);
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    bytes[bytes.size() - 5] ^= 0x01;  // inside the last tensor of the data section
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    const SafetensorsReader file(path);
+    const std::string last = file.tensors().back().name;
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'" + last + "'") &&
+                                              Contains("CRC32"));
+  }
+  SECTION("truncated") {
+    write_fake_checkpoint(path, model);
+    fs::resize_file(path, fs::file_size(path) - 8);
+    CHECK_THROWS_AS(check(path, model), UserError);
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("truncated") &&
+                                              Contains("tensor '"));
+  }
+  SECTION("wrong dtype") {
+    write_fake_checkpoint(path, model, [](auto& tensors, auto&) {
+      for (auto& t : tensors) if (t.name == "layers.1.bias") t.dtype = "F16";
+    });
+    CHECK_THROWS_WITH(check(path, model),
+                      Contains(path) && Contains("'layers.1.bias'") && Contains("F16"));
+  }
+  SECTION("missing parameter") {
+    write_fake_checkpoint(path, model, [](auto& tensors, auto&) {
+      std::erase_if(tensors, [](const TensorSpec& t) { return t.name == "layers.0.weight"; });
+    });
+    CHECK_THROWS_WITH(check(path, model),
+                      Contains(path) && Contains("missing tensor 'layers.0.weight'"));
+  }
+  SECTION("missing optimizer state") {
+    write_fake_checkpoint(path, model, [](auto& tensors, auto&) {
+      std::erase_if(tensors, [](const TensorSpec& t) {
+        return t.name == "optimizer.layers.0.bias.exp_avg_sq";
+      });
+    });
+    CHECK_THROWS_WITH(check(path, model),
+                      Contains(path) && Contains("'optimizer.layers.0.bias.exp_avg_sq'"));
+  }
+  SECTION("wrong shape") {
+    write_fake_checkpoint(path, model, [](auto& tensors, auto&) {
+      for (auto& t : tensors) if (t.name == "layers.0.weight") t.shape = {3, 4};
+    });
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'layers.0.weight'") &&
+                                              Contains("[3, 4]") && Contains("[4, 3]"));
+  }
+  SECTION("unexpected tensor") {
+    write_fake_checkpoint(path, model, [](auto& tensors, auto&) {
+      tensors.push_back({"layers.2.weight", "F32", {2, 2}});
+    });
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'layers.2.weight'"));
+  }
+  SECTION("another optimizer kind") {
+    write_fake_checkpoint(path, model, [](auto&, auto& meta) { meta["optimizer"] = "sgd"; });
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("optimizer.kind"));
+  }
+  SECTION("not a zerolap checkpoint") {
+    write_fake_checkpoint(path, model, [](auto&, auto& meta) { meta.erase("format"); });
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("not a zerolap checkpoint"));
+  }
+  SECTION("missing metadata") {
+    write_fake_checkpoint(path, model, [](auto&, auto& meta) { meta.erase("sampler_position"); });
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'sampler_position'"));
+  }
+}
+
+TEST_CASE("the fault hook only fires for its point and step", "[checkpoint]") {
+  // Not set, another point or another step: returns (firing would end this test process).
+  ::unsetenv(kFaultEnvVar);
+  checkpoint_fault_point("after_write", 4);
+  ::setenv(kFaultEnvVar, "after_rename", 1);
+  checkpoint_fault_point("after_write", 4);
+  ::setenv(kFaultEnvVar, "after_write:6", 1);
+  checkpoint_fault_point("after_write", 4);
+  ::unsetenv(kFaultEnvVar);
+  SUCCEED();
+}

@@ -1,0 +1,88 @@
+// `zerolap inspect FILE` end to end: lists tensors, shapes, dtypes and metadata (exit 0); a corrupt,
+// truncated or missing file exits 2 with a message naming the file (and the tensor).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "runtime/safetensors.h"
+
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result run_zerolap(const std::string& args) {
+  const std::string command = std::string(ZEROLAP_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string write_sample(const std::string& name) {
+  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("inspect-{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string path = (dir / name).string();
+  zl::SafetensorsWriter w(path, {{"layers.0.weight", "F32", {4, 3}}, {"layers.0.bias", "F32", {4}}},
+                          {{"step", "42"}, {"config", "[model]\nwidths = [3, 4]"}});
+  const float x[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  w.write_floats(x, 16);
+  w.finish();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("zerolap inspect lists tensors, shapes, dtypes and metadata", "[checkpoint][cli]") {
+  const std::string path = write_sample("ok.safetensors");
+  const Result r = run_zerolap("inspect " + path);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("layers.0.weight") && Contains("[4, 3]") && Contains("F32") &&
+                           Contains("layers.0.bias") && Contains("[4]") &&
+                           Contains("step = 42") && Contains("checksums ok") &&
+                           Contains("widths = [3, 4]"));
+}
+
+TEST_CASE("zerolap inspect on a corrupt or missing file exits 2", "[checkpoint][cli]") {
+  const std::string path = write_sample("corrupt.safetensors");
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() - 2] ^= 0x40;  // inside layers.0.bias
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  Result r = run_zerolap("inspect " + path);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains(path) && Contains("layers.0.bias") && Contains("CRC32"));
+
+  fs::resize_file(path, bytes.size() / 2);
+  r = run_zerolap("inspect " + path);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains(path) && Contains("truncated"));
+
+  r = run_zerolap("inspect " + path + ".nope");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains(path + ".nope"));
+}
