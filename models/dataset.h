@@ -29,10 +29,17 @@ struct DatasetSplits {
 };
 
 // IDX files (the MNIST format): images idx3 (uint8, n x rows x cols) scaled to [0, 1], labels idx1.
-// A path ending in .gz is read through zlib. Errors (missing file, wrong magic, truncated data,
-// image/label count mismatch) name the path.
+// gzip files are recognised by their magic bytes (a `.gz` name is customary, not required).
+// num_classes = largest label + 1. Errors (missing file, wrong magic, absurd dimensions, truncated
+// data, bytes beyond what the header declares, image/label count mismatch) name the path.
 Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path,
                       const std::string& name);
+
+// Train and test IDX pairs named `<name>/train` and `<name>/test`: their image sizes must agree,
+// and both get num_classes = (largest label over both) + 1 (a test set may lack the top class).
+DatasetSplits load_idx_splits(const std::string& train_images, const std::string& train_labels,
+                              const std::string& test_images, const std::string& test_labels,
+                              const std::string& name);
 
 // Fashion-MNIST from a directory holding {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
 // (Debian's dataset-fashion-mnist installs them in /usr/share/datasets/fashion-mnist).
@@ -46,6 +53,9 @@ struct SpiralsSpec {
   float noise = 0.2f;
   std::uint64_t seed = 0;
 };
+// Arm c of `classes` turns 4 radians from angle 2*pi*c/classes; radius ~ U[0, 1), angle noise
+// ~ N(0, noise^2). Sample i is class i % classes (exactly balanced). Train and test are
+// independent draws; a seed gives bitwise identical sets on every machine. Bad spec: UserError.
 DatasetSplits make_spirals(const SpiralsSpec& spec);
 
 struct TeacherSpec {
@@ -58,6 +68,9 @@ struct TeacherSpec {
   float noise = 0.0f;            // Gaussian noise added to regression targets
   std::uint64_t seed = 0;
 };
+// Inputs ~ N(0, 1); the fixed random teacher input->hidden(tanh)->output gives regression targets
+// (+ N(0, noise^2)) or, for classification, labels = argmax (its output bias is calibrated so the
+// classes come out roughly balanced). Deterministic from the seed like spirals.
 DatasetSplits make_teacher(const TeacherSpec& spec);
 
 // Copies the rows `indices` of `data` into x (count, feature_dim) and labels (count) or

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace zl {
@@ -19,6 +20,7 @@ struct SamplerSpec {
   int world_size = 1;
   bool shuffle = true;
   std::uint64_t seed = 0;
+  std::string dataset_name = "the dataset";  // for error messages only
 };
 
 class DistributedSampler {
