@@ -8,6 +8,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/errors.h"
 #include "runtime/trace.h"
+#include "runtime/traced_collective.h"
 
 namespace zl {
 
@@ -93,9 +94,11 @@ void Reducer::launch_collective(int bucket) {
   note(StepEvent::Kind::CollectiveLaunched, bucket);
   const bool reduce_to_owner =
       is_zero() && parallel_.collective == CollectiveKind::ReduceBroadcast;
-  collective_work_[static_cast<std::size_t>(bucket)] =
-      reduce_to_owner ? reduce_comm_.reduce(grad, b.numel, b.assigned_rank, ReduceOp::Sum)
-                      : reduce_comm_.all_reduce(grad, b.numel, ReduceOp::Sum);
+  collective_work_[static_cast<std::size_t>(bucket)] = traced_collective(
+      reduce_comm_, tracer_, bucket, reduce_to_owner ? "reduce" : "all_reduce", b.bytes(), [&] {
+        return reduce_to_owner ? reduce_comm_.reduce(grad, b.numel, b.assigned_rank, ReduceOp::Sum)
+                               : reduce_comm_.all_reduce(grad, b.numel, ReduceOp::Sum);
+      });
   if (record_events_) {
     // Waiting for the note (stream order: after the collective) keeps recorded order truthful.
     collective_work_[static_cast<std::size_t>(bucket)] =
@@ -127,7 +130,9 @@ void Reducer::broadcast_bucket(int bucket) {
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
   note(StepEvent::Kind::BroadcastLaunched, bucket);
   broadcast_work_[static_cast<std::size_t>(bucket)] =
-      broadcast_comm_.broadcast(store_.data() + b.offset, b.numel, b.assigned_rank);
+      traced_collective(broadcast_comm_, tracer_, bucket, "broadcast", b.bytes(), [&] {
+        return broadcast_comm_.broadcast(store_.data() + b.offset, b.numel, b.assigned_rank);
+      });
 }
 
 void Reducer::wait_collectives() {

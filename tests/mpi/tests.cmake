@@ -14,3 +14,9 @@ add_test(NAME mpi.kill_rank.np2
           ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/kill_rank)
 set_tests_properties(mpi.kill_rank.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
   FAIL_REGULAR_EXPRESSION "FAIL")
+
+# zerolap bench, the simulated link and the trace (tests/mpi/test_bench.cpp).
+zerolap_add_mpi_test(bench 2 "[bench]" 600)
+zerolap_add_mpi_test(link 1 "[link]" 300)
+zerolap_add_mpi_test(link 2 "[link]" 300)
+zerolap_add_mpi_test(trace 2 "[trace]" 300)

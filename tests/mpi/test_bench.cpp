@@ -1,0 +1,358 @@
+// MPI tests of `zerolap bench` (every mode on a tiny model; JSON/CSV fields; optimizer state vs
+// the plan), the simulated link (collectives take at least the modelled time; training results
+// bitwise unchanged) and the Chrome trace (valid, one process per rank, interleaved overlap
+// visible). Timing assertions are lower bounds only, so they hold on a loaded machine.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "kernels/errors.h"
+#include "runtime/bench.h"
+#include "runtime/bench_report.h"
+#include "runtime/mpi_communicator.h"
+#include "runtime/simulated_link.h"
+#include "runtime/trace_writer.h"
+#include "tests/mpi/mpi_test_util.h"
+
+using namespace zl;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A fresh directory under the test tmp dir, made by rank 0, visible to all ranks on return.
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = std::string(ZEROLAP_TEST_TMP) + "/" + name;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+const std::vector<std::string> kRowFields = {
+    "mode", "bucket_cap_mb", "buckets", "samples_per_step", "step_s", "step_median_s",
+    "step_p10_s", "step_p90_s", "samples_per_s", "speedup_vs_ddp", "forward_s", "backward_s",
+    "finish_backward_s", "optimizer_s", "comm_busy_s", "compute_s", "compute_forward_s",
+    "compute_backward_s", "compute_optimizer_s", "exposed_comm_s", "comm_model_s",
+    "nonoverlap_comm_s", "ideal_step_s", "vs_ideal", "wire_bytes_per_step",
+    "payload_bytes_per_step", "optimizer_state_bytes_max", "planned_state_bytes_max",
+    "peak_rss_bytes_max"};
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  std::string cell;
+  while (std::getline(in, cell, sep)) out.push_back(cell);
+  if (!line.empty() && line.back() == sep) out.push_back("");
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[bench]") {
+  const World world = test::world_of(MPI_COMM_WORLD);
+  const std::string dir = fresh_dir("bench_all_modes");
+  const Config config = test::small_config(
+      {"bench.warmup=1", "bench.steps=3", "bench.bucket_cap_mb=[0.002, 1.0]",
+       "parallel.first_bucket_cap_mb=0.001", "output.dir=\"" + dir + "\""});
+  BenchOptions options;
+  options.progress = false;
+  const BenchReport report = run_bench(config, world, options);
+
+  REQUIRE(report.rows.size() == all_bench_modes().size() * 2);
+  for (const BenchRow& row : report.rows) {
+    INFO(row.mode << " @ " << row.bucket_cap_mb);
+    CHECK(row.step_s > 0.0);
+    CHECK(row.compute_s > 0.0);
+    CHECK(row.step_times_s.size() == 3);
+    CHECK(row.step_p10_s <= row.step_median_s);
+    CHECK(row.step_median_s <= row.step_p90_s);
+    CHECK(row.ideal_step_s > 0.0);
+    REQUIRE(row.speedup_vs_ddp.has_value());
+    // The optimizer state each rank allocated is what `zerolap plan` reports for it.
+    REQUIRE(row.optimizer_state_bytes.size() == static_cast<std::size_t>(world.size));
+    CHECK(row.optimizer_state_bytes == row.planned_state_bytes);
+    CHECK(row.peak_rss_bytes.size() == static_cast<std::size_t>(world.size));
+    if (world.size > 1) CHECK(row.wire_bytes_per_step > 0);
+  }
+  CHECK(report.rows[1].bucket_cap_mb == 0.002);
+  CHECK(report.rows[1].buckets > 1);
+
+  if (world.is_root()) {
+    write_bench_outputs(report, dir);
+    std::ifstream json_file(dir + "/bench.json");
+    const auto json = nlohmann::json::parse(json_file);
+    CHECK(json.at("world_size") == world.size);
+    CHECK(json.at("simulated_link").is_null());
+    for (const char* key : {"gemm_step_s", "triad_gbps", "optimizer_gbps", "optimizer_vs_triad"}) {
+      CHECK(json.at("limits").at(key).get<double>() > 0.0);
+    }
+    CHECK(!json.at("limits").at("gemm").empty());
+    if (world.size > 1) CHECK(!json.at("limits").at("collectives").empty());
+    REQUIRE(json.at("results").size() == report.rows.size());
+    for (const auto& row : json.at("results")) {
+      for (const auto& field : kRowFields) CHECK(row.contains(field));
+      for (const char* vec : {"optimizer_state_bytes", "planned_state_bytes", "peak_rss_bytes",
+                              "step_times_s"}) {
+        CHECK(row.at(vec).is_array());
+      }
+    }
+
+    std::ifstream csv_file(dir + "/bench.csv");
+    std::string line;
+    REQUIRE(std::getline(csv_file, line));
+    const auto header = split(line, ',');
+    for (const auto& field : kRowFields) {
+      CHECK(std::find(header.begin(), header.end(), field) != header.end());
+    }
+    std::size_t rows = 0;
+    while (std::getline(csv_file, line)) {
+      CHECK(split(line, ',').size() == header.size());
+      ++rows;
+    }
+    CHECK(rows == report.rows.size());
+  }
+}
+
+TEST_CASE("bench.modes rejects a misspelt mode and names the accepted ones", "[bench]") {
+  Config config = test::small_config({"bench.modes=[\"ddp\", \"zero/interleaved/allreduce\"]"});
+  REQUIRE_THROWS_AS(bench_modes(config), UserError);
+  REQUIRE_THROWS_WITH(bench_modes(config),
+                      Catch::Contains("bench.modes") && Catch::Contains("zero/none/reduce_broadcast"));
+  config.bench.modes = {"zero/after_backward/reduce_broadcast", "ddp"};
+  const auto modes = bench_modes(config);
+  REQUIRE(modes.size() == 2);
+  CHECK(modes[0].overlap == Overlap::AfterBackward);
+  CHECK(modes[0].collective == CollectiveKind::ReduceBroadcast);
+  CHECK(modes[1].mode == ParallelMode::Ddp);
+}
+
+TEST_CASE("the alpha-beta model of the link", "[link]") {
+  const LinkConfig link{8.0, 10.0};  // 1 GB/s, 10 us
+  CHECK(modelled_seconds(link, CollectiveOp::AllReduce, 1'000'000'000, 2) == Approx(1.0 + 20e-6));
+  CHECK(modelled_seconds(link, CollectiveOp::AllReduce, 1'000'000'000, 4) == Approx(1.5 + 60e-6));
+  CHECK(modelled_seconds(link, CollectiveOp::Broadcast, 1'000'000'000, 4) == Approx(0.75 + 30e-6));
+  CHECK(modelled_seconds(link, CollectiveOp::Reduce, 1'000'000'000, 2) == Approx(0.5 + 10e-6));
+  CHECK(modelled_seconds(link, CollectiveOp::AllReduce, 1'000'000'000, 1) == 0.0);
+  CHECK(link_label(link) == "simulated link: 8 Gb/s, 10 us");
+  CHECK(link_label(LinkConfig{}).empty());
+}
+
+TEST_CASE("a collective on the simulated link takes at least the modelled time", "[link]") {
+  const World world = test::world_of(MPI_COMM_WORLD);
+  const LinkConfig config{1.0, 200.0};  // 1 Gb/s, 200 us
+  auto link = std::make_shared<SimulatedLink>(config);
+  SimulatedLinkCommunicator comm(std::make_unique<MpiCommunicator>(world.comm, "link.a", 60.0), link);
+  SimulatedLinkCommunicator other(std::make_unique<MpiCommunicator>(world.comm, "link.b", 60.0), link);
+  const std::int64_t n = 1 << 18;  // 1 MiB
+  const std::int64_t bytes = n * 4;
+  std::vector<float> buf(static_cast<std::size_t>(n));
+
+  struct Case {
+    CollectiveOp op;
+    const char* name;
+  };
+  for (const Case c : {Case{CollectiveOp::AllReduce, "all_reduce"}, Case{CollectiveOp::Reduce, "reduce"},
+                       Case{CollectiveOp::Broadcast, "broadcast"}}) {
+    SECTION(c.name) {
+      std::fill(buf.begin(), buf.end(), static_cast<float>(world.rank + 1));
+      comm.reset_stats();
+      MPI_Barrier(world.comm);
+      const auto start = Clock::now();
+      Work w = c.op == CollectiveOp::AllReduce ? comm.all_reduce(buf.data(), n, ReduceOp::Sum)
+               : c.op == CollectiveOp::Reduce  ? comm.reduce(buf.data(), n, 0, ReduceOp::Sum)
+                                               : comm.broadcast(buf.data(), n, 0);
+      w.wait();
+      const double elapsed = seconds_since(start);
+      const double modelled = modelled_seconds(config, c.op, bytes, world.size);
+      CHECK(elapsed >= modelled);
+      CHECK(comm.stats().busy_seconds >= modelled);
+      CHECK(comm.stats().wire_bytes == wire_bytes(c.op, bytes, world.size));
+      // The real collective ran: the data is what MPI alone gives.
+      const float sum = static_cast<float>(world.size * (world.size + 1) / 2);
+      const float expected = c.op == CollectiveOp::Broadcast ? 1.0f
+                             : c.op == CollectiveOp::Reduce && world.rank != 0
+                                 ? static_cast<float>(world.rank + 1)
+                                 : sum;
+      CHECK(buf.front() == expected);
+      CHECK(buf.back() == expected);
+    }
+  }
+
+  SECTION("two streams of one rank share the link") {
+    std::vector<float> second(buf.size());
+    MPI_Barrier(world.comm);
+    const auto start = Clock::now();
+    Work a = comm.all_reduce(buf.data(), n, ReduceOp::Sum);
+    Work b = other.broadcast(second.data(), n, 0);
+    a.wait();
+    b.wait();
+    const double elapsed = seconds_since(start);
+    CHECK(elapsed >= modelled_seconds(config, CollectiveOp::AllReduce, bytes, world.size) +
+                         modelled_seconds(config, CollectiveOp::Broadcast, bytes, world.size));
+  }
+}
+
+TEST_CASE("training on the simulated link gives bitwise the same parameters", "[link]") {
+  const World world = test::world_of(MPI_COMM_WORLD);
+  for (const char* mode : {"ddp", "zero/interleaved/reduce_broadcast", "zero/after_backward/allreduce_broadcast"}) {
+    INFO(mode);
+    std::vector<std::string> overrides{"train.steps=6", "parallel.bucket_cap_mb=0.002",
+                                       "parallel.first_bucket_cap_mb=0.001"};
+    const std::string m(mode);
+    if (m != "ddp") {
+      const auto first = m.find('/'), second = m.find('/', first + 1);
+      overrides.push_back("parallel.mode=zero");
+      overrides.push_back("parallel.overlap=" + m.substr(first + 1, second - first - 1));
+      overrides.push_back("parallel.collective=" + m.substr(second + 1));
+    }
+    auto run = [&](bool link) {
+      auto o = overrides;
+      if (link) {
+        o.push_back("link.bandwidth_gbps=2.0");
+        o.push_back("link.latency_us=50.0");
+      }
+      Trainer trainer(test::small_config(o), world, test::quiet_options());
+      for (int s = 0; s < 6; ++s) trainer.train_step();
+      return test::parameters_of(trainer);
+    };
+    const std::vector<float> plain = run(false), modelled = run(true);
+    REQUIRE(plain.size() == modelled.size());
+    CHECK(std::memcmp(plain.data(), modelled.data(), plain.size() * sizeof(float)) == 0);
+    CHECK(test::identical_on_all_ranks(modelled, world.comm));
+  }
+}
+
+namespace {
+
+struct Span {
+  double begin = 0.0, end = 0.0;
+};
+
+// Per rank: for each bucket, the k-th "bucket b <collective>" span on comm.reduce and the k-th
+// optimizer "step" span of b, in time order (occurrence k = training step k).
+struct BucketSpans {
+  std::map<int, std::vector<Span>> collective, step;
+};
+
+std::map<int, BucketSpans> bucket_spans(const nlohmann::json& trace) {
+  std::map<int, BucketSpans> out;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X" || !e.at("args").contains("bucket")) continue;
+    const int rank = e.at("pid").get<int>();
+    const int bucket = e.at("args").at("bucket").get<int>();
+    const Span s{e.at("ts").get<double>(), e.at("ts").get<double>() + e.at("dur").get<double>()};
+    const std::string name = e.at("name").get<std::string>();
+    if (name == "step") out[rank].step[bucket].push_back(s);
+    const bool reduce_op = e.at("args").value("op", "") == "reduce" ||
+                           e.at("args").value("op", "") == "all_reduce";
+    if (name.rfind("bucket ", 0) == 0 && reduce_op) out[rank].collective[bucket].push_back(s);
+  }
+  for (auto& [rank, spans] : out) {
+    for (auto* m : {&spans.collective, &spans.step}) {
+      for (auto& [b, v] : *m) {
+        std::sort(v.begin(), v.end(), [](const Span& x, const Span& y) { return x.begin < y.begin; });
+      }
+    }
+  }
+  return out;
+}
+
+// Traces `steps` steps of `overlap` and returns rank 0's parsed trace.json (empty elsewhere).
+nlohmann::json traced_run(const World& world, const std::string& overlap, int steps) {
+  const std::string dir = fresh_dir("trace_" + overlap);
+  Trainer trainer(test::small_config({"parallel.mode=zero", "parallel.overlap=" + overlap,
+                                      "parallel.collective=reduce_broadcast",
+                                      "parallel.bucket_cap_mb=0.002",
+                                      "parallel.first_bucket_cap_mb=0.001", "output.trace=true",
+                                      "link.bandwidth_gbps=0.5"}),
+                  world, test::quiet_options());
+  for (int s = 0; s < steps; ++s) trainer.train_step();
+  trainer.synchronize();
+  write_trace(world, trainer.tracer(), trainer.tracer().events(), dir + "/trace.json");
+  if (!world.is_root()) return {};
+  std::ifstream in(dir + "/trace.json");
+  return nlohmann::json::parse(in);
+}
+
+// Whether, in some step on some rank, a bucket's optimizer step began before the collective of a
+// later bucket (of the same step) ended.
+bool step_overlaps_later_collective(const nlohmann::json& trace, int steps) {
+  for (const auto& [rank, spans] : bucket_spans(trace)) {
+    for (const auto& [b, step_spans] : spans.step) {
+      for (const auto& [later, coll_spans] : spans.collective) {
+        if (later <= b) continue;
+        for (int k = 0; k < steps && k < static_cast<int>(step_spans.size()) &&
+                        k < static_cast<int>(coll_spans.size());
+             ++k) {
+          if (step_spans[static_cast<std::size_t>(k)].begin < coll_spans[static_cast<std::size_t>(k)].end) {
+            return true;
+          }
+        }
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the trace is valid Chrome JSON with one process per rank and per-layer spans", "[trace]") {
+  const World world = test::world_of(MPI_COMM_WORLD);
+  const int steps = 4;
+  const nlohmann::json trace = traced_run(world, "interleaved", steps);
+  if (!world.is_root()) return;
+  REQUIRE(trace.at("traceEvents").is_array());
+  std::set<int> pids, named;
+  std::set<std::string> names, threads;
+  for (const auto& e : trace.at("traceEvents")) {
+    pids.insert(e.at("pid").get<int>());
+    if (e.at("ph") == "M" && e.at("name") == "process_name") named.insert(e.at("pid").get<int>());
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") threads.insert(e.at("args").at("name"));
+    if (e.at("ph") == "X") {
+      names.insert(e.at("name").get<std::string>());
+      CHECK(e.at("dur").get<double>() >= 0.0);
+    }
+  }
+  CHECK(pids.size() == static_cast<std::size_t>(world.size));
+  CHECK(named == pids);
+  CHECK(threads.count("main") == 1);
+  CHECK(threads.count("comm.reduce") == 1);
+  CHECK(threads.count("comm.broadcast") == 1);
+  for (const char* name : {"forward", "backward", "step", "layers.0", "layers.2", "linear 0",
+                           "linear 2", "bucket 0 broadcast"}) {
+    INFO(name);
+    CHECK(names.count(name) == 1);
+  }
+  if (world.size > 1) {
+    CHECK(names.count("bucket 0 reduce") == 1);
+    CHECK(names.count("link reduce") == 1);
+    // Interleaved: a bucket is stepped while later buckets are still being reduced.
+    CHECK(step_overlaps_later_collective(trace, steps));
+  }
+}
+
+TEST_CASE("in overlap none every step starts after the step's last collective", "[trace]") {
+  const World world = test::world_of(MPI_COMM_WORLD);
+  const nlohmann::json trace = traced_run(world, "none", 3);
+  if (!world.is_root() || world.size == 1) return;
+  CHECK_FALSE(step_overlaps_later_collective(trace, 3));
+}
