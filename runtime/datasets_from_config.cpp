@@ -14,8 +14,7 @@ DatasetSplits load_datasets(const Config& config) {
   switch (d.kind) {
     case DataKind::FashionMnist: splits = load_fashion_mnist(d.path); break;
     case DataKind::Idx:
-      splits.train = load_idx_pair(d.train_images, d.train_labels, "train");
-      splits.test = load_idx_pair(d.test_images, d.test_labels, "test");
+      splits = load_idx_splits(d.train_images, d.train_labels, d.test_images, d.test_labels, "idx");
       break;
     case DataKind::Spirals: {
       SpiralsSpec s;

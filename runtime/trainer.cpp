@@ -47,6 +47,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   sampler_spec.world_size = world_.size;
   sampler_spec.shuffle = config_.data.shuffle;
   sampler_spec.seed = config_.data.seed;
+  sampler_spec.dataset_name = data_.train.name;
   sampler_ = std::make_unique<DistributedSampler>(sampler_spec);
   steps_per_epoch_ = micro_batches_per_epoch(*sampler_) / config_.train.grad_accum;
   if (steps_per_epoch_ < 1) {
