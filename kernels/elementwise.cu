@@ -1,0 +1,411 @@
+// CUDA implementations of the kernels/elementwise.h functions that return nothing: activations,
+// bias gradient, add/accumulate/scale, LayerNorm. Enqueued on ctx.stream, never synchronising; the
+// formulas mirror kernels/elementwise.cpp (same constants, same double accumulations). Column sums
+// combine values in an order fixed by the shapes alone, without float atomics, so results are
+// bitwise reproducible run to run. The losses and sum_of_squares are in elementwise_reductions.cu.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/cuda_kernels.h"
+#include "kernels/errors.h"
+
+namespace zl {
+namespace {
+
+using cuda_detail::check_size;
+using cuda_detail::global_thread;
+using cuda_detail::grid_for;
+using cuda_detail::grid_for_rows;
+using cuda_detail::grid_threads;
+using cuda_detail::kThreads;
+using cuda_detail::kWarpSize;
+using cuda_detail::kWarpsPerBlock;
+using cuda_detail::StreamScratch;
+using cuda_detail::stream_of;
+using cuda_detail::SumOp;
+using cuda_detail::warp_reduce;
+
+// --- activations ------------------------------------------------------------------------------
+
+// GELU, tanh approximation, with PyTorch's constants: the same as the CPU's GeluOp.
+constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluKappa = 0.044715f;
+
+__device__ __forceinline__ float activate(Activation act, float v) {
+  switch (act) {
+    case Activation::Identity: return v;
+    case Activation::Relu: return v < 0.0f ? 0.0f : v;  // keeps NaN, as std::max(v, 0) and torch
+    case Activation::Gelu: {
+      const float inner = kGeluBeta * (v + kGeluKappa * v * v * v);
+      return 0.5f * v * (1.0f + tanhf(inner));
+    }
+    case Activation::Tanh: return tanhf(v);
+  }
+  return v;
+}
+
+// dy * act'(v), as the CPU computes it: ReLU selects dy (a NaN dy where v <= 0 gives 0, not NaN).
+__device__ __forceinline__ float activation_grad(Activation act, float v, float dy) {
+  switch (act) {
+    case Activation::Identity: return dy;
+    case Activation::Relu: return v > 0.0f ? dy : 0.0f;  // 0 at v == 0, as threshold_backward
+    case Activation::Gelu: {
+      const float v2 = v * v;
+      const float t = tanhf(kGeluBeta * (v + kGeluKappa * v2 * v));
+      const float left_derivative = 0.5f * (1.0f + t);
+      const float right_derivative =
+          0.5f * v * (1.0f - t * t) * kGeluBeta * (1.0f + 3.0f * kGeluKappa * v2);
+      return dy * (left_derivative + right_derivative);
+    }
+    case Activation::Tanh: {
+      const float t = tanhf(v);
+      return dy * (1.0f - t * t);
+    }
+  }
+  return dy;
+}
+
+// y (rows, cols) = act(x + bias[cols]); `act` is uniform over the grid, so the switch does not
+// diverge. x and y may alias: each element is read, then written, by one thread.
+__global__ void bias_activation_kernel(Activation act, const float* x, const float* bias,
+                                       float* y, std::int64_t n, std::int64_t cols) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const float b = bias != nullptr ? bias[i % cols] : 0.0f;
+    y[i] = activate(act, bias != nullptr ? x[i] + b : x[i]);
+  }
+}
+
+// dx (n) = dy * act'(pre); dx may alias dy.
+__global__ void activation_backward_kernel(Activation act, const float* pre, const float* dy,
+                                           float* dx, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    dx[i] = activation_grad(act, act == Activation::Identity ? 0.0f : pre[i], dy[i]);
+  }
+}
+
+// --- element-wise -----------------------------------------------------------------------------
+
+// out (n) = a + b; out may alias a or b.
+__global__ void add_kernel(const float* a, const float* b, float* out, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = a[i] + b[i];
+}
+
+// out (n) += a.
+__global__ void accumulate_add_kernel(const float* a, float* out, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) out[i] += a[i];
+}
+
+// x (n) *= alpha.
+__global__ void scale_kernel(float* x, std::int64_t n, float alpha) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) x[i] *= alpha;
+}
+
+// --- deterministic column sums (bias and LayerNorm parameter gradients) -------------------------
+// Note [Column sums]: a block covers kColTile adjacent columns (coalesced row segments) and one
+// chunk of at most kRowsPerChunk rows; its kRowLanes thread rows sum every kRowLanes-th row of the
+// chunk, then thread row 0 adds the kRowLanes partials in order. With one chunk the result goes
+// straight to the destination; with several, each chunk writes a partial (chunk, kN, cols) to
+// scratch and a second kernel adds the chunks in order. The combination order depends only on
+// (rows, cols): reproducible, no atomics.
+
+constexpr int kColTile = 32;
+constexpr int kRowLanes = kThreads / kColTile;  // 8
+constexpr std::int64_t kRowsPerChunk = 512;
+constexpr std::int64_t kMaxChunks = 65535;  // gridDim.y limit
+
+template <int kN>
+struct ColumnTerms {
+  float v[kN];
+};
+
+// The destinations of kN column sums: dst[k] (cols) =/+= sum.
+template <int kN>
+struct ColumnOut {
+  float* dst[kN];
+  bool add;
+};
+
+// bias_backward's source: dy (rows, cols).
+struct DyColumns {
+  static constexpr int kN = 1;
+  const float* dy;
+  std::int64_t cols;
+  __device__ ColumnTerms<1> operator()(std::int64_t r, std::int64_t c) const {
+    return {{dy[r * cols + c]}};
+  }
+};
+
+// layernorm_backward's sources: dgamma terms dy * xhat and dbeta terms dy.
+struct LayerNormParamColumns {
+  static constexpr int kN = 2;
+  const float* x;
+  const float* dy;
+  const float* mean;
+  const float* rstd;
+  std::int64_t cols;
+  __device__ ColumnTerms<2> operator()(std::int64_t r, std::int64_t c) const {
+    const std::int64_t i = r * cols + c;
+    const float xhat = (x[i] - mean[r]) * rstd[r];
+    return {{dy[i] * xhat, dy[i]}};
+  }
+};
+
+// Grid (ceil(cols / kColTile), chunks), block (kColTile, kRowLanes). partial: (chunks, kN, cols)
+// when chunks > 1, else null and the sums go to `out`.
+template <class Source>
+__global__ void column_sums_kernel(Source src, std::int64_t rows, std::int64_t cols,
+                                   std::int64_t rows_per_chunk, float* partial,
+                                   ColumnOut<Source::kN> out) {
+  constexpr int kN = Source::kN;
+  __shared__ float lanes[kN][kRowLanes][kColTile];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  const std::int64_t r_begin = static_cast<std::int64_t>(blockIdx.y) * rows_per_chunk;
+  const std::int64_t r_end = std::min(rows, r_begin + rows_per_chunk);
+  float acc[kN] = {};
+  if (c < cols) {
+    for (std::int64_t r = r_begin + threadIdx.y; r < r_end; r += kRowLanes) {
+      const ColumnTerms<kN> t = src(r, c);
+      for (int k = 0; k < kN; ++k) acc[k] += t.v[k];
+    }
+  }
+  for (int k = 0; k < kN; ++k) lanes[k][threadIdx.y][threadIdx.x] = acc[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+  for (int k = 0; k < kN; ++k) {
+    float sum = lanes[k][0][threadIdx.x];
+    for (int y = 1; y < kRowLanes; ++y) sum += lanes[k][y][threadIdx.x];
+    if (partial != nullptr) {
+      partial[(static_cast<std::int64_t>(blockIdx.y) * kN + k) * cols + c] = sum;
+    } else {
+      out.dst[k][c] = out.add ? out.dst[k][c] + sum : sum;
+    }
+  }
+}
+
+// out.dst[k] (cols) =/+= sum over chunks of partial (chunks, kN, cols), chunks in order.
+template <int kN>
+__global__ void column_chunks_kernel(const float* partial, std::int64_t chunks, std::int64_t cols,
+                                     ColumnOut<kN> out) {
+  for (std::int64_t i = global_thread(); i < kN * cols; i += grid_threads()) {
+    const std::int64_t k = i / cols;
+    const std::int64_t c = i % cols;
+    float sum = 0.0f;
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+      sum += partial[(chunk * kN + k) * cols + c];
+    }
+    out.dst[k][c] = out.add ? out.dst[k][c] + sum : sum;
+  }
+}
+
+// Launches Note [Column sums] for rows > 0, cols > 0.
+template <class Source>
+void launch_column_sums(cudaStream_t stream, const Source& src, std::int64_t rows,
+                        std::int64_t cols, ColumnOut<Source::kN> out) {
+  constexpr int kN = Source::kN;
+  const std::int64_t rows_per_chunk =
+      std::max(kRowsPerChunk, (rows + kMaxChunks - 1) / kMaxChunks);
+  const std::int64_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+  const std::int64_t col_tiles = (cols + kColTile - 1) / kColTile;
+  ZL_CHECK(col_tiles <= 0x7fffffff, "column sums: cols = {} too large", cols);
+  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
+  const dim3 block(kColTile, kRowLanes);
+  if (chunks == 1) {
+    column_sums_kernel<<<grid, block, 0, stream>>>(src, rows, cols, rows_per_chunk, nullptr, out);
+    ZL_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  StreamScratch partial(stream, sizeof(float) * static_cast<std::size_t>(chunks * kN * cols));
+  column_sums_kernel<<<grid, block, 0, stream>>>(src, rows, cols, rows_per_chunk,
+                                                 partial.as<float>(), out);
+  ZL_CUDA_CHECK(cudaGetLastError());
+  column_chunks_kernel<kN><<<grid_for(kN * cols), kThreads, 0, stream>>>(partial.as<float>(),
+                                                                         chunks, cols, out);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// --- LayerNorm: one warp per row, sums in double as on the CPU -------------------------------
+
+// y (rows, cols) = (x - mean) * rstd * gamma + beta; mean, rstd (rows) =.
+__global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta,
+                                         float* y, float* mean, float* rstd, std::int64_t rows,
+                                         std::int64_t cols, float eps) {
+  const int lane = threadIdx.x % kWarpSize;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (std::int64_t row = global_thread() / kWarpSize; row < rows; row += warps) {
+    const float* xr = x + row * cols;
+    double sum = 0.0;
+    for (std::int64_t j = lane; j < cols; j += kWarpSize) sum += xr[j];
+    const double mu = warp_reduce(sum, SumOp{}) / static_cast<double>(cols);
+    double sq = 0.0;
+    for (std::int64_t j = lane; j < cols; j += kWarpSize) {
+      const double d = xr[j] - mu;
+      sq += d * d;
+    }
+    const double var = warp_reduce(sq, SumOp{}) / static_cast<double>(cols);
+    const float mu_f = static_cast<float>(mu);
+    const float rs_f = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+    if (lane == 0) {
+      mean[row] = mu_f;
+      rstd[row] = rs_f;
+    }
+    // y may alias x: every lane has finished reading the row (the reductions above), and each
+    // lane writes only the columns it read.
+    __syncwarp();
+    float* yr = y + row * cols;
+    for (std::int64_t j = lane; j < cols; j += kWarpSize) {
+      yr[j] = (xr[j] - mu_f) * rs_f * gamma[j] + beta[j];
+    }
+  }
+}
+
+// dx (rows, cols) = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma,
+// xhat = (x - mean) * rstd. dx may alias dy (each lane reads its columns before writing them).
+__global__ void layernorm_dx_kernel(const float* x, const float* gamma, const float* mean,
+                                    const float* rstd, const float* dy, float* dx,
+                                    std::int64_t rows, std::int64_t cols) {
+  const int lane = threadIdx.x % kWarpSize;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (std::int64_t row = global_thread() / kWarpSize; row < rows; row += warps) {
+    const float* xr = x + row * cols;
+    const float* dyr = dy + row * cols;
+    const float mu = mean[row];
+    const float rs = rstd[row];
+    double sum_g = 0.0;
+    double sum_g_xhat = 0.0;
+    for (std::int64_t j = lane; j < cols; j += kWarpSize) {
+      const float xhat = (xr[j] - mu) * rs;
+      const float g = dyr[j] * gamma[j];
+      sum_g += g;
+      sum_g_xhat += static_cast<double>(g) * xhat;
+    }
+    const float mean_g =
+        static_cast<float>(warp_reduce(sum_g, SumOp{}) / static_cast<double>(cols));
+    const float mean_g_xhat =
+        static_cast<float>(warp_reduce(sum_g_xhat, SumOp{}) / static_cast<double>(cols));
+    __syncwarp();
+    float* dxr = dx + row * cols;
+    for (std::int64_t j = lane; j < cols; j += kWarpSize) {
+      const float xhat = (xr[j] - mu) * rs;
+      // __fmul_rn keeps nvcc from fusing the products into the subtractions: g - mean(g) cancels
+      // (exactly, for cols == 1), and a fused product would leave its rounding error there, to be
+      // amplified by rstd. Rounded products give the CPU's result.
+      dxr[j] = rs * (__fmul_rn(dyr[j], gamma[j]) - mean_g - __fmul_rn(xhat, mean_g_xhat));
+    }
+  }
+}
+
+}  // namespace
+
+// y (rows, cols) = act(x + bias (cols)); bias may be null; x and y may alias.
+void bias_activation_forward_cuda(const ExecContext& ctx, Activation act, const float* x,
+                                  const float* bias, float* y, std::int64_t rows,
+                                  std::int64_t cols) {
+  check_size(rows, "bias_activation_forward_cuda");
+  check_size(cols, "bias_activation_forward_cuda");
+  const std::int64_t n = rows * cols;
+  if (n == 0) return;
+  bias_activation_kernel<<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(act, x, bias, y, n, cols);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// dx (n) = dy (n) * act'(pre (n)); dx may alias dy.
+void activation_backward_cuda(const ExecContext& ctx, Activation act, const float* pre,
+                              const float* dy, float* dx, std::int64_t n) {
+  check_size(n, "activation_backward_cuda");
+  if (n == 0) return;
+  activation_backward_kernel<<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(act, pre, dy, dx, n);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// dbias (cols) =/+= column sums of dy (rows, cols); Note [Column sums].
+void bias_backward_cuda(const ExecContext& ctx, const float* dy, float* dbias, std::int64_t rows,
+                        std::int64_t cols, Accumulate acc) {
+  check_size(rows, "bias_backward_cuda");
+  check_size(cols, "bias_backward_cuda");
+  if (cols == 0) return;
+  const cudaStream_t stream = stream_of(ctx);
+  if (rows == 0) {
+    // No rows: the sum is zero; "=" still has to clear dbias.
+    if (acc == Accumulate::Overwrite) {
+      const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(cols);
+      ZL_CUDA_CHECK(cudaMemsetAsync(dbias, 0, bytes, stream));
+    }
+    return;
+  }
+  launch_column_sums(stream, DyColumns{dy, cols}, rows, cols,
+                     ColumnOut<1>{{dbias}, acc == Accumulate::Add});
+}
+
+// out (n) = a (n) + b (n); out may alias a or b.
+void add_cuda(const ExecContext& ctx, const float* a, const float* b, float* out, std::int64_t n) {
+  check_size(n, "add_cuda");
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(a, b, out, n);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// out (n) =/+= a (n).
+void accumulate_cuda(const ExecContext& ctx, const float* a, float* out, std::int64_t n,
+                     Accumulate acc) {
+  check_size(n, "accumulate_cuda");
+  if (n == 0) return;
+  const cudaStream_t stream = stream_of(ctx);
+  if (acc == Accumulate::Overwrite) {
+    if (out != a) {
+      ZL_CUDA_CHECK(cudaMemcpyAsync(out, a, sizeof(float) * static_cast<std::size_t>(n),
+                                    cudaMemcpyDeviceToDevice, stream));
+    }
+    return;
+  }
+  accumulate_add_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, out, n);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// y (rows, cols) = LayerNorm(x) * gamma (cols) + beta (cols); mean, rstd (rows) =.
+void layernorm_forward_cuda(const ExecContext& ctx, const float* x, const float* gamma,
+                            const float* beta, float* y, float* mean, float* rstd,
+                            std::int64_t rows, std::int64_t cols, float eps) {
+  check_size(rows, "layernorm_forward_cuda");
+  check_size(cols, "layernorm_forward_cuda");
+  if (rows == 0) return;
+  ZL_CHECK(cols > 0, "layernorm_forward: cols = 0 with rows = {}", rows);
+  layernorm_forward_kernel<<<grid_for_rows(rows), kThreads, 0, stream_of(ctx)>>>(
+      x, gamma, beta, y, mean, rstd, rows, cols, eps);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// dx (rows, cols) =; dgamma, dbeta (cols) =/+= column sums of dy * xhat and dy.
+// The column sums run first: they read dy, which dx may alias.
+void layernorm_backward_cuda(const ExecContext& ctx, const float* x, const float* gamma,
+                             const float* mean, const float* rstd, const float* dy, float* dx,
+                             float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols,
+                             Accumulate acc) {
+  check_size(rows, "layernorm_backward_cuda");
+  check_size(cols, "layernorm_backward_cuda");
+  if (cols == 0) return;
+  const cudaStream_t stream = stream_of(ctx);
+  if (rows == 0) {
+    if (acc == Accumulate::Overwrite) {
+      const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(cols);
+      ZL_CUDA_CHECK(cudaMemsetAsync(dgamma, 0, bytes, stream));
+      ZL_CUDA_CHECK(cudaMemsetAsync(dbeta, 0, bytes, stream));
+    }
+    return;
+  }
+  launch_column_sums(stream, LayerNormParamColumns{x, dy, mean, rstd, cols}, rows, cols,
+                     ColumnOut<2>{{dgamma, dbeta}, acc == Accumulate::Add});
+  layernorm_dx_kernel<<<grid_for_rows(rows), kThreads, 0, stream>>>(x, gamma, mean, rstd, dy, dx,
+                                                                    rows, cols);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// x (n) *= alpha.
+void scale_cuda(const ExecContext& ctx, float* x, std::int64_t n, float alpha) {
+  check_size(n, "scale_cuda");
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(x, n, alpha);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace zl

@@ -1,0 +1,251 @@
+// CUDA implementations of the kernels/elementwise.h functions that return a host value: softmax
+// cross-entropy, squared error and sum of squares. Each writes per-row or per-block partials to
+// stream-ordered scratch, adds them in one block in an order fixed by the sizes alone (no atomics:
+// bitwise reproducible run to run), copies the scalars to the host and synchronises ctx.stream,
+// as the contract of a host return value requires. Formulas mirror kernels/elementwise.cpp.
+#include <algorithm>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/cuda_kernels.h"
+#include "kernels/errors.h"
+
+namespace zl {
+namespace {
+
+using cuda_detail::block_reduce;
+using cuda_detail::check_size;
+using cuda_detail::global_thread;
+using cuda_detail::grid_for_rows;
+using cuda_detail::grid_threads;
+using cuda_detail::kThreads;
+using cuda_detail::kWarpSize;
+using cuda_detail::kWarpsPerBlock;
+using cuda_detail::MinOp;
+using cuda_detail::StreamScratch;
+using cuda_detail::stream_of;
+using cuda_detail::SumOp;
+using cuda_detail::warp_reduce;
+
+struct RowResult {
+  double loss;
+  int correct;  // 1 when the first maximal logit is the label's
+  int bad;      // 1 when the label is outside [0, cols): the row is left untouched
+};
+
+struct LossTotals {
+  double loss;
+  long long correct;
+  long long first_bad_row;  // rows when every label is valid
+};
+
+// One warp per row of logits (rows, cols): rows_out (rows) = loss, argmax check; if dlogits:
+// dlogits (rows, cols) = (softmax - onehot) * grad_scale (same float steps as the CPU).
+__global__ void softmax_cross_entropy_rows_kernel(const float* logits, const std::int32_t* labels,
+                                                  std::int64_t rows, std::int64_t cols,
+                                                  float* dlogits, float grad_scale,
+                                                  RowResult* rows_out) {
+  const int lane = threadIdx.x % kWarpSize;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (std::int64_t row = global_thread() / kWarpSize; row < rows; row += warps) {
+    const std::int32_t label = labels[row];
+    if (label < 0 || label >= cols) {
+      if (lane == 0) rows_out[row] = RowResult{0.0, 0, 1};
+      continue;
+    }
+    const float* xr = logits + row * cols;
+    // Read before any lane writes dlogits, which may alias logits (see the __syncwarp below).
+    const float label_logit = xr[label];
+    // argmax: each lane keeps its first maximum (strict >, increasing j), then the warp keeps the
+    // larger value and, on ties, the smaller index: the first maximal index, as torch.argmax.
+    float max_v = xr[lane < cols ? lane : 0];
+    std::int64_t argmax = lane < cols ? lane : 0;
+    for (std::int64_t j = lane + kWarpSize; j < cols; j += kWarpSize) {
+      if (xr[j] > max_v) {
+        max_v = xr[j];
+        argmax = j;
+      }
+    }
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      const float other_v = __shfl_xor_sync(0xffffffffu, max_v, offset);
+      const std::int64_t other_j = __shfl_xor_sync(0xffffffffu, argmax, offset);
+      if (other_v > max_v || (other_v == max_v && other_j < argmax)) {
+        max_v = other_v;
+        argmax = other_j;
+      }
+    }
+    double sum_exp = 0.0;
+    for (std::int64_t j = lane; j < cols; j += kWarpSize) sum_exp += expf(xr[j] - max_v);
+    sum_exp = warp_reduce(sum_exp, SumOp{});
+    if (lane == 0) {
+      const double loss = log(sum_exp) - (static_cast<double>(label_logit) - max_v);
+      rows_out[row] = RowResult{loss, argmax == label ? 1 : 0, 0};
+    }
+    if (dlogits != nullptr) {
+      __syncwarp();  // every lane's reads of the row (label_logit included) precede any write
+      const float norm_scale = static_cast<float>(static_cast<double>(grad_scale) / sum_exp);
+      float* dr = dlogits + row * cols;
+      for (std::int64_t j = lane; j < cols; j += kWarpSize) {
+        float d = expf(xr[j] - max_v) * norm_scale;
+        if (j == label) d -= grad_scale;
+        dr[j] = d;
+      }
+    }
+  }
+}
+
+// One block: totals = sums of rows_in (rows) in a fixed order.
+__global__ void loss_totals_kernel(const RowResult* rows_in, std::int64_t rows,
+                                   LossTotals* totals) {
+  __shared__ double shared_d[kWarpsPerBlock];
+  __shared__ long long shared_i[kWarpsPerBlock];
+  double loss = 0.0;
+  long long correct = 0;
+  long long first_bad = rows;
+  for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    const RowResult r = rows_in[i];
+    loss += r.loss;
+    correct += r.correct;
+    if (r.bad != 0 && i < first_bad) first_bad = i;
+  }
+  loss = block_reduce(loss, 0.0, shared_d, SumOp{});
+  correct = block_reduce(correct, 0LL, shared_i, SumOp{});
+  first_bad = block_reduce(first_bad, static_cast<long long>(rows), shared_i, MinOp{});
+  if (threadIdx.x == 0) *totals = LossTotals{loss, correct, first_bad};
+}
+
+// Blocks of the first pass of a sum over n elements: a function of n only (never of the device),
+// so the combination order is the same on every GPU and run.
+constexpr std::int64_t kMaxSumBlocks = 1024;
+unsigned sum_blocks(std::int64_t n) {
+  return static_cast<unsigned>(std::min(kMaxSumBlocks, (n + kThreads - 1) / kThreads));
+}
+
+// partial (gridDim.x) = per-block sums of term(i) over i < n, in double.
+template <class Term>
+__global__ void partial_sums_kernel(Term term, std::int64_t n, double* partial) {
+  __shared__ double shared[kWarpsPerBlock];
+  double acc = 0.0;
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) acc += term(i);
+  acc = block_reduce(acc, 0.0, shared, SumOp{});
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// One block: *total = sum of partial (count), in a fixed order.
+__global__ void finish_sum_kernel(const double* partial, std::int64_t count, double* total) {
+  __shared__ double shared[kWarpsPerBlock];
+  double acc = 0.0;
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  acc = block_reduce(acc, 0.0, shared, SumOp{});
+  if (threadIdx.x == 0) *total = acc;
+}
+
+struct SquareTerm {
+  const float* x;
+  __device__ double operator()(std::int64_t i) const {
+    const double v = x[i];
+    return v * v;
+  }
+};
+
+// (pred - target)^2 in double; also dpred (n) = 2 * grad_scale * (pred - target) when dpred is not
+// null. dpred may alias pred or target: each element is read, then written, by one thread.
+struct SquaredErrorTerm {
+  const float* pred;
+  const float* target;
+  float* dpred;
+  float two_scale;
+  __device__ double operator()(std::int64_t i) const {
+    const float p = pred[i];
+    const float t = target[i];
+    const double d = static_cast<double>(p) - t;
+    if (dpred != nullptr) dpred[i] = two_scale * (p - t);
+    return d * d;
+  }
+};
+
+// Sum of term(i) over i < n (n > 0) on `stream`, returned to the host (synchronises the stream).
+template <class Term>
+double device_sum(cudaStream_t stream, const Term& term, std::int64_t n) {
+  const unsigned blocks = sum_blocks(n);
+  double total = 0.0;
+  {
+    StreamScratch scratch(stream, sizeof(double) * (blocks + 1));
+    double* partial = scratch.as<double>();
+    double* result = partial + blocks;
+    partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(term, n, partial);
+    ZL_CUDA_CHECK(cudaGetLastError());
+    finish_sum_kernel<<<1, kThreads, 0, stream>>>(partial, blocks, result);
+    ZL_CUDA_CHECK(cudaGetLastError());
+    ZL_CUDA_CHECK(
+        cudaMemcpyAsync(&total, result, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  }  // the scratch free is stream-ordered after the copy
+  ZL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return total;
+}
+
+}  // namespace
+
+// Returns the sum of per-row losses of logits (rows, cols) against labels (rows) and *correct =
+// rows whose first argmax is the label; dlogits (rows, cols) = (softmax - onehot) * grad_scale if
+// not null. Synchronises ctx.stream. A label outside [0, cols) is a UserError, as on the CPU (its
+// row of dlogits is left unwritten; the other rows are written).
+double softmax_cross_entropy_cuda(const ExecContext& ctx, const float* logits,
+                                  const std::int32_t* labels, std::int64_t rows, std::int64_t cols,
+                                  float* dlogits, float grad_scale, std::int64_t* correct) {
+  check_size(rows, "softmax_cross_entropy_cuda");
+  check_size(cols, "softmax_cross_entropy_cuda");
+  if (rows == 0) {
+    if (correct != nullptr) *correct = 0;
+    return 0.0;
+  }
+  ZL_CHECK(cols > 0, "softmax_cross_entropy: cols = 0 with rows = {}", rows);
+  const cudaStream_t stream = stream_of(ctx);
+  LossTotals totals{};
+  {
+    // RowResult (16 bytes) per row, then the totals (16-byte aligned).
+    StreamScratch scratch(stream,
+                          sizeof(RowResult) * static_cast<std::size_t>(rows) + sizeof(LossTotals));
+    RowResult* row_results = scratch.as<RowResult>();
+    LossTotals* device_totals = reinterpret_cast<LossTotals*>(row_results + rows);
+    softmax_cross_entropy_rows_kernel<<<grid_for_rows(rows), kThreads, 0, stream>>>(
+        logits, labels, rows, cols, dlogits, grad_scale, row_results);
+    ZL_CUDA_CHECK(cudaGetLastError());
+    loss_totals_kernel<<<1, kThreads, 0, stream>>>(row_results, rows, device_totals);
+    ZL_CUDA_CHECK(cudaGetLastError());
+    ZL_CUDA_CHECK(cudaMemcpyAsync(&totals, device_totals, sizeof(LossTotals),
+                                  cudaMemcpyDeviceToHost, stream));
+  }  // the scratch free is stream-ordered after the copy
+  ZL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (totals.first_bad_row < rows) {
+    std::int32_t label = 0;
+    ZL_CUDA_CHECK(cudaMemcpy(&label, labels + totals.first_bad_row, sizeof(label),
+                             cudaMemcpyDeviceToHost));
+    throw UserError(fmt::format(
+        "softmax_cross_entropy: label {} of row {} is outside [0, {}); the data's labels do not "
+        "match the model's number of classes (its last width)",
+        label, totals.first_bad_row, cols));
+  }
+  if (correct != nullptr) *correct = totals.correct;
+  return totals.loss;
+}
+
+// Returns sum of (pred - target)^2 over n elements (double); dpred (n) = 2 * (pred - target) *
+// grad_scale if not null. Synchronises ctx.stream.
+double squared_error_cuda(const ExecContext& ctx, const float* pred, const float* target,
+                          std::int64_t n, float* dpred, float grad_scale) {
+  check_size(n, "squared_error_cuda");
+  if (n == 0) return 0.0;
+  return device_sum(stream_of(ctx), SquaredErrorTerm{pred, target, dpred, 2.0f * grad_scale}, n);
+}
+
+// Returns sum of x^2 over x (n), in double. Synchronises ctx.stream.
+double sum_of_squares_cuda(const ExecContext& ctx, const float* x, std::int64_t n) {
+  check_size(n, "sum_of_squares_cuda");
+  if (n == 0) return 0.0;
+  return device_sum(stream_of(ctx), SquareTerm{x}, n);
+}
+
+}  // namespace zl

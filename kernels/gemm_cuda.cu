@@ -1,0 +1,78 @@
+// Row-major SGEMM on cuBLAS: C (m, n) = alpha * op(A) (m, k) * op(B) (k, n) + beta * C, enqueued
+// on the handle in ctx.blas, which the caller has bound to ctx.stream. beta == 0 overwrites C
+// without reading it (BLAS semantics), as the CPU path. The handle's default math mode is full
+// FP32 (no TF32 unless the caller opts in), so results track the OpenBLAS path closely.
+#include <cstdint>
+#include <limits>
+
+#include <cublas_v2.h>
+
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_common.cuh"
+#include "kernels/cuda_kernels.h"
+#include "kernels/errors.h"
+
+namespace zl {
+namespace {
+
+// cuBLAS's classic API takes int dimensions: refuse sizes that would silently wrap.
+int to_blas_int(std::int64_t v, const char* what) {
+  ZL_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(),
+           "gemm_cuda: {} = {} does not fit cuBLAS's int", what, v);
+  return static_cast<int>(v);
+}
+
+cublasOperation_t to_cublas(Transpose t) { return t == Transpose::No ? CUBLAS_OP_N : CUBLAS_OP_T; }
+
+// c (m, n), row stride ldc, = beta * c; beta == 0 writes zeros without reading c (it may hold NaN).
+__global__ void scale_matrix_kernel(float* c, std::int64_t m, std::int64_t n, std::int64_t ldc,
+                                    float beta) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < m * n; i += stride) {
+    float* e = c + (i / n) * ldc + i % n;
+    *e = beta == 0.0f ? 0.0f : beta * *e;
+  }
+}
+
+}  // namespace
+
+// c (m, n), row stride ldc, =/+= per beta; a: (m, k) or, transposed, (k, m) with row stride lda;
+// b: (k, n) or, transposed, (n, k) with row stride ldb.
+//
+// Note [Row-major on cuBLAS]: a row-major matrix with row stride ld is the column-major matrix of
+// its transpose with leading dimension ld. So row-major C = op(A) op(B) is column-major
+// C^T = op(B)^T op(A)^T: call cuBLAS with the operands swapped (B first), the same op flags, and
+// the dimensions (n, m, k). No data moves.
+void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+               std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
+               const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  ZL_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm_cuda: negative size m = {}, n = {}, k = {}", m, n, k);
+  if (m == 0 || n == 0) return;
+  ZL_CHECK(ctx.blas != nullptr, "gemm_cuda: ExecContext has no cuBLAS handle");
+  ZL_CHECK(ldc >= n, "gemm: ldc = {} < n = {}", ldc, n);
+  auto* handle = static_cast<cublasHandle_t>(ctx.blas);
+  // The handle must be bound to ctx.stream, or the GEMM would race with the kernels around it.
+  // Checking is a host-side read; rebinding here would reset a workspace set by the runtime.
+  cudaStream_t bound = nullptr;
+  ZL_CUBLAS_CHECK(cublasGetStream(handle, &bound));
+  ZL_CHECK(bound == static_cast<cudaStream_t>(ctx.stream),
+           "gemm_cuda: the cuBLAS handle is bound to another stream than ctx.stream");
+  if (k == 0) {
+    // op(A) op(B) is the zero matrix: C = beta * C, as the CPU path does. Done here rather than
+    // left to cuBLAS, whose leading-dimension checks would reject the lda/ldb of empty operands.
+    scale_matrix_kernel<<<cuda_detail::grid_for(m * n), cuda_detail::kThreads, 0,
+                          cuda_detail::stream_of(ctx)>>>(c, m, n, ldc, beta);
+    ZL_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  ZL_CHECK(lda >= (trans_a == Transpose::No ? k : m), "gemm: lda = {} too small", lda);
+  ZL_CHECK(ldb >= (trans_b == Transpose::No ? n : k), "gemm: ldb = {} too small", ldb);
+  // Note [Row-major on cuBLAS]: B comes first, then A.
+  ZL_CUBLAS_CHECK(cublasSgemm(handle, to_cublas(trans_b), to_cublas(trans_a), to_blas_int(n, "n"),
+                              to_blas_int(m, "m"), to_blas_int(k, "k"), &alpha, b,
+                              to_blas_int(ldb, "ldb"), a, to_blas_int(lda, "lda"), &beta, c,
+                              to_blas_int(ldc, "ldc")));
+}
+
+}  // namespace zl

@@ -1,0 +1,145 @@
+// CUDA fused optimizer steps: one launch per call over a flat slice of (p, g, state), enqueued on
+// ctx.stream. The per-element math is adam_update / sgd_update from kernels/optim_math.h, the
+// same functions the CPU loop calls, so both devices implement one formula (they may still differ
+// in the last bit: nvcc contracts a*b+c into FMAs, the x86-64 baseline CPU build does not).
+#include <cstdint>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/cuda_kernels.h"
+
+namespace zl {
+namespace {
+
+using cuda_detail::grid_for;
+using cuda_detail::kThreads;
+
+bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+// The vectorised path reads and writes float4s: legal only when every pointer is 16-byte aligned
+// (checked on the host before choosing it). The parameter store aligns every bucket to 64 bytes,
+// so a bucket's slice is the common case; a slice starting mid-float4 takes the scalar path.
+// Elements n4*4 .. n-1 (at most 3) are the scalar tail of the vectorised path.
+
+// p, m, v (n) updated in place from g (n).
+template <bool kVectorised>
+__global__ void adam_kernel(float* __restrict__ p, const float* __restrict__ g,
+                            float* __restrict__ m, float* __restrict__ v, std::int64_t n,
+                            AdamStep s) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::int64_t scalar_begin = 0;
+  if constexpr (kVectorised) {
+    const std::int64_t n4 = n / 4;
+    float4* p4 = reinterpret_cast<float4*>(p);
+    const float4* g4 = reinterpret_cast<const float4*>(g);
+    float4* m4 = reinterpret_cast<float4*>(m);
+    float4* v4 = reinterpret_cast<float4*>(v);
+    for (std::int64_t i = first; i < n4; i += stride) {
+      float4 pp = p4[i];
+      const float4 gg = g4[i];
+      float4 mm = m4[i];
+      float4 vv = v4[i];
+      adam_update(pp.x, gg.x, mm.x, vv.x, s);
+      adam_update(pp.y, gg.y, mm.y, vv.y, s);
+      adam_update(pp.z, gg.z, mm.z, vv.z, s);
+      adam_update(pp.w, gg.w, mm.w, vv.w, s);
+      p4[i] = pp;
+      m4[i] = mm;
+      v4[i] = vv;
+    }
+    scalar_begin = n4 * 4;
+  }
+  for (std::int64_t i = scalar_begin + first; i < n; i += stride) {
+    float pp = p[i];
+    float mm = m[i];
+    float vv = v[i];
+    adam_update(pp, g[i], mm, vv, s);
+    p[i] = pp;
+    m[i] = mm;
+    v[i] = vv;
+  }
+}
+
+// p (n) and, with kMomentum, buf (n) updated in place from g (n). Without momentum the buffer is
+// neither read nor written (it may be null): sgd_update ignores it when momentum == 0.
+template <bool kVectorised, bool kMomentum>
+__global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g,
+                           float* __restrict__ buf, std::int64_t n, SgdStep s) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::int64_t scalar_begin = 0;
+  if constexpr (kVectorised) {
+    const std::int64_t n4 = n / 4;
+    float4* p4 = reinterpret_cast<float4*>(p);
+    const float4* g4 = reinterpret_cast<const float4*>(g);
+    float4* b4 = reinterpret_cast<float4*>(buf);
+    for (std::int64_t i = first; i < n4; i += stride) {
+      float4 pp = p4[i];
+      const float4 gg = g4[i];
+      float4 bb = kMomentum ? b4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      sgd_update(pp.x, gg.x, bb.x, s);
+      sgd_update(pp.y, gg.y, bb.y, s);
+      sgd_update(pp.z, gg.z, bb.z, s);
+      sgd_update(pp.w, gg.w, bb.w, s);
+      p4[i] = pp;
+      if (kMomentum) b4[i] = bb;
+    }
+    scalar_begin = n4 * 4;
+  }
+  for (std::int64_t i = scalar_begin + first; i < n; i += stride) {
+    float pp = p[i];
+    float bb = kMomentum ? buf[i] : 0.0f;
+    sgd_update(pp, g[i], bb, s);
+    p[i] = pp;
+    if (kMomentum) buf[i] = bb;
+  }
+}
+
+// Work items of one launch: float4 groups on the vectorised path (its <= 3 tail elements are
+// covered by the first threads of the grid), elements otherwise.
+std::int64_t work_items(std::int64_t n, bool vectorised) { return vectorised ? (n + 3) / 4 : n; }
+
+}  // namespace
+
+// p, m, v (n) updated in place ("=") from g (n); one launch.
+void adam_step_cuda(const ExecContext& ctx, float* p, const float* g, float* m, float* v,
+                    std::int64_t n, const AdamStep& step) {
+  ZL_CHECK(n >= 0, "adam_step_cuda: n = {}", n);
+  if (n == 0) return;
+  ZL_CHECK(p && g && m && v, "adam_step_cuda: null pointer");
+  const bool vectorised = aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v);
+  const unsigned blocks = grid_for(work_items(n, vectorised));
+  const cudaStream_t stream = cuda_detail::stream_of(ctx);
+  if (vectorised) {
+    adam_kernel<true><<<blocks, kThreads, 0, stream>>>(p, g, m, v, n, step);
+  } else {
+    adam_kernel<false><<<blocks, kThreads, 0, stream>>>(p, g, m, v, n, step);
+  }
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// p (n) and momentum_buffer (n, when step.momentum != 0) updated in place from g (n); one launch.
+void sgd_step_cuda(const ExecContext& ctx, float* p, const float* g, float* momentum_buffer,
+                   std::int64_t n, const SgdStep& step) {
+  ZL_CHECK(n >= 0, "sgd_step_cuda: n = {}", n);
+  if (n == 0) return;
+  ZL_CHECK(p && g, "sgd_step_cuda: null pointer");
+  const bool momentum = step.momentum != 0.0f;
+  ZL_CHECK(!momentum || momentum_buffer != nullptr,
+           "sgd_step_cuda: momentum = {} needs a momentum buffer", step.momentum);
+  const bool vectorised = aligned16(p) && aligned16(g) && (!momentum || aligned16(momentum_buffer));
+  const unsigned blocks = grid_for(work_items(n, vectorised));
+  const cudaStream_t stream = cuda_detail::stream_of(ctx);
+  if (vectorised && momentum) {
+    sgd_kernel<true, true><<<blocks, kThreads, 0, stream>>>(p, g, momentum_buffer, n, step);
+  } else if (vectorised) {
+    sgd_kernel<true, false><<<blocks, kThreads, 0, stream>>>(p, g, nullptr, n, step);
+  } else if (momentum) {
+    sgd_kernel<false, true><<<blocks, kThreads, 0, stream>>>(p, g, momentum_buffer, n, step);
+  } else {
+    sgd_kernel<false, false><<<blocks, kThreads, 0, stream>>>(p, g, nullptr, n, step);
+  }
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace zl
