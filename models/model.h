@@ -24,6 +24,13 @@ struct ModelSpec {
   // residual_mlp: [in, d, d, ..., d, out]: Linear(in, d), then one pre-LN residual block
   //   x + Linear(d,d)(act(Linear(d,d)(LayerNorm(x)))) per further d, then LayerNorm + Linear(d, out).
   //   All inner widths must be equal.
+  // Parameter names (PyTorch-style, registered in this order; the flat layout is the reverse):
+  //   mlp:          layers.{i}.weight (out, in), layers.{i}.bias (out) for the i-th Linear.
+  //   residual_mlp: input.weight/bias; per block i: blocks.{i}.norm.weight/bias (LayerNorm gamma,
+  //                 beta), blocks.{i}.fc1.weight/bias, blocks.{i}.fc2.weight/bias; then
+  //                 norm.weight/bias, output.weight/bias.
+  // Tape layers (ForwardResult / TapeNode::layer): mlp: one per Linear (bias + activation fused);
+  //   residual_mlp: input, then norm, fc1, fc2, residual add per block, then norm, output.
   std::vector<std::int64_t> widths;
   Activation activation = Activation::Relu;
   std::uint64_t seed = 0;

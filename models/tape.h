@@ -36,7 +36,8 @@ struct TapeNode {
   const char* name = "";  // for traces: "linear", "layernorm", ...
   int layer = -1;         // model layer index, for traces
   // Reads the node's saved inputs and d(output); writes d(input) and parameter gradients, then
-  // reports its parameters through ctx.grad_ready.
+  // reports its parameters through ctx.grad_ready. Empty: no work (the node only marks its place
+  // for traces, e.g. a residual add whose gradient slots alias).
   std::function<void(const BackwardContext& ctx)> backward;
 };
 

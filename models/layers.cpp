@@ -1,0 +1,269 @@
+// Forward and backward of the layers in layers.h. Every computation goes through kernels/ with
+// tape.exec() as ExecContext, so the same code runs on CPU and CUDA. Backward closures capture raw
+// pointers (activations in the tape arena, parameters and gradients in the store's flat buffers),
+// never the store or the tape: both may move between forward and backward without harm.
+//
+// Every backward closure follows one order, which Note [Grad-ready hook] requires:
+//   1. d(pre-activation) and d(input) — the only reads of the parameter values;
+//   2. parameter gradients, '=' or '+=' per ctx.accumulate (no zero_grad pass exists);
+//   3. grad_ready for each parameter, in *reverse registration order* (bias before weight), so
+//      gradients become ready in exactly the flat-layout order of Note [Flat layout].
+// Closures never write what they read (saved activations, d(output)), so a tape may run backward
+// more than once (Accumulate::Add tests rely on it).
+#include "models/layers.h"
+
+#include <cmath>
+#include <utility>
+
+#include "kernels/errors.h"
+#include "kernels/gemm.h"
+
+namespace zl {
+namespace {
+
+void use(const LayerCall& call, int param_id) {
+  if (call.before_use && *call.before_use) (*call.before_use)(param_id);
+}
+
+Tensor out_grad_slot(Tape& tape, const LayerCall& call, std::int64_t rows, std::int64_t cols) {
+  if (call.out_grad.data == nullptr) return tape.alloc(rows, cols);
+  ZL_CHECK(call.out_grad.rows == rows && call.out_grad.cols == cols,
+           "out_grad slot ({}, {}) for an output ({}, {})", call.out_grad.rows, call.out_grad.cols,
+           rows, cols);
+  return call.out_grad;
+}
+
+void check_input(const Tape& tape, const Value& x, std::int64_t features, const LayerCall& call,
+                 const char* layer) {
+  ZL_CHECK(x.value.cols == features, "{} (layer {}) expects {} features, got {}", layer, call.layer,
+           features, x.value.cols);
+  ZL_CHECK(x.value.device == tape.exec().device, "{} input on {}, tape on {}", layer,
+           device_name(x.value.device), device_name(tape.exec().device));
+  ZL_CHECK(x.grad.data == nullptr || (x.grad.rows == x.value.rows && x.grad.cols == features),
+           "{}: input gradient slot has the wrong shape", layer);
+  ZL_CHECK(call.skip_grad == nullptr || x.grad.data != nullptr,
+           "{}: skip_grad given for an input without a gradient slot", layer);
+}
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+void fill_uniform(float* out, std::int64_t n, double bound, std::uint64_t seed,
+                  const std::string& name) {
+  std::uint64_t state = seed;
+  state = splitmix64(state) ^ fnv1a(name);
+  constexpr double kTwo24 = 16777216.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    // 24 random bits k -> (2k - 2^24) / 2^24, exactly representable, in [-1, 1).
+    const auto k = static_cast<double>(splitmix64(state) >> 40);
+    out[i] = static_cast<float>(bound * ((2.0 * k - kTwo24) / kTwo24));
+  }
+}
+
+// --- Linear -------------------------------------------------------------------------------------
+
+LinearLayer add_linear(ParameterStore& store, const std::string& prefix, std::int64_t in,
+                       std::int64_t out, Activation act) {
+  LinearLayer l;
+  l.weight = store.add(prefix + ".weight", {out, in});
+  l.bias = store.add(prefix + ".bias", {out});
+  l.in = in;
+  l.out = out;
+  l.act = act;
+  return l;
+}
+
+void init_linear(ParameterStore& store, const LinearLayer& l, std::uint64_t seed,
+                 float* host_params) {
+  // torch.nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) on the weight reduces to
+  // U(-1/sqrt(in), 1/sqrt(in)), and the bias uses the same bound.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(l.in));
+  for (int id : {l.weight, l.bias}) {
+    const ParameterInfo& p = store.info(id);
+    fill_uniform(host_params + p.offset, p.numel, bound, seed, p.name);
+  }
+}
+
+Value linear_forward(Tape& tape, ParameterStore& store, const LinearLayer& l, const Value& x,
+                     const LayerCall& call) {
+  check_input(tape, x, l.in, call, "linear");
+  use(call, l.weight);
+  use(call, l.bias);
+  const ExecContext ctx = tape.exec();
+  const std::int64_t rows = x.value.rows, in = l.in, out = l.out;
+  const Activation act = l.act;
+  const float* w = store.param_data(l.weight);
+  const float* b = store.param_data(l.bias);
+
+  // pre (rows, out) = x (rows, in) W^T (in, out) + b. activation_backward needs pre itself, so it
+  // is kept and the activation is a second pass, rather than fusing bias + activation into y and
+  // recomputing pre (the same traffic, plus a write over a saved tensor) in backward.
+  Tensor pre = tape.alloc(rows, out);
+  gemm(ctx, Transpose::No, Transpose::Yes, rows, out, in, 1.0f, x.value.data, in, w, in, 0.0f,
+       pre.data, out);
+  bias_activation_forward(ctx, Activation::Identity, pre.data, b, pre.data, rows, out);
+
+  Value y;
+  y.grad = out_grad_slot(tape, call, rows, out);
+  const float* dy = y.grad.data;
+  float* dpre = y.grad.data;  // Identity: d(pre) is d(y), read in place
+  if (act == Activation::Identity) {
+    y.value = pre;
+  } else {
+    y.value = tape.alloc(rows, out);
+    bias_activation_forward(ctx, act, pre.data, nullptr, y.value.data, rows, out);
+    dpre = tape.alloc(rows, out).data;  // never written over dy: dy may be read again
+  }
+
+  const float* xv = x.value.data;
+  float* dx = x.grad.data;
+  const float* skip = call.skip_grad;
+  const float* pre_v = pre.data;
+  float* dw = store.param_grad(l.weight);
+  float* db = store.param_grad(l.bias);
+  const int weight_id = l.weight, bias_id = l.bias;
+  auto backward = [=](const BackwardContext& bctx) {
+    if (act != Activation::Identity) {
+      activation_backward(ctx, act, pre_v, dy, dpre, rows * out);  // d(pre) (rows, out) =
+    }
+    if (dx != nullptr) {
+      // dx (rows, in) = d(pre) (rows, out) W (out, in)   [+ skip path]
+      gemm(ctx, Transpose::No, Transpose::No, rows, in, out, 1.0f, dpre, out, w, in, 0.0f, dx, in);
+      if (skip != nullptr) add(ctx, dx, skip, dx, rows * in);
+    }
+    // dW (out, in) =/+= d(pre)^T (out, rows) x (rows, in); beta 0 ignores the old contents.
+    const float beta = bctx.accumulate == Accumulate::Add ? 1.0f : 0.0f;
+    gemm(ctx, Transpose::Yes, Transpose::No, out, in, rows, 1.0f, dpre, out, xv, in, beta, dw, in);
+    bias_backward(ctx, dpre, db, rows, out, bctx.accumulate);  // db (out) =/+= column sums
+    bctx.grad_ready(bias_id);
+    bctx.grad_ready(weight_id);
+  };
+  tape.record(TapeNode{"linear", call.layer, std::move(backward)});
+  return y;
+}
+
+// --- LayerNorm ----------------------------------------------------------------------------------
+
+LayerNormLayer add_layernorm(ParameterStore& store, const std::string& prefix, std::int64_t dim,
+                             float eps) {
+  LayerNormLayer l;
+  l.weight = store.add(prefix + ".weight", {dim});
+  l.bias = store.add(prefix + ".bias", {dim});
+  l.dim = dim;
+  l.eps = eps;
+  return l;
+}
+
+void init_layernorm(ParameterStore& store, const LayerNormLayer& l, float* host_params) {
+  float* gamma = host_params + store.info(l.weight).offset;
+  float* beta = host_params + store.info(l.bias).offset;
+  for (std::int64_t i = 0; i < l.dim; ++i) {
+    gamma[i] = 1.0f;
+    beta[i] = 0.0f;
+  }
+}
+
+Value layernorm_forward(Tape& tape, ParameterStore& store, const LayerNormLayer& l, const Value& x,
+                        const LayerCall& call) {
+  check_input(tape, x, l.dim, call, "layernorm");
+  use(call, l.weight);
+  use(call, l.bias);
+  const ExecContext ctx = tape.exec();
+  const std::int64_t rows = x.value.rows, dim = l.dim;
+  const float* gamma = store.param_data(l.weight);
+  const float* beta = store.param_data(l.bias);
+
+  Value y;
+  y.value = tape.alloc(rows, dim);
+  Tensor mean = tape.alloc(1, rows);
+  Tensor rstd = tape.alloc(1, rows);
+  layernorm_forward(ctx, x.value.data, gamma, beta, y.value.data, mean.data, rstd.data, rows, dim,
+                    l.eps);
+  y.grad = out_grad_slot(tape, call, rows, dim);
+
+  // The kernel always writes dx; without a gradient slot for x it goes to scratch.
+  float* dx = x.grad.data != nullptr ? x.grad.data : tape.alloc(rows, dim).data;
+  const float* xv = x.value.data;
+  const float* dy = y.grad.data;
+  const float* skip = call.skip_grad;
+  const float* mean_v = mean.data;
+  const float* rstd_v = rstd.data;
+  float* dgamma = store.param_grad(l.weight);
+  float* dbeta = store.param_grad(l.bias);
+  const int weight_id = l.weight, bias_id = l.bias;
+  auto backward = [=](const BackwardContext& bctx) {
+    // dx (rows, dim) =; dgamma, dbeta (dim) =/+=
+    layernorm_backward(ctx, xv, gamma, mean_v, rstd_v, dy, dx, dgamma, dbeta, rows, dim,
+                       bctx.accumulate);
+    if (skip != nullptr) add(ctx, dx, skip, dx, rows * dim);
+    bctx.grad_ready(bias_id);
+    bctx.grad_ready(weight_id);
+  };
+  tape.record(TapeNode{"layernorm", call.layer, std::move(backward)});
+  return y;
+}
+
+// --- Residual -----------------------------------------------------------------------------------
+
+Value residual_add_forward(Tape& tape, const Value& skip, const Value& branch, int layer) {
+  ZL_CHECK(skip.value.rows == branch.value.rows && skip.value.cols == branch.value.cols,
+           "residual add of ({}, {}) and ({}, {})", skip.value.rows, skip.value.cols,
+           branch.value.rows, branch.value.cols);
+  ZL_CHECK(branch.grad.data != nullptr, "residual branch without a gradient slot");
+  Value y;
+  y.value = tape.alloc(skip.value.rows, skip.value.cols);
+  add(tape.exec(), skip.value.data, branch.value.data, y.value.data, skip.value.numel());
+  y.grad = branch.grad;
+  // No backward work: d(branch) = d(out) by aliasing, d(skip) is added by skip's first consumer.
+  tape.record(TapeNode{"residual_add", layer, {}});
+  return y;
+}
+
+ResidualBlock add_residual_block(ParameterStore& store, const std::string& prefix, std::int64_t dim,
+                                 Activation act, float eps) {
+  ResidualBlock b;
+  b.norm = add_layernorm(store, prefix + ".norm", dim, eps);
+  b.fc1 = add_linear(store, prefix + ".fc1", dim, dim, act);
+  b.fc2 = add_linear(store, prefix + ".fc2", dim, dim, Activation::Identity);
+  return b;
+}
+
+Value residual_block_forward(Tape& tape, ParameterStore& store, const ResidualBlock& b,
+                             const Value& x, int first_layer, const ParamUseHook* before_use) {
+  // d(block output) is one slot shared by fc2's output and the add's output. The norm, whose
+  // backward runs last in the block, adds it to its own d(x): the fan-in of the skip path.
+  Tensor dout = tape.alloc(x.value.rows, b.fc2.out);
+  LayerCall call;
+  call.before_use = before_use;
+
+  call.layer = first_layer;
+  call.skip_grad = x.grad.data != nullptr ? dout.data : nullptr;
+  Value h = layernorm_forward(tape, store, b.norm, x, call);
+  call.skip_grad = nullptr;
+
+  call.layer = first_layer + 1;
+  h = linear_forward(tape, store, b.fc1, h, call);
+
+  call.layer = first_layer + 2;
+  call.out_grad = dout;
+  h = linear_forward(tape, store, b.fc2, h, call);
+
+  return residual_add_forward(tape, x, h, first_layer + 3);
+}
+
+}  // namespace zl

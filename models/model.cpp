@@ -1,0 +1,149 @@
+// Model: builds `mlp` / `residual_mlp` from a ModelSpec out of the layers in layers.h, registers
+// their parameters in forward order (so the flat layout is backward order, Note [Flat layout]),
+// initialises them deterministically from spec.seed, and records the forward on a Tape.
+#include "models/model.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "kernels/errors.h"
+#include "models/layers.h"
+
+namespace zl {
+
+void validate_model_spec(const ModelSpec& spec) {
+  const bool residual = spec.kind == ModelKind::ResidualMlp;
+  const std::size_t min_widths = residual ? 3 : 2;
+  if (spec.widths.size() < min_widths) {
+    throw UserError(fmt::format("widths has {} entries; {} needs at least {} ({})",
+                                spec.widths.size(), residual ? "residual_mlp" : "mlp", min_widths,
+                                residual ? "[in, d, ..., d, out]" : "[in, ..., out]"));
+  }
+  for (std::size_t i = 0; i < spec.widths.size(); ++i) {
+    if (spec.widths[i] <= 0) {
+      throw UserError(
+          fmt::format("widths[{}] is {}; every width must be positive", i, spec.widths[i]));
+    }
+  }
+  if (residual) {
+    // Residual blocks add their input to their output: every inner width is the block width.
+    for (std::size_t i = 2; i + 1 < spec.widths.size(); ++i) {
+      if (spec.widths[i] != spec.widths[1]) {
+        throw UserError(
+            fmt::format("residual_mlp needs equal inner widths, but widths[{}] = {} differs from "
+                        "widths[1] = {}",
+                        i, spec.widths[i], spec.widths[1]));
+      }
+    }
+  }
+  if (!(spec.layernorm_eps > 0.0f) || !std::isfinite(spec.layernorm_eps)) {
+    throw UserError(
+        fmt::format("layernorm eps is {}; it must be positive and finite", spec.layernorm_eps));
+  }
+}
+
+// Parameter ids of the layers, in forward order. Exactly one of the two shapes is used.
+struct Model::Layers {
+  // mlp: "layers.{i}"
+  std::vector<LinearLayer> linears;
+  // residual_mlp: "input", "blocks.{i}", "norm", "output"
+  LinearLayer input;
+  std::vector<ResidualBlock> blocks;
+  LayerNormLayer norm;
+  LinearLayer output;
+};
+
+Model::Model(const ModelSpec& spec, DeviceKind device)
+    : spec_(spec), layers_(std::make_unique<Layers>()) {
+  validate_model_spec(spec_);
+  const std::vector<std::int64_t>& w = spec_.widths;
+  const std::size_t n = w.size();
+  if (spec_.kind == ModelKind::Mlp) {
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+      const Activation act = i + 2 < n ? spec_.activation : Activation::Identity;
+      layers_->linears.push_back(
+          add_linear(store_, fmt::format("layers.{}", i), w[i], w[i + 1], act));
+    }
+  } else {
+    const std::int64_t d = w[1];
+    layers_->input = add_linear(store_, "input", w[0], d, Activation::Identity);
+    for (std::size_t i = 2; i + 1 < n; ++i) {
+      layers_->blocks.push_back(add_residual_block(store_, fmt::format("blocks.{}", i - 2), d,
+                                                   spec_.activation, spec_.layernorm_eps));
+    }
+    layers_->norm = add_layernorm(store_, "norm", d, spec_.layernorm_eps);
+    layers_->output = add_linear(store_, "output", d, w[n - 1], Activation::Identity);
+  }
+  store_.finalize(device);
+  initialize_parameters();
+}
+
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+
+int Model::num_layers() const {
+  if (spec_.kind == ModelKind::Mlp) return static_cast<int>(layers_->linears.size());
+  // input, 4 per block, norm, output
+  return 1 + ResidualBlock::kLayers * static_cast<int>(layers_->blocks.size()) + 2;
+}
+
+void Model::initialize_parameters() {
+  // One host image of the whole flat buffer, padding included: re-initialising also restores the
+  // zero padding (Note [Flat layout]), and the device sees a single copy.
+  std::vector<float> host(static_cast<std::size_t>(store_.total_numel()), 0.0f);
+  const std::uint64_t seed = spec_.seed;
+  if (spec_.kind == ModelKind::Mlp) {
+    for (const LinearLayer& l : layers_->linears) init_linear(store_, l, seed, host.data());
+  } else {
+    init_linear(store_, layers_->input, seed, host.data());
+    for (const ResidualBlock& b : layers_->blocks) {
+      init_layernorm(store_, b.norm, host.data());
+      init_linear(store_, b.fc1, seed, host.data());
+      init_linear(store_, b.fc2, seed, host.data());
+    }
+    init_layernorm(store_, layers_->norm, host.data());
+    init_linear(store_, layers_->output, seed, host.data());
+  }
+  copy_from_host(host.data(), store_.data(), store_.device(), store_.total_numel());
+}
+
+ForwardResult Model::forward(Tape& tape, const Tensor& input, const ParamUseHook& before_use) {
+  if (input.cols != input_dim()) {
+    throw UserError(
+        fmt::format("the model input has {} features but the model expects {} "
+                    "(model.widths[0])",
+                    input.cols, input_dim()));
+  }
+  ZL_CHECK(tape.exec().device == store_.device(), "tape on {}, model on {}",
+           device_name(tape.exec().device), device_name(store_.device()));
+  // Nobody needs d(input): the first layer skips its dx GEMM.
+  Value h{input, Tensor{nullptr, input.rows, input.cols, input.device}};
+  const ParamUseHook* hook = before_use ? &before_use : nullptr;
+  LayerCall call;
+  call.before_use = hook;
+  int layer = 0;
+  if (spec_.kind == ModelKind::Mlp) {
+    for (const LinearLayer& l : layers_->linears) {
+      call.layer = layer++;
+      h = linear_forward(tape, store_, l, h, call);
+    }
+  } else {
+    call.layer = layer++;
+    h = linear_forward(tape, store_, layers_->input, h, call);
+    for (const ResidualBlock& b : layers_->blocks) {
+      h = residual_block_forward(tape, store_, b, h, layer, hook);
+      layer += ResidualBlock::kLayers;
+    }
+    call.layer = layer++;
+    h = layernorm_forward(tape, store_, layers_->norm, h, call);
+    call.layer = layer++;
+    h = linear_forward(tape, store_, layers_->output, h, call);
+  }
+  ZL_CHECK(layer == num_layers(), "forward recorded {} layers, num_layers() = {}", layer,
+           num_layers());
+  return ForwardResult{h.value, h.grad};
+}
+
+}  // namespace zl

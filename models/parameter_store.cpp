@@ -1,0 +1,100 @@
+// ParameterStore: registration while a model is built, then one flat layout (Note [Flat layout]
+// in parameter_store.h) and two zeroed allocations. After finalize() the layout never changes, so
+// every pointer handed out (param_data, grad_tensor, bucket slices) stays valid for the store's
+// lifetime, including across a move of the store (the buffers move, their memory does not).
+#include "models/parameter_store.h"
+
+#include <utility>
+
+#include "kernels/errors.h"
+
+namespace zl {
+namespace {
+
+std::int64_t round_up(std::int64_t n, std::int64_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+int ParameterStore::add(std::string name, std::vector<std::int64_t> shape) {
+  // Models are built by code, not by users: a bad registration is a zerolap bug.
+  ZL_CHECK(!finalized_, "parameter '{}' registered after finalize()", name);
+  ZL_CHECK(!name.empty(), "empty parameter name");
+  ZL_CHECK(find(name) < 0, "parameter '{}' registered twice", name);
+  // Tensor is 2-D: a parameter is a vector (1-D) or a matrix (2-D).
+  ZL_CHECK(shape.size() == 1 || shape.size() == 2, "parameter '{}' has {} dimensions", name,
+           shape.size());
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) {
+    ZL_CHECK(d > 0, "parameter '{}' has a non-positive dimension {}", name, d);
+    numel *= d;
+  }
+  ParameterInfo info;
+  info.name = std::move(name);
+  info.shape = std::move(shape);
+  info.numel = numel;
+  params_.push_back(std::move(info));
+  return count() - 1;
+}
+
+void ParameterStore::finalize(DeviceKind device) {
+  ZL_CHECK(!finalized_, "finalize() called twice");
+  // Reverse registration order = the order backward finalises gradients (Note [Flat layout]).
+  std::int64_t offset = 0;
+  for (int id = count() - 1; id >= 0; --id) {
+    params_[id].offset = offset;
+    offset += round_up(params_[id].numel, kAlignFloats);
+  }
+  total_ = offset;
+  device_ = device;
+  if (total_ > 0) {
+    // DeviceBuffer zero-fills: padding starts (and stays) zero, and so do the gradients.
+    data_ = DeviceBuffer(device, total_);
+    grad_ = DeviceBuffer(device, total_);
+  }
+  finalized_ = true;
+}
+
+int ParameterStore::find(const std::string& name) const {
+  // Linear: models have tens of parameters, and lookups happen at build / checkpoint time only.
+  for (int id = 0; id < count(); ++id) {
+    if (params_[id].name == name) return id;
+  }
+  return -1;
+}
+
+std::vector<int> ParameterStore::ids_in_layout_order() const {
+  std::vector<int> ids;
+  ids.reserve(params_.size());
+  for (int id = count() - 1; id >= 0; --id) ids.push_back(id);
+  return ids;
+}
+
+std::int64_t ParameterStore::parameter_numel() const {
+  std::int64_t n = 0;
+  for (const ParameterInfo& p : params_) n += p.numel;
+  return n;
+}
+
+namespace {
+
+Tensor view_of(const ParameterInfo& info, float* base, DeviceKind device) {
+  const bool matrix = info.shape.size() == 2;
+  return Tensor{base + info.offset, matrix ? info.shape[0] : 1,
+                matrix ? info.shape[1] : info.shape[0], device};
+}
+
+}  // namespace
+
+Tensor ParameterStore::param_tensor(int id) {
+  ZL_CHECK(finalized_, "param_tensor({}) before finalize()", id);
+  return view_of(params_.at(id), data_.data(), device_);
+}
+
+Tensor ParameterStore::grad_tensor(int id) {
+  ZL_CHECK(finalized_, "grad_tensor({}) before finalize()", id);
+  return view_of(params_.at(id), grad_.data(), device_);
+}
+
+}  // namespace zl

@@ -1,0 +1,98 @@
+// ParameterStore: Note [Flat layout] (reverse registration order, kAlignFloats offsets, zero
+// padding), lookups and the (rows, cols) views; registration mistakes are internal errors.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/errors.h"
+#include "models/parameter_store.h"
+
+namespace zl {
+
+TEST_CASE("parameter store lays out in reverse registration order, aligned", "[models]") {
+  ParameterStore store;
+  CHECK(store.add("a.weight", {3, 5}) == 0);   // 15
+  CHECK(store.add("a.bias", {3}) == 1);        // 3
+  CHECK(store.add("b.weight", {16}) == 2);     // exactly one alignment unit
+  CHECK(store.add("c.weight", {17, 2}) == 3);  // 34
+  CHECK(!store.finalized());
+  store.finalize(DeviceKind::Cpu);
+  REQUIRE(store.finalized());
+  CHECK(store.device() == DeviceKind::Cpu);
+
+  constexpr std::int64_t kA = ParameterStore::kAlignFloats;
+  CHECK(store.info(3).offset == 0);
+  CHECK(store.info(2).offset == 48);
+  CHECK(store.info(1).offset == 64);
+  CHECK(store.info(0).offset == 80);
+  CHECK(store.total_numel() == 96);
+  CHECK(store.parameter_numel() == 15 + 3 + 16 + 34);
+  CHECK(store.ids_in_layout_order() == std::vector<int>{3, 2, 1, 0});
+
+  // Offsets aligned and increasing along the layout order; regions disjoint and within bounds.
+  std::int64_t end = 0;
+  for (int id : store.ids_in_layout_order()) {
+    const ParameterInfo& p = store.info(id);
+    CHECK(p.offset % kA == 0);
+    CHECK(p.offset >= end);
+    end = p.offset + p.numel;
+  }
+  CHECK(end <= store.total_numel());
+
+  // Zero-initialised, padding included, in both buffers.
+  for (std::int64_t i = 0; i < store.total_numel(); ++i) {
+    CHECK(store.data()[i] == 0.0f);
+    CHECK(store.grad()[i] == 0.0f);
+  }
+}
+
+TEST_CASE("parameter store lookups and views", "[models]") {
+  ParameterStore store;
+  store.add("layers.0.weight", {4, 3});
+  store.add("layers.0.bias", {4});
+  store.finalize(DeviceKind::Cpu);
+
+  CHECK(store.count() == 2);
+  CHECK(store.find("layers.0.bias") == 1);
+  CHECK(store.find("layers.0.weight") == 0);
+  CHECK(store.find("layers.1.weight") == -1);
+  CHECK(store.parameters()[0].name == "layers.0.weight");
+  CHECK(store.info(0).shape == std::vector<std::int64_t>{4, 3});
+  CHECK(store.info(0).numel == 12);
+
+  const Tensor w = store.param_tensor(0);
+  CHECK(w.rows == 4);
+  CHECK(w.cols == 3);
+  CHECK(w.data == store.param_data(0));
+  CHECK(w.data == store.data() + store.info(0).offset);
+  const Tensor gb = store.grad_tensor(1);
+  CHECK(gb.rows == 1);
+  CHECK(gb.cols == 4);
+  CHECK(gb.data == store.param_grad(1));
+  CHECK(gb.data == store.grad() + store.info(1).offset);
+}
+
+TEST_CASE("parameter store rejects registration mistakes as internal errors", "[models]") {
+  ParameterStore store;
+  store.add("x", {2});
+  CHECK_THROWS_AS(store.add("x", {3}), InternalError);
+  CHECK_THROWS_AS(store.add("y", {0}), InternalError);
+  CHECK_THROWS_AS(store.add("z", {1, 2, 3}), InternalError);
+  CHECK_THROWS_AS(store.param_tensor(0), InternalError);  // before finalize
+  store.finalize(DeviceKind::Cpu);
+  CHECK_THROWS_AS(store.add("w", {2}), InternalError);
+  CHECK_THROWS_AS(store.finalize(DeviceKind::Cpu), InternalError);
+}
+
+TEST_CASE("a moved parameter store keeps its pointers", "[models]") {
+  ParameterStore a;
+  a.add("p", {5});
+  a.finalize(DeviceKind::Cpu);
+  float* data = a.param_data(0);
+  float* grad = a.param_grad(0);
+  ParameterStore b = std::move(a);
+  CHECK(b.param_data(0) == data);
+  CHECK(b.param_grad(0) == grad);
+}
+
+}  // namespace zl
