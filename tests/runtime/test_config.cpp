@@ -1,0 +1,687 @@
+// Tests of the TOML config loader (runtime/config.h): defaults, every key, every rejected value
+// (each message must name the key and file:line, or `--set key`), overrides, the canonical
+// to_toml round trip and the hash, and the shipped configs.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/errors.h"
+#include "runtime/config.h"
+
+using Catch::Contains;
+using zl::Config;
+using zl::UserError;
+
+namespace {
+
+constexpr const char* kName = "configs/x.toml";
+// Lines 1-2; text appended by with() starts at line 3.
+const std::string kMinimal = "[model]\nwidths = [784, 10]\n";
+
+Config parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return zl::parse_config(text, kName, overrides);
+}
+std::string with(const std::string& extra) { return kMinimal + extra; }
+
+// Every key set to a value other than its default.
+const std::string kEveryKey = R"(
+[model]
+kind = "residual_mlp"
+widths = [2, 32, 32, 4]
+activation = "gelu"
+seed = 7
+layernorm_eps = 1e-6
+
+[data]
+kind = "spirals"
+path = "/data/x"
+train_images = "a.idx"
+train_labels = "b.idx"
+test_images = "c.idx"
+test_labels = "d.idx"
+batch_size = 16
+eval_batch_size = 500
+shuffle = false
+seed = 11
+train_samples = 3000
+test_samples = 600
+noise = 0.1
+teacher_hidden = 48
+teacher_task = "classification"
+
+[optimizer]
+kind = "sgd"
+lr = 0.05
+betas = [0.8, 0.99]
+eps = 1e-6
+weight_decay = 1e-4
+momentum = 0.9
+dampening = 0.0
+nesterov = true
+schedule = "cosine"
+warmup_steps = 20
+min_lr = 1e-4
+
+[parallel]
+mode = "zero"
+overlap = "after_backward"
+collective = "reduce_broadcast"
+assignment = "greedy"
+bucket_cap_mb = 4
+first_bucket_cap_mb = 0.5
+
+[train]
+steps = 200
+epochs = 0
+log_every = 10
+eval_every = 50
+grad_accum = 2
+clip_grad_norm = 1.5
+
+[checkpoint]
+dir = "runs/ck"
+every = 100
+keep = 2
+resume = "runs/ck/step_100.safetensors"
+
+[runtime]
+device = "cpu"
+threads = 4
+timeout_s = 60
+
+[bench]
+modes = ["ddp", "zero/interleaved/allreduce_broadcast"]
+bucket_cap_mb = [1, 25.5]
+warmup = 2
+steps = 10
+
+[link]
+bandwidth_gbps = 12.5
+latency_us = 3
+
+[output]
+dir = "runs/all"
+trace = true
+)";
+
+}  // namespace
+
+TEST_CASE("config: defaults fill every key not given", "[config]") {
+  const Config c = parse(kMinimal);
+  CHECK(c.source_path == kName);
+  CHECK(c.model.kind == zl::ModelKind::Mlp);
+  CHECK(c.model.widths == std::vector<std::int64_t>{784, 10});
+  CHECK(c.model.activation == zl::Activation::Relu);
+  CHECK(c.data.kind == zl::DataKind::FashionMnist);
+  CHECK(c.data.path == zl::kDefaultFashionMnistDir);
+  CHECK(c.data.batch_size == 64);
+  CHECK(c.optimizer.kind == zl::OptimizerKind::Adam);
+  CHECK(c.optimizer.lr == 1e-3f);
+  CHECK(c.optimizer.beta1 == 0.9f);
+  CHECK(c.optimizer.beta2 == 0.999f);
+  CHECK(c.parallel.mode == zl::ParallelMode::Ddp);
+  CHECK(c.parallel.overlap == zl::Overlap::None);
+  CHECK(c.parallel.bucket_cap_mb == 25.0);
+  // Neither steps nor epochs given: one epoch.
+  CHECK(c.train.steps == 0);
+  CHECK(c.train.epochs == 1);
+  CHECK(c.checkpoint.resume == false);
+  CHECK(c.runtime.device == zl::DeviceChoice::Auto);
+  CHECK(c.runtime.timeout_s == 300.0);
+  CHECK(c.bench.modes.empty());
+  CHECK_FALSE(c.link.enabled());
+  CHECK(c.output.dir == "runs/default");
+
+  // Everything else is the struct's default.
+  Config expected;
+  expected.model.widths = {784, 10};
+  expected.train.epochs = 1;
+  CHECK(zl::to_toml(c) == zl::to_toml(expected));
+}
+
+TEST_CASE("config: steps = 0 or epochs = 0 given explicitly means no training", "[config]") {
+  CHECK(parse(with("[train]\nsteps = 0\n")).train.epochs == 0);
+  CHECK(parse(with("[train]\nepochs = 0\n")).train.epochs == 0);
+  const Config c = parse(with("[train]\nsteps = 500\n"));
+  CHECK(c.train.steps == 500);
+  CHECK(c.train.epochs == 0);
+}
+
+TEST_CASE("config: every key parses", "[config]") {
+  const Config c = parse(kEveryKey);
+  CHECK(c.model.kind == zl::ModelKind::ResidualMlp);
+  CHECK(c.model.widths == std::vector<std::int64_t>{2, 32, 32, 4});
+  CHECK(c.model.activation == zl::Activation::Gelu);
+  CHECK(c.model.seed == 7);
+  CHECK(c.model.layernorm_eps == 1e-6f);
+
+  CHECK(c.data.kind == zl::DataKind::Spirals);
+  CHECK(c.data.path == "/data/x");
+  CHECK(c.data.train_images == "a.idx");
+  CHECK(c.data.train_labels == "b.idx");
+  CHECK(c.data.test_images == "c.idx");
+  CHECK(c.data.test_labels == "d.idx");
+  CHECK(c.data.batch_size == 16);
+  CHECK(c.data.eval_batch_size == 500);
+  CHECK(c.data.shuffle == false);
+  CHECK(c.data.seed == 11);
+  CHECK(c.data.train_samples == 3000);
+  CHECK(c.data.test_samples == 600);
+  CHECK(c.data.noise == 0.1f);
+  CHECK(c.data.teacher_hidden == 48);
+  CHECK(c.data.teacher_task == zl::TaskKind::Classification);
+
+  CHECK(c.optimizer.kind == zl::OptimizerKind::Sgd);
+  CHECK(c.optimizer.lr == 0.05f);
+  CHECK(c.optimizer.beta1 == 0.8f);
+  CHECK(c.optimizer.beta2 == 0.99f);
+  CHECK(c.optimizer.eps == 1e-6f);
+  CHECK(c.optimizer.weight_decay == 1e-4f);
+  CHECK(c.optimizer.momentum == 0.9f);
+  CHECK(c.optimizer.dampening == 0.0f);
+  CHECK(c.optimizer.nesterov == true);
+  CHECK(c.optimizer.schedule == zl::LrSchedule::Cosine);
+  CHECK(c.optimizer.warmup_steps == 20);
+  CHECK(c.optimizer.min_lr == 1e-4f);
+
+  CHECK(c.parallel.mode == zl::ParallelMode::Zero);
+  CHECK(c.parallel.overlap == zl::Overlap::AfterBackward);
+  CHECK(c.parallel.collective == zl::CollectiveKind::ReduceBroadcast);
+  CHECK(c.parallel.assignment == zl::AssignmentPolicy::Greedy);
+  CHECK(c.parallel.bucket_cap_mb == 4.0);  // an integer where a float is expected
+  CHECK(c.parallel.first_bucket_cap_mb == 0.5);
+
+  CHECK(c.train.steps == 200);
+  CHECK(c.train.epochs == 0);
+  CHECK(c.train.log_every == 10);
+  CHECK(c.train.eval_every == 50);
+  CHECK(c.train.grad_accum == 2);
+  CHECK(c.train.clip_grad_norm == 1.5f);
+
+  CHECK(c.checkpoint.dir == "runs/ck");
+  CHECK(c.checkpoint.every == 100);
+  CHECK(c.checkpoint.keep == 2);
+  CHECK(c.checkpoint.resume == true);
+  CHECK(c.checkpoint.resume_path == "runs/ck/step_100.safetensors");
+
+  CHECK(c.runtime.device == zl::DeviceChoice::Cpu);
+  CHECK(c.runtime.threads == 4);
+  CHECK(c.runtime.timeout_s == 60.0);
+
+  CHECK(c.bench.modes == std::vector<std::string>{"ddp", "zero/interleaved/allreduce_broadcast"});
+  CHECK(c.bench.bucket_cap_mb == std::vector<double>{1.0, 25.5});
+  CHECK(c.bench.warmup == 2);
+  CHECK(c.bench.steps == 10);
+
+  CHECK(c.link.bandwidth_gbps == 12.5);
+  CHECK(c.link.latency_us == 3.0);
+  CHECK(c.link.enabled());
+
+  CHECK(c.output.dir == "runs/all");
+  CHECK(c.output.trace == true);
+}
+
+TEST_CASE("config: other accepted spellings", "[config]") {
+  CHECK(parse(with("[optimizer]\nlr = 1\n")).optimizer.lr == 1.0f);
+  CHECK(parse(with("[bench]\nbucket_cap_mb = 8.0\n")).bench.bucket_cap_mb ==
+        std::vector<double>{8.0});
+  CHECK(parse(with("[bench]\nbucket_cap_mb = 3\n")).bench.bucket_cap_mb ==
+        std::vector<double>{3.0});
+  CHECK(parse(with("[checkpoint]\ndir = \"ck\"\nresume = true\n")).checkpoint.resume);
+  CHECK(parse(with("[checkpoint]\nresume = false\n")).checkpoint.resume == false);
+  CHECK(parse("[model]\nwidths = [784, 10]\nactivation = \"identity\"\n").model.activation ==
+        zl::Activation::Identity);
+  CHECK(parse("model = { widths = [784, 10], activation = \"tanh\" }\n").model.activation ==
+        zl::Activation::Tanh);
+  const Config idx =
+      parse(with("[data]\nkind = \"idx\"\ntrain_images = \"a\"\ntrain_labels = "
+                 "\"b\"\ntest_images = \"c\"\ntest_labels = \"d\"\n"));
+  CHECK(idx.data.kind == zl::DataKind::Idx);
+  const Config teacher = parse(
+      "[model]\nwidths = [16, 8]\n[data]\nkind = \"teacher\"\nteacher_task = \"regression\"\n");
+  CHECK(teacher.data.teacher_task == zl::TaskKind::Regression);
+}
+
+TEST_CASE("config: rejected values name the key and file:line", "[config]") {
+  // with(): the appended text starts at line 3, so "[section]\nkey = ..." puts the key on line 4.
+  SECTION("optimizer") {
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlr = -1\n")),
+                        "configs/x.toml:4: optimizer.lr: must be > 0 (got -1)");
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlr = 0.0\n")),
+                        Contains("configs/x.toml:4: optimizer.lr: must be > 0"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlr = 1e-50\n")),  // 0 as a float
+                        Contains("configs/x.toml:4: optimizer.lr: must be > 0"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlr = inf\n")),
+                        Contains("configs/x.toml:4: optimizer.lr: must be a finite"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlr = \"fast\"\n")),
+                        "configs/x.toml:4: optimizer.lr: expected a number, got string (\"fast\")");
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nbetas = [0.9]\n")),
+                        Contains("configs/x.toml:4: optimizer.betas: expected 2 numbers, got 1"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nbetas = [0.9, 1.0]\n")),
+                        Contains("configs/x.toml:4: optimizer.betas: element 1 must be in [0, 1)"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nbetas = [-0.1, 0.9]\n")),
+                        Contains("configs/x.toml:4: optimizer.betas: element 0 must be in [0, 1)"));
+    REQUIRE_THROWS_WITH(
+        parse(with("[optimizer]\nbetas = 0.9\n")),
+        Contains("configs/x.toml:4: optimizer.betas: expected an array of numbers"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\neps = 0\n")),
+                        Contains("configs/x.toml:4: optimizer.eps: must be > 0"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nweight_decay = -0.1\n")),
+                        Contains("configs/x.toml:4: optimizer.weight_decay: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nmomentum = -1\n")),
+                        Contains("configs/x.toml:4: optimizer.momentum: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\ndampening = 1.5\n")),
+                        Contains("configs/x.toml:4: optimizer.dampening: must be in [0, 1]"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nkind = \"sgd\"\nnesterov = true\n")),
+                        Contains("configs/x.toml:5: optimizer.nesterov: requires momentum > 0 and "
+                                 "dampening = 0"));
+    REQUIRE_THROWS_WITH(
+        parse(with(
+            "[optimizer]\nkind = \"sgd\"\nmomentum = 0.9\ndampening = 0.1\nnesterov = true\n")),
+        Contains("configs/x.toml:7: optimizer.nesterov: requires momentum > 0 and dampening = 0"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nwarmup_steps = -1\n")),
+                        Contains("configs/x.toml:4: optimizer.warmup_steps: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nmin_lr = -1e-5\n")),
+                        Contains("configs/x.toml:4: optimizer.min_lr: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlr = 0.01\nmin_lr = 0.1\n")),
+                        Contains("configs/x.toml:5: optimizer.min_lr: must be in [0, lr]"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nkind = \"lion\"\n")),
+                        "configs/x.toml:4: optimizer.kind: expected one of \"adam\", \"adamw\", "
+                        "\"sgd\", got \"lion\"");
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nschedule = \"linear\"\n")),
+                        Contains("configs/x.toml:4: optimizer.schedule: expected one of "
+                                 "\"constant\", \"cosine\""));
+  }
+  SECTION("unknown keys and sections, with a did-you-mean") {
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlrr = 1\n")),
+                        "configs/x.toml:4: unknown key 'optimizer.lrr' (did you mean 'lr'?)");
+    REQUIRE_THROWS_WITH(parse(with("[model]\n")),  // a table defined twice is a TOML error
+                        Contains("configs/x.toml:3: TOML syntax error"));
+    REQUIRE_THROWS_WITH(parse("[model]\nwidht = [784, 10]\n"),
+                        "configs/x.toml:2: unknown key 'model.widht' (did you mean 'widths'?)");
+    REQUIRE_THROWS_WITH(parse(with("[train]\nqwerty = 1\n")),
+                        "configs/x.toml:4: unknown key 'train.qwerty'");
+    REQUIRE_THROWS_WITH(parse(with("[optimizr]\nlr = 1\n")),
+                        "configs/x.toml:3: unknown section [optimizr] (did you mean [optimizer]?)");
+    REQUIRE_THROWS_WITH(parse("lr = 1\n" + kMinimal),
+                        Contains("configs/x.toml:1: unknown key 'lr' at the top level"));
+    REQUIRE_THROWS_WITH(parse("model = 3\n"),
+                        "configs/x.toml:1: 'model' must be a section [model], got integer");
+    REQUIRE_THROWS_WITH(parse(with("[optimizer.extra]\nx = 1\n")),
+                        Contains("unknown key 'optimizer.extra'"));
+  }
+  SECTION("TOML syntax errors carry the line") {
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlr = = 1\n")),
+                        Contains("configs/x.toml:4: TOML syntax error"));
+    REQUIRE_THROWS_WITH(parse(with("[optimizer]\nlr = 1\nlr = 2\n")),
+                        Contains("configs/x.toml:5: TOML syntax error"));
+  }
+  SECTION("model") {
+    REQUIRE_THROWS_WITH(
+        parse("[model]\nwidths = \"784\"\n"),
+        "configs/x.toml:2: model.widths: expected an array of integers, got string");
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [\n  784,\n  1.5,\n  10,\n]\n"),
+                        "configs/x.toml:4: model.widths: expected an array of integers, got float "
+                        "at index 1");
+    REQUIRE_THROWS_WITH(parse("[model]\nkind = \"mlp\"\n"),
+                        Contains("configs/x.toml:1: model.widths: is required"));
+    REQUIRE_THROWS_WITH(parse(""), Contains("configs/x.toml: model.widths: is required"));
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [784]\n"),
+                        Contains("configs/x.toml:2: model.widths: widths has 1 entries"));
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [784, 0, 10]\n"),
+                        Contains("configs/x.toml:2: model.widths: "));
+    REQUIRE_THROWS_WITH(parse("[model]\nkind = \"residual_mlp\"\nwidths = [784, 64, 32, 10]\n"),
+                        Contains("configs/x.toml:3: model.widths: residual_mlp needs equal inner "
+                                 "widths"));
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [784, 10]\nactivation = \"swish\"\n"),
+                        "configs/x.toml:3: model.activation: expected one of \"relu\", \"gelu\", "
+                        "\"tanh\", \"identity\", got \"swish\"");
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [784, 10]\nseed = -1\n"),
+                        "configs/x.toml:3: model.seed: must be >= 0 (got -1)");
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [784, 10]\nseed = 1.0\n"),
+                        "configs/x.toml:3: model.seed: expected an integer, got float (1.0)");
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [784, 10]\nlayernorm_eps = 0\n"),
+                        Contains("configs/x.toml:3: model.layernorm_eps: must be > 0"));
+    REQUIRE_THROWS_WITH(parse("[model]\nkind = \"cnn\"\nwidths = [784, 10]\n"),
+                        Contains("configs/x.toml:2: model.kind: expected one of \"mlp\", "
+                                 "\"residual_mlp\""));
+  }
+  SECTION("data") {
+    REQUIRE_THROWS_WITH(parse(with("[data]\nbatch_size = 0\n")),
+                        "configs/x.toml:4: data.batch_size: must be >= 1 (got 0)");
+    REQUIRE_THROWS_WITH(parse(with("[data]\nbatch_size = 64.0\n")),
+                        "configs/x.toml:4: data.batch_size: expected an integer, got float (64.0)");
+    REQUIRE_THROWS_WITH(parse(with("[data]\neval_batch_size = 0\n")),
+                        Contains("configs/x.toml:4: data.eval_batch_size: must be >= 1"));
+    REQUIRE_THROWS_WITH(parse(with("[data]\nshuffle = 1\n")),
+                        "configs/x.toml:4: data.shuffle: expected true or false, got integer (1)");
+    REQUIRE_THROWS_WITH(parse(with("[data]\nnoise = -0.5\n")),
+                        Contains("configs/x.toml:4: data.noise: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[data]\nkind = \"cifar\"\n")),
+                        Contains("configs/x.toml:4: data.kind: expected one of \"fashion_mnist\", "
+                                 "\"idx\", \"spirals\", \"teacher\""));
+    REQUIRE_THROWS_WITH(parse(with("[data]\nkind = \"idx\"\ntrain_images = \"a\"\n")),
+                        Contains("configs/x.toml:4: data.kind: \"idx\" needs the four IDX files"));
+    REQUIRE_THROWS_WITH(parse(with("[data]\nkind = \"idx\"\ntrain_images = \"a\"\n")),
+                        Contains("missing: data.train_labels, data.test_images, data.test_labels"));
+    REQUIRE_THROWS_WITH(parse(with("[data]\npath = \"\"\n")),
+                        Contains("configs/x.toml:4: data.path: must name the Fashion-MNIST"));
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [100, 10]\n"),
+                        Contains("configs/x.toml:2: model.widths: data.kind = \"fashion_mnist\" "
+                                 "needs 784 inputs"));
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [3, 8, 3]\n[data]\nkind = \"spirals\"\n"),
+                        Contains("configs/x.toml:2: model.widths: data.kind = \"spirals\" needs 2 "
+                                 "inputs"));
+    REQUIRE_THROWS_WITH(parse("[model]\nwidths = [8, 1]\n[data]\nkind = \"teacher\"\n"
+                              "teacher_task = \"classification\"\n"),
+                        Contains("configs/x.toml:2: model.widths: a teacher classification"));
+    REQUIRE_THROWS_WITH(parse(with("[data]\nteacher_task = \"ranking\"\n")),
+                        Contains("configs/x.toml:4: data.teacher_task: expected one of "
+                                 "\"regression\", \"classification\""));
+  }
+  SECTION("train") {
+    REQUIRE_THROWS_WITH(parse(with("[train]\nsteps = -1\n")),
+                        "configs/x.toml:4: train.steps: must be >= 0 (got -1)");
+    REQUIRE_THROWS_WITH(parse(with("[train]\nepochs = -2\n")),
+                        "configs/x.toml:4: train.epochs: must be >= 0 (got -2)");
+    REQUIRE_THROWS_WITH(parse(with("[train]\nepochs = 2\nsteps = 10\n")),
+                        "configs/x.toml:5: train.steps: set either steps or epochs, not both "
+                        "(steps = 10, epochs = 2 at configs/x.toml:4)");
+    REQUIRE_THROWS_WITH(parse(with("[train]\ngrad_accum = 0\n")),
+                        Contains("configs/x.toml:4: train.grad_accum: must be >= 1"));
+    REQUIRE_THROWS_WITH(parse(with("[train]\nclip_grad_norm = -1\n")),
+                        Contains("configs/x.toml:4: train.clip_grad_norm: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[train]\nlog_every = 0\n")),
+                        Contains("configs/x.toml:4: train.log_every: must be >= 1"));
+    REQUIRE_THROWS_WITH(parse(with("[train]\neval_every = -1\n")),
+                        Contains("configs/x.toml:4: train.eval_every: must be >= 0"));
+  }
+  SECTION("parallel, and its combinations with train") {
+    REQUIRE_THROWS_WITH(parse(with("[parallel]\nbucket_cap_mb = 0\n")),
+                        "configs/x.toml:4: parallel.bucket_cap_mb: must be > 0 (got 0)");
+    REQUIRE_THROWS_WITH(parse(with("[parallel]\nfirst_bucket_cap_mb = -1.0\n")),
+                        Contains("configs/x.toml:4: parallel.first_bucket_cap_mb: must be > 0"));
+    REQUIRE_THROWS_WITH(parse(with("[parallel]\nmode = \"fsdp\"\n")),
+                        Contains("configs/x.toml:4: parallel.mode: expected one of \"ddp\", "
+                                 "\"zero\", got \"fsdp\""));
+    REQUIRE_THROWS_WITH(parse(with("[parallel]\ncollective = \"ring\"\n")),
+                        Contains("configs/x.toml:4: parallel.collective: expected one of"));
+    REQUIRE_THROWS_WITH(parse(with("[parallel]\nassignment = \"random\"\n")),
+                        Contains("configs/x.toml:4: parallel.assignment: expected one of"));
+    REQUIRE_THROWS_WITH(parse(with("[parallel]\noverlap = \"after_backward\"\n")),
+                        Contains("configs/x.toml:4: parallel.overlap: \"after_backward\" applies "
+                                 "to mode = \"zero\" only"));
+    const std::string interleaved_clip = with(
+        "[parallel]\nmode = \"zero\"\noverlap = \"interleaved\"\n[train]\nclip_grad_norm = 1.0\n");
+    REQUIRE_THROWS_WITH(parse(interleaved_clip),
+                        Contains("configs/x.toml:5: parallel.overlap: \"interleaved\" cannot be "
+                                 "combined with train.clip_grad_norm = 1 (at configs/x.toml:7)"));
+    REQUIRE_THROWS_WITH(parse(interleaved_clip), Contains("the global gradient norm"));
+    // Either one alone is fine.
+    CHECK(
+        parse(with("[parallel]\nmode = \"zero\"\noverlap = \"interleaved\"\n")).parallel.overlap ==
+        zl::Overlap::Interleaved);
+    CHECK(parse(with("[parallel]\nmode = \"zero\"\noverlap = \"after_backward\"\n[train]\n"
+                     "clip_grad_norm = 1.0\n"))
+              .train.clip_grad_norm == 1.0f);
+  }
+  SECTION("checkpoint, runtime, bench, link, output") {
+    REQUIRE_THROWS_WITH(parse(with("[checkpoint]\nkeep = 0\n")),
+                        "configs/x.toml:4: checkpoint.keep: must be >= 1 (got 0)");
+    REQUIRE_THROWS_WITH(parse(with("[checkpoint]\nevery = -1\n")),
+                        Contains("configs/x.toml:4: checkpoint.every: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[checkpoint]\nresume = true\n")),
+                        Contains("configs/x.toml:4: checkpoint.resume: true needs checkpoint.dir"));
+    REQUIRE_THROWS_WITH(parse(with("[checkpoint]\nresume = 3\n")),
+                        "configs/x.toml:4: checkpoint.resume: expected true, false or a checkpoint "
+                        "path, got integer (3)");
+    REQUIRE_THROWS_WITH(parse(with("[checkpoint]\nresume = \"\"\n")),
+                        Contains("configs/x.toml:4: checkpoint.resume: an empty path"));
+    REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = 0\n")),
+                        "configs/x.toml:4: runtime.threads: must be in [1, 2147483647] (got 0)");
+    REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = 3000000000\n")),
+                        Contains("configs/x.toml:4: runtime.threads: must be in [1, 2147483647]"));
+    REQUIRE_THROWS_WITH(parse(with("[runtime]\ntimeout_s = 0\n")),
+                        Contains("configs/x.toml:4: runtime.timeout_s: must be > 0"));
+    REQUIRE_THROWS_WITH(parse(with("[runtime]\ndevice = \"tpu\"\n")),
+                        "configs/x.toml:4: runtime.device: expected one of \"auto\", \"cpu\", "
+                        "\"cuda\", got \"tpu\"");
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nwarmup = -1\n")),
+                        Contains("configs/x.toml:4: bench.warmup: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nsteps = 0\n")),
+                        Contains("configs/x.toml:4: bench.steps: must be >= 1"));
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nbucket_cap_mb = [1.0,\n  0]\n")),
+                        Contains("configs/x.toml:5: bench.bucket_cap_mb: element 1 must be > 0"));
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nbucket_cap_mb = \"big\"\n")),
+                        Contains("configs/x.toml:4: bench.bucket_cap_mb: expected an array of "
+                                 "numbers or a number, got string"));
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nmodes = [\"ddp\", 1]\n")),
+                        Contains("configs/x.toml:4: bench.modes: expected an array of strings, got "
+                                 "integer at index 1"));
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nmodes = [\"ddp\", \"ddp\"]\n")),
+                        Contains("configs/x.toml:4: bench.modes: \"ddp\" is listed twice"));
+    REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = -1\n")),
+                        Contains("configs/x.toml:4: link.bandwidth_gbps: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[link]\nlatency_us = -0.5\n")),
+                        Contains("configs/x.toml:4: link.latency_us: must be >= 0"));
+    REQUIRE_THROWS_WITH(parse(with("[output]\ndir = \"\"\n")),
+                        "configs/x.toml:4: output.dir: must not be empty");
+    REQUIRE_THROWS_WITH(parse(with("[output]\ntrace = \"yes\"\n")),
+                        Contains("configs/x.toml:4: output.trace: expected true or false, got "
+                                 "string"));
+  }
+  SECTION("errors are UserError") {
+    REQUIRE_THROWS_AS(parse(with("[optimizer]\nlr = -1\n")), UserError);
+    REQUIRE_THROWS_AS(parse(with("[optimizer]\nlr = = 1\n")), UserError);
+    REQUIRE_THROWS_AS(parse(with("[optimizr]\n")), UserError);
+    REQUIRE_THROWS_AS(parse(kMinimal, {"nonsense"}), UserError);
+  }
+}
+
+TEST_CASE("config: --set overrides apply before validation", "[config]") {
+  SECTION("numbers, arrays, bare words, booleans, strings") {
+    CHECK(parse(kMinimal, {"optimizer.lr=3e-4"}).optimizer.lr == 3e-4f);
+    CHECK(parse(kMinimal, {"optimizer.lr=1"}).optimizer.lr == 1.0f);
+    CHECK(parse(with("[optimizer]\nlr = 0.5\n"), {"optimizer.lr=0.25"}).optimizer.lr == 0.25f);
+    CHECK(parse(kMinimal, {"model.widths=[784,512,10]"}).model.widths ==
+          std::vector<std::int64_t>{784, 512, 10});
+    const Config zero = parse(kMinimal, {"parallel.mode=zero", "parallel.overlap=interleaved"});
+    CHECK(zero.parallel.mode == zl::ParallelMode::Zero);
+    CHECK(zero.parallel.overlap == zl::Overlap::Interleaved);
+    CHECK(parse(kMinimal, {"data.shuffle=false"}).data.shuffle == false);
+    CHECK(parse(kMinimal, {"output.trace = true"}).output.trace == true);
+    CHECK(parse(kMinimal, {"output.dir=\"runs/a b\""}).output.dir == "runs/a b");
+    CHECK(parse(kMinimal, {"output.dir=runs/x=1"}).output.dir == "runs/x=1");
+    CHECK(parse(kMinimal, {"link.latency_us=5"}).link.latency_us == 5.0);  // creates [link]
+    CHECK(parse(kMinimal, {"bench.bucket_cap_mb=[1, 4.5]"}).bench.bucket_cap_mb ==
+          std::vector<double>{1.0, 4.5});
+    const Config resume = parse(kMinimal, {"checkpoint.resume=runs/x/step_10.safetensors"});
+    CHECK(resume.checkpoint.resume);
+    CHECK(resume.checkpoint.resume_path == "runs/x/step_10.safetensors");
+    CHECK(parse(kMinimal, {"checkpoint.dir=ck", "checkpoint.resume=true"}).checkpoint.resume);
+    // Later overrides win.
+    CHECK(parse(kMinimal, {"optimizer.lr=0.1", "optimizer.lr=0.2"}).optimizer.lr == 0.2f);
+  }
+  SECTION("steps and epochs replace each other") {
+    const Config steps = parse(with("[train]\nepochs = 3\n"), {"train.steps=100"});
+    CHECK(steps.train.steps == 100);
+    CHECK(steps.train.epochs == 0);
+    const Config epochs = parse(with("[train]\nsteps = 300\n"), {"train.epochs=2"});
+    CHECK(epochs.train.epochs == 2);
+    CHECK(epochs.train.steps == 0);
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"train.steps=100", "train.epochs=2"}),
+                        Contains("--set train.steps: train.steps: set either steps or epochs"));
+  }
+  SECTION("bad overrides are located at --set key") {
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lr=-1"}),
+                        "--set optimizer.lr: optimizer.lr: must be > 0 (got -1)");
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lrr=1"}),
+                        "--set optimizer.lrr: unknown key 'optimizer.lrr' (did you mean 'lr'?)");
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"optimiser.lr=1"}),
+                        "--set optimiser.lr: unknown section [optimiser] (did you mean "
+                        "[optimizer]?)");
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"model.widths=abc"}),
+                        "--set model.widths: model.widths: expected an array of integers, got "
+                        "string");
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"model.widths=[784, 1.5, 10]"}),
+                        "--set model.widths: model.widths: expected an array of integers, got "
+                        "float at index 1");
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"parallel.overlap=sometimes"}),
+                        Contains("--set parallel.overlap: parallel.overlap: expected one of"));
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"data.batch_size=1.5"}),
+                        "--set data.batch_size: data.batch_size: expected an integer, got float "
+                        "(1.5)");
+    // The cross-key check sees the override: ddp from the file, overlap from --set.
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"parallel.overlap=after_backward"}),
+                        Contains("--set parallel.overlap: parallel.overlap: \"after_backward\" "
+                                 "applies to mode = \"zero\" only"));
+    REQUIRE_THROWS_WITH(parse(with("[train]\nclip_grad_norm = 1.0\n"),
+                              {"parallel.mode=zero", "parallel.overlap=interleaved"}),
+                        Contains("(at configs/x.toml:4)"));
+  }
+  SECTION("malformed overrides are named") {
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lr"}),
+                        "--set 'optimizer.lr': expected section.key=value (e.g. --set "
+                        "optimizer.lr=3e-4)");
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"lr=1"}), Contains("--set 'lr=1': expected section.key"));
+    REQUIRE_THROWS_WITH(parse(kMinimal, {".lr=1"}), Contains("--set '.lr=1'"));
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"a.b.c=1"}), Contains("--set 'a.b.c=1'"));
+    REQUIRE_THROWS_WITH(parse("model = 3\n", {"model.widths=[1]"}),
+                        Contains("--set model.widths: 'model' is not a section"));
+  }
+}
+
+TEST_CASE("config: to_toml round-trips through parse_config", "[config]") {
+  SECTION("every key, defaults") {
+    for (const std::string& text : {kEveryKey, kMinimal}) {
+      const Config c = parse(text);
+      const std::string canonical = zl::to_toml(c);
+      const Config back = zl::parse_config(canonical, "canonical.toml");
+      CHECK(zl::to_toml(back) == canonical);
+      CHECK(back.model.widths == c.model.widths);
+      CHECK(back.optimizer.lr == c.optimizer.lr);
+      CHECK(back.optimizer.beta2 == c.optimizer.beta2);
+      CHECK(back.checkpoint.resume_path == c.checkpoint.resume_path);
+      CHECK(back.bench.bucket_cap_mb == c.bench.bucket_cap_mb);
+      CHECK(back.train.epochs == c.train.epochs);
+    }
+  }
+  SECTION("canonical text is readable: shortest floats, every section") {
+    const std::string text = zl::to_toml(parse(kMinimal));
+    CHECK_THAT(text, Contains("lr = 0.001\n"));
+    CHECK_THAT(text, Contains("betas = [0.9, 0.999]\n"));
+    CHECK_THAT(text, Contains("bucket_cap_mb = 25.0\n"));
+    CHECK_THAT(text, Contains("widths = [784, 10]\n"));
+    CHECK_THAT(text, Contains("resume = false\n"));
+    for (const char* section : {"[model]", "[data]", "[optimizer]", "[parallel]", "[train]",
+                                "[checkpoint]", "[runtime]", "[bench]", "[link]", "[output]"}) {
+      CHECK_THAT(text, Contains(section));
+    }
+    CHECK_THAT(text, !Contains("configs/x.toml"));  // the source path is not part of the run
+  }
+  SECTION("floats of any magnitude come back bit-exact") {
+    std::mt19937_64 rng(1234);
+    std::uniform_real_distribution<double> exponent(-30.0, 3.0);
+    for (int i = 0; i < 2000; ++i) {
+      Config c = parse(kMinimal);
+      c.optimizer.lr = static_cast<float>(std::pow(10.0, exponent(rng)));
+      c.optimizer.min_lr = c.optimizer.lr * 0.37f;
+      c.parallel.bucket_cap_mb = std::pow(10.0, exponent(rng));
+      c.link.latency_us = std::pow(10.0, exponent(rng));
+      const Config back = zl::parse_config(zl::to_toml(c), "r.toml");
+      REQUIRE(back.optimizer.lr == c.optimizer.lr);
+      REQUIRE(back.optimizer.min_lr == c.optimizer.min_lr);
+      REQUIRE(back.parallel.bucket_cap_mb == c.parallel.bucket_cap_mb);
+      REQUIRE(back.link.latency_us == c.link.latency_us);
+    }
+  }
+  SECTION("strings that need escaping") {
+    Config c = parse(kMinimal);
+    c.output.dir = "runs/\"quoted\" \\ back\nnew\ttab \x01 é";
+    c.checkpoint.dir = "ck";
+    c.checkpoint.resume = true;
+    const Config back = zl::parse_config(zl::to_toml(c), "r.toml");
+    CHECK(back.output.dir == c.output.dir);
+    CHECK(back.checkpoint.resume == true);
+    CHECK(back.checkpoint.resume_path.empty());
+  }
+}
+
+TEST_CASE("config: config_hash is stable and follows the values", "[config]") {
+  const Config c = parse(kEveryKey);
+  const std::string h = zl::config_hash(c);
+  REQUIRE(h.size() == 16);
+  CHECK(h.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(zl::config_hash(c) == h);
+  CHECK(zl::config_hash(zl::parse_config(zl::to_toml(c), "other.toml")) == h);
+
+  // FNV-1a 64 of the canonical text.
+  std::uint64_t fnv = 14695981039346656037ull;
+  for (const unsigned char ch : zl::to_toml(c)) fnv = (fnv ^ ch) * 1099511628211ull;
+  char expected[17];
+  std::snprintf(expected, sizeof expected, "%016llx", static_cast<unsigned long long>(fnv));
+  CHECK(h == expected);
+
+  // Spelling does not matter (comments, order, 1 vs 1.0, inline table); values do.
+  const Config a = parse("# a comment\n[optimizer]\nlr = 1\n[model]\nwidths = [784, 10]\n");
+  const Config b = zl::parse_config("model = { widths = [784, 10] }\noptimizer = { lr = 1.0 }\n",
+                                    "elsewhere.toml");
+  CHECK(zl::config_hash(a) == zl::config_hash(b));
+  Config changed = a;
+  changed.optimizer.lr = 0.5f;
+  CHECK(zl::config_hash(changed) != zl::config_hash(a));
+  changed = a;
+  changed.bench.modes = {"ddp"};
+  CHECK(zl::config_hash(changed) != zl::config_hash(a));
+}
+
+TEST_CASE("config: load_config reads files and names missing ones", "[config]") {
+  REQUIRE_THROWS_WITH(zl::load_config("/nonexistent/x.toml"),
+                      "cannot read config file '/nonexistent/x.toml': No such file or directory");
+  REQUIRE_THROWS_AS(zl::load_config("/nonexistent/x.toml"), UserError);
+  REQUIRE_THROWS_WITH(zl::load_config("/tmp"), Contains("cannot read config file '/tmp'"));
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerolap_test_config";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "run.toml").string();
+  {
+    std::ofstream out(path);
+    out << kMinimal << "[optimizer]\nlr = -2\n";
+  }
+  REQUIRE_THROWS_WITH(zl::load_config(path), path + ":4: optimizer.lr: must be > 0 (got -2)");
+  const Config c = zl::load_config(path, {"optimizer.lr=0.01"});
+  CHECK(c.source_path == path);
+  CHECK(c.optimizer.lr == 0.01f);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("config: the shipped configs parse", "[config]") {
+  const std::string root = ZEROLAP_SOURCE_DIR;
+  const Config fmnist = zl::load_config(root + "/configs/fashion_mnist_mlp.toml");
+  CHECK(fmnist.model.widths == std::vector<std::int64_t>{784, 256, 256, 10});
+  CHECK(fmnist.model.activation == zl::Activation::Relu);
+  CHECK(fmnist.data.kind == zl::DataKind::FashionMnist);
+  CHECK(fmnist.data.path == "/usr/share/datasets/fashion-mnist");
+  CHECK(fmnist.data.batch_size == 64);
+  CHECK(fmnist.optimizer.kind == zl::OptimizerKind::Adam);
+  CHECK(fmnist.optimizer.lr == 1e-3f);
+  CHECK(fmnist.train.epochs == 3);
+  CHECK(fmnist.train.steps == 0);
+  CHECK(fmnist.train.log_every == 100);
+  CHECK(fmnist.train.eval_every == 0);
+  CHECK(fmnist.parallel.mode == zl::ParallelMode::Ddp);
+  CHECK(fmnist.output.dir == "runs/fashion_mnist_mlp");
+
+  const Config spirals = zl::load_config(root + "/configs/spirals.toml");
+  CHECK(spirals.data.kind == zl::DataKind::Spirals);
+  CHECK(spirals.model.widths.front() == 2);
+  CHECK(spirals.model.widths.back() == 3);
+  CHECK(spirals.optimizer.lr == 1e-2f);
+  CHECK(spirals.data.batch_size == 32);
+  CHECK(spirals.train.steps > 0);
+}
