@@ -20,3 +20,18 @@ zerolap_add_mpi_test(bench 2 "[bench]" 600)
 zerolap_add_mpi_test(link 1 "[link]" 300)
 zerolap_add_mpi_test(link 2 "[link]" 300)
 zerolap_add_mpi_test(trace 2 "[trace]" 300)
+
+# Checkpoints (tests/mpi/test_checkpoint.cpp, tests/mpi/checkpoint_crash_test.sh).
+foreach(np 1 2 3 4)
+  zerolap_add_mpi_test(checkpoint_resume ${np} "[checkpoint-resume]" 300)
+endforeach()
+zerolap_add_mpi_test(checkpoint_reshard 2 "[checkpoint-reshard]" 300)
+zerolap_add_mpi_test(checkpoint_reshard 3 "[checkpoint-reshard]" 300)
+zerolap_add_mpi_test(checkpoint_reshard_2to3 3 "[checkpoint-reshard-2to3]" 300)
+zerolap_add_mpi_test(checkpoint_reshard_4to1 4 "[checkpoint-reshard-4to1]" 300)
+zerolap_add_mpi_test(checkpoint_run 2 "[checkpoint-run]" 300)
+add_test(NAME mpi.checkpoint_crash.np4
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/checkpoint_crash_test.sh $<TARGET_FILE:zerolap>
+          ${CMAKE_CURRENT_BINARY_DIR}/tmp/checkpoint_crash)
+set_tests_properties(mpi.checkpoint_crash.np4 PROPERTIES TIMEOUT 600 LABELS mpi
+  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
