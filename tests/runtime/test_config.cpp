@@ -669,7 +669,8 @@ TEST_CASE("config: the shipped configs parse", "[config]") {
   CHECK(fmnist.data.path == "/usr/share/datasets/fashion-mnist");
   CHECK(fmnist.data.batch_size == 64);
   CHECK(fmnist.optimizer.kind == zl::OptimizerKind::Adam);
-  CHECK(fmnist.optimizer.lr == 1e-3f);
+  CHECK(fmnist.optimizer.lr == 2e-3f);
+  CHECK(fmnist.optimizer.schedule == zl::LrSchedule::Cosine);
   CHECK(fmnist.train.epochs == 3);
   CHECK(fmnist.train.steps == 0);
   CHECK(fmnist.train.log_every == 100);
