@@ -115,4 +115,12 @@ TEST_CASE("models on CUDA match the CPU", "[models][cuda]") {
 
 }  // namespace zl::test
 
+#else
+
+// A CPU-only build (ZEROLAP_CUDA=OFF, or no nvcc) has no CUDA code to test: say so rather than
+// report an empty, silently passing file.
+TEST_CASE("CUDA model tests are not built", "[cuda]") {
+  WARN("built without CUDA (ZEROLAP_CUDA=OFF or nvcc not found): CUDA tests skipped");
+}
+
 #endif  // ZEROLAP_WITH_CUDA
