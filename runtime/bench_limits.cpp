@@ -1,6 +1,6 @@
-// measure_limits: the micro-benchmarks beside the bench's modes (see bench_limits.h). Each
-// measurement starts at a barrier so all ranks run it at once, as in training, and reports the
-// slowest rank. Repetition counts are agreed on across ranks (collectives must match).
+// measure_limits: the micro-benchmarks beside the bench's modes (see bench_limits.h). Each run
+// starts at a barrier so all ranks run it at once, as in training; a figure is the best run's
+// time on the slowest rank. Repetition counts are agreed on across ranks (collectives must match).
 #include "runtime/bench_limits.h"
 
 #include <algorithm>
@@ -33,8 +33,9 @@ double max_over_ranks(const World& world, double value) {
   return out;
 }
 
-// Runs fn once untimed, then enough times for ~kTargetSeconds (the same count on every rank);
-// returns seconds per run, max over ranks.
+// Runs fn once untimed, then enough times for ~kTargetSeconds (the same count on every rank),
+// each run started at a barrier. Returns the fastest run's time, max over ranks: a limit is what
+// the machine can do, and on a shared machine slower runs measure the other tenants.
 template <typename Fn>
 double time_collectively(const World& world, Fn&& fn) {
   ZL_MPI_CHECK(MPI_Barrier(world.comm));
@@ -43,10 +44,15 @@ double time_collectively(const World& world, Fn&& fn) {
   const double first = max_over_ranks(world, seconds_since(start));
   const int reps = std::clamp(static_cast<int>(std::ceil(kTargetSeconds / std::max(first, 1e-7))),
                               3, kMaxReps);
-  ZL_MPI_CHECK(MPI_Barrier(world.comm));
-  start = Clock::now();
-  for (int r = 0; r < reps; ++r) fn();
-  return max_over_ranks(world, seconds_since(start) / reps);
+  std::vector<double> runs(static_cast<std::size_t>(reps));
+  for (double& run : runs) {
+    ZL_MPI_CHECK(MPI_Barrier(world.comm));
+    start = Clock::now();
+    fn();
+    run = seconds_since(start);
+  }
+  ZL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, runs.data(), reps, MPI_DOUBLE, MPI_MAX, world.comm));
+  return *std::min_element(runs.begin(), runs.end());
 }
 
 std::vector<GemmLimit> model_gemm_shapes(const Config& config) {
