@@ -119,6 +119,12 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
   const std::uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) length[i] = static_cast<std::uint8_t>(n >> (8 * i));
   if (std::fwrite(length, 1, 8, file_) != 8 || std::fwrite(text.data(), 1, n, file_) != n) {
+    const int err = errno;  // a constructor that throws runs no destructor: clean up here
+    std::fclose(file_);
+    file_ = nullptr;
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+    errno = err;
     fail_io("write the header of");
   }
   while (current_ < tensors_.size() && tensor_bytes_[current_] == 0) ++current_;
@@ -192,6 +198,15 @@ void SafetensorsReader::fail(const std::string& what) const {
 }
 
 SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) {
+  try {
+    open_and_validate();
+  } catch (...) {  // a constructor that throws runs no destructor
+    if (fd_ >= 0) ::close(fd_);
+    throw;
+  }
+}
+
+void SafetensorsReader::open_and_validate() {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail(fmt::format("cannot open: {}", std::strerror(errno)));
   struct stat st {};

@@ -108,6 +108,7 @@ class SafetensorsReader {
   void read_data(std::uint64_t begin, void* out, std::size_t bytes) const;
 
  private:
+  void open_and_validate();
   [[noreturn]] void fail(const std::string& what) const;
 
   std::string path_;
