@@ -239,7 +239,7 @@ void Trainer::run() {
   const bool classification = data_.train.task == TaskKind::Classification;
   if (world_.is_root() && !options_.quiet) {
     fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples "
-               "({} per epoch), mode {}{}\n",
+               "({} per epoch), mode {}{}{}\n",
                config_.source_path, model_->store().parameter_numel(), world_.size,
                world_.size == 1 ? "" : "s", device_name(compute_.device), total_steps_,
                config_.data.batch_size * world_.size * config_.train.grad_accum, steps_per_epoch_,
@@ -247,7 +247,9 @@ void Trainer::run() {
                config_.parallel.mode == ParallelMode::Zero
                    ? fmt::format("/{}/{}", to_string(config_.parallel.overlap),
                                  to_string(config_.parallel.collective))
-                   : std::string());
+                   : std::string(),
+               // samples/s below are taken on the modelled network: say so up front
+               config_.link.enabled() ? "; " + link_label(config_.link) : std::string());
     std::fflush(stdout);
   }
   auto emit = [&](MetricsRow row, const std::string& line) {
