@@ -2,7 +2,8 @@
 // communicator's stream with host tasks that record a span named for the bucket ("bucket 3
 // all_reduce", args bucket / op / bytes) on the stream's trace thread. The span covers what the
 // bucket's collective really occupied on the stream (queueing behind earlier work excluded),
-// and encloses the communicator's own span of the same operation.
+// and encloses the communicator's own span of the same operation. Like the link model, the
+// timing assumes then() tasks run in stream order (CPU); on CUDA they need stream events.
 #pragma once
 
 #include <memory>
