@@ -37,6 +37,10 @@ class MpiSession {
   bool owns_mpi_ = false;
 };
 
+// Environment defaults zerolap wants before MPI_Init (see Note [Nonblocking collective
+// algorithms] in world.cpp). MpiSession calls it; so must any other main that initialises MPI.
+void set_mpi_defaults();
+
 // The world of an already initialised MPI (tests, MpiSession).
 World describe_world(MPI_Comm comm = MPI_COMM_WORLD);
 

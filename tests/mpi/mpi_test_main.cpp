@@ -6,8 +6,11 @@
 
 #include <cstdio>
 
+#include "runtime/world.h"
+
 int main(int argc, char** argv) {
   int provided = 0;
+  zl::set_mpi_defaults();
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   if (provided < MPI_THREAD_MULTIPLE) {
     std::fprintf(stderr, "MPI does not provide MPI_THREAD_MULTIPLE\n");
