@@ -35,3 +35,11 @@ add_test(NAME mpi.checkpoint_crash.np4
           ${CMAKE_CURRENT_BINARY_DIR}/tmp/checkpoint_crash)
 set_tests_properties(mpi.checkpoint_crash.np4 PROPERTIES TIMEOUT 600 LABELS mpi
   PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
+# Device selection (tests/mpi/test_device.cpp) runs everywhere; CUDA training against the CPU
+# (tests/mpi/test_cuda_train.cpp) needs a GPU per rank, so one rank, and skips with a WARN without.
+zerolap_add_mpi_test(device 1 "[device]" 120)
+zerolap_add_mpi_test(device 2 "[device]" 120)
+zerolap_add_mpi_test(cuda_train 1 "[cuda-train]" 600)
+set_tests_properties(mpi.cuda_train.np1 PROPERTIES LABELS "mpi;cuda")
+zerolap_add_mpi_test(reference_models 2 "[reference]" 600)
