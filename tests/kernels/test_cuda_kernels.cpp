@@ -3,9 +3,9 @@
 // under atol + |ref|*rtol; reductions are also checked to be bitwise reproducible run to run.
 // Built only with CUDA. Where no GPU is visible each case skips with a printed reason (WARN): a
 // CUDA build on a machine without a GPU is absent-by-design, not a failure.
-#if defined(ZEROLAP_WITH_CUDA)
-
 #include <catch2/catch.hpp>
+
+#if defined(ZEROLAP_WITH_CUDA)
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -2,12 +2,13 @@
 // outputs and gradients within float rounding of different summation orders, the same grad-ready
 // order, and an aligned device arena. Built only with CUDA; where no GPU is visible each case
 // skips with a printed reason (a CUDA build on a GPU-less machine is absent by design).
+#include <catch2/catch.hpp>
+
 #if defined(ZEROLAP_WITH_CUDA)
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 #include <vector>
