@@ -5,10 +5,14 @@
 //   comm stream). Every rank must issue the same collectives on a communicator in the same order
 //   (DESIGN.md invariant 1): callers issue from deterministic program order, never from completion
 //   order. Use one communicator per independent sequence of collectives.
-// - Work::then(cb) runs cb on the communicator's stream after the operation and every earlier one
-//   completed; cb may issue collectives on *another* communicator (that is how interleaved ZeRO
-//   broadcasts a bucket right after stepping it).
+// - Communicator::then(cb) runs cb on the communicator's stream after every operation issued
+//   before it; cb may issue collectives on *another* communicator (that is how interleaved ZeRO
+//   broadcasts a bucket right after stepping it). CPU: cb runs on the comm thread once they have
+//   completed. CUDA: cb runs at once on the calling thread with the comm stream as the issuing
+//   stream, so the kernels and collectives it enqueues are stream-ordered after them (Note
+//   [Callbacks on CUDA] in nccl_communicator.h).
 // - A collective that does not complete within the timeout fails (RuntimeFailure), it never hangs.
+// - Float buffers live where the model does (CUDA: device memory); all_reduce_f64's is on the host.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,13 @@ class WorkImpl {
   virtual ~WorkImpl() = default;
   virtual void wait() = 0;
   virtual bool is_done() = 0;
+  // Orders later work on `exec` after this operation. The default blocks the calling thread,
+  // which is right on the CPU: there the thread that issues the work *is* its stream. CUDA
+  // backends make exec.stream wait for an event instead, so the host never blocks.
+  virtual void stream_wait(const ExecContext& exec) {
+    (void)exec;
+    wait();
+  }
 };
 
 class Work {
@@ -40,6 +51,11 @@ class Work {
     if (impl_) impl_->wait();
   }
   bool is_done() const { return !impl_ || impl_->is_done(); }
+  // Makes work issued on `exec` from now on start after the operation (see WorkImpl::stream_wait);
+  // rethrows its failure where the wait is on the host.
+  void stream_wait(const ExecContext& exec) const {
+    if (impl_) impl_->stream_wait(exec);
+  }
 
  private:
   std::shared_ptr<WorkImpl> impl_;
@@ -72,7 +88,8 @@ class Communicator {
   // After completion only `root`'s buffer holds the result; other ranks' buffers are unchanged.
   virtual Work reduce(float* buf, std::int64_t n, int root, ReduceOp op) = 0;
   virtual Work broadcast(float* buf, std::int64_t n, int root) = 0;
-  // Sum of doubles (gradient-norm partial sums); small.
+  // Sum of doubles (gradient-norm partial sums, metrics); small, and in *host* memory on every
+  // backend (NCCL stages it through the device). The result is in buf once the Work is waited.
   virtual Work all_reduce_f64(double* buf, std::int64_t n) = 0;
   // Runs `fn` on this communicator's stream after everything issued so far (see Work contract).
   virtual Work then(std::function<void()> fn) = 0;

@@ -7,6 +7,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/errors.h"
+#include "runtime/device.h"
 #include "runtime/trace.h"
 #include "runtime/traced_collective.h"
 
@@ -136,7 +137,9 @@ void Reducer::broadcast_bucket(int bucket) {
 }
 
 void Reducer::wait_collectives() {
-  for (auto& w : collective_work_) w.wait();
+  // CPU: blocks until every bucket's collective completed. CUDA: the compute stream waits for
+  // each collective's event, so the steps enqueued next follow them and the host moves on.
+  for (auto& w : collective_work_) w.stream_wait(compute_);
 }
 
 float Reducer::clip_coefficient() {
@@ -189,7 +192,9 @@ void Reducer::finish_backward() {
         s.grad_scale *= clip_coefficient();
       }
       for (const auto& b : plan_.buckets) {
-        collective_work_[static_cast<std::size_t>(b.index)].wait();
+        // A stream wait (host wait on the CPU): on CUDA the step kernel on the compute stream
+        // follows this bucket's collective and the host goes on issuing the next bucket.
+        collective_work_[static_cast<std::size_t>(b.index)].stream_wait(compute_);
         if (optimizer_.owns(b.index)) step_bucket(b.index, s, compute_, kMainThread);
         broadcast_bucket(b.index);
         awaiting_broadcast_[static_cast<std::size_t>(b.index)] = 1;
@@ -208,9 +213,11 @@ void Reducer::before_param_use(int param_id) {
   const auto bucket = static_cast<std::size_t>(plan_.bucket_of_param[static_cast<std::size_t>(param_id)]);
   if (!awaiting_broadcast_[bucket]) return;
   // The step callback publishes broadcast_work_[bucket]; waiting on it first orders that write
-  // before the read below.
-  step_work_[bucket].wait();
-  broadcast_work_[bucket].wait();
+  // before the read below (on CUDA the callback already ran when it was issued). On CUDA both are
+  // stream waits: only this layer's kernels on the compute stream wait for its bucket's
+  // broadcast event, and the host goes on enqueueing the forward.
+  step_work_[bucket].stream_wait(compute_);
+  broadcast_work_[bucket].stream_wait(compute_);
   awaiting_broadcast_[bucket] = 0;
 }
 
@@ -220,6 +227,9 @@ void Reducer::synchronize() {
   }
   reduce_comm_.synchronize();
   broadcast_comm_.synchronize();
+  // CUDA: steps (ddp, none, after_backward) and forward waits live on the compute stream. It can
+  // only be waiting for collectives that just completed, so this wait cannot hang.
+  synchronize_stream(compute_);
 }
 
 }  // namespace zl

@@ -12,7 +12,6 @@
 #include "kernels/gemm.h"
 #include "runtime/datasets_from_config.h"
 #include "runtime/checkpoint.h"
-#include "runtime/mpi_communicator.h"
 #include "runtime/simulated_link.h"
 
 namespace zl {
@@ -34,9 +33,10 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
     : config_(config),
       world_(world),
       options_(options),
-      compute_(ExecContext{}),
+      device_(config.runtime.device, world),
+      compute_(device_.compute()),
       tracer_(world.rank, config.output.trace),
-      tape_(ExecContext{}) {
+      tape_(device_.compute()) {
   set_cpu_gemm_threads(config.runtime.threads);
   data_ = load_datasets(config_);
   model_ = std::make_unique<Model>(config_.model, compute_.device);
@@ -60,11 +60,23 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   total_steps_ = config_.train.steps > 0 ? config_.train.steps
                                           : config_.train.epochs * steps_per_epoch_;
 
-  // Construction order is the same on every rank: each constructor dups the world communicator.
-  reduce_comm_ = std::make_unique<MpiCommunicator>(world_.comm, "comm.reduce",
-                                                   config_.runtime.timeout_s);
-  broadcast_comm_ = std::make_unique<MpiCommunicator>(world_.comm, "comm.broadcast",
-                                                      config_.runtime.timeout_s);
+  if (world_.is_root() && !options_.quiet) {
+    fmt::print("zerolap: {}\n", device_.summary());
+    std::fflush(stdout);
+  }
+  if (config_.link.enabled() && compute_.device == DeviceKind::Cuda) {
+    // Its delays are host tasks on a CPU comm thread; on CUDA they would stall the main thread.
+    throw UserError(fmt::format(
+        "{}: [link] models a network for CPU runs and cannot be used with runtime.device = cuda; "
+        "remove [link] or set runtime.device = \"cpu\"",
+        config_.source_path));
+  }
+  // Construction order is the same on every rank (each construction is a collective): MPI on the
+  // CPU, NCCL on CUDA.
+  reduce_comm_ =
+      device_.make_communicator(world_.comm, "comm.reduce", config_.runtime.timeout_s);
+  broadcast_comm_ =
+      device_.make_communicator(world_.comm, "comm.broadcast", config_.runtime.timeout_s);
   if (config_.link.enabled()) {
     // One link per rank, shared by both streams (Note [Link occupancy]).
     auto link = std::make_shared<SimulatedLink>(config_.link);
@@ -131,7 +143,8 @@ std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices,
                classification ? nullptr : host_targets_.data());
 
   tape_.reset();
-  const Tensor x{host_x_.data(), batch, train.feature_dim, compute_.device};
+  const BatchOnDevice in = batch_on_device(classification);
+  const Tensor x{in.x, batch, train.feature_dim, compute_.device};
   const ForwardResult out =
       layer_trace_ ? model_->forward(tape_, x, layer_trace_->forward_hook(reducer_->param_use_hook()))
                    : model_->forward(tape_, x, reducer_->param_use_hook());
@@ -139,18 +152,44 @@ std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices,
   if (classification) {
     std::int64_t correct = 0;
     const double sum =
-        softmax_cross_entropy(compute_, out.output.data, host_labels_.data(), batch,
+        softmax_cross_entropy(compute_, out.output.data, in.labels, batch,
                               out.output.cols, out.grad_output.data, 1.0f / batch, &correct);
     loss.loss_sum += sum / batch;
     loss.correct += static_cast<double>(correct);
   } else {
     const std::int64_t n = out.output.numel();
-    const double sum = squared_error(compute_, out.output.data, host_targets_.data(), n,
+    const double sum = squared_error(compute_, out.output.data, in.targets, n,
                                      out.grad_output.data, 1.0f / static_cast<float>(n));
     loss.loss_sum += sum / static_cast<double>(n);
   }
   loss.samples += static_cast<double>(batch);
   return batch;
+}
+
+Trainer::BatchOnDevice Trainer::batch_on_device(bool classification) {
+  if (compute_.device == DeviceKind::Cpu) {
+    return BatchOnDevice{host_x_.data(), host_labels_.data(), host_targets_.data()};
+  }
+  // Device buffers grow only for a batch larger than any before (the first step, the first
+  // evaluation): allocating synchronises the device, which the steady-state step never does.
+  // Reusing them is safe: each copy is stream-ordered after the previous batch's kernels.
+  auto upload = [this](DeviceBuffer& dst, const void* host, std::size_t count) {
+    if (dst.size() < static_cast<std::int64_t>(count)) {
+      dst = DeviceBuffer(compute_.device, static_cast<std::int64_t>(count));
+    }
+    copy_to_device_async(compute_, host, dst.data(), count * sizeof(float));
+  };
+  static_assert(sizeof(std::int32_t) == sizeof(float), "labels travel in a float-sized buffer");
+  upload(device_x_, host_x_.data(), host_x_.size());
+  BatchOnDevice b{device_x_.data(), nullptr, nullptr};
+  if (classification) {
+    upload(device_labels_, host_labels_.data(), host_labels_.size());
+    b.labels = reinterpret_cast<const std::int32_t*>(device_labels_.data());
+  } else {
+    upload(device_targets_, host_targets_.data(), host_targets_.size());
+    b.targets = device_targets_.data();
+  }
+  return b;
 }
 
 StepLoss Trainer::train_step() {
@@ -208,16 +247,17 @@ EvalResult Trainer::evaluate() {
                  classification ? host_labels_.data() : nullptr,
                  classification ? nullptr : host_targets_.data());
     tape_.reset();
-    const Tensor x{host_x_.data(), batch, test.feature_dim, compute_.device};
+    const BatchOnDevice in = batch_on_device(classification);
+    const Tensor x{in.x, batch, test.feature_dim, compute_.device};
     const ForwardResult out = model_->forward(tape_, x);
     if (classification) {
       std::int64_t c = 0;
-      loss_sum += softmax_cross_entropy(compute_, out.output.data, host_labels_.data(), batch,
+      loss_sum += softmax_cross_entropy(compute_, out.output.data, in.labels, batch,
                                         out.output.cols, nullptr, 1.0f, &c);
       correct += static_cast<double>(c);
     } else {
       // Per-sample loss: the mean squared error over that sample's outputs.
-      loss_sum += squared_error(compute_, out.output.data, host_targets_.data(), out.output.numel(),
+      loss_sum += squared_error(compute_, out.output.data, in.targets, out.output.numel(),
                                 nullptr, 1.0f) /
                   static_cast<double>(out.output.cols);
     }

@@ -18,6 +18,7 @@
 #include "runtime/bucket_plan.h"
 #include "runtime/communicator.h"
 #include "runtime/config.h"
+#include "runtime/device.h"
 #include "runtime/layer_trace.h"
 #include "runtime/metrics.h"
 #include "runtime/reducer.h"
@@ -93,10 +94,19 @@ class Trainer {
   std::int64_t micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss);
   void log_progress(const StepLoss& window, double window_seconds, std::int64_t window_steps);
   std::vector<double> all_reduce_sums(std::vector<double> values);
+  // The gathered host batch where the model reads it: the host buffers themselves on the CPU;
+  // on CUDA device copies enqueued on the compute stream (ordered after the previous batch's use).
+  struct BatchOnDevice {
+    float* x;
+    const std::int32_t* labels;
+    const float* targets;
+  };
+  BatchOnDevice batch_on_device(bool classification);
 
   Config config_;
   World world_;
   TrainerOptions options_;
+  Device device_;  // before everything that lives on it
   ExecContext compute_;
   Tracer tracer_;
   DatasetSplits data_;

@@ -41,6 +41,8 @@ steps = 20
 log_every = 1000
 [runtime]
 timeout_s = 60
+# These tests read parameters through host pointers; the CUDA path is tests/mpi/test_cuda_train.cpp.
+device = "cpu"
 )";
 
 inline Config small_config(const std::vector<std::string>& overrides) {
