@@ -74,7 +74,9 @@ RankGpu probe_gpu(int local_rank, int* ordinal) {
 // Why the job cannot use one GPU per rank, or empty when it can. Same answer on every rank.
 std::string cuda_problem(const std::vector<RankGpu>& all) {
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r].gpu[0] == '\0') return fmt::format("rank {} has no usable GPU ({})", r, all[r].text.data());
+    if (all[r].gpu[0] == '\0') {
+      return fmt::format("rank {} has no usable GPU ({})", r, all[r].text.data());
+    }
   }
   for (std::size_t a = 0; a < all.size(); ++a) {
     for (std::size_t b = a + 1; b < all.size(); ++b) {

@@ -68,7 +68,7 @@ class NcclCommunicator final : public Communicator {
   template <typename Launch>
   Work enqueue(CollectiveOp op, std::int64_t payload_bytes, const char* label,
                bool wait_for_issuer, Launch&& launch, std::function<void()> on_complete = {});
-  void harvest_timings() const;  // adds finished collectives' GPU time to stats_ (stats_mutex_ held)
+  void harvest_timings() const;  // finished collectives' GPU time into stats_; stats_mutex_ held
   void check_usable() const;
 
   std::string name_;

@@ -2,7 +2,7 @@
 # Fetches, on a Debian 12 machine with package access (the dev/CI image), the .deb files that
 # scripts/gpu_check.sh needs on a GPU machine that has nvcc and CMake but no package registry and
 # maybe no Open MPI, OpenBLAS, toml++, CLI11, nlohmann-json, fmt, Catch2 or zlib headers. They go
-# to .gpu_bundle/ (git-ignored; ~23 MiB, so it travels with the working tree) and are unpacked by
+# to .gpu_bundle/ (git-ignored; ~22 MiB, so it travels with the working tree) and are unpacked by
 # gpu_check.sh with `dpkg -x` into a private prefix, never into /.
 #   scripts/gpu_bundle.sh            # then run scripts/gpu_check.sh on the GPU machine
 set -euo pipefail
