@@ -19,13 +19,6 @@ namespace {
 
 constexpr std::size_t kCpuAlignment = 64;
 
-[[noreturn]] [[maybe_unused]] void throw_no_cuda(const char* what) {
-  throw UserError(fmt::format(
-      "{}: runtime.device = \"cuda\", but zerolap was built without CUDA; use device = \"cpu\" or "
-      "rebuild with -DZEROLAP_CUDA=ON (needs nvcc and NCCL)",
-      what));
-}
-
 float* cpu_alloc_zeroed(std::int64_t count) {
   ZL_CHECK(static_cast<std::uint64_t>(count) <=
                (std::numeric_limits<std::size_t>::max() - kCpuAlignment) / sizeof(float),
@@ -60,7 +53,7 @@ DeviceBuffer::DeviceBuffer(DeviceKind device, std::int64_t count) : device_(devi
 #if defined(ZEROLAP_WITH_CUDA)
     data_ = cuda_alloc_zeroed(count);
 #else
-    throw_no_cuda("DeviceBuffer");
+    throw_built_without_cuda("DeviceBuffer");
 #endif
   } else {
     data_ = cpu_alloc_zeroed(count);
@@ -93,7 +86,7 @@ void copy_to_host(const float* src, DeviceKind src_device, float* host_dst, std:
     cuda_copy_to_host(src, host_dst, count);
     return;
 #else
-    throw_no_cuda("copy_to_host");
+    throw_built_without_cuda("copy_to_host");
 #endif
   }
   std::memmove(host_dst, src, static_cast<std::size_t>(count) * sizeof(float));
@@ -108,7 +101,7 @@ void copy_from_host(const float* host_src, float* dst, DeviceKind dst_device,
     cuda_copy_from_host(host_src, dst, count);
     return;
 #else
-    throw_no_cuda("copy_from_host");
+    throw_built_without_cuda("copy_from_host");
 #endif
   }
   std::memmove(dst, host_src, static_cast<std::size_t>(count) * sizeof(float));

@@ -15,13 +15,6 @@
 namespace zl {
 namespace {
 
-[[noreturn]] [[maybe_unused]] void throw_no_cuda(const char* kernel) {
-  throw UserError(fmt::format(
-      "{}: runtime.device = \"cuda\", but zerolap was built without CUDA; use device = \"cpu\" or "
-      "rebuild with -DZEROLAP_CUDA=ON (needs nvcc and NCCL)",
-      kernel));
-}
-
 // GELU, tanh approximation, with PyTorch's constants (gelu(approximate='tanh')).
 constexpr float kGeluBeta = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluKappa = 0.044715f;
@@ -299,7 +292,7 @@ void scale_cpu(float* __restrict x, std::int64_t n, float alpha) {
 #if defined(ZEROLAP_WITH_CUDA)
 #define ZL_DISPATCH_CUDA(name, call) return call
 #else
-#define ZL_DISPATCH_CUDA(name, call) throw_no_cuda(name)
+#define ZL_DISPATCH_CUDA(name, call) throw_built_without_cuda(name)
 #endif
 
 void bias_activation_forward(const ExecContext& ctx, Activation act, const float* x,

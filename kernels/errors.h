@@ -26,6 +26,15 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
+// A CUDA kernel was asked for in a build without CUDA (the runtime normally rejects
+// runtime.device = "cuda" before any kernel runs; this guards direct callers).
+[[noreturn]] inline void throw_built_without_cuda(const char* kernel) {
+  throw UserError(fmt::format(
+      "{}: runtime.device = \"cuda\", but zerolap was built without CUDA; use device = \"cpu\" or "
+      "rebuild with -DZEROLAP_CUDA=ON (needs nvcc and NCCL)",
+      kernel));
+}
+
 }  // namespace zl
 
 // ZL_CHECK(cond, fmt, args...): an internal invariant; throws InternalError with file:line.

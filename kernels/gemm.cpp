@@ -54,8 +54,7 @@ void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int
     gemm_cuda(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
 #else
-    throw UserError("gemm: runtime.device = \"cuda\", but zerolap was built without CUDA; "
-                    "use device = \"cpu\" or rebuild with -DZEROLAP_CUDA=ON (needs nvcc and NCCL)");
+    throw_built_without_cuda("gemm");
 #endif
   }
   gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -12,13 +12,6 @@
 namespace zl {
 namespace {
 
-[[noreturn]] [[maybe_unused]] void throw_no_cuda(const char* kernel) {
-  throw UserError(fmt::format(
-      "{}: runtime.device = \"cuda\", but zerolap was built without CUDA; use device = \"cpu\" or "
-      "rebuild with -DZEROLAP_CUDA=ON (needs nvcc and NCCL)",
-      kernel));
-}
-
 // SGD with momentum; kFirst and kNesterov are fixed per instantiation so the element function's
 // branches fold away and the loop body is straight-line (vectorisable) code. The caller
 // guarantees step.momentum != 0.
@@ -67,7 +60,7 @@ void adam_step(const ExecContext& ctx, float* p, const float* g, float* m, float
 #if defined(ZEROLAP_WITH_CUDA)
     return adam_step_cuda(ctx, p, g, m, v, n, step);
 #else
-    throw_no_cuda("adam_step");
+    throw_built_without_cuda("adam_step");
 #endif
   }
   adam_step_cpu(p, g, m, v, n, step);
@@ -79,7 +72,7 @@ void sgd_step(const ExecContext& ctx, float* p, const float* g, float* momentum_
 #if defined(ZEROLAP_WITH_CUDA)
     return sgd_step_cuda(ctx, p, g, momentum_buffer, n, step);
 #else
-    throw_no_cuda("sgd_step");
+    throw_built_without_cuda("sgd_step");
 #endif
   }
   sgd_step_cpu(p, g, momentum_buffer, n, step);

@@ -2,33 +2,17 @@
 // key and file, --help/--version, `plan`, and a short `train` writing its metrics file.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "cli_test_util.h"
+
+using zl::test::CliResult;
+using zl::test::run_zerolap;
+
 namespace {
-
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Result run(const std::string& args) {
-  const std::string command = std::string(ZEROLAP_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
 
 std::string temp_dir(const std::string& name) {
   const auto dir = std::filesystem::path(ZEROLAP_TEST_TMP) / "cli" / name;
@@ -58,42 +42,42 @@ log_every = 10
 }  // namespace
 
 TEST_CASE("--help and --version exit 0", "[cli]") {
-  const Result help = run("--help");
+  const CliResult help = run_zerolap("--help");
   CHECK(help.exit_code == 0);
   CHECK_THAT(help.output, Catch::Contains("train") && Catch::Contains("plan"));
-  const Result version = run("--version");
+  const CliResult version = run_zerolap("--version");
   CHECK(version.exit_code == 0);
   CHECK_THAT(version.output, Catch::Contains("zerolap"));
 }
 
 TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]") {
-  SECTION("unknown flag") { CHECK(run("train --bogus x.toml").exit_code == 2); }
+  SECTION("unknown flag") { CHECK(run_zerolap("train --bogus x.toml").exit_code == 2); }
   SECTION("missing config file") {
-    const Result r = run("train /nonexistent/zl.toml");
+    const CliResult r = run_zerolap("train /nonexistent/zl.toml");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("/nonexistent/zl.toml"));
   }
   SECTION("unknown key, with file and line") {
     const auto path = write_file("unknown.toml", std::string(kSpirals) + "[optimizer]\nlrr = 1\n");
-    const Result r = run("train " + path);
+    const CliResult r = run_zerolap("train " + path);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("unknown.toml:13") && Catch::Contains("lrr"));
   }
   SECTION("wrong type") {
     const auto path = write_file("type.toml", std::string(kSpirals) + "[optimizer]\nlr = \"fast\"\n");
-    const Result r = run("train " + path);
+    const CliResult r = run_zerolap("train " + path);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("optimizer.lr"));
   }
   SECTION("out of range through --set") {
     const auto path = write_file("ok.toml", kSpirals);
-    const Result r = run("train " + path + " --set optimizer.lr=-1");
+    const CliResult r = run_zerolap("train " + path + " --set optimizer.lr=-1");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("--set optimizer.lr"));
   }
   SECTION("model does not fit the data") {
     const auto path = write_file("ok.toml", kSpirals);
-    const Result r = run("train " + path + " --set model.widths=[5,16,3]");
+    const CliResult r = run_zerolap("train " + path + " --set model.widths=[5,16,3]");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("model.widths"));
   }
@@ -101,7 +85,7 @@ TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]")
 
 TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   const auto path = write_file("ok.toml", kSpirals);
-  const Result r = run("plan " + path + " --world 3 --set parallel.mode=zero "
+  const CliResult r = run_zerolap("plan " + path + " --world 3 --set parallel.mode=zero "
                        "--set parallel.bucket_cap_mb=1e-9 --set parallel.first_bucket_cap_mb=1e-9");
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("4 buckets") && Catch::Contains("layers.1.weight") &&
@@ -112,7 +96,7 @@ TEST_CASE("train runs and writes a metrics CSV with a header and rows", "[cli]")
   const auto out = temp_dir("train_out");
   std::filesystem::remove(std::filesystem::path(out) / "metrics.csv");
   const auto path = write_file("ok.toml", kSpirals);
-  const Result r = run("train " + path + " --set output.dir=\"" + out + "\"");
+  const CliResult r = run_zerolap("train " + path + " --set output.dir=\"" + out + "\"");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("step     30/30") && Catch::Contains("test_accuracy"));

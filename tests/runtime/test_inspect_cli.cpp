@@ -2,7 +2,6 @@
 // truncated or missing file exits 2 with a message naming the file (and the tensor).
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -14,29 +13,15 @@
 
 #include <fmt/format.h>
 
+#include "cli_test_util.h"
 #include "runtime/safetensors.h"
 
 using Catch::Contains;
 namespace fs = std::filesystem;
+using zl::test::CliResult;
+using zl::test::run_zerolap;
 
 namespace {
-
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Result run_zerolap(const std::string& args) {
-  const std::string command = std::string(ZEROLAP_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe)) r.output += buf.data();
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
 
 std::string write_sample(const std::string& name) {
   const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("inspect-{}", ::getpid());
@@ -54,7 +39,7 @@ std::string write_sample(const std::string& name) {
 
 TEST_CASE("zerolap inspect lists tensors, shapes, dtypes and metadata", "[checkpoint][cli]") {
   const std::string path = write_sample("ok.safetensors");
-  const Result r = run_zerolap("inspect " + path);
+  const CliResult r = run_zerolap("inspect " + path);
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Contains("layers.0.weight") && Contains("[4, 3]") && Contains("F32") &&
@@ -72,7 +57,7 @@ TEST_CASE("zerolap inspect on a corrupt or missing file exits 2", "[checkpoint][
   }
   bytes[bytes.size() - 2] ^= 0x40;  // inside layers.0.bias
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-  Result r = run_zerolap("inspect " + path);
+  CliResult r = run_zerolap("inspect " + path);
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains(path) && Contains("layers.0.bias") && Contains("CRC32"));

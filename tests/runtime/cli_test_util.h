@@ -1,0 +1,32 @@
+// Runs the built `zerolap` executable (ZEROLAP_BINARY) with arguments and captures its exit code
+// and combined output, for the end-to-end CLI tests.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+namespace zl::test {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+inline CliResult run_zerolap(const std::string& args) {
+  const std::string command = std::string(ZEROLAP_BINARY) + " " + args + " 2>&1";
+  CliResult r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe)) r.output += buf.data();
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+}  // namespace zl::test
