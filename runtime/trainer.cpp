@@ -352,7 +352,7 @@ void Trainer::run() {
   row.epoch = step_ > 0 ? (step_ - 1) / steps_per_epoch_ : 0;
   row.test_loss = e.loss;
   if (classification) row.test_accuracy = e.accuracy;
-  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.1f} s)", step_, e.loss,
+  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.2f} s)", step_, e.loss,
                         classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
                         seconds_since(start)));
 }
