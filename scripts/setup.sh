@@ -16,6 +16,7 @@ packages=(
   libfmt-dev
   dataset-fashion-mnist
   python3-matplotlib
+  procps   # pgrep, for the kill-a-rank test
 )
 
 missing=()
