@@ -6,6 +6,7 @@ set -u
 zerolap=$1
 config=$2
 work=$3
+rm -rf "$work"  # a metrics file left by an earlier run would end the wait below at once
 mkdir -p "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun -np 2 --oversubscribe "$zerolap" train "$config" --set train.steps=100000000 \
@@ -14,11 +15,12 @@ mpirun -np 2 --oversubscribe "$zerolap" train "$config" --set train.steps=100000
 job=$!
 
 # Wait until both ranks are training (the metrics file exists once rank 0 finished set-up).
+ranks=""
 for _ in $(seq 1 300); do
-  [ -s "$work/metrics.csv" ] && break
+  ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+  [ -s "$work/metrics.csv" ] && [ "$(echo $ranks | wc -w)" -eq 2 ] && break
   sleep 0.1
 done
-ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
 victim=$(echo "$ranks" | awk '{print $NF}')
 if [ -z "$victim" ]; then
   echo "FAIL: no rank processes found under mpirun (pid $job)"; cat "$work/job.log"; kill -9 "$job"; exit 1
