@@ -29,15 +29,7 @@ std::int64_t micro_batches_per_epoch(const DistributedSampler& sampler) {
 
 }  // namespace
 
-Trainer::Trainer(const Config& config, const World& world, TrainerOptions options)
-    : config_(config),
-      world_(world),
-      options_(options),
-      device_(config.runtime.device, world),
-      compute_(device_.compute()),
-      tracer_(world.rank, config.output.trace),
-      tape_(device_.compute()) {
-  set_cpu_gemm_threads(config.runtime.threads);
+void Trainer::load_data_and_model() {
   data_ = load_datasets(config_);
   model_ = std::make_unique<Model>(config_.model, compute_.device);
 
@@ -57,6 +49,20 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
         config_.source_path, config_.train.grad_accum, config_.data.batch_size, world_.size,
         data_.train.num_samples));
   }
+}
+
+Trainer::Trainer(const Config& config, const World& world, TrainerOptions options)
+    : config_(config),
+      world_(world),
+      options_(options),
+      device_(config.runtime.device, world),
+      compute_(device_.compute()),
+      tracer_(world.rank, config.output.trace),
+      tape_(device_.compute()) {
+  set_cpu_gemm_threads(config.runtime.threads);
+  // Bad data (a missing file on one node, a model that does not fit) must end every rank before
+  // any of them enters the communicator set-up below, a collective without a timeout.
+  agree_on_user_errors(world_, [&] { load_data_and_model(); });
   total_steps_ = config_.train.steps > 0 ? config_.train.steps
                                           : config_.train.epochs * steps_per_epoch_;
 

@@ -91,6 +91,8 @@ class Trainer {
   const TrainerOptions& options() const { return options_; }
 
  private:
+  // Datasets, model, sampler and steps per epoch (UserError on bad data or shapes).
+  void load_data_and_model();
   std::int64_t micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss);
   void log_progress(const StepLoss& window, double window_seconds, std::int64_t window_steps);
   std::vector<double> all_reduce_sums(std::vector<double> values);
