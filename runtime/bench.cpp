@@ -88,36 +88,39 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   }
   RunFigures f;
   Trainer trainer(config, world, options);
-  for (std::int64_t i = 0; i < config.bench.warmup; ++i) trainer.train_step();
-  trainer.synchronize();
-  ZL_MPI_CHECK(MPI_Barrier(world.comm));
+  // A failure ends the job before ~Trainer could wait for a failed peer (run_or_abort).
+  run_or_abort(world, [&] {
+    for (std::int64_t i = 0; i < config.bench.warmup; ++i) trainer.train_step();
+    trainer.synchronize();
+    ZL_MPI_CHECK(MPI_Barrier(world.comm));
 
-  trainer.reduce_comm().reset_stats();
-  trainer.broadcast_comm().reset_stats();
-  trainer.optimizer().reset_timers();
-  trainer.reset_phase_seconds();
-  trainer.tracer().clear();
-  trainer.tracer().reset_origin();
-  const double trace_offset_us = bench_clock.now_us();
-  const auto start = Clock::now();
-  for (std::int64_t i = 0; i < config.bench.steps; ++i) {
-    const auto step_start = Clock::now();
-    trainer.train_step();
-    f.step_s.push_back(seconds_since(step_start));
-  }
-  trainer.synchronize();
-  ZL_MPI_CHECK(MPI_Barrier(world.comm));
-  f.total_s = seconds_since(start);
+    trainer.reduce_comm().reset_stats();
+    trainer.broadcast_comm().reset_stats();
+    trainer.optimizer().reset_timers();
+    trainer.reset_phase_seconds();
+    trainer.tracer().clear();
+    trainer.tracer().reset_origin();
+    const double trace_offset_us = bench_clock.now_us();
+    const auto start = Clock::now();
+    for (std::int64_t i = 0; i < config.bench.steps; ++i) {
+      const auto step_start = Clock::now();
+      trainer.train_step();
+      f.step_s.push_back(seconds_since(step_start));
+    }
+    trainer.synchronize();
+    ZL_MPI_CHECK(MPI_Barrier(world.comm));
+    f.total_s = seconds_since(start);
 
-  f.phases = trainer.phase_seconds();
-  f.optimizer_s = trainer.optimizer().optimizer_seconds();
-  const CommStats r = trainer.reduce_comm().stats(), b = trainer.broadcast_comm().stats();
-  f.comm_busy_s = r.busy_seconds + b.busy_seconds;
-  f.wire_bytes = r.wire_bytes + b.wire_bytes;
-  f.payload_bytes = r.payload_bytes + b.payload_bytes;
-  f.state_bytes = trainer.optimizer().state_bytes();
-  f.peak_rss = peak_rss_bytes();
-  if (trace && trainer.tracer().enabled()) trace->push_back({trainer.tracer().events(), trace_offset_us});
+    f.phases = trainer.phase_seconds();
+    f.optimizer_s = trainer.optimizer().optimizer_seconds();
+    const CommStats r = trainer.reduce_comm().stats(), b = trainer.broadcast_comm().stats();
+    f.comm_busy_s = r.busy_seconds + b.busy_seconds;
+    f.wire_bytes = r.wire_bytes + b.wire_bytes;
+    f.payload_bytes = r.payload_bytes + b.payload_bytes;
+    f.state_bytes = trainer.optimizer().state_bytes();
+    f.peak_rss = peak_rss_bytes();
+    if (trace && trainer.tracer().enabled()) trace->push_back({trainer.tracer().events(), trace_offset_us});
+  });
   return f;
 }
 

@@ -34,7 +34,7 @@ SimulatedLink::Clock::time_point SimulatedLink::reserve(Clock::time_point issued
 
 SimulatedLinkCommunicator::SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
                                                      std::shared_ptr<SimulatedLink> link)
-    : inner_(std::move(inner)), link_(std::move(link)) {}
+    : link_(std::move(link)), inner_(std::move(inner)) {}
 
 template <typename Issue>
 Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_bytes,

@@ -78,11 +78,12 @@ class SimulatedLinkCommunicator final : public Communicator {
   template <typename Issue>
   Work modelled(CollectiveOp op, std::int64_t payload_bytes, const char* label, Issue&& collective);
 
-  std::unique_ptr<Communicator> inner_;
   std::shared_ptr<SimulatedLink> link_;
   Tracer* tracer_ = nullptr;
   mutable std::mutex stats_mutex_;
   double busy_seconds_ = 0.0;
+  // Last: destroyed first, so its stream drains while the link and the mutex above still exist.
+  std::unique_ptr<Communicator> inner_;
 };
 
 // Wraps `comm` when `link` is enabled; returns it unchanged otherwise.

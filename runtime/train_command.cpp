@@ -16,14 +16,16 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   agree_on_user_errors(world, [&] { config = load_config(args.path, args.overrides); });
   std::unique_ptr<Trainer> trainer;
   agree_on_user_errors(world, [&] { trainer = std::make_unique<Trainer>(config, world); });
-  prepare_checkpoints(*trainer);  // creates checkpoint.dir; resumes when configured
-  trainer->run();
-  if (config.output.trace) {
-    trainer->synchronize();
-    write_trace(world, trainer->tracer(), trainer->tracer().events(),
-                (std::filesystem::path(config.output.dir) / "trace.json").string(),
-                {{"command", "train"}, {"link", link_label(config.link)}});
-  }
+  run_or_abort(world, [&] {
+    prepare_checkpoints(*trainer);  // creates checkpoint.dir; resumes when configured
+    trainer->run();
+    if (config.output.trace) {
+      trainer->synchronize();
+      write_trace(world, trainer->tracer(), trainer->tracer().events(),
+                  (std::filesystem::path(config.output.dir) / "trace.json").string(),
+                  {{"command", "train"}, {"link", link_label(config.link)}});
+    }
+  });
   trainer.reset();
   return 0;
 }

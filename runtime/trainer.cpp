@@ -126,12 +126,17 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
 }
 
 Trainer::~Trainer() {
-  // Let in-flight work finish before the buffers it touches go away. Errors were already reported
-  // by whoever waited; a destructor must not throw.
+  // Let in-flight work finish before the buffers it touches go away. A destructor must not throw;
+  // the commands end the job with run_or_abort before unwinding reaches here after a failure.
   try {
     if (reducer_) reducer_->synchronize();
   } catch (...) {
   }
+  // The comm threads may still hold callbacks that use the optimizer, the reducer and the other
+  // communicator: stop them first, the reduce stream (which issues broadcasts) before the
+  // broadcast stream, then let the members go in reverse order.
+  reduce_comm_.reset();
+  broadcast_comm_.reset();
 }
 
 std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss) {

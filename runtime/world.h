@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/errors.h"
+
 namespace zl {
 
 struct World {
@@ -68,5 +70,22 @@ class ReportedUserError : public std::runtime_error {
 // rank prints its message and every rank throws ReportedUserError — so a bad config or a missing
 // data file ends the whole job with one message and exit code 2, and no rank is left waiting.
 void agree_on_user_errors(const World& world, const std::function<void()>& fn);
+
+// Runs `fn` and ends the whole job where a failure is caught (UserError: exit 2, anything else:
+// exit 1), *before* the caller's objects are destroyed: a Trainer's destructor would otherwise
+// wait for collectives that a failed peer never completes. Call it with the Trainer owned by the
+// calling frame, outside `fn`. ReportedUserError (every rank agreed) passes through.
+template <typename Fn>
+decltype(auto) run_or_abort(const World& world, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const ReportedUserError&) {
+    throw;
+  } catch (const UserError& e) {
+    abort_job(world, 2, e.what());
+  } catch (const std::exception& e) {
+    abort_job(world, 1, e.what());
+  }
+}
 
 }  // namespace zl
