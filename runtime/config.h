@@ -50,7 +50,7 @@ struct OptimizerConfig {
   bool nesterov = false;
   LrSchedule schedule = LrSchedule::Constant;
   std::int64_t warmup_steps = 0;  // linear warm-up from 0 to lr over these steps (any schedule)
-  float min_lr = 0.0f;            // cosine decays to this at the last step
+  float min_lr = 0.0f;            // cosine decays towards this (reached after the last step)
 };
 
 struct ParallelConfig {

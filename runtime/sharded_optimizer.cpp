@@ -1,6 +1,7 @@
 // ShardedOptimizer: LR schedule, per-bucket state ownership and the fused bucket step.
 #include "runtime/sharded_optimizer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numbers>
@@ -18,8 +19,11 @@ float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t t
   if (config.schedule == LrSchedule::Constant) return static_cast<float>(base);
   const std::int64_t decay_steps = total_steps - config.warmup_steps;
   if (decay_steps <= 0) return static_cast<float>(base);
-  const double progress =
-      std::min(1.0, static_cast<double>(t - config.warmup_steps) / static_cast<double>(decay_steps));
+  // As torch's CosineAnnealingLR: the first decay step runs at lr and step t at progress
+  // (t - 1)/T, so the last step still moves the parameters; min_lr is reached after it.
+  const double progress = std::clamp(
+      static_cast<double>(t - config.warmup_steps - 1) / static_cast<double>(decay_steps), 0.0,
+      1.0);
   const double min_lr = config.min_lr;
   return static_cast<float>(min_lr +
                             0.5 * (base - min_lr) * (1.0 + std::cos(std::numbers::pi * progress)));

@@ -28,7 +28,8 @@ struct StepScalars {
 };
 
 // Learning rate at step t (from 1): linear warm-up over warmup_steps, then constant or cosine
-// decay to min_lr at total_steps.
+// decay towards min_lr as torch's CosineAnnealingLR (step t after warm-up at progress
+// (t - warmup - 1) / (total_steps - warmup): lr first, min_lr reached after the last step).
 float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t total_steps);
 
 class ShardedOptimizer {

@@ -31,26 +31,32 @@ TEST_CASE("linear warm-up from 0 to lr, then constant", "[checkpoint][lr_schedul
   for (std::int64_t t = 2; t <= 10; ++t) CHECK(scheduled_lr(c, t, 100) > scheduled_lr(c, t - 1, 100));
 }
 
-TEST_CASE("cosine decay: lr after warm-up, min_lr at the last step", "[checkpoint][lr_schedule]") {
+TEST_CASE("cosine decay: lr after warm-up, towards min_lr as CosineAnnealingLR", "[checkpoint][lr_schedule]") {
   OptimizerConfig c;
   c.lr = 0.1f;
   c.min_lr = 0.001f;
   c.schedule = LrSchedule::Cosine;
+  // Step t (from 1) runs at progress (t - warmup - 1) / (T - warmup).
+  const auto cosine = [&](double progress) {
+    return 0.001 + 0.5 * (0.1 - 0.001) * (1 + std::cos(std::numbers::pi * progress));
+  };
   SECTION("without warm-up") {
-    CHECK(scheduled_lr(c, 0, 100) == Approx(0.1).epsilon(1e-6));
-    CHECK(scheduled_lr(c, 50, 100) == Approx((0.1 + 0.001) / 2).epsilon(1e-6));  // the midpoint
-    CHECK(scheduled_lr(c, 100, 100) == Approx(0.001).epsilon(1e-6));
+    CHECK(scheduled_lr(c, 1, 100) == Approx(0.1).epsilon(1e-6));  // the first step: lr
+    CHECK(scheduled_lr(c, 26, 100) == Approx(cosine(0.25)).epsilon(1e-6));
+    CHECK(scheduled_lr(c, 51, 100) == Approx((0.1 + 0.001) / 2).epsilon(1e-6));  // the midpoint
+    // The last step still moves the parameters (even with min_lr = 0); min_lr comes after it.
+    CHECK(scheduled_lr(c, 100, 100) == Approx(cosine(0.99)).epsilon(1e-6));
+    CHECK(scheduled_lr(c, 100, 100) > 0.001f);
     CHECK(scheduled_lr(c, 150, 100) == Approx(0.001).epsilon(1e-6));  // past the end: min_lr
-    const double expected_25 = 0.001 + 0.5 * (0.1 - 0.001) * (1 + std::cos(std::numbers::pi * 0.25));
-    CHECK(scheduled_lr(c, 25, 100) == Approx(expected_25).epsilon(1e-6));
     for (std::int64_t t = 2; t <= 100; ++t) CHECK(scheduled_lr(c, t, 100) < scheduled_lr(c, t - 1, 100));
   }
   SECTION("with warm-up") {
     c.warmup_steps = 20;
     CHECK(scheduled_lr(c, 10, 100) == Approx(0.05).epsilon(1e-6));
     CHECK(scheduled_lr(c, 20, 100) == Approx(0.1).epsilon(1e-6));  // warm-up peak
-    CHECK(scheduled_lr(c, 21, 100) < 0.1f);                          // decay starts after it
-    CHECK(scheduled_lr(c, 60, 100) == Approx((0.1 + 0.001) / 2).epsilon(1e-6));
-    CHECK(scheduled_lr(c, 100, 100) == Approx(0.001).epsilon(1e-6));
+    CHECK(scheduled_lr(c, 21, 100) == Approx(0.1).epsilon(1e-6));  // the first decay step
+    CHECK(scheduled_lr(c, 22, 100) < 0.1f);
+    CHECK(scheduled_lr(c, 61, 100) == Approx((0.1 + 0.001) / 2).epsilon(1e-6));
+    CHECK(scheduled_lr(c, 100, 100) == Approx(cosine(79.0 / 80.0)).epsilon(1e-6));
   }
 }
