@@ -3,7 +3,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include <fmt/format.h>
@@ -17,17 +20,25 @@ const char* MetricsWriter::header() {
          "grad_norm,elapsed_s";
 }
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append) {
-  const bool existed = std::filesystem::exists(path);
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step) {
+  std::vector<std::string> kept;  // data rows of the earlier run up to resumed_step
+  if (resumed_step > 0) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);  // the header, written again below
+    while (std::getline(in, line)) {
+      const std::int64_t step = std::strtoll(line.c_str(), nullptr, 10);
+      if (!line.empty() && step <= resumed_step) kept.push_back(line);
+    }
+  }
+  file_ = std::fopen(path.c_str(), "w");
   if (!file_) {
     throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
                                 std::strerror(errno)));
   }
-  if (!append || !existed) {
-    std::fprintf(file_, "%s\n", header());
-    std::fflush(file_);
-  }
+  std::fprintf(file_, "%s\n", header());
+  for (const auto& line : kept) std::fprintf(file_, "%s\n", line.c_str());
+  std::fflush(file_);
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -3,6 +3,7 @@
 // run keeps what it logged.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -20,8 +21,10 @@ struct MetricsRow {
 class MetricsWriter {
  public:
   MetricsWriter() = default;  // writes nothing
-  // Creates (or, when appending for a resumed run, extends) `path`.
-  MetricsWriter(const std::string& path, bool append);
+  // Starts `path` afresh, or for a run resumed at step `resumed_step` (> 0) keeps the header and
+  // the rows up to that step and appends after them: rows a crashed run logged past its last
+  // checkpoint are dropped, since the resumed run logs those steps again.
+  MetricsWriter(const std::string& path, std::int64_t resumed_step);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

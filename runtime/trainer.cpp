@@ -119,9 +119,12 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       throw UserError(fmt::format("cannot create output.dir '{}': {}", config_.output.dir,
                                   ec.message()));
     }
-    std::ofstream(std::filesystem::path(config_.output.dir) / "config.toml") << to_toml(config_);
-    metrics_ = MetricsWriter((std::filesystem::path(config_.output.dir) / "metrics.csv").string(),
-                             /*append=*/config_.checkpoint.resume);  // a resumed run extends it
+    std::ofstream config_file(std::filesystem::path(config_.output.dir) / "config.toml");
+    config_file << to_toml(config_);
+    if (!config_file) {
+      throw UserError(fmt::format("cannot write '{}/config.toml' (check output.dir)",
+                                  config_.output.dir));
+    }
   }
 }
 
@@ -283,6 +286,11 @@ EvalResult Trainer::evaluate() {
 }
 
 void Trainer::run() {
+  if (world_.is_root() && options_.write_outputs) {
+    // Opened here, after a resume has set step_: a resumed run keeps the rows up to its step.
+    metrics_ = MetricsWriter((std::filesystem::path(config_.output.dir) / "metrics.csv").string(),
+                             step_);
+  }
   const auto start = Clock::now();
   auto window_start = Clock::now();
   StepLoss window;

@@ -1,0 +1,72 @@
+// The metrics CSV: header and empty cells; a resumed run keeps the rows up to its step and drops
+// those a crashed run logged after its last checkpoint (they are logged again).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "runtime/metrics.h"
+
+using namespace zl;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+std::string temp_path() {
+  const auto dir = std::filesystem::path(ZEROLAP_TEST_TMP) / "metrics";
+  std::filesystem::create_directories(dir);
+  return (dir / "metrics.csv").string();
+}
+
+MetricsRow row(std::int64_t step, double loss) {
+  MetricsRow r;
+  r.step = step;
+  r.train_loss = loss;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("metrics rows leave missing values empty", "[metrics]") {
+  const std::string path = temp_path();
+  {
+    MetricsWriter w(path, 0);
+    MetricsRow r = row(10, 0.5);
+    r.test_accuracy = 0.75;
+    r.elapsed_s = 1.25;
+    w.write(r);
+  }
+  const auto lines = lines_of(path);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == MetricsWriter::header());
+  CHECK(lines[1] == "10,0,0.5,,,0.75,,,,1.250");
+}
+
+TEST_CASE("a resumed run keeps rows up to its step and drops the rest", "[metrics]") {
+  const std::string path = temp_path();
+  {
+    MetricsWriter w(path, 0);
+    for (std::int64_t s : {10, 20, 30, 40}) w.write(row(s, 1.0 / s));
+  }
+  {
+    MetricsWriter resumed(path, 20);  // the checkpoint was at step 20; 30 and 40 are redone
+    resumed.write(row(30, 0.03));
+  }
+  const auto lines = lines_of(path);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[1].rfind("10,", 0) == 0);
+  CHECK(lines[2].rfind("20,", 0) == 0);
+  CHECK(lines[3].rfind("30,0,0.03,", 0) == 0);
+  {
+    MetricsWriter fresh(path, 0);  // a new run starts the file afresh
+  }
+  CHECK(lines_of(path).size() == 1);
+}
