@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 
 #include <fmt/format.h>
@@ -176,7 +177,14 @@ std::vector<BenchMode> all_bench_modes() {
 
 std::vector<BenchMode> bench_modes(const Config& config) {
   const std::vector<BenchMode> all = all_bench_modes();
-  if (config.bench.modes.empty()) return all;
+  const bool clipping = config.train.clip_grad_norm > 0.0f;
+  if (config.bench.modes.empty()) {
+    // Every mode that can run this config: interleaved cannot clip, so it is left out then.
+    std::vector<BenchMode> runnable;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(runnable),
+                 [&](const BenchMode& m) { return !(clipping && m.overlap == Overlap::Interleaved); });
+    return runnable;
+  }
   std::vector<BenchMode> out;
   for (const std::string& name : config.bench.modes) {
     const auto it = std::find_if(all.begin(), all.end(), [&](const BenchMode& m) { return m.name == name; });
@@ -186,7 +194,7 @@ std::vector<BenchMode> bench_modes(const Config& config) {
       throw UserError(fmt::format("{}: bench.modes: unknown mode \"{}\"; the modes are {}",
                                   config.source_path, name, names));
     }
-    if (it->overlap == Overlap::Interleaved && config.train.clip_grad_norm > 0.0f) {
+    if (it->overlap == Overlap::Interleaved && clipping) {
       throw UserError(fmt::format(
           "{}: bench.modes lists \"{}\" but train.clip_grad_norm = {} (interleaved overlap cannot "
           "clip); set train.clip_grad_norm = 0 or drop the interleaved modes",
