@@ -8,6 +8,7 @@
 #include "runtime/bench_report.h"
 #include "runtime/commands.h"
 #include "runtime/config.h"
+#include "runtime/metrics.h"
 
 namespace zl {
 
@@ -16,6 +17,7 @@ int run_bench_command(const ConfigArgs& args, const World& world) {
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
+    if (world.is_root()) ensure_output_dir(config.output.dir);  // not after minutes of measuring
   });
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
   const BenchReport report = run_bench(config, world);

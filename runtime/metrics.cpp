@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -14,6 +15,14 @@
 #include "kernels/errors.h"
 
 namespace zl {
+
+void ensure_output_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
+  }
+}
 
 const char* MetricsWriter::header() {
   return "step,epoch,train_loss,train_accuracy,test_loss,test_accuracy,samples_per_s,lr,"

@@ -10,6 +10,9 @@
 
 namespace zl {
 
+// Creates output.dir (and parents) for the run's files; a UserError saying why when it cannot.
+void ensure_output_dir(const std::string& dir);
+
 struct MetricsRow {
   std::int64_t step = 0;
   std::int64_t epoch = 0;

@@ -1,6 +1,8 @@
 // write_trace / merge_trace_events: gathering and merging Chrome trace events (see trace_writer.h).
 #include "runtime/trace_writer.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -8,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/errors.h"
+#include "runtime/metrics.h"
 
 namespace zl {
 
@@ -100,11 +103,12 @@ void write_trace(const World& world, const Tracer& clock, const nlohmann::json& 
                          {"displayTimeUnit", "ms"},
                          {"otherData", metadata}};
   const std::filesystem::path out(path);
-  std::error_code ec;
-  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
+  if (out.has_parent_path()) ensure_output_dir(out.parent_path().string());
   std::ofstream stream(out);
   stream << file.dump() << '\n';
-  if (!stream) throw UserError(fmt::format("cannot write the trace to '{}'", path));
+  if (!stream) {
+    throw UserError(fmt::format("cannot write the trace to '{}': {}", path, std::strerror(errno)));
+  }
 }
 
 }  // namespace zl

@@ -113,12 +113,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   }
 
   if (world_.is_root() && options_.write_outputs) {
-    std::error_code ec;
-    std::filesystem::create_directories(config_.output.dir, ec);
-    if (ec) {
-      throw UserError(fmt::format("cannot create output.dir '{}': {}", config_.output.dir,
-                                  ec.message()));
-    }
+    ensure_output_dir(config_.output.dir);
     std::ofstream config_file(std::filesystem::path(config_.output.dir) / "config.toml");
     config_file << to_toml(config_);
     if (!config_file) {
