@@ -128,7 +128,9 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 // The effective configuration as canonical TOML (every key, defaults filled in). Written next to
 // run outputs and hashed (config_hash) into checkpoints.
 std::string to_toml(const Config& config);
-std::string config_hash(const Config& config);  // 16 hex digits (FNV-1a 64 of to_toml)
+// 16 hex digits: FNV-1a 64 of to_toml without [checkpoint] and [output] (where a run writes and
+// whether it resumed do not change what it computes).
+std::string config_hash(const Config& config);
 
 // Names used in configs, logs and tables.
 const char* to_string(ParallelMode m);

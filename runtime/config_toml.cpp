@@ -199,8 +199,13 @@ std::string to_toml(const Config& c) {
 }
 
 std::string config_hash(const Config& config) {
+  // Where a run writes and whether it resumed do not change what it computes: a resumed run
+  // that continues bitwise must hash like the run it continues.
+  Config what_it_computes = config;
+  what_it_computes.checkpoint = CheckpointConfig{};
+  what_it_computes.output = OutputConfig{};
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
-  for (const char ch : to_toml(config)) {
+  for (const char ch : to_toml(what_it_computes)) {
     h ^= static_cast<unsigned char>(ch);
     h *= 1099511628211ull;  // FNV-1a 64 prime
   }
