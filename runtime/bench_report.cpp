@@ -68,7 +68,7 @@ std::string format_bench_table(const BenchReport& rep) {
   if (!rep.link_label.empty()) out += fmt::format("*** {} (every figure below) ***\n", rep.link_label);
   out += fmt::format("{} ranks, {} parameters, {} timed steps after {} warmup; times in ms per step\n\n",
                      rep.world_size, rep.parameters, rep.steps, rep.warmup);
-  out += fmt::format("{:<37} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}\n",
+  out += fmt::format("{:<39} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}\n",
                      "mode", "cap", "step", "p10-p90", "samples/s", "x ddp", "compute", "comm",
                      "exposed", "hidden", "ideal", "/ideal");
   for (const BenchRow& r : rep.rows) {
@@ -76,7 +76,7 @@ std::string format_bench_table(const BenchReport& rep) {
     const double hidden =
         r.comm_model_s > 0.0 ? std::clamp(1.0 - r.exposed_comm_s / r.comm_model_s, 0.0, 1.0) : 1.0;
     out += fmt::format(
-        "{:<37} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% {:>8.2f} "
+        "{:<39} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% {:>8.2f} "
         "{:>6.2f}\n",
         r.mode, r.bucket_cap_mb, r.step_s * 1e3,
         fmt::format("{:.2f}-{:.2f}", r.step_p10_s * 1e3, r.step_p90_s * 1e3), r.samples_per_s,
@@ -84,11 +84,11 @@ std::string format_bench_table(const BenchReport& rep) {
         r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.ideal_step_s * 1e3,
         r.vs_ideal);
   }
-  out += fmt::format("\n{:<37} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>12} {:>10}\n", "mode",
+  out += fmt::format("\n{:<39} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>12} {:>10}\n", "mode",
                      "cap", "forward", "backward", "finish", "optim", "comm busy", "wire MB/step",
                      "opt state MiB", "peak MiB");
   for (const BenchRow& r : rep.rows) {
-    out += fmt::format("{:<37} {:>6g} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>11.2f} {:>12.2f} "
+    out += fmt::format("{:<39} {:>6g} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>11.2f} {:>12.2f} "
                        "{:>10.1f}\n",
                        r.mode, r.bucket_cap_mb, r.forward_s * 1e3, r.backward_s * 1e3,
                        r.finish_backward_s * 1e3, r.optimizer_s * 1e3, r.comm_busy_s * 1e3,
