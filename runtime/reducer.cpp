@@ -1,6 +1,7 @@
 // Reducer: per-bucket collectives from grad-ready hooks, and the step policy of each mode.
 #include "runtime/reducer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -44,7 +45,14 @@ Reducer::Reducer(const ParallelConfig& parallel, float clip_grad_norm, std::int6
 }
 
 void Reducer::broadcast_initial_parameters() {
-  broadcast_comm_.broadcast(store_.data(), store_.total_numel(), 0).wait();
+  // In chunks: one MPI call counts elements in an int.
+  constexpr std::int64_t kChunk = std::int64_t{1} << 30;
+  Work last;
+  for (std::int64_t offset = 0; offset < store_.total_numel(); offset += kChunk) {
+    last = broadcast_comm_.broadcast(store_.data() + offset,
+                                     std::min(kChunk, store_.total_numel() - offset), 0);
+  }
+  last.wait();  // stream order: every earlier chunk is done too
 }
 
 void Reducer::note(StepEvent::Kind kind, int bucket) {
@@ -142,6 +150,12 @@ void Reducer::wait_collectives() {
   for (auto& w : collective_work_) w.stream_wait(compute_);
 }
 
+StepScalars Reducer::clipped_scalars() {
+  StepScalars s = scalars_;
+  s.grad_scale *= clip_coefficient();
+  return s;
+}
+
 float Reducer::clip_coefficient() {
   if (clip_grad_norm_ <= 0.0f) return 1.0f;
   // Sum of squares of the reduced gradients: in ddp every rank holds all of them; in zero only the
@@ -167,8 +181,7 @@ void Reducer::finish_backward() {
 
   if (!is_zero()) {  // ddp: every rank runs the whole optimizer on the all-reduced gradients
     wait_collectives();
-    StepScalars s = scalars_;
-    s.grad_scale *= clip_coefficient();
+    const StepScalars s = clipped_scalars();
     for (const auto& b : plan_.buckets) step_bucket(b.index, s, compute_, kMainThread);
     return;
   }
@@ -176,8 +189,7 @@ void Reducer::finish_backward() {
   switch (parallel_.overlap) {
     case Overlap::None: {
       wait_collectives();
-      StepScalars s = scalars_;
-      s.grad_scale *= clip_coefficient();
+      const StepScalars s = clipped_scalars();
       for (const auto& b : plan_.buckets) {
         if (optimizer_.owns(b.index)) step_bucket(b.index, s, compute_, kMainThread);
       }
@@ -186,11 +198,8 @@ void Reducer::finish_backward() {
       return;
     }
     case Overlap::AfterBackward: {
-      StepScalars s = scalars_;
-      if (clip_grad_norm_ > 0.0f) {  // the norm needs every bucket reduced first
-        wait_collectives();
-        s.grad_scale *= clip_coefficient();
-      }
+      if (clip_grad_norm_ > 0.0f) wait_collectives();  // the norm needs every bucket reduced
+      const StepScalars s = clipped_scalars();
       for (const auto& b : plan_.buckets) {
         // A stream wait (host wait on the CPU): on CUDA the step kernel on the compute stream
         // follows this bucket's collective and the host goes on issuing the next bucket.

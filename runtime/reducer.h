@@ -82,6 +82,7 @@ class Reducer {
   void broadcast_bucket(int bucket);
   void wait_collectives();
   float clip_coefficient();  // reads the reduced gradients; may issue a scalar all-reduce
+  StepScalars clipped_scalars();  // this step's scalars with the clip coefficient applied
   void note(StepEvent::Kind kind, int bucket);
   bool is_zero() const { return parallel_.mode == ParallelMode::Zero; }
 
