@@ -3,6 +3,16 @@
 
 namespace zl {
 
+const char* collective_name(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::AllReduce: return "all_reduce";
+    case CollectiveOp::Reduce: return "reduce";
+    case CollectiveOp::Broadcast: return "broadcast";
+    case CollectiveOp::HostTask: return "host";
+  }
+  return "?";
+}
+
 std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world) {
   if (world <= 1) return 0;
   const double share = static_cast<double>(world - 1) / world;

@@ -26,6 +26,7 @@ namespace zl {
 
 enum class ReduceOp { Sum, Average };
 enum class CollectiveOp { AllReduce, Reduce, Broadcast, HostTask };
+const char* collective_name(CollectiveOp op);  // "all_reduce", "reduce", ... (traces)
 
 class WorkImpl {
  public:

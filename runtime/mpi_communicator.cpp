@@ -32,16 +32,6 @@ int checked_count(std::int64_t n, const std::string& comm) {
   return static_cast<int>(n);
 }
 
-const char* op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::AllReduce: return "all_reduce";
-    case CollectiveOp::Reduce: return "reduce";
-    case CollectiveOp::Broadcast: return "broadcast";
-    case CollectiveOp::HostTask: return "host";
-  }
-  return "?";
-}
-
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s)
@@ -107,7 +97,7 @@ Work MpiCommunicator::submit(CollectiveOp op, std::int64_t payload_bytes, std::s
     }
     if (tracer_ && tracer_->enabled()) {
       tracer_->span(name_, label, begin_us, tracer_->now_us(),
-                    {{"op", op_name(op)}, {"bytes", payload_bytes}});
+                    {{"op", collective_name(op)}, {"bytes", payload_bytes}});
     }
   };
   return Work(std::make_shared<CompletionWork>(stream_->enqueue(std::move(task))));

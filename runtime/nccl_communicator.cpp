@@ -154,16 +154,6 @@ class NcclWork final : public WorkImpl {
   bool finished_ = false;
 };
 
-const char* op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::AllReduce: return "all_reduce";
-    case CollectiveOp::Reduce: return "reduce";
-    case CollectiveOp::Broadcast: return "broadcast";
-    case CollectiveOp::HostTask: return "host";
-  }
-  return "?";
-}
-
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Sum ? ncclSum : ncclAvg; }
 
 std::size_t checked_count(std::int64_t n, const std::string& comm) {
@@ -260,7 +250,7 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
   }
   if (tracer_ && tracer_->enabled()) {
     tracer_->span(name_, label, begin_us, tracer_->now_us(),
-                  {{"op", op_name(op)}, {"bytes", payload_bytes}, {"clock", "enqueue"}});
+                  {{"op", collective_name(op)}, {"bytes", payload_bytes}, {"clock", "enqueue"}});
   }
   return Work(std::make_shared<NcclWork>(
       shared_, std::move(done), fmt::format("{} of {} bytes", label, payload_bytes),
