@@ -59,6 +59,9 @@ def plot_step_time(bench, path):
     modes = list(dict.fromkeys(r["mode"] for r in rows))
     fig, axes = plt.subplots(len(caps), 1, figsize=(10, 1.2 + 0.45 * len(modes) * len(caps)),
                              squeeze=False, sharex=True)
+    # Labels sit just right of each bar, offset by a share of the widest bar so sub-millisecond
+    # steps keep their labels inside the chart.
+    widest_ms = max([sum(phase_ms(r)) for r in rows] + [1e3 * r["ideal_step_s"] for r in rows] + [1e-9])
     for ax, cap in zip(axes[:, 0], caps):
         by_mode = {r["mode"]: r for r in rows if r["bucket_cap_mb"] == cap}
         for y, mode in enumerate(modes):
@@ -72,7 +75,8 @@ def plot_step_time(bench, path):
                 left += width
             ax.plot(1e3 * row["ideal_step_s"], y, marker="|", color="black", markersize=16,
                     markeredgewidth=2, label="ideal step" if y == 0 else None)
-            ax.text(left + 0.5, y, f"{1e3 * row['step_s']:.1f} ms", va="center", fontsize=8)
+            ax.text(left + 0.01 * widest_ms, y, f"{1e3 * row['step_s']:.3g} ms", va="center", fontsize=8)
+        ax.set_xlim(0, 1.15 * widest_ms)
         ax.set_yticks(range(len(modes)))
         ax.set_yticklabels(modes, fontsize=8)
         ax.invert_yaxis()
