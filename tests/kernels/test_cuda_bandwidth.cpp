@@ -5,6 +5,8 @@
 // skips with a printed reason without one.
 #include <catch2/catch.hpp>
 
+#include "cuda_test_util.h"
+
 #if defined(ZEROLAP_WITH_CUDA)
 
 #include <cuda_runtime.h>
@@ -40,13 +42,7 @@ double ms_per_call(cudaStream_t stream, int reps, Fn&& fn) {
 }  // namespace
 
 TEST_CASE("GPU copy bandwidth vs the fused Adam kernel", "[.][gpu-bandwidth]") {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    WARN("no CUDA device visible: skipping ("
-         << (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") << ")");
-    return;
-  }
+  if (!zl::test::cuda_device_visible()) return;
   // 64 Mi floats (256 MiB) per buffer: far beyond any cache, 1 GiB for Adam's four tensors.
   constexpr std::int64_t kN = std::int64_t{1} << 26;
   constexpr int kReps = 20;

@@ -5,6 +5,8 @@
 // CUDA build on a machine without a GPU is absent-by-design, not a failure.
 #include <catch2/catch.hpp>
 
+#include "cuda_test_util.h"
+
 #if defined(ZEROLAP_WITH_CUDA)
 
 #include <cublas_v2.h>
@@ -35,19 +37,8 @@ using zl::DeviceKind;
 using zl::Transpose;
 using zl::test::check_close;
 using zl::test::random_floats;
+using zl::test::cuda_device_visible;
 using zl::test::to_double;
-
-// Whether a CUDA device is visible; if not, says so (WARN is printed) so the skip is never silent.
-bool cuda_device_visible() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    WARN("no CUDA device visible: skipping ("
-         << (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") << ")");
-    return false;
-  }
-  return true;
-}
 
 // A non-blocking stream (so nothing relies on implicit legacy-stream ordering) and a cuBLAS
 // handle bound to it, as the runtime sets them up.

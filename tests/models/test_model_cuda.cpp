@@ -4,6 +4,8 @@
 // skips with a printed reason (a CUDA build on a GPU-less machine is absent by design).
 #include <catch2/catch.hpp>
 
+#include "cuda_test_util.h"
+
 #if defined(ZEROLAP_WITH_CUDA)
 
 #include <cublas_v2.h>
@@ -19,17 +21,6 @@
 
 namespace zl::test {
 namespace {
-
-bool cuda_visible() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    WARN("no CUDA device visible: skipping ("
-         << (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") << ")");
-    return false;
-  }
-  return true;
-}
 
 // A non-blocking stream and a cuBLAS handle bound to it, as the runtime sets them up.
 struct CudaExec {
@@ -72,7 +63,7 @@ Run run(Model& m, Tape& tape, const Tensor& x, const std::vector<float>& probe) 
 }  // namespace
 
 TEST_CASE("models on CUDA match the CPU", "[models][cuda]") {
-  if (!cuda_visible()) return;
+  if (!cuda_device_visible()) return;
   const ModelKind kind = GENERATE(ModelKind::Mlp, ModelKind::ResidualMlp);
   const std::int64_t batch = GENERATE(std::int64_t{3}, std::int64_t{32});
   ModelSpec spec;

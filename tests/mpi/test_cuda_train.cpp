@@ -6,6 +6,8 @@
 // CUDA; where no GPU is visible each case skips with a printed reason.
 #include <catch2/catch.hpp>
 
+#include "cuda_test_util.h"
+
 #if defined(ZEROLAP_WITH_CUDA)
 
 #include <cuda_runtime.h>
@@ -22,18 +24,6 @@ using namespace zl;
 using namespace zl::test;
 
 namespace {
-
-bool gpu_visible() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    (void)cudaGetLastError();
-    WARN("no CUDA device visible: skipping ("
-         << (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") << ")");
-    return false;
-  }
-  return true;
-}
 
 std::vector<float> host_parameters(Trainer& trainer) {
   trainer.synchronize();
@@ -89,7 +79,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 }  // namespace
 
 TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") {
-  if (!gpu_visible()) return;
+  if (!cuda_device_visible()) return;
   std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"}};
   for (const char* overlap : {"none", "after_backward", "interleaved"}) {
     for (const char* collective : {"allreduce_broadcast", "reduce_broadcast"}) {
@@ -115,7 +105,7 @@ TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") 
 
 TEST_CASE("CUDA matches the CPU with grad accumulation, clipping and a residual model",
           "[cuda-train]") {
-  if (!gpu_visible()) return;
+  if (!cuda_device_visible()) return;
   const std::vector<std::string> sgd = {"optimizer.kind=sgd", "optimizer.lr=0.1",
                                         "optimizer.momentum=0.9"};
   SECTION("grad_accum = 3, interleaved") {
@@ -146,7 +136,7 @@ TEST_CASE("CUDA matches the CPU with grad accumulation, clipping and a residual 
 
 TEST_CASE("NCCL communicator on one rank: callbacks are stream-ordered, f64 sums land on the host",
           "[cuda-train]") {
-  if (!gpu_visible()) return;
+  if (!cuda_device_visible()) return;
   const World world = world_of(MPI_COMM_SELF);
   const Device device(DeviceChoice::Cuda, world);
   NcclCommunicator reduce(world.comm, "comm.reduce", 30.0, device.compute());
