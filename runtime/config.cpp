@@ -345,6 +345,13 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
                             "parallel.mode = \"zero\" or overlap = \"none\"",
                             to_string(c.parallel.overlap)));
   }
+  if (c.parallel.collective == CollectiveKind::ReduceBroadcast &&
+      c.parallel.mode == ParallelMode::Ddp) {
+    source.fail("parallel.collective",
+                "\"reduce_broadcast\" applies to mode = \"zero\" only (ddp all-reduces every "
+                "bucket, since every rank steps the whole optimizer); set parallel.mode = \"zero\" "
+                "or collective = \"allreduce_broadcast\"");
+  }
   if (c.parallel.overlap == Overlap::Interleaved && c.train.clip_grad_norm > 0.0f) {
     source.fail("parallel.overlap",
                 fmt::format("\"interleaved\" cannot be combined with train.clip_grad_norm = {} "

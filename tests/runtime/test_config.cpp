@@ -540,6 +540,9 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     REQUIRE_THROWS_WITH(parse(kMinimal, {"parallel.overlap=after_backward"}),
                         Contains("--set parallel.overlap: parallel.overlap: \"after_backward\" "
                                  "applies to mode = \"zero\" only"));
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"parallel.collective=reduce_broadcast"}),
+                        Contains("--set parallel.collective: parallel.collective: "
+                                 "\"reduce_broadcast\" applies to mode = \"zero\" only"));
     REQUIRE_THROWS_WITH(parse(with("[train]\nclip_grad_norm = 1.0\n"),
                               {"parallel.mode=zero", "parallel.overlap=interleaved"}),
                         Contains("(at configs/x.toml:4)"));
