@@ -14,6 +14,7 @@
 
 #include "kernels/errors.h"
 #include "runtime/bucket_plan.h"
+#include "runtime/clock.h"
 #include "runtime/compute_only_communicator.h"
 #include "runtime/simulated_link.h"
 #include "runtime/trace_writer.h"
@@ -21,12 +22,6 @@
 
 namespace zl {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // Element-wise max over ranks, in place.
 void max_over_ranks(const World& world, std::vector<double>& values) {

@@ -13,19 +13,15 @@
 #include "kernels/gemm.h"
 #include "kernels/optimizer_kernels.h"
 #include "models/model.h"
+#include "runtime/clock.h"
 #include "runtime/mpi_communicator.h"
 #include "runtime/simulated_link.h"
 
 namespace zl {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr double kTargetSeconds = 0.03;  // per measurement, after one untimed run
 constexpr int kMaxReps = 50;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 double max_over_ranks(const World& world, double value) {
   double out = value;

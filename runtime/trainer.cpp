@@ -10,18 +10,13 @@
 #include "kernels/elementwise.h"
 #include "kernels/errors.h"
 #include "kernels/gemm.h"
-#include "runtime/datasets_from_config.h"
 #include "runtime/checkpoint.h"
+#include "runtime/clock.h"
+#include "runtime/datasets_from_config.h"
 #include "runtime/simulated_link.h"
 
 namespace zl {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 std::int64_t micro_batches_per_epoch(const DistributedSampler& sampler) {
   return sampler.steps_per_epoch();
