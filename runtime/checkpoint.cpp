@@ -70,10 +70,6 @@ int state_holder(const Trainer& trainer, const Bucket& b) {
   return trainer.config().parallel.mode == ParallelMode::Ddp ? kEveryRank : b.assigned_rank;
 }
 
-std::string state_tensor_name(const std::string& param, const std::string& state) {
-  return fmt::format("optimizer.{}.{}", param, state);
-}
-
 // Element of parameter `id` within its bucket's slice.
 std::int64_t within(const ParameterStore& store, const Bucket& b, int id) {
   return store.info(id).offset - b.offset;
@@ -167,7 +163,7 @@ void write_checkpoint(Trainer& trainer, const std::string& path) {
   ParameterStore& store = trainer.model().store();
   const std::vector<std::string>& states = trainer.optimizer().state_names();
   const auto ns = static_cast<std::int64_t>(states.size());
-  const std::string temp = path + ".tmp";
+  const std::string temp = path + kCheckpointTempSuffix;
 
   std::unique_ptr<SafetensorsWriter> writer;
   std::vector<float> host;

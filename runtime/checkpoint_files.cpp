@@ -30,7 +30,6 @@ namespace {
 
 constexpr const char* kNamePrefix = "step_";
 constexpr const char* kNameSuffix = ".safetensors";
-constexpr const char* kTempSuffix = ".tmp";
 
 [[noreturn]] void fail(const SafetensorsReader& file, const std::string& what) {
   throw UserError(fmt::format("checkpoint file '{}': {}", file.path(), what));
@@ -87,6 +86,10 @@ void write_file_durably(const fs::path& path, const std::string& text) {
 }
 
 }  // namespace
+
+std::string state_tensor_name(const std::string& param, const std::string& state) {
+  return fmt::format("optimizer.{}.{}", param, state);
+}
 
 std::string checkpoint_file_name(std::int64_t step) {
   return fmt::format("{}{:08d}{}", kNamePrefix, step, kNameSuffix);
@@ -155,7 +158,7 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
                  "another model (compare model.kind and model.widths)");
     expected.insert(p.name);
     for (const std::string& s : state_names) {
-      const std::string name = fmt::format("optimizer.{}.{}", p.name, s);
+      const std::string name = state_tensor_name(p.name, s);
       check_tensor(file, name, p.shape, "the optimizer state of that parameter is absent");
       expected.insert(name);
     }
@@ -245,7 +248,7 @@ void sync_directory(const std::string& dir) {
 
 void write_latest_pointer(const std::string& dir, const std::string& file_name) {
   const fs::path pointer = fs::path(dir) / kLatestPointerName;
-  const fs::path temp = fs::path(dir) / (std::string(kLatestPointerName) + kTempSuffix);
+  const fs::path temp = fs::path(dir) / (std::string(kLatestPointerName) + kCheckpointTempSuffix);
   write_file_durably(temp, file_name + "\n");
   std::error_code ec;
   fs::rename(temp, pointer, ec);  // atomic: a reader sees the old or the new pointer, never half
@@ -263,10 +266,11 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool temp = name.size() > std::strlen(kTempSuffix) &&
-                      name.compare(name.size() - std::strlen(kTempSuffix), std::string::npos,
-                                   kTempSuffix) == 0 &&
-                      checkpoint_step_of(name.substr(0, name.size() - std::strlen(kTempSuffix))) >= 0;
+    const std::size_t suffix = std::strlen(kCheckpointTempSuffix);
+    const bool temp = name.size() > suffix &&
+                      name.compare(name.size() - suffix, std::string::npos,
+                                   kCheckpointTempSuffix) == 0 &&
+                      checkpoint_step_of(name.substr(0, name.size() - suffix)) >= 0;
     if (temp) {
       fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
     } else if (const std::int64_t step = checkpoint_step_of(name); step >= 0) {
