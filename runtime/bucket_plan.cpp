@@ -45,6 +45,13 @@ void assign_greedy(std::vector<Bucket>& buckets, int world_size) {
   }
 }
 
+// True when both names have a module prefix (the name up to the last '.', "layers.3" of
+// "layers.3.weight") and it is the same.
+bool same_module(const std::string& a, const std::string& b) {
+  const auto dot = a.rfind('.');
+  return dot != std::string::npos && dot == b.rfind('.') && a.compare(0, dot, b, 0, dot) == 0;
+}
+
 }  // namespace
 
 BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double first_cap_mb,
@@ -65,16 +72,24 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
   const std::vector<int> order = store.ids_in_layout_order();
   Bucket current;
   std::int64_t current_bytes = 0;  // parameter bytes (without padding) decide the cut
-  for (int id : order) {
-    const auto bytes = store.info(id).numel * static_cast<std::int64_t>(sizeof(float));
+  for (std::size_t first = 0; first < order.size();) {
+    // [first, last) is one module's parameters (Note [Bucket order]).
+    const std::string& name = store.info(order[first]).name;
+    std::size_t last = first + 1;
+    std::int64_t bytes = store.info(order[first]).numel * static_cast<std::int64_t>(sizeof(float));
+    while (last < order.size() && same_module(name, store.info(order[last]).name)) {
+      bytes += store.info(order[last]).numel * static_cast<std::int64_t>(sizeof(float));
+      ++last;
+    }
     const bool over = current_bytes + bytes > cap_bytes(plan.buckets.size());
     if (!current.param_ids.empty() && over) {
       plan.buckets.push_back(std::move(current));
       current = Bucket{};
       current_bytes = 0;
     }
-    current.param_ids.push_back(id);
+    for (std::size_t i = first; i < last; ++i) current.param_ids.push_back(order[i]);
     current_bytes += bytes;
+    first = last;
   }
   if (!current.param_ids.empty()) plan.buckets.push_back(std::move(current));
 
