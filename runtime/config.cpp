@@ -305,6 +305,7 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
   r.enumeration("device", rt.device, kDeviceNames);
   r.integer("threads", rt.threads, at_least(1));
   r.number("timeout_s", rt.timeout_s, above(0));
+  r.enumeration("comm_priority", rt.comm_priority, kCommPriorityNames);
   r.finish();
 }
 

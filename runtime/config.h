@@ -21,6 +21,8 @@ enum class CollectiveKind { AllreduceBroadcast, ReduceBroadcast };
 enum class AssignmentPolicy { RoundRobin, Greedy };
 enum class LrSchedule { Constant, Cosine };
 enum class DeviceChoice { Auto, Cpu, Cuda };
+// Scheduling of the CPU comm threads (runtime/thread_priority.h, Note [Comm thread priority]).
+enum class CommPriority { Normal, Realtime };
 
 struct DataConfig {
   DataKind kind = DataKind::FashionMnist;
@@ -83,6 +85,7 @@ struct RuntimeConfig {
   DeviceChoice device = DeviceChoice::Auto;
   int threads = 1;       // OpenBLAS threads per rank
   double timeout_s = 300;  // a collective that takes longer is a failure (exit 1), not a hang
+  CommPriority comm_priority = CommPriority::Normal;
 };
 
 struct BenchConfig {
@@ -142,5 +145,6 @@ const char* to_string(Activation a);
 const char* to_string(DataKind k);
 const char* to_string(LrSchedule s);
 const char* to_string(DeviceChoice d);
+const char* to_string(CommPriority p);
 
 }  // namespace zl

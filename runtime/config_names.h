@@ -45,6 +45,8 @@ inline constexpr EnumName<AssignmentPolicy> kAssignmentNames[] = {
     {"round_robin", AssignmentPolicy::RoundRobin}, {"greedy", AssignmentPolicy::Greedy}};
 inline constexpr EnumName<DeviceChoice> kDeviceNames[] = {
     {"auto", DeviceChoice::Auto}, {"cpu", DeviceChoice::Cpu}, {"cuda", DeviceChoice::Cuda}};
+inline constexpr EnumName<CommPriority> kCommPriorityNames[] = {
+    {"normal", CommPriority::Normal}, {"realtime", CommPriority::Realtime}};
 
 // The name of `value`; "?" only if a table misses an enumerator (a bug the round-trip test
 // catches).

@@ -99,6 +99,7 @@ const char* to_string(Activation a) { return name_of(kActivationNames, a); }
 const char* to_string(DataKind k) { return name_of(kDataKindNames, k); }
 const char* to_string(LrSchedule s) { return name_of(kLrScheduleNames, s); }
 const char* to_string(DeviceChoice d) { return name_of(kDeviceNames, d); }
+const char* to_string(CommPriority p) { return name_of(kCommPriorityNames, p); }
 
 // Keys in the order of the structs in config.h; source_path is left out on purpose: the same
 // settings read from another file are the same run (and hash the same).
@@ -180,6 +181,7 @@ std::string to_toml(const Config& c) {
   w.string("device", to_string(c.runtime.device));
   w.integer("threads", c.runtime.threads);
   w.number("timeout_s", c.runtime.timeout_s);
+  w.string("comm_priority", to_string(c.runtime.comm_priority));
 
   const BenchConfig& b = c.bench;
   w.section("bench");

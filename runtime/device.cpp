@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -154,13 +152,14 @@ Device::~Device() {
 }
 
 std::unique_ptr<Communicator> Device::make_communicator(MPI_Comm parent, std::string name,
-                                                        double timeout_s) const {
+                                                        const RuntimeConfig& runtime) const {
 #if defined(ZEROLAP_WITH_CUDA)
   if (kind() == DeviceKind::Cuda) {
-    return std::make_unique<NcclCommunicator>(parent, std::move(name), timeout_s, exec_);
+    return std::make_unique<NcclCommunicator>(parent, std::move(name), runtime.timeout_s, exec_);
   }
 #endif
-  return std::make_unique<MpiCommunicator>(parent, std::move(name), timeout_s);
+  return std::make_unique<MpiCommunicator>(parent, std::move(name), runtime.timeout_s,
+                                           runtime.comm_priority);
 }
 
 void copy_to_device_async(const ExecContext& exec, const void* host, void* dst, std::size_t bytes) {
@@ -182,22 +181,6 @@ void synchronize_stream(const ExecContext& exec) {
 #if defined(ZEROLAP_WITH_CUDA)
   ZL_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(exec.stream)));
 #endif
-}
-
-void poll_until(const std::function<bool()>& is_done, double timeout_s,
-                const std::function<std::string()>& on_timeout) {
-  // Yield first (most waits are short), then sleep: a spinning host thread would steal the core
-  // that another rank's main thread needs on an oversubscribed node.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  for (int polls = 0;; ++polls) {
-    if (is_done()) return;
-    if (polls < 64) {
-      std::this_thread::yield();
-      continue;
-    }
-    if (std::chrono::steady_clock::now() > deadline) throw RuntimeFailure(on_timeout());
-    std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 5 : 50));
-  }
 }
 
 }  // namespace zl

@@ -39,9 +39,11 @@ class Device {
 
   // A communicator of this device's backend, a collective over `parent` (construct in the same
   // order on every rank): MpiCommunicator on the CPU; on CUDA an NcclCommunicator whose
-  // collectives wait (on the GPU, not the host) for work issued on the compute stream.
+  // collectives wait (on the GPU, not the host) for work issued on the compute stream. It takes
+  // runtime.timeout_s; runtime.comm_priority applies to the MPI comm threads only (NCCL progresses
+  // on the GPU and in its own proxy thread).
   std::unique_ptr<Communicator> make_communicator(MPI_Comm parent, std::string name,
-                                                  double timeout_s) const;
+                                                  const RuntimeConfig& runtime) const;
 
  private:
   ExecContext exec_;
@@ -57,11 +59,5 @@ void copy_to_device_async(const ExecContext& exec, const void* host, void* dst, 
 // Blocks until everything enqueued on exec.stream so far has completed (CPU: nothing is queued).
 // No timeout: call it only once every communicator the stream may wait on is synchronized.
 void synchronize_stream(const ExecContext& exec);
-
-// Polls is_done() — a few yields, then sleeps of 5 to 50 us — until it returns true; throws what
-// on_timeout() returns as a RuntimeFailure after timeout_s. GPU work is waited for this way, not
-// with cudaStreamSynchronize/cudaEventSynchronize, so a hung collective becomes an error.
-void poll_until(const std::function<bool()>& is_done, double timeout_s,
-                const std::function<std::string()>& on_timeout);
 
 }  // namespace zl

@@ -3,12 +3,13 @@
 
 #include <chrono>
 #include <limits>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "kernels/elementwise.h"
 #include "kernels/errors.h"
+#include "runtime/poll.h"
+#include "runtime/thread_priority.h"
 #include "runtime/trace.h"
 #include "runtime/world.h"
 
@@ -34,13 +35,29 @@ int checked_count(std::int64_t n, const std::string& comm) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s)
+MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s,
+                                 CommPriority priority)
     : name_(std::move(name)), timeout_s_(timeout_s) {
   ZL_MPI_CHECK(MPI_Comm_dup(parent, &comm_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   stream_ = std::make_unique<CpuStream>(name_);
+  if (priority == CommPriority::Realtime) {
+    stream_->enqueue([rank = rank_] {
+      const std::string refused = make_current_thread_realtime();
+      // A hint, not a requirement: the run is correct either way. Said once, by rank 0.
+      static std::once_flag said;
+      if (!refused.empty() && rank == 0) {
+        std::call_once(said, [&] {
+          fmt::print(stderr,
+                     "zerolap: warning: runtime.comm_priority = \"realtime\" not applied: {}; the "
+                     "comm threads run at normal priority\n",
+                     refused);
+        });
+      }
+    });
+  }
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -54,29 +71,21 @@ MpiCommunicator::~MpiCommunicator() {
 
 void MpiCommunicator::wait_request(MPI_Request& request, const char* what, std::int64_t bytes) {
   // Poll rather than MPI_Wait so a peer that died or diverged becomes a timeout error instead of a
-  // hang. Back off from yielding to short sleeps: on an oversubscribed node a spinning comm thread
-  // would steal the core that the compute thread needs.
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::duration<double>(timeout_s_);
-  int polls = 0;
-  for (;;) {
-    int done = 0;
-    ZL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    if (++polls < 64) {
-      std::this_thread::yield();
-      continue;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now > deadline) {
-      throw RuntimeFailure(fmt::format(
-          "rank {}: {} of {} bytes on communicator '{}' did not complete within "
-          "runtime.timeout_s = {} s (a peer rank died, hangs, or issued collectives in another "
-          "order)",
-          rank_, what, bytes, name_, timeout_s_));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 5 : 50));
-  }
+  // hang (and so the thread sleeps between polls: Note [Polling back-off]).
+  poll_until(
+      [&] {
+        int done = 0;
+        ZL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      },
+      timeout_s_,
+      [&] {
+        return fmt::format(
+            "rank {}: {} of {} bytes on communicator '{}' did not complete within "
+            "runtime.timeout_s = {} s (a peer rank died, hangs, or issued collectives in another "
+            "order)",
+            rank_, what, bytes, name_, timeout_s_);
+      });
 }
 
 Work MpiCommunicator::submit(CollectiveOp op, std::int64_t payload_bytes, std::string label,

@@ -1,7 +1,8 @@
 // The MPI backend of the communicator API: a dup of the parent communicator owned by one comm
 // thread (a CpuStream). The thread issues each collective as a nonblocking MPI call and polls it
 // to completion before starting the next, so operations complete strictly in issue order and a
-// callback enqueued after an operation runs after it and everything before it.
+// callback enqueued after an operation runs after it and everything before it. With
+// CommPriority::Realtime the comm thread runs under SCHED_FIFO (Note [Comm thread priority]).
 #pragma once
 
 #include <mpi.h>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "runtime/communicator.h"
+#include "runtime/config.h"
 #include "runtime/cpu_stream.h"
 
 namespace zl {
@@ -18,7 +20,8 @@ namespace zl {
 class MpiCommunicator final : public Communicator {
  public:
   // Duplicates `parent` (collective: every rank must construct its communicators in the same order).
-  MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s);
+  MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s,
+                  CommPriority priority = CommPriority::Normal);
   ~MpiCommunicator() override;
 
   int rank() const override { return rank_; }

@@ -75,9 +75,9 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   // Construction order is the same on every rank (each construction is a collective): MPI on the
   // CPU, NCCL on CUDA.
   reduce_comm_ =
-      device_.make_communicator(world_.comm, "comm.reduce", config_.runtime.timeout_s);
+      device_.make_communicator(world_.comm, "comm.reduce", config_.runtime);
   broadcast_comm_ =
-      device_.make_communicator(world_.comm, "comm.broadcast", config_.runtime.timeout_s);
+      device_.make_communicator(world_.comm, "comm.broadcast", config_.runtime);
   if (config_.link.enabled()) {
     // One link per rank, shared by both streams (Note [Link occupancy]).
     auto link = std::make_shared<SimulatedLink>(config_.link);

@@ -11,7 +11,11 @@
 
 #include "kernels/errors.h"
 #include "runtime/mpi_communicator.h"
+#include "runtime/thread_priority.h"
 #include "runtime/world.h"
+
+#include <pthread.h>
+#include <sched.h>
 
 using namespace zl;
 
@@ -74,6 +78,31 @@ TEST_CASE("callbacks run in issue order and may issue collectives on another com
   for (int i = 0; i < kOps; ++i) {
     for (float x : params[i]) REQUIRE(x == static_cast<float>(i));
   }
+}
+
+TEST_CASE("comm_priority = realtime runs the comm thread under SCHED_FIFO where permitted",
+          "[comm]") {
+  const World world = describe_world();
+  const bool permitted = realtime_permitted();  // root may; CI runs as root
+  MpiCommunicator comm(world.comm, "realtime", 60.0, CommPriority::Realtime);
+  int policy = -1;
+  comm.then([&] {
+        sched_param param{};
+        pthread_getschedparam(pthread_self(), &policy, &param);
+      })
+      .wait();
+  CHECK(policy == (permitted ? SCHED_FIFO : SCHED_OTHER));
+  // Collectives are unaffected.
+  std::vector<float> a(5000, static_cast<float>(world.rank + 1));
+  comm.all_reduce(a.data(), 5000, ReduceOp::Sum).wait();
+  for (float x : a) REQUIRE(x == world.size * (world.size + 1) / 2.0f);
+  MpiCommunicator normal(world.comm, "normal", 60.0);
+  normal.then([&] {
+          sched_param param{};
+          pthread_getschedparam(pthread_self(), &policy, &param);
+        })
+      .wait();
+  CHECK(policy == SCHED_OTHER);
 }
 
 TEST_CASE("a collective a peer never joins times out instead of hanging", "[comm-timeout]") {

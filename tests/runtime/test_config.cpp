@@ -93,6 +93,7 @@ resume = "runs/ck/step_100.safetensors"
 device = "cpu"
 threads = 4
 timeout_s = 60
+comm_priority = "realtime"
 
 [bench]
 modes = ["ddp", "zero/interleaved/allreduce_broadcast"]
@@ -133,6 +134,7 @@ TEST_CASE("config: defaults fill every key not given", "[config]") {
   CHECK(c.checkpoint.resume == false);
   CHECK(c.runtime.device == zl::DeviceChoice::Auto);
   CHECK(c.runtime.timeout_s == 300.0);
+  CHECK(c.runtime.comm_priority == zl::CommPriority::Normal);
   CHECK(c.bench.modes.empty());
   CHECK_FALSE(c.link.enabled());
   CHECK(c.output.dir == "runs/default");
@@ -212,6 +214,7 @@ TEST_CASE("config: every key parses", "[config]") {
   CHECK(c.runtime.device == zl::DeviceChoice::Cpu);
   CHECK(c.runtime.threads == 4);
   CHECK(c.runtime.timeout_s == 60.0);
+  CHECK(c.runtime.comm_priority == zl::CommPriority::Realtime);
 
   CHECK(c.bench.modes == std::vector<std::string>{"ddp", "zero/interleaved/allreduce_broadcast"});
   CHECK(c.bench.bucket_cap_mb == std::vector<double>{1.0, 25.5});
@@ -451,6 +454,9 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
     REQUIRE_THROWS_WITH(parse(with("[runtime]\ndevice = \"tpu\"\n")),
                         "configs/x.toml:4: runtime.device: expected one of \"auto\", \"cpu\", "
                         "\"cuda\", got \"tpu\"");
+    REQUIRE_THROWS_WITH(parse(with("[runtime]\ncomm_priority = \"high\"\n")),
+                        "configs/x.toml:4: runtime.comm_priority: expected one of \"normal\", "
+                        "\"realtime\", got \"high\"");
     REQUIRE_THROWS_WITH(parse(with("[bench]\nwarmup = -1\n")),
                         Contains("configs/x.toml:4: bench.warmup: must be >= 0"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nsteps = 0\n")),
