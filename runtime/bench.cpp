@@ -17,6 +17,7 @@
 #include "runtime/clock.h"
 #include "runtime/compute_only_communicator.h"
 #include "runtime/simulated_link.h"
+#include "runtime/thread_priority.h"
 #include "runtime/trace_writer.h"
 #include "runtime/trainer.h"
 
@@ -232,6 +233,9 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   report.steps = config.bench.steps;
   report.link = config.link;
   report.link_label = link_label(config.link);
+  report.comm_priority = config.runtime.comm_priority == CommPriority::Realtime && realtime_permitted()
+                             ? CommPriority::Realtime
+                             : CommPriority::Normal;
   if (root_prints) {
     fmt::print("zerolap bench: {} ({} parameters) on {} rank{}, {} mode{} x {} bucket cap{}, "
                "{} warmup + {} timed steps each{}\n",

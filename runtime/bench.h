@@ -78,6 +78,7 @@ struct BenchReport {
   std::int64_t warmup = 0, steps = 0;
   LinkConfig link;
   std::string link_label;    // empty: real communication
+  CommPriority comm_priority = CommPriority::Normal;  // in effect (realtime may be refused)
   bool peak_rss_per_mode = true;  // false: VmHWM could not be reset, peaks are since start-up
   BenchLimits limits;
   std::vector<BenchRow> rows;  // caps outer, modes inner

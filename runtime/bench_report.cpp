@@ -66,8 +66,11 @@ std::string csv_cell(const nlohmann::ordered_json& v) {
 std::string format_bench_table(const BenchReport& rep) {
   std::string out;
   if (!rep.link_label.empty()) out += fmt::format("*** {} (every figure below) ***\n", rep.link_label);
-  out += fmt::format("{} ranks, {} parameters, {} timed steps after {} warmup; times in ms per step\n\n",
-                     rep.world_size, rep.parameters, rep.steps, rep.warmup);
+  out += fmt::format(
+      "{} ranks, {} parameters, {} timed steps after {} warmup, comm threads {}; times in ms per "
+      "step\n\n",
+      rep.world_size, rep.parameters, rep.steps, rep.warmup,
+      rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
   out += fmt::format("{:<39} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}\n",
                      "mode", "cap", "step", "p10-p90", "samples/s", "x ddp", "compute", "comm",
                      "exposed", "hidden", "ideal", "/ideal");
@@ -126,6 +129,7 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
                             : nlohmann::ordered_json{{"bandwidth_gbps", rep.link.bandwidth_gbps},
                                                      {"latency_us", rep.link.latency_us},
                                                      {"label", rep.link_label}};
+  j["comm_priority"] = to_string(rep.comm_priority);
   j["peak_rss_per_mode"] = rep.peak_rss_per_mode;
   const BenchLimits& l = rep.limits;
   nlohmann::ordered_json limits;

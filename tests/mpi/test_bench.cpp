@@ -102,6 +102,7 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
     const auto json = nlohmann::json::parse(json_file);
     CHECK(json.at("world_size") == world.size);
     CHECK(json.at("simulated_link").is_null());
+    CHECK(json.at("comm_priority") == "normal");  // the test's config leaves the default
     for (const char* key : {"gemm_step_s", "triad_gbps", "optimizer_gbps", "optimizer_vs_triad"}) {
       CHECK(json.at("limits").at(key).get<double>() > 0.0);
     }
