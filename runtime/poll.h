@@ -2,15 +2,18 @@
 // request, a CUDA event): poll with a back-off and turn a wait longer than the timeout into an
 // error instead of a hang.
 //
-// Note [Polling back-off]: the first check is immediate, then sleeps double from 10 us up to
-// 200 us. No spinning and no sched_yield: on a node with fewer cores than busy threads (2 ranks'
-// main threads on 2 cores) a thread that yields in a loop keeps competing for the core the
-// compute thread needs, and a comm thread that polls every few microseconds pays a wake-up each
-// time. Measured on a 2-core machine with `mpirun -np 2 zerolap bench configs/bench_overlap.toml
-// --set link.bandwidth_gbps=10`: 64 yields then 5 us sleeps left 26-28% of the all-reduce
-// communication of zero/interleaved/allreduce_broadcast hidden, sleeps capped at 100-300 us
-// 47-53%. A completion is noticed at most ~200 us (plus timer slack) late, small against the
-// milliseconds a bucket collective takes when it is worth overlapping.
+// Note [Polling back-off]: poll without pause for the first 20 us, then sleep, the sleeps
+// doubling from 10 us up to 200 us; never sched_yield. Small collectives complete within
+// microseconds on shared memory, and a sleep would add a wake-up to each: 2-rank training of
+// configs/spirals.toml (800 steps of tiny buckets) took 0.17 s with sleeps alone, 0.03 s with the
+// spin first. A thread that yields in a loop, on the other hand, keeps competing for the core a
+// compute thread needs when ranks fill every core (2 ranks on 2 cores), and the kernel may give
+// the core away for a whole time slice at each yield. Measured with `mpirun -np 2 zerolap bench
+// configs/bench_overlap.toml --set link.bandwidth_gbps=10` on a 2-core machine: 64 yields then 5
+// us sleeps left 26-28% of the communication of zero/interleaved/allreduce_broadcast hidden,
+// sleeps capped at 100-300 us 47-53%. A completion is noticed at most ~200 us late (the comm
+// threads run with a 1 us timer slack, thread_priority.h), small against the milliseconds a
+// bucket collective takes when it is worth overlapping.
 #pragma once
 
 #include <functional>

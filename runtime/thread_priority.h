@@ -1,4 +1,5 @@
-// Scheduling priority of the CPU comm threads (runtime.comm_priority).
+// Scheduling of the CPU comm threads: their timer slack, and their priority
+// (runtime.comm_priority).
 //
 // Note [Comm thread priority]: a comm thread needs the CPU for microseconds at a time (notice a
 // peer's message, copy or sum a bucket, issue the next collective) but needs it *promptly*: each
@@ -23,5 +24,10 @@ std::string make_current_thread_realtime();
 
 // Whether this process may do that (tried on a throwaway thread).
 bool realtime_permitted();
+
+// Lets the calling thread's sleeps overshoot by ~1 us instead of Linux's default 50 us timer
+// slack, so the polling back-off of a comm thread (Note [Polling back-off]) sleeps as long as it
+// asks. Real-time threads have no slack anyway. A no-op where prctl is unavailable.
+void tighten_timer_slack();
 
 }  // namespace zl

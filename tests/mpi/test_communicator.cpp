@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 
 using namespace zl;
 
@@ -80,7 +81,8 @@ TEST_CASE("callbacks run in issue order and may issue collectives on another com
   }
 }
 
-TEST_CASE("comm_priority = realtime runs the comm thread under SCHED_FIFO where permitted",
+TEST_CASE("comm_priority = realtime runs the comm thread under SCHED_FIFO where permitted; "
+          "comm threads sleep with a 1 us timer slack",
           "[comm]") {
   const World world = describe_world();
   const bool permitted = realtime_permitted();  // root may; CI runs as root
@@ -97,12 +99,15 @@ TEST_CASE("comm_priority = realtime runs the comm thread under SCHED_FIFO where 
   comm.all_reduce(a.data(), 5000, ReduceOp::Sum).wait();
   for (float x : a) REQUIRE(x == world.size * (world.size + 1) / 2.0f);
   MpiCommunicator normal(world.comm, "normal", 60.0);
+  int slack_ns = -1;
   normal.then([&] {
           sched_param param{};
           pthread_getschedparam(pthread_self(), &policy, &param);
+          slack_ns = prctl(PR_GET_TIMERSLACK);
         })
       .wait();
   CHECK(policy == SCHED_OTHER);
+  CHECK(slack_ns == 1000);  // Note [Polling back-off]: the back-off's sleeps are not stretched
 }
 
 TEST_CASE("a collective a peer never joins times out instead of hanging", "[comm-timeout]") {
