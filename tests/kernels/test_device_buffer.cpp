@@ -1,5 +1,6 @@
-// DeviceBuffer on the CPU: zero-filled, 64-byte aligned, empty buffers hold no memory, moves
-// transfer ownership; the host copies; and a CUDA buffer is a user error in a CPU-only build.
+// DeviceBuffer on the CPU: zero-filled, 64-byte aligned (2 MiB from 2 MiB on, for huge pages),
+// empty buffers hold no memory, moves transfer ownership; the host copies; and a CUDA buffer is a
+// user error in a CPU-only build.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -43,6 +44,20 @@ TEST_CASE("DeviceBuffer on the CPU", "[kernels][device_buffer]") {
   zl::DeviceBuffer defaulted;
   CHECK(defaulted.data() == nullptr);
   REQUIRE_THROWS_AS(zl::DeviceBuffer(zl::DeviceKind::Cpu, -1), zl::InternalError);
+}
+
+TEST_CASE("DeviceBuffers of 2 MiB and more start on a 2 MiB boundary (Note [Huge pages])",
+          "[kernels][device_buffer]") {
+  constexpr std::int64_t kHugePageFloats = (2 << 20) / 4;
+  for (const std::int64_t n : {kHugePageFloats, kHugePageFloats + 1, 3 * kHugePageFloats / 2}) {
+    INFO("n=" << n);
+    zl::DeviceBuffer buf(zl::DeviceKind::Cpu, n);
+    CHECK(reinterpret_cast<std::uintptr_t>(buf.data()) % (2 << 20) == 0);
+    bool zero = true;
+    for (std::int64_t i = 0; i < n; ++i) zero = zero && buf.data()[i] == 0.0f;
+    CHECK(zero);
+    buf.data()[n - 1] = 1.0f;  // the whole extent is usable
+  }
 }
 
 #if !defined(ZEROLAP_WITH_CUDA)
