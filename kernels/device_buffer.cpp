@@ -28,36 +28,67 @@ constexpr std::size_t kCpuAlignment = 64;
 // collectives. Shared-memory MPI copies a bucket between ranks with process_vm_readv, which walks
 // and pins the peer's pages one 4 KiB page at a time; with 2 MiB pages that walk is 512x shorter,
 // and GEMM and optimizer loops miss the TLB less. Linux's default (transparent_hugepage = madvise)
-// gives huge pages only to memory that asks, so buffers of at least 2 MiB are aligned to 2 MiB
-// and madvise(MADV_HUGEPAGE)d before they are first touched. Measured with `mpirun -np 2 zerolap
-// bench configs/bench_overlap.toml --set link.bandwidth_gbps=10` on a 2-core machine: step time
-// of zero/interleaved/reduce_broadcast 36.0-36.2 -> 34.7-35.4 ms, hidden communication 47-48% ->
-// 54-57%. The cost is at most 2 MiB of rounding per such buffer. Where huge pages are off or
-// unavailable, madvise fails or is ignored and the buffer is an ordinary one.
+// gives huge pages only to memory that asks, so a buffer of at least 2 MiB is a mapping of its
+// own, 2 MiB-aligned and madvise(MADV_HUGEPAGE)d before first touch, and is unmapped when freed:
+// its memory goes back to the system at once instead of staying in malloc's heap (the bench builds
+// a trainer per mode, and peak memory per mode must not include the previous modes' leftovers).
+// Measured with `mpirun -np 2 zerolap bench configs/bench_overlap.toml --set
+// link.bandwidth_gbps=10` on a 2-core machine: zero/interleaved/reduce_broadcast 36.0-36.2 ->
+// 34.7-35.4 ms per step. The cost is at most 2 MiB of rounding per such buffer. Where huge pages
+// are off or unavailable, madvise fails or is ignored and the mapping has ordinary pages.
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-float* cpu_alloc_zeroed(std::int64_t count) {
+std::size_t byte_size(std::int64_t count) {
   ZL_CHECK(static_cast<std::uint64_t>(count) <=
-               (std::numeric_limits<std::size_t>::max() - kHugePage) / sizeof(float),
+               (std::numeric_limits<std::size_t>::max() - 2 * kHugePage) / sizeof(float),
            "DeviceBuffer: {} floats overflow size_t", count);
-  const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
-  const bool huge = bytes >= kHugePage;
-  const std::size_t alignment = huge ? kHugePage : kCpuAlignment;
-  // std::aligned_alloc requires the size to be a multiple of the alignment.
-  const std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-  void* mem = std::aligned_alloc(alignment, rounded);
-  if (mem == nullptr) throw std::bad_alloc();
+  return static_cast<std::size_t>(count) * sizeof(float);
+}
+
+std::size_t round_up(std::size_t bytes, std::size_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
+
+bool is_mapping(std::size_t bytes) { return bytes >= kHugePage; }
+
+float* map_huge_zeroed(std::size_t bytes) {
+  const std::size_t length = round_up(bytes, kHugePage);
+  // Map a huge page more than needed, then trim both ends so the rest starts on a 2 MiB boundary.
+  void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  char* const begin = static_cast<char*>(raw);
+  char* const aligned = begin + (round_up(reinterpret_cast<std::uintptr_t>(begin), kHugePage) -
+                                 reinterpret_cast<std::uintptr_t>(begin));
+  if (aligned != begin) munmap(begin, static_cast<std::size_t>(aligned - begin));
+  char* const end = begin + length + kHugePage;
+  if (aligned + length != end) munmap(aligned + length, static_cast<std::size_t>(end - aligned - length));
 #if defined(MADV_HUGEPAGE)
-  if (huge) madvise(mem, rounded, MADV_HUGEPAGE);  // a hint: failure leaves ordinary pages
+  madvise(aligned, length, MADV_HUGEPAGE);  // a hint: failure leaves ordinary pages
 #endif
-  std::memset(mem, 0, rounded);  // first touch: faults the pages in, huge where granted
+  return reinterpret_cast<float*>(aligned);  // anonymous memory is zero-filled by the kernel
+}
+
+float* cpu_alloc_zeroed(std::int64_t count) {
+  const std::size_t bytes = byte_size(count);
+  if (is_mapping(bytes)) return map_huge_zeroed(bytes);
+  // std::aligned_alloc requires the size to be a multiple of the alignment.
+  const std::size_t rounded = round_up(bytes, kCpuAlignment);
+  void* mem = std::aligned_alloc(kCpuAlignment, rounded);
+  if (mem == nullptr) throw std::bad_alloc();
+  std::memset(mem, 0, rounded);
   return static_cast<float*>(mem);
 }
 
-void release(float* data, DeviceKind device) {
+void release(float* data, std::int64_t count, DeviceKind device) {
   if (data == nullptr) return;
   if (device == DeviceKind::Cpu) {
-    std::free(data);
+    const std::size_t bytes = byte_size(count);
+    if (is_mapping(bytes)) {
+      munmap(data, round_up(bytes, kHugePage));
+    } else {
+      std::free(data);
+    }
     return;
   }
 #if defined(ZEROLAP_WITH_CUDA)
@@ -83,7 +114,7 @@ DeviceBuffer::DeviceBuffer(DeviceKind device, std::int64_t count) : device_(devi
   count_ = count;
 }
 
-DeviceBuffer::~DeviceBuffer() { release(data_, device_); }
+DeviceBuffer::~DeviceBuffer() { release(data_, count_, device_); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
@@ -92,7 +123,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    release(data_, device_);
+    release(data_, count_, device_);
     data_ = std::exchange(other.data_, nullptr);
     count_ = std::exchange(other.count_, 0);
     device_ = other.device_;
