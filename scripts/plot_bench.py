@@ -53,6 +53,14 @@ def title_suffix(bench):
     return f"{bench['world_size']} ranks, {bench['parameters'] / 1e6:.1f}M parameters{label}"
 
 
+def hidden_label(row):
+    """", 60% hidden": the table's hidden column (1 - exposed / comm), when there is communication."""
+    comm = row.get("comm_model_s") or 0.0
+    if comm <= 0.0:
+        return ""
+    return f", {min(1.0, max(0.0, 1.0 - row['exposed_comm_s'] / comm)):.0%} hidden"
+
+
 def plot_step_time(bench, path):
     rows = bench["results"]
     caps = sorted({r["bucket_cap_mb"] for r in rows})
@@ -75,14 +83,15 @@ def plot_step_time(bench, path):
                 left += width
             ax.plot(1e3 * row["ideal_step_s"], y, marker="|", color="black", markersize=16,
                     markeredgewidth=2, label="ideal step" if y == 0 else None)
-            ax.text(left + 0.01 * widest_ms, y, f"{1e3 * row['step_s']:.3g} ms", va="center", fontsize=8)
-        ax.set_xlim(0, 1.15 * widest_ms)
+            ax.text(left + 0.01 * widest_ms, y, f"{1e3 * row['step_s']:.3g} ms{hidden_label(row)}",
+                    va="center", fontsize=8)
+        ax.set_xlim(0, 1.25 * widest_ms)
         ax.set_yticks(range(len(modes)))
         ax.set_yticklabels(modes, fontsize=8)
         ax.invert_yaxis()
         ax.set_title(f"bucket_cap_mb = {cap:g}", fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-    axes[-1, 0].set_xlabel("ms per step (max over ranks); labels: measured step time")
+    axes[-1, 0].set_xlabel("ms per step (max over ranks); labels: measured step time, share of communication hidden")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8, frameon=False)
     fig.suptitle("Step time by phase: " + title_suffix(bench), fontsize=11)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# scripts/plot_bench.py on the JSON of a real (tiny) `zerolap bench` run with a simulated link:
+# both charts are written as PNG files, and the step-time chart is labelled with the link.
+# Usage: plot_bench_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
+set -u
+zerolap=$1
+source_dir=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if ! mpirun -np 2 --oversubscribe "$zerolap" bench "$source_dir/configs/spirals.toml" \
+    --set 'bench.modes=["ddp","zero/interleaved/reduce_broadcast"]' --set 'bench.bucket_cap_mb=[0.001,1.0]' \
+    --set bench.warmup=1 --set bench.steps=2 --set link.bandwidth_gbps=10 \
+    --set "output.dir=\"$work\"" >"$work/bench.log" 2>&1; then
+  echo "FAIL: zerolap bench failed"; cat "$work/bench.log"; exit 1
+fi
+if ! /usr/bin/python3 "$source_dir/scripts/plot_bench.py" "$work/bench.json" --out "$work/plots" \
+    >"$work/plot.log" 2>&1; then
+  echo "FAIL: plot_bench.py failed"; cat "$work/plot.log"; exit 1
+fi
+for png in bench_step_time.png bench_speedup.png; do
+  # A PNG file starts with the 8-byte signature \x89PNG\r\n\x1a\n.
+  if [ "$(head -c 4 "$work/plots/$png" 2>/dev/null | tail -c 3)" != "PNG" ]; then
+    echo "FAIL: $png is missing or not a PNG"; ls -l "$work/plots"; exit 1
+  fi
+done
+echo "PASS: plot_bench.py wrote both charts"
