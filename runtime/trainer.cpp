@@ -199,6 +199,9 @@ Trainer::BatchOnDevice Trainer::batch_on_device(bool classification) {
 StepLoss Trainer::train_step() {
   StepLoss loss;
   const std::int64_t per_epoch = micro_batches_per_epoch(*sampler_);
+  // A step's micro-batches come from one epoch (Note [Epochs and accumulation]).
+  const std::int64_t left_in_epoch = per_epoch - cursor_ % per_epoch;
+  if (left_in_epoch < config_.train.grad_accum) cursor_ += left_in_epoch;
   for (std::int64_t micro = 0; micro < config_.train.grad_accum; ++micro) {
     sampler_->batch_indices(cursor_ / per_epoch, cursor_ % per_epoch, world_.rank, indices_);
     ++cursor_;

@@ -2,6 +2,13 @@
 // -> the mode's optimizer policy, plus progress on rank 0, sharded evaluation, and the metrics file.
 // A Trainer owns everything of a run except the world: model, data, communicators, bucket plan,
 // optimizer and reducer. Every rank constructs it with the same config (collective).
+//
+// Note [Epochs and accumulation]: an optimizer step takes train.grad_accum micro-batches, all of
+// one epoch. When fewer than grad_accum are left in the current epoch, they are skipped, as a
+// data loader with drop_last drops a partial batch. So an epoch is exactly steps_per_epoch()
+// steps, `train.epochs = E` makes E passes that each start at the epoch's first batch, the epoch
+// the metrics report is the sampler's, and A micro-batches of B samples take the same samples as
+// one batch of A*B (floor(floor(N/B)/A) = floor(N/(A*B)); tested across epoch boundaries).
 #pragma once
 
 #include <cstdint>

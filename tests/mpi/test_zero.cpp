@@ -124,6 +124,26 @@ TEST_CASE("gradient accumulation equals the same global batch in one step, in ev
   }
 }
 
+TEST_CASE("with grad_accum not dividing an epoch, a step never straddles two epochs",
+          "[zero][accum]") {
+  // 10 micro-batches of 8 per rank and epoch, grad_accum 3: 3 steps an epoch, the 10th
+  // micro-batch is skipped (Note [Epochs and accumulation] in runtime/trainer.h). 7 steps cross two
+  // epoch boundaries and must still equal batches of 24 (3 an epoch) step for step.
+  const World world = world_of(MPI_COMM_WORLD);
+  const std::string samples = "data.train_samples=" + std::to_string(80 * world.size);
+  for (const auto& mode : {std::vector<std::string>{"parallel.mode=ddp"},
+                           zero("interleaved", "reduce_broadcast")}) {
+    INFO(mode.back());
+    Trainer accumulating(small_config(with(mode, {samples, "data.batch_size=8", "train.grad_accum=3"})),
+                         world, quiet_options());
+    CHECK(accumulating.steps_per_epoch() == 3);
+    const auto accumulated = train_checking_identity(accumulating, 7);
+    CHECK(accumulating.batch_cursor() == 2 * 10 + 3);  // epoch 2, micro-batches 0-2 done
+    const auto one_step = train(with(mode, {samples, "data.batch_size=24", "train.grad_accum=1"}), 7);
+    CHECK(tolerance_ratio(accumulated, one_step, kRtol, kAtol) <= 1.0);
+  }
+}
+
 TEST_CASE("gradient clipping in zero equals clipping in ddp", "[zero][clip]") {
   const std::vector<std::string> clip = {"train.clip_grad_norm=0.05", "parallel.bucket_cap_mb=0.002",
                                          "optimizer.kind=sgd", "optimizer.lr=0.5"};
