@@ -5,6 +5,7 @@
 // Count 0 holds no memory (data() == nullptr). Also the blocking host <-> buffer copies.
 #include "kernels/device_buffer.h"
 
+#include <cassert>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -25,17 +26,19 @@ constexpr std::size_t kCpuAlignment = 64;
 
 // Note [Huge pages]: the flat parameter and gradient buffers, the optimizer state and the tape's
 // arena are allocated once and touched every step by GEMMs, the fused optimizer and the
-// collectives. Shared-memory MPI copies a bucket between ranks with process_vm_readv, which walks
-// and pins the peer's pages one 4 KiB page at a time; with 2 MiB pages that walk is 512x shorter,
-// and GEMM and optimizer loops miss the TLB less. Linux's default (transparent_hugepage = madvise)
-// gives huge pages only to memory that asks, so a buffer of at least 2 MiB is a mapping of its
-// own, 2 MiB-aligned and madvise(MADV_HUGEPAGE)d before first touch, and is unmapped when freed:
-// its memory goes back to the system at once instead of staying in malloc's heap (the bench builds
-// a trainer per mode, and peak memory per mode must not include the previous modes' leftovers).
-// Measured with `mpirun -np 2 zerolap bench configs/bench_overlap.toml --set
-// link.bandwidth_gbps=10` on a 2-core machine: zero/interleaved/reduce_broadcast 36.0-36.2 ->
-// 34.7-35.4 ms per step. The cost is at most 2 MiB of rounding per such buffer. Where huge pages
-// are off or unavailable, madvise fails or is ignored and the mapping has ordinary pages.
+// collectives. Shared-memory MPI (Open MPI's vader with CMA, where ptrace is permitted) copies a
+// bucket between ranks with process_vm_readv, which looks up and pins the peer's pages; a 2 MiB
+// page is found with one page-table walk instead of 512, and GEMM and optimizer loops miss the TLB
+// less. Linux's default (transparent_hugepage = madvise) gives huge pages only to memory that
+// asks, so a buffer of at least 2 MiB is a mapping of its own, 2 MiB-aligned and
+// madvise(MADV_HUGEPAGE)d, and is unmapped when freed: its memory goes back to the system at once
+// instead of staying in malloc's heap (the bench builds a trainer per mode, and peak memory per
+// mode must not include the previous modes' leftovers). Measured with `mpirun -np 2 zerolap
+// bench configs/bench_overlap.toml --set link.bandwidth_gbps=10` on a 2-core machine:
+// zero/interleaved/reduce_broadcast 36.0-36.2 -> 34.7-35.4 ms per step. The costs: at most 2 MiB
+// of rounding per such buffer, and the kernel zero-fills the pages at first touch, so their page
+// faults fall in the first step rather than in the constructor. Where huge pages are off or
+// unavailable, madvise fails or is ignored and the mapping has ordinary pages.
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 std::size_t byte_size(std::int64_t count) {
@@ -62,7 +65,9 @@ float* map_huge_zeroed(std::size_t bytes) {
                                  reinterpret_cast<std::uintptr_t>(begin));
   if (aligned != begin) munmap(begin, static_cast<std::size_t>(aligned - begin));
   char* const end = begin + length + kHugePage;
-  if (aligned + length != end) munmap(aligned + length, static_cast<std::size_t>(end - aligned - length));
+  if (aligned + length != end) {
+    munmap(aligned + length, static_cast<std::size_t>(end - aligned - length));
+  }
 #if defined(MADV_HUGEPAGE)
   madvise(aligned, length, MADV_HUGEPAGE);  // a hint: failure leaves ordinary pages
 #endif
@@ -80,12 +85,14 @@ float* cpu_alloc_zeroed(std::int64_t count) {
   return static_cast<float*>(mem);
 }
 
-void release(float* data, std::int64_t count, DeviceKind device) {
+// noexcept (destructor, move assignment): `count` was checked when the buffer was allocated.
+void release(float* data, std::int64_t count, DeviceKind device) noexcept {
   if (data == nullptr) return;
   if (device == DeviceKind::Cpu) {
-    const std::size_t bytes = byte_size(count);
+    const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
     if (is_mapping(bytes)) {
-      munmap(data, round_up(bytes, kHugePage));
+      [[maybe_unused]] const int unmapped = munmap(data, round_up(bytes, kHugePage));
+      assert(unmapped == 0);  // the size is the one map_huge_zeroed mapped
     } else {
       std::free(data);
     }

@@ -71,6 +71,7 @@ struct RunFigures {
   PhaseSeconds phases;
   double optimizer_s = 0.0, comm_busy_s = 0.0;
   std::int64_t wire_bytes = 0, payload_bytes = 0, state_bytes = 0, peak_rss = 0;
+  DeviceKind device = DeviceKind::Cpu;  // where the trainer ran
 };
 
 RunFigures timed_run(const Config& config, const World& world, bool compute_only,
@@ -85,6 +86,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   }
   RunFigures f;
   Trainer trainer(config, world, options);
+  f.device = trainer.model().store().device();
   // A failure ends the job before ~Trainer could wait for a failed peer (run_or_abort).
   run_or_abort(world, [&] {
     for (std::int64_t i = 0; i < config.bench.warmup; ++i) trainer.train_step();
@@ -233,9 +235,6 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   report.steps = config.bench.steps;
   report.link = config.link;
   report.link_label = link_label(config.link);
-  report.comm_priority = config.runtime.comm_priority == CommPriority::Realtime && realtime_permitted()
-                             ? CommPriority::Realtime
-                             : CommPriority::Normal;
   if (root_prints) {
     fmt::print("zerolap bench: {} ({} parameters) on {} rank{}, {} mode{} x {} bucket cap{}, "
                "{} warmup + {} timed steps each{}\n",
@@ -276,6 +275,11 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                        bench_clock.now_us(), {{"mode", mode.name}, {"bucket_cap_mb", cap}});
       const RunFigures alone = timed_run(run_config(config, mode, cap, true), world, true,
                                          bench_clock, nullptr);
+      if (report.rows.empty()) {  // the first run resolved runtime.device
+        report.comm_priority = comm_priority_in_effect(config.runtime, real.device);
+        const std::string warning = comm_priority_warning(config.runtime, real.device);
+        if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
+      }
 
       const auto steps = static_cast<double>(config.bench.steps);
       std::vector<double> maxed{real.total_s,

@@ -2,15 +2,17 @@
 //
 // Note [Bucket order]: buckets are built walking parameters in flat-layout order (reverse
 // registration order = the order backward finalises gradients, see Note [Flat layout]). A bucket
-// is a contiguous slice [offset, offset + numel) that never splits a parameter, nor a module: the
-// parameters of one module (same name up to the last '.', e.g. layers.3.weight and layers.3.bias)
-// become ready at the same moment, when that module's backward ends, so splitting them would only
-// add a collective. A new bucket starts when adding the next module would exceed the cap (bucket 0
-// uses first_bucket_cap_mb, so the first collective starts early in backward); a module larger
-// than the cap gets a bucket alone. Cutting between a layer's weight and bias used to leave each
-// 4 KiB bias in a bucket of its own, and such tiny collectives cost a full round of
-// synchronisation each: grouping halved the collectives of configs/bench_overlap.toml and raised
-// the share of communication interleaved hides (docs/bench.md).
+// is a contiguous slice [offset, offset + numel) that never splits a parameter, nor a module. The
+// parameters of one module (same name up to the last '.': layers.3.weight and layers.3.bias) are
+// registered together, so they are consecutive in the layout, and they become ready at the same
+// moment, when that module's backward ends: splitting them would only add a collective. Only
+// consecutive parameters are grouped. A new bucket starts when adding the next module would
+// exceed the cap (bucket 0 uses first_bucket_cap_mb, so the first collective starts early in
+// backward); a module larger than the cap gets a bucket alone. Cutting between a layer's weight
+// and bias used to leave each 4 KiB bias in a bucket of its own, and such tiny collectives cost a
+// full round of synchronisation each: grouping halved the collectives of
+// configs/bench_overlap.toml and raised the share of communication interleaved hides
+// (docs/bench.md).
 // The plan depends only on the model and the config, so every rank computes the same plan and
 // launches bucket collectives in index order.
 #pragma once

@@ -85,7 +85,7 @@ struct RuntimeConfig {
   DeviceChoice device = DeviceChoice::Auto;
   int threads = 1;       // OpenBLAS threads per rank
   double timeout_s = 300;  // a collective that takes longer is a failure (exit 1), not a hang
-  CommPriority comm_priority = CommPriority::Normal;
+  CommPriority comm_priority = CommPriority::Normal;  // of the MPI comm threads; a hint
 };
 
 struct BenchConfig {

@@ -201,11 +201,14 @@ std::string to_toml(const Config& c) {
 }
 
 std::string config_hash(const Config& config) {
-  // Where a run writes and whether it resumed do not change what it computes: a resumed run
-  // that continues bitwise must hash like the run it continues.
+  // Where a run writes, whether it resumed, how long it waits for a peer and how its comm threads
+  // are scheduled do not change what it computes: a resumed run that continues bitwise must hash
+  // like the run it continues.
   Config what_it_computes = config;
   what_it_computes.checkpoint = CheckpointConfig{};
   what_it_computes.output = OutputConfig{};
+  what_it_computes.runtime.timeout_s = RuntimeConfig{}.timeout_s;
+  what_it_computes.runtime.comm_priority = RuntimeConfig{}.comm_priority;
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
   for (const char ch : to_toml(what_it_computes)) {
     h ^= static_cast<unsigned char>(ch);

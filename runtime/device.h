@@ -8,7 +8,6 @@
 #include <mpi.h>
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <string>
 

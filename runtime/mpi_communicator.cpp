@@ -33,21 +33,11 @@ int checked_count(std::int64_t n, const std::string& comm) {
   return static_cast<int>(n);
 }
 
-// The first task of every comm thread (thread_priority.h).
-void prepare_comm_thread(int rank, CommPriority priority) {
+// The first task of every comm thread (thread_priority.h). A refused SCHED_FIFO leaves the
+// thread normal; rank 0's main thread reports it (comm_priority_warning).
+void prepare_comm_thread(CommPriority priority) {
   tighten_timer_slack();
-  if (priority != CommPriority::Realtime) return;
-  const std::string refused = make_current_thread_realtime();
-  // A hint, not a requirement: the run is correct either way. Said once, by rank 0.
-  static std::once_flag said;
-  if (!refused.empty() && rank == 0) {
-    std::call_once(said, [&] {
-      fmt::print(stderr,
-                 "zerolap: warning: runtime.comm_priority = \"realtime\" not applied: {}; the comm "
-                 "threads run at normal priority\n",
-                 refused);
-    });
-  }
+  if (priority == CommPriority::Realtime) make_current_thread_realtime();
 }
 
 }  // namespace
@@ -60,7 +50,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeo
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   stream_ = std::make_unique<CpuStream>(name_);
-  stream_->enqueue([rank = rank_, priority] { prepare_comm_thread(rank, priority); });
+  stream_->enqueue([priority] { prepare_comm_thread(priority); });
 }
 
 MpiCommunicator::~MpiCommunicator() {

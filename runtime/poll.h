@@ -11,9 +11,10 @@
 // the core away for a whole time slice at each yield. Measured with `mpirun -np 2 zerolap bench
 // configs/bench_overlap.toml --set link.bandwidth_gbps=10` on a 2-core machine: 64 yields then 5
 // us sleeps left 26-28% of the communication of zero/interleaved/allreduce_broadcast hidden,
-// sleeps capped at 100-300 us 47-53%. A completion is noticed at most ~200 us late (the comm
-// threads run with a 1 us timer slack, thread_priority.h), small against the milliseconds a
-// bucket collective takes when it is worth overlapping.
+// sleeps capped at 100-300 us 47-53%. A completion is noticed at most ~200 us late, plus the
+// thread's timer slack: 1 us on the MPI comm threads (thread_priority.h), Linux's default 50 us
+// on a main thread waiting for a CUDA event. That is small against the milliseconds a bucket
+// collective takes when it is worth overlapping.
 #pragma once
 
 #include <functional>

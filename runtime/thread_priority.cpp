@@ -1,4 +1,5 @@
-// make_current_thread_realtime (see Note [Comm thread priority] in thread_priority.h).
+// Comm thread scheduling: SCHED_FIFO and timer slack (see Note [Comm thread priority] in
+// thread_priority.h).
 #include "runtime/thread_priority.h"
 
 #include <pthread.h>
@@ -6,7 +7,7 @@
 #include <sys/prctl.h>
 
 #include <cerrno>
-#include <cstring>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -19,15 +20,32 @@ std::string make_current_thread_realtime() {
   const int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
   if (rc == 0) return {};
   if (rc == EPERM) {
-    return "SCHED_FIFO is not permitted here (it needs CAP_SYS_NICE, e.g. root, or `ulimit -r` >= 1)";
+    return "SCHED_FIFO is not permitted (it needs CAP_SYS_NICE or `ulimit -r` >= 1)";
   }
-  return fmt::format("pthread_setschedparam(SCHED_FIFO) failed: {}", std::strerror(rc));
+  return fmt::format("pthread_setschedparam(SCHED_FIFO) failed: {}",
+                     std::generic_category().message(rc));
 }
 
-bool realtime_permitted() {
-  bool permitted = false;
-  std::thread([&] { permitted = make_current_thread_realtime().empty(); }).join();
-  return permitted;
+std::string realtime_refusal() {
+  std::string refusal;
+  std::thread([&] { refusal = make_current_thread_realtime(); }).join();
+  return refusal;
+}
+
+CommPriority comm_priority_in_effect(const RuntimeConfig& runtime, DeviceKind device) {
+  const bool realtime = runtime.comm_priority == CommPriority::Realtime &&
+                        device == DeviceKind::Cpu && realtime_refusal().empty();
+  return realtime ? CommPriority::Realtime : CommPriority::Normal;
+}
+
+std::string comm_priority_warning(const RuntimeConfig& runtime, DeviceKind device) {
+  if (runtime.comm_priority != CommPriority::Realtime || device != DeviceKind::Cpu) return {};
+  const std::string refusal = realtime_refusal();
+  if (refusal.empty()) return {};
+  return fmt::format(
+      "zerolap: warning: runtime.comm_priority = \"realtime\" not applied: {}; the comm threads "
+      "run at normal priority",
+      refusal);
 }
 
 void tighten_timer_slack() {

@@ -14,6 +14,7 @@
 #include "runtime/clock.h"
 #include "runtime/datasets_from_config.h"
 #include "runtime/simulated_link.h"
+#include "runtime/thread_priority.h"
 
 namespace zl {
 namespace {
@@ -64,6 +65,8 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   if (world_.is_root() && !options_.quiet) {
     fmt::print("zerolap: {}\n", device_.summary());
     std::fflush(stdout);
+    const std::string warning = comm_priority_warning(config_.runtime, compute_.device);
+    if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
   }
   if (config_.link.enabled() && compute_.device == DeviceKind::Cuda) {
     // Its delays are host tasks on a CPU comm thread; on CUDA they would stall the main thread.

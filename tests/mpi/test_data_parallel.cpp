@@ -1,6 +1,6 @@
 // Data-parallel equivalence (DESIGN.md invariants 2, 3, 4, 6): every mode, collective and
 // assignment on N ranks x local batch B gives the parameters of 1 rank x batch N*B with a local
-// optimizer on the same samples, within rtol 1e-5, for bucket caps from one parameter per bucket
+// optimizer on the same samples, within rtol 1e-5, for bucket caps from one layer per bucket
 // to a single bucket; all ranks hold bitwise-identical parameters after every step.
 #include <catch2/catch.hpp>
 
@@ -37,7 +37,8 @@ const std::vector<OptimizerCase>& optimizer_cases() {
   return cases;
 }
 
-// Caps in MiB: one parameter per bucket, a few parameters per bucket, everything in one bucket.
+// Caps in MiB: one layer per bucket (a bucket never splits a layer), a few layers per bucket,
+// everything in one bucket.
 const std::vector<std::pair<std::string, std::string>> kCaps = {
     {"1e-7", "1e-7"}, {"0.004", "0.001"}, {"25.0", "25.0"}};
 

@@ -64,10 +64,10 @@ TEST_CASE("interleaved steps a bucket before a later bucket's collective complet
           "after the whole backward",
           "[zero][events]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::vector<std::string> one_param_per_bucket = {"parallel.bucket_cap_mb=1e-7",
+  const std::vector<std::string> one_layer_per_bucket = {"parallel.bucket_cap_mb=1e-7",
                                                          "parallel.first_bucket_cap_mb=1e-7"};
   SECTION("interleaved") {
-    Trainer trainer(small_config(with(zero("interleaved", "allreduce_broadcast"), one_param_per_bucket)),
+    Trainer trainer(small_config(with(zero("interleaved", "allreduce_broadcast"), one_layer_per_bucket)),
                     world, quiet_options());
     trainer.reducer().record_events(true);
     trainer.train_step();
@@ -90,7 +90,7 @@ TEST_CASE("interleaved steps a bucket before a later bucket's collective complet
     CHECK(all_any == 1);  // on at least one rank (a rank owning an early bucket)
   }
   SECTION("none") {
-    Trainer trainer(small_config(with(zero("none", "reduce_broadcast"), one_param_per_bucket)),
+    Trainer trainer(small_config(with(zero("none", "reduce_broadcast"), one_layer_per_bucket)),
                     world, quiet_options());
     trainer.reducer().record_events(true);
     trainer.train_step();
@@ -134,12 +134,14 @@ TEST_CASE("with grad_accum not dividing an epoch, a step never straddles two epo
   for (const auto& mode : {std::vector<std::string>{"parallel.mode=ddp"},
                            zero("interleaved", "reduce_broadcast")}) {
     INFO(mode.back());
-    Trainer accumulating(small_config(with(mode, {samples, "data.batch_size=8", "train.grad_accum=3"})),
-                         world, quiet_options());
+    Trainer accumulating(
+        small_config(with(mode, {samples, "data.batch_size=8", "train.grad_accum=3"})), world,
+        quiet_options());
     CHECK(accumulating.steps_per_epoch() == 3);
     const auto accumulated = train_checking_identity(accumulating, 7);
     CHECK(accumulating.batch_cursor() == 2 * 10 + 3);  // epoch 2, micro-batches 0-2 done
-    const auto one_step = train(with(mode, {samples, "data.batch_size=24", "train.grad_accum=1"}), 7);
+    const auto one_step =
+        train(with(mode, {samples, "data.batch_size=24", "train.grad_accum=1"}), 7);
     CHECK(tolerance_ratio(accumulated, one_step, kRtol, kAtol) <= 1.0);
   }
 }

@@ -18,7 +18,7 @@ set_tests_properties(mpi.kill_rank.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_RE
 # zerolap bench, the simulated link and the trace (tests/mpi/test_bench.cpp).
 zerolap_add_mpi_test(bench 2 "[bench]" 600)
 add_test(NAME mpi.plot_bench.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/plot_bench_test.sh $<TARGET_FILE:zerolap>
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/scripts/plot_bench_test.sh $<TARGET_FILE:zerolap>
           ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/tmp/plot_bench)
 set_tests_properties(mpi.plot_bench.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
   FAIL_REGULAR_EXPRESSION "FAIL")

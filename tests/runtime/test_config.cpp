@@ -629,10 +629,13 @@ TEST_CASE("config: config_hash is stable and follows the values", "[config]") {
   CHECK(zl::config_hash(c) == h);
   CHECK(zl::config_hash(zl::parse_config(zl::to_toml(c), "other.toml")) == h);
 
-  // FNV-1a 64 of the canonical text without [checkpoint] and [output].
+  // FNV-1a 64 of the canonical text without [checkpoint], [output], runtime.timeout_s and
+  // runtime.comm_priority.
   Config computed = c;
   computed.checkpoint = zl::CheckpointConfig{};
   computed.output = zl::OutputConfig{};
+  computed.runtime.timeout_s = zl::RuntimeConfig{}.timeout_s;
+  computed.runtime.comm_priority = zl::RuntimeConfig{}.comm_priority;
   std::uint64_t fnv = 14695981039346656037ull;
   for (const unsigned char ch : zl::to_toml(computed)) fnv = (fnv ^ ch) * 1099511628211ull;
   char expected[17];
@@ -655,6 +658,11 @@ TEST_CASE("config: config_hash is stable and follows the values", "[config]") {
   changed.checkpoint.resume = true;
   changed.checkpoint.dir = "elsewhere";
   changed.output.dir = "runs/other";
+  CHECK(zl::config_hash(changed) == zl::config_hash(a));
+  // Nor how long it waits for a peer, or how its comm threads are scheduled.
+  changed = a;
+  changed.runtime.timeout_s = 5.0;
+  changed.runtime.comm_priority = zl::CommPriority::Realtime;
   CHECK(zl::config_hash(changed) == zl::config_hash(a));
 }
 
