@@ -3,6 +3,9 @@
 // user error in a CPU-only build.
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -57,6 +60,23 @@ TEST_CASE("DeviceBuffers of 2 MiB and more start on a 2 MiB boundary (Note [Huge
     for (std::int64_t i = 0; i < n; ++i) zero = zero && buf.data()[i] == 0.0f;
     CHECK(zero);
     buf.data()[n - 1] = 1.0f;  // the whole extent is usable
+  }
+}
+
+TEST_CASE("a large DeviceBuffer's memory is unmapped when it is freed or replaced",
+          "[kernels][device_buffer]") {
+  constexpr std::size_t kMapped = std::size_t{4} << 20;  // 3 MiB rounds up to two huge pages
+  zl::DeviceBuffer buf(zl::DeviceKind::Cpu, (3 << 20) / 4);
+  void* const old = buf.data();
+  REQUIRE(msync(old, kMapped, MS_ASYNC) == 0);  // mapped
+  buf = zl::DeviceBuffer(zl::DeviceKind::Cpu, 16);
+  // Neither the first nor the last page of the old range is mapped any more (a short munmap
+  // would leave the tail).
+  constexpr std::size_t kPage = 4096;
+  for (const std::size_t offset : {std::size_t{0}, kMapped - kPage}) {
+    errno = 0;
+    CHECK(msync(static_cast<char*>(old) + offset, kPage, MS_ASYNC) == -1);
+    CHECK(errno == ENOMEM);
   }
 }
 
