@@ -334,10 +334,7 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
     }
     std::vector<std::string> changed;
     for (const std::string& key : config_differences(facts.config_toml, to_toml(trainer.config()))) {
-      // The keys config_hash leaves out: they do not change what the run computes.
-      const bool computes = key.rfind("checkpoint.", 0) != 0 && key.rfind("output.", 0) != 0 &&
-                            key != "runtime.timeout_s" && key != "runtime.comm_priority";
-      if (computes) changed.push_back(key);
+      if (key_affects_results(key)) changed.push_back(key);
     }
     if (!changed.empty()) {
       fmt::print("zerolap: note: the config differs from the checkpoint's in {}\n",

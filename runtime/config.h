@@ -131,8 +131,12 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
 // The effective configuration as canonical TOML (every key, defaults filled in). Written next to
 // run outputs and hashed (config_hash) into checkpoints.
 std::string to_toml(const Config& config);
-// 16 hex digits: FNV-1a 64 of to_toml without [checkpoint] and [output] (where a run writes and
-// whether it resumed do not change what it computes).
+// Whether a key ("section.key", as to_toml spells it) can change what a run computes. False for
+// [checkpoint] and [output] (where a run writes, whether it resumed), runtime.timeout_s and
+// runtime.comm_priority (how long it waits for a peer, how its comm threads are scheduled).
+bool key_affects_results(const std::string& key);
+// 16 hex digits: FNV-1a 64 of the lines of to_toml whose keys affect results (section headers
+// included), so a resumed run that continues bitwise hashes like the run it continues.
 std::string config_hash(const Config& config);
 
 // Names used in configs, logs and tables.

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <span>
+#include <sstream>
+#include <string>
 
 #include "runtime/config.h"
 #include "runtime/config_names.h"
@@ -200,19 +202,27 @@ std::string to_toml(const Config& c) {
   return w.take();
 }
 
+bool key_affects_results(const std::string& key) {
+  const auto in_section = [&](const char* section) { return key.rfind(section, 0) == 0; };
+  return !in_section("checkpoint.") && !in_section("output.") && key != "runtime.timeout_s" &&
+         key != "runtime.comm_priority";
+}
+
 std::string config_hash(const Config& config) {
-  // Where a run writes, whether it resumed, how long it waits for a peer and how its comm threads
-  // are scheduled do not change what it computes: a resumed run that continues bitwise must hash
-  // like the run it continues.
-  Config what_it_computes = config;
-  what_it_computes.checkpoint = CheckpointConfig{};
-  what_it_computes.output = OutputConfig{};
-  what_it_computes.runtime.timeout_s = RuntimeConfig{}.timeout_s;
-  what_it_computes.runtime.comm_priority = RuntimeConfig{}.comm_priority;
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
-  for (const char ch : to_toml(what_it_computes)) {
-    h ^= static_cast<unsigned char>(ch);
-    h *= 1099511628211ull;  // FNV-1a 64 prime
+  std::istringstream lines(to_toml(config));
+  std::string line, section;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+    } else if (const auto eq = line.find(" = "); eq != std::string::npos &&
+               !key_affects_results(section + "." + line.substr(0, eq))) {
+      continue;
+    }
+    for (const char ch : line + '\n') {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 1099511628211ull;  // FNV-1a 64 prime
+    }
   }
   return fmt::format("{:016x}", h);
 }
