@@ -49,7 +49,7 @@ bool checkpoint_due(const CheckpointConfig& config, std::int64_t step, std::int6
 struct CheckpointFacts {
   std::int64_t step = 0;            // optimizer steps completed (Trainer::step)
   std::int64_t optimizer_step = 0;  // t: drives bias correction and the LR schedule
-  std::int64_t cursor = 0;          // micro-batches consumed (Trainer::batch_cursor)
+  std::int64_t cursor = 0;          // the sampler position (Trainer::batch_cursor)
   std::int64_t global_batch = 0;    // samples per micro-batch over all ranks, when written
   std::int64_t batches_per_epoch = 0;  // micro-batches per epoch, when written
   std::int64_t world_size = 0;

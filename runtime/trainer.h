@@ -90,7 +90,8 @@ class Trainer {
   std::int64_t step() const { return step_; }  // optimizer steps completed
   std::int64_t total_steps() const { return total_steps_; }
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
-  // Micro-batches consumed so far: the sampler position (checkpoints store it).
+  // The sampler position: micro-batches consumed, or skipped at an epoch's end (Note [Epochs and
+  // accumulation]); checkpoints store it.
   std::int64_t batch_cursor() const { return cursor_; }
   void set_position(std::int64_t step, std::int64_t cursor) { step_ = step, cursor_ = cursor; }
   // Micro-batches (global batches of the sampler) per epoch; checkpoints store it with the cursor.
