@@ -40,6 +40,10 @@ void layernorm_backward(const ExecContext& ctx, const float* x, const float* gam
                         float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols,
                         Accumulate acc);
 
+// The three reductions below return a value to the host, so on CUDA they wait for ctx.stream,
+// for at most ctx.host_wait_timeout_s when it is set (Note [Host read-backs] in
+// elementwise_reductions.cu).
+
 // Softmax cross-entropy over logits (rows, cols) with integer labels (rows).
 // Returns the *sum* of per-row losses and writes the number of rows whose argmax equals the label
 // to *correct. If dlogits is not null: dlogits (rows, cols) = (softmax - onehot) * grad_scale

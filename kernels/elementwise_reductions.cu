@@ -11,6 +11,7 @@
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_kernels.h"
 #include "kernels/errors.h"
+#include "kernels/poll.h"
 
 namespace zl {
 namespace {
@@ -166,11 +167,60 @@ struct SquaredErrorTerm {
   }
 };
 
-// Sum of term(i) over i < n (n > 0) on `stream`, returned to the host (synchronises the stream).
+// Note [Host read-backs]: a reduction that returns a value to the host copies it into a small
+// pinned block of the calling thread, then waits for the stream by polling an event (poll_until)
+// when ctx.host_wait_timeout_s > 0. Both matter for a stream stuck behind a collective a dead peer
+// never joins: a copy into pageable memory would itself block inside cudaMemcpyAsync until the
+// stream reached it, and cudaStreamSynchronize has no timeout. The block is never freed
+// (cudaFreeHost synchronises the device), so a copy still pending after a timeout writes into live
+// memory while the job is being ended.
+constexpr std::size_t kReadBackBytes = 64;
+
+void* read_back_block() {
+  thread_local void* block = nullptr;
+  if (block == nullptr) ZL_CUDA_CHECK(cudaMallocHost(&block, kReadBackBytes));
+  return block;
+}
+
+// Waits on the host until everything enqueued on ctx.stream so far has run (Note [Host
+// read-backs]); `what` names the reduction in the timeout error.
+void wait_for_stream(const ExecContext& ctx, const char* what) {
+  const cudaStream_t stream = stream_of(ctx);
+  if (ctx.host_wait_timeout_s <= 0.0) {
+    ZL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return;
+  }
+  cudaEvent_t reached = nullptr;
+  ZL_CUDA_CHECK(cudaEventCreateWithFlags(&reached, cudaEventDisableTiming));
+  struct EventGuard {
+    cudaEvent_t event;
+    ~EventGuard() { cudaEventDestroy(event); }
+  } guard{reached};
+  ZL_CUDA_CHECK(cudaEventRecord(reached, stream));
+  poll_until(
+      [&] {
+        const cudaError_t state = cudaEventQuery(reached);
+        if (state == cudaErrorNotReady) return false;
+        ZL_CUDA_CHECK(state);
+        return true;
+      },
+      ctx.host_wait_timeout_s,
+      [&] {
+        return fmt::format(
+            "{}: the GPU's compute stream did not finish within runtime.timeout_s = {} s (it "
+            "waits for collectives: a peer rank died, hangs, or issued collectives in another "
+            "order)",
+            what, ctx.host_wait_timeout_s);
+      });
+}
+
+// Sum of term(i) over i < n (n > 0) on ctx.stream, returned to the host (Note [Host
+// read-backs]).
 template <class Term>
-double device_sum(cudaStream_t stream, const Term& term, std::int64_t n) {
+double device_sum(const ExecContext& ctx, const Term& term, std::int64_t n, const char* what) {
+  const cudaStream_t stream = stream_of(ctx);
   const unsigned blocks = sum_blocks(n);
-  double total = 0.0;
+  auto* total = static_cast<double*>(read_back_block());
   {
     StreamScratch scratch(stream, sizeof(double) * (blocks + 1));
     double* partial = scratch.as<double>();
@@ -179,11 +229,10 @@ double device_sum(cudaStream_t stream, const Term& term, std::int64_t n) {
     ZL_CUDA_CHECK(cudaGetLastError());
     finish_sum_kernel<<<1, kThreads, 0, stream>>>(partial, blocks, result);
     ZL_CUDA_CHECK(cudaGetLastError());
-    ZL_CUDA_CHECK(
-        cudaMemcpyAsync(&total, result, sizeof(double), cudaMemcpyDeviceToHost, stream));
+    ZL_CUDA_CHECK(cudaMemcpyAsync(total, result, sizeof(double), cudaMemcpyDeviceToHost, stream));
   }  // the scratch free is stream-ordered after the copy
-  ZL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return total;
+  wait_for_stream(ctx, what);
+  return *total;
 }
 
 }  // namespace
@@ -203,7 +252,8 @@ double softmax_cross_entropy_cuda(const ExecContext& ctx, const float* logits,
   }
   ZL_CHECK(cols > 0, "softmax_cross_entropy: cols = 0 with rows = {}", rows);
   const cudaStream_t stream = stream_of(ctx);
-  LossTotals totals{};
+  static_assert(sizeof(LossTotals) <= kReadBackBytes);
+  auto* read_back = static_cast<LossTotals*>(read_back_block());
   {
     // RowResult (16 bytes) per row, then the totals (16-byte aligned).
     StreamScratch scratch(stream,
@@ -215,10 +265,11 @@ double softmax_cross_entropy_cuda(const ExecContext& ctx, const float* logits,
     ZL_CUDA_CHECK(cudaGetLastError());
     loss_totals_kernel<<<1, kThreads, 0, stream>>>(row_results, rows, device_totals);
     ZL_CUDA_CHECK(cudaGetLastError());
-    ZL_CUDA_CHECK(cudaMemcpyAsync(&totals, device_totals, sizeof(LossTotals),
+    ZL_CUDA_CHECK(cudaMemcpyAsync(read_back, device_totals, sizeof(LossTotals),
                                   cudaMemcpyDeviceToHost, stream));
   }  // the scratch free is stream-ordered after the copy
-  ZL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  wait_for_stream(ctx, "softmax_cross_entropy");
+  const LossTotals totals = *read_back;
   if (totals.first_bad_row < rows) {
     std::int32_t label = 0;
     ZL_CUDA_CHECK(cudaMemcpy(&label, labels + totals.first_bad_row, sizeof(label),
@@ -238,14 +289,15 @@ double squared_error_cuda(const ExecContext& ctx, const float* pred, const float
                           std::int64_t n, float* dpred, float grad_scale) {
   check_size(n, "squared_error_cuda");
   if (n == 0) return 0.0;
-  return device_sum(stream_of(ctx), SquaredErrorTerm{pred, target, dpred, 2.0f * grad_scale}, n);
+  return device_sum(ctx, SquaredErrorTerm{pred, target, dpred, 2.0f * grad_scale}, n,
+                    "squared_error");
 }
 
 // Returns sum of x^2 over x (n), in double. Synchronises ctx.stream.
 double sum_of_squares_cuda(const ExecContext& ctx, const float* x, std::int64_t n) {
   check_size(n, "sum_of_squares_cuda");
   if (n == 0) return 0.0;
-  return device_sum(stream_of(ctx), SquareTerm{x}, n);
+  return device_sum(ctx, SquareTerm{x}, n, "sum_of_squares");
 }
 
 }  // namespace zl

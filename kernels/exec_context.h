@@ -13,6 +13,10 @@ struct ExecContext {
   DeviceKind device = DeviceKind::Cpu;
   void* stream = nullptr;  // cudaStream_t on CUDA; unused on CPU
   void* blas = nullptr;    // cublasHandle_t on CUDA (bound to `stream`); unused on CPU
+  // CUDA: the reductions that return a value to the host (a loss, a sum of squares) wait for
+  // `stream`, which may itself wait for a collective that a dead peer never joins. With a limit
+  // > 0 a longer wait is a RuntimeFailure (the trainer passes runtime.timeout_s), not a hang.
+  double host_wait_timeout_s = 0.0;  // 0: no limit
 };
 
 // Whether a kernel's output overwrites (`=`) or accumulates into (`+=`) its destination.

@@ -8,7 +8,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/errors.h"
-#include "runtime/poll.h"
+#include "kernels/poll.h"
 #include "runtime/thread_priority.h"
 #include "runtime/trace.h"
 #include "runtime/world.h"

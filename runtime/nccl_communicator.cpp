@@ -14,7 +14,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/errors.h"
 #include "runtime/device.h"
-#include "runtime/poll.h"
+#include "kernels/poll.h"
 #include "runtime/trace.h"
 #include "runtime/world.h"
 

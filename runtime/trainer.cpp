@@ -19,6 +19,13 @@
 namespace zl {
 namespace {
 
+// The compute context with runtime.timeout_s as the limit on the host's waits for its stream (a
+// loss or a norm read back on CUDA): a stream stuck behind a dead peer's collective is an error.
+ExecContext with_host_wait_limit(ExecContext exec, double timeout_s) {
+  exec.host_wait_timeout_s = timeout_s;
+  return exec;
+}
+
 std::int64_t micro_batches_per_epoch(const DistributedSampler& sampler) {
   return sampler.steps_per_epoch();
 }
@@ -52,7 +59,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       world_(world),
       options_(options),
       device_(config.runtime.device, world),
-      compute_(device_.compute()),
+      compute_(with_host_wait_limit(device_.compute(), config.runtime.timeout_s)),
       tracer_(world.rank, config.output.trace),
       tape_(device_.compute()) {
   set_cpu_gemm_threads(config.runtime.threads);

@@ -12,12 +12,15 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/device_buffer.h"
@@ -593,6 +596,43 @@ TEST_CASE("CUDA DeviceBuffer: zero-filled, round trip, empty", "[cuda][kernels][
   }
   DeviceBuffer empty(DeviceKind::Cuda, 0);
   CHECK(empty.data() == nullptr);
+}
+
+TEST_CASE("CUDA reductions read back with a limit: a stuck stream times out instead of hanging",
+          "[cuda][kernels]") {
+  if (!cuda_device_visible()) return;
+  CudaEnv env;
+  DeviceBuffer x(DeviceKind::Cuda, 1024);  // zeros
+  const auto stream = static_cast<cudaStream_t>(env.ctx().stream);
+  // Stand-in for a collective a dead peer never joins: env's stream waits for an event behind a
+  // host function, on another stream, that blocks until the test releases it.
+  cudaStream_t blocker = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&blocker, cudaStreamNonBlocking) == cudaSuccess);
+  std::atomic<bool> release{false};
+  const cudaHostFn_t block_until_released = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  REQUIRE(cudaLaunchHostFunc(blocker, block_until_released, &release) == cudaSuccess);
+  cudaEvent_t released = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&released, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventRecord(released, blocker) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(stream, released, 0) == cudaSuccess);
+
+  zl::ExecContext limited = env.ctx();
+  limited.host_wait_timeout_s = 0.2;
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(zl::sum_of_squares(limited, x.data(), 1024),
+                      Catch::Contains("sum_of_squares") &&
+                          Catch::Contains("did not finish within runtime.timeout_s = 0.2 s"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+
+  release = true;  // the stream drains, and the same read-back now completes
+  env.sync();
+  CHECK(zl::sum_of_squares(limited, x.data(), 1024) == 0.0);
+  cudaEventDestroy(released);
+  cudaStreamDestroy(blocker);
 }
 
 #else

@@ -1,5 +1,5 @@
 // poll_until (see Note [Polling back-off] in poll.h).
-#include "runtime/poll.h"
+#include "kernels/poll.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-// poll_until (runtime/poll.h): returns once the condition holds, turns a wait past the timeout
+// poll_until (kernels/poll.h): returns once the condition holds, turns a wait past the timeout
 // into a RuntimeFailure with the caller's message, and lets the condition's own errors through.
 #include <catch2/catch.hpp>
 
@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/errors.h"
-#include "runtime/poll.h"
+#include "kernels/poll.h"
 
 using zl::poll_until;
 
