@@ -173,13 +173,16 @@ struct SquaredErrorTerm {
 // never joins: a copy into pageable memory would itself block inside cudaMemcpyAsync until the
 // stream reached it, and cudaStreamSynchronize has no timeout. The block is never freed
 // (cudaFreeHost synchronises the device), so a copy still pending after a timeout writes into live
-// memory while the job is being ended.
+// memory while the job is being ended; and after a timeout the thread abandons it for a fresh one,
+// so a late copy cannot land on a later read-back.
 constexpr std::size_t kReadBackBytes = 64;
+thread_local void* t_read_back_block = nullptr;
 
 void* read_back_block() {
-  thread_local void* block = nullptr;
-  if (block == nullptr) ZL_CUDA_CHECK(cudaMallocHost(&block, kReadBackBytes));
-  return block;
+  if (t_read_back_block == nullptr) {
+    ZL_CUDA_CHECK(cudaMallocHost(&t_read_back_block, kReadBackBytes));
+  }
+  return t_read_back_block;
 }
 
 // Waits on the host until everything enqueued on ctx.stream so far has run (Note [Host
@@ -197,21 +200,26 @@ void wait_for_stream(const ExecContext& ctx, const char* what) {
     ~EventGuard() { cudaEventDestroy(event); }
   } guard{reached};
   ZL_CUDA_CHECK(cudaEventRecord(reached, stream));
-  poll_until(
-      [&] {
-        const cudaError_t state = cudaEventQuery(reached);
-        if (state == cudaErrorNotReady) return false;
-        ZL_CUDA_CHECK(state);
-        return true;
-      },
-      ctx.host_wait_timeout_s,
-      [&] {
-        return fmt::format(
-            "{}: the GPU's compute stream did not finish within runtime.timeout_s = {} s (it "
-            "waits for collectives: a peer rank died, hangs, or issued collectives in another "
-            "order)",
-            what, ctx.host_wait_timeout_s);
-      });
+  try {
+    poll_until(
+        [&] {
+          const cudaError_t state = cudaEventQuery(reached);
+          if (state == cudaErrorNotReady) return false;
+          ZL_CUDA_CHECK(state);
+          return true;
+        },
+        ctx.host_wait_timeout_s,
+        [&] {
+          return fmt::format(
+              "{}: the GPU's compute stream did not finish within runtime.timeout_s = {} s (it "
+              "waits for collectives: a peer rank died, hangs, or issued collectives in another "
+              "order)",
+              what, ctx.host_wait_timeout_s);
+        });
+  } catch (const RuntimeFailure&) {
+    t_read_back_block = nullptr;  // abandoned: the copy into it may still land
+    throw;
+  }
 }
 
 // Sum of term(i) over i < n (n > 0) on ctx.stream, returned to the host (Note [Host

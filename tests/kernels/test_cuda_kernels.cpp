@@ -598,41 +598,81 @@ TEST_CASE("CUDA DeviceBuffer: zero-filled, round trip, empty", "[cuda][kernels][
   CHECK(empty.data() == nullptr);
 }
 
+TEST_CASE("CUDA reductions read back with a limit return what they return without one",
+          "[cuda][kernels]") {
+  if (!cuda_device_visible()) return;
+  CudaEnv env;
+  std::mt19937 rng(41);
+  constexpr std::int64_t rows = 37, cols = 11, n = rows * cols;
+  DeviceBuffer logits(DeviceKind::Cuda, n), target(DeviceKind::Cuda, n);
+  upload_into(random_floats(n, rng), logits);
+  upload_into(random_floats(n, rng), target);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) labels[i] = static_cast<std::int32_t>((i * 7) % cols);
+  const DeviceLabels dlabels(labels);
+  zl::ExecContext limited = env.ctx();
+  limited.host_wait_timeout_s = 30.0;  // the polled-event path (Note [Host read-backs])
+  std::int64_t c_plain = 0, c_limited = 0;
+  CHECK(zl::softmax_cross_entropy(env.ctx(), logits.data(), dlabels.data(), rows, cols, nullptr,
+                                  1.0f, &c_plain) ==
+        zl::softmax_cross_entropy(limited, logits.data(), dlabels.data(), rows, cols, nullptr,
+                                  1.0f, &c_limited));
+  CHECK(c_plain == c_limited);
+  CHECK(zl::squared_error(env.ctx(), logits.data(), target.data(), n, nullptr, 1.0f) ==
+        zl::squared_error(limited, logits.data(), target.data(), n, nullptr, 1.0f));
+  CHECK(zl::sum_of_squares(env.ctx(), logits.data(), n) ==
+        zl::sum_of_squares(limited, logits.data(), n));
+}
+
 TEST_CASE("CUDA reductions read back with a limit: a stuck stream times out instead of hanging",
           "[cuda][kernels]") {
   if (!cuda_device_visible()) return;
   CudaEnv env;
-  DeviceBuffer x(DeviceKind::Cuda, 1024);  // zeros
   const auto stream = static_cast<cudaStream_t>(env.ctx().stream);
+  DeviceBuffer ones(DeviceKind::Cuda, 1024);
+  upload_into(std::vector<float>(1024, 1.0f), ones);
+  zl::ExecContext limited = env.ctx();
+  limited.host_wait_timeout_s = 0.2;
+  CHECK(zl::sum_of_squares(limited, ones.data(), 1024) == 1024.0);  // unblocked, and warm
+
   // Stand-in for a collective a dead peer never joins: env's stream waits for an event behind a
-  // host function, on another stream, that blocks until the test releases it.
-  cudaStream_t blocker = nullptr;
-  REQUIRE(cudaStreamCreateWithFlags(&blocker, cudaStreamNonBlocking) == cudaSuccess);
-  std::atomic<bool> release{false};
+  // host function, on another stream, that blocks until released. The guard releases it and
+  // drains both streams on every exit, so a failed check cannot leave the device stuck.
+  struct Blocker {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t released = nullptr;
+    std::atomic<bool> release{false};
+    cudaStream_t waiting = nullptr;
+    ~Blocker() {
+      release = true;
+      if (stream != nullptr) cudaStreamSynchronize(stream);
+      if (waiting != nullptr) cudaStreamSynchronize(waiting);
+      if (released != nullptr) cudaEventDestroy(released);
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+  } blocker;
+  blocker.waiting = stream;
+  REQUIRE(cudaStreamCreateWithFlags(&blocker.stream, cudaStreamNonBlocking) == cudaSuccess);
   const cudaHostFn_t block_until_released = [](void* flag) {
     while (!static_cast<std::atomic<bool>*>(flag)->load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   };
-  REQUIRE(cudaLaunchHostFunc(blocker, block_until_released, &release) == cudaSuccess);
-  cudaEvent_t released = nullptr;
-  REQUIRE(cudaEventCreateWithFlags(&released, cudaEventDisableTiming) == cudaSuccess);
-  REQUIRE(cudaEventRecord(released, blocker) == cudaSuccess);
-  REQUIRE(cudaStreamWaitEvent(stream, released, 0) == cudaSuccess);
+  REQUIRE(cudaLaunchHostFunc(blocker.stream, block_until_released, &blocker.release) ==
+          cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&blocker.released, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventRecord(blocker.released, blocker.stream) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(stream, blocker.released, 0) == cudaSuccess);
 
-  zl::ExecContext limited = env.ctx();
-  limited.host_wait_timeout_s = 0.2;
   const auto start = std::chrono::steady_clock::now();
-  REQUIRE_THROWS_WITH(zl::sum_of_squares(limited, x.data(), 1024),
-                      Catch::Contains("sum_of_squares") &&
-                          Catch::Contains("did not finish within runtime.timeout_s = 0.2 s"));
+  CHECK_THROWS_WITH(zl::sum_of_squares(limited, ones.data(), 1024),
+                    Catch::Contains("sum_of_squares") &&
+                        Catch::Contains("did not finish within runtime.timeout_s = 0.2 s"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 
-  release = true;  // the stream drains, and the same read-back now completes
+  blocker.release = true;  // the stream drains; a new read-back (another value) now completes
   env.sync();
-  CHECK(zl::sum_of_squares(limited, x.data(), 1024) == 0.0);
-  cudaEventDestroy(released);
-  cudaStreamDestroy(blocker);
+  CHECK(zl::sum_of_squares(limited, ones.data(), 512) == 512.0);
 }
 
 #else
