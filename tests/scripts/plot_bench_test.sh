@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/plot_bench.py on the JSON of a real (tiny) `zerolap bench` run with a simulated link:
-# it succeeds and writes both charts as PNG files.
+# it succeeds and writes both charts as PNG files; and each bar's "hidden" label agrees with the
+# table's hidden column (1 - exposed / comm, clamped to [0, 1]; no label without communication).
 # Usage: plot_bench_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
 set -u
 zerolap=$1
@@ -25,4 +26,16 @@ for png in bench_step_time.png bench_speedup.png; do
     echo "FAIL: $png is missing or not a PNG"; ls -l "$work/plots"; exit 1
   fi
 done
+if ! /usr/bin/python3 - "$source_dir/scripts" >"$work/label.log" 2>&1 <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from plot_bench import hidden_label
+assert hidden_label({"comm_model_s": 0.010, "exposed_comm_s": 0.004}) == ", 60% hidden"
+assert hidden_label({"comm_model_s": 0.010, "exposed_comm_s": 0.012}) == ", 0% hidden"
+assert hidden_label({"comm_model_s": 0.010, "exposed_comm_s": -0.001}) == ", 100% hidden"
+assert hidden_label({"comm_model_s": 0.0, "exposed_comm_s": 0.001}) == ""
+PY
+then
+  echo "FAIL: hidden_label disagrees with the table's hidden column"; cat "$work/label.log"; exit 1
+fi
 echo "PASS: plot_bench.py wrote both charts"
