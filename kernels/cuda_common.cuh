@@ -11,9 +11,9 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda_check.h"
-#include "kernels/errors.h"
-#include "kernels/exec_context.h"
+#include "base/cuda_check.h"
+#include "base/errors.h"
+#include "base/exec_context.h"
 
 namespace zl::cuda_detail {
 

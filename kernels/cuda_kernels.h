@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "kernels/elementwise.h"
-#include "kernels/exec_context.h"
+#include "base/exec_context.h"
 #include "kernels/gemm.h"
 #include "kernels/optim_math.h"
 
@@ -49,12 +49,6 @@ void adam_step_cuda(const ExecContext& ctx, float* p, const float* g, float* m, 
                     std::int64_t n, const AdamStep& step);
 void sgd_step_cuda(const ExecContext& ctx, float* p, const float* g, float* momentum_buffer,
                    std::int64_t n, const SgdStep& step);
-
-// Device memory (kernels/device_buffer.cpp dispatches here).
-float* cuda_alloc_zeroed(std::int64_t count);
-void cuda_free(float* p);
-void cuda_copy_to_host(const float* src, float* host_dst, std::int64_t count);
-void cuda_copy_from_host(const float* host_src, float* dst, std::int64_t count);
 
 }  // namespace zl
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/errors.h"
+#include "base/errors.h"
 #if defined(ZEROLAP_WITH_CUDA)
 #include "kernels/cuda_kernels.h"
 #endif

@@ -8,7 +8,7 @@
 
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_kernels.h"
-#include "kernels/errors.h"
+#include "base/errors.h"
 
 namespace zl {
 namespace {

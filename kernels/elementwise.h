@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/exec_context.h"
+#include "base/exec_context.h"
 
 namespace zl {
 

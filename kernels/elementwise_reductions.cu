@@ -10,8 +10,8 @@
 
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_kernels.h"
-#include "kernels/errors.h"
-#include "kernels/poll.h"
+#include "base/errors.h"
+#include "base/poll.h"
 
 namespace zl {
 namespace {

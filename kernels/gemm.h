@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/exec_context.h"
+#include "base/exec_context.h"
 
 namespace zl {
 

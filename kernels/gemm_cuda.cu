@@ -7,10 +7,10 @@
 
 #include <cublas_v2.h>
 
-#include "kernels/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_kernels.h"
-#include "kernels/errors.h"
+#include "base/errors.h"
 
 namespace zl {
 namespace {

@@ -4,7 +4,7 @@
 // built with -fno-math-errno so sqrtf becomes a vector instruction.
 #include "kernels/optimizer_kernels.h"
 
-#include "kernels/errors.h"
+#include "base/errors.h"
 #if defined(ZEROLAP_WITH_CUDA)
 #include "kernels/cuda_kernels.h"
 #endif

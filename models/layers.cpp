@@ -15,7 +15,7 @@
 #include <cmath>
 #include <utility>
 
-#include "kernels/errors.h"
+#include "base/errors.h"
 #include "kernels/gemm.h"
 
 namespace zl {

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/errors.h"
+#include "base/errors.h"
 #include "models/layers.h"
 
 namespace zl {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device_buffer.h"
+#include "base/device_buffer.h"
 #include "models/tensor.h"
 
 namespace zl {

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "kernels/errors.h"
+#include "base/errors.h"
 
 namespace zl {
 namespace {

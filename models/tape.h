@@ -13,8 +13,8 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/device_buffer.h"
-#include "kernels/exec_context.h"
+#include "base/device_buffer.h"
+#include "base/exec_context.h"
 #include "models/tensor.h"
 
 namespace zl {

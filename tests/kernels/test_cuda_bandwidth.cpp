@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "kernels/device_buffer.h"
+#include "base/device_buffer.h"
 #include "kernels/optimizer_kernels.h"
 
 namespace {

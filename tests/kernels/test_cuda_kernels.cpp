@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/device_buffer.h"
+#include "base/device_buffer.h"
 #include "kernels/elementwise.h"
-#include "kernels/errors.h"
-#include "kernels/exec_context.h"
+#include "base/errors.h"
+#include "base/exec_context.h"
 #include "kernels/gemm.h"
 #include "kernels/optimizer_kernels.h"
 #include "kernel_test_util.h"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
-#include "kernels/errors.h"
-#include "kernels/exec_context.h"
+#include "base/errors.h"
+#include "base/exec_context.h"
 #include "kernel_test_util.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/errors.h"
-#include "kernels/exec_context.h"
+#include "base/errors.h"
+#include "base/exec_context.h"
 #include "kernels/gemm.h"
 #include "kernel_test_util.h"
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device_buffer.h"
+#include "base/device_buffer.h"
 #include "kernels/elementwise.h"
 #include "models/parameter_store.h"
 #include "models/tensor.h"

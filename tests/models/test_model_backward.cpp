@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/errors.h"
+#include "base/errors.h"
 #include "models/model.h"
 #include "tests/models/reference_math.h"
 

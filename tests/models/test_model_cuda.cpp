@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/device_buffer.h"
+#include "base/device_buffer.h"
 #include "models/model.h"
 #include "tests/models/reference_math.h"
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/errors.h"
+#include "base/errors.h"
 #include "models/parameter_store.h"
 
 namespace zl {

@@ -3,7 +3,7 @@
 # (and between the rename and the `latest` update) leaves the previous checkpoint loadable and
 # `latest` pointing to it; a 4-rank run resumed on 2 ranks finishes with the accuracy of the
 # uninterrupted 4-rank run; a job killed with SIGKILL at a random moment leaves a loadable `latest`.
-# The crashes use the ZEROLAP_FAULT_CHECKPOINT test hook (runtime/checkpoint.h).
+# The crashes use the ZEROLAP_FAULT_CHECKPOINT test hook (runtime/checkpoint/checkpoint.h).
 # Usage: checkpoint_crash_test.sh ZEROLAP_BINARY WORK_DIR
 set -u
 zerolap=$1

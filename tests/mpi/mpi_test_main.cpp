@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "runtime/world.h"
+#include "runtime/comm/world.h"
 
 int main(int argc, char** argv) {
   int provided = 0;

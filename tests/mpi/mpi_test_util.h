@@ -12,9 +12,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/config.h"
-#include "runtime/trainer.h"
-#include "runtime/world.h"
+#include "runtime/config/config.h"
+#include "runtime/train/trainer.h"
+#include "runtime/comm/world.h"
 
 namespace zl::test {
 

@@ -16,12 +16,12 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "kernels/errors.h"
-#include "runtime/bench.h"
-#include "runtime/bench_report.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/simulated_link.h"
-#include "runtime/trace_writer.h"
+#include "base/errors.h"
+#include "runtime/bench/bench.h"
+#include "runtime/bench/bench_report.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/simulated_link.h"
+#include "runtime/trace/trace_writer.h"
 #include "tests/mpi/mpi_test_util.h"
 
 using namespace zl;

@@ -1,4 +1,4 @@
-// Checkpoints under MPI (runtime/checkpoint.h): the gathered file holds exactly every rank's
+// Checkpoints under MPI (runtime/checkpoint/checkpoint.h): the gathered file holds exactly every rank's
 // parameters and owned state; a resume at the same world size continues bitwise-identically in
 // every mode (parameters, optimizer state, step count t and LR schedule, sampler position);
 // a resume on another world size, mode or bucket size reshards the state and stays within rtol
@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include "mpi_test_util.h"
-#include "runtime/checkpoint.h"
-#include "runtime/safetensors.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/safetensors.h"
 
 using namespace zl;
 using namespace zl::test;

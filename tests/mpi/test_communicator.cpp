@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/errors.h"
-#include "runtime/mpi_communicator.h"
-#include "runtime/thread_priority.h"
-#include "runtime/world.h"
+#include "base/errors.h"
+#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/thread_priority.h"
+#include "runtime/comm/world.h"
 
 #include <pthread.h>
 #include <sched.h>

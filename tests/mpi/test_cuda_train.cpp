@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/device_buffer.h"
+#include "base/device_buffer.h"
 #include "mpi_test_util.h"
-#include "runtime/nccl_communicator.h"
+#include "runtime/comm/nccl_communicator.h"
 
 using namespace zl;
 using namespace zl::test;

@@ -2,9 +2,9 @@
 // config clips gradients (they cannot), and a clear error for a listed mode that cannot run.
 #include <catch2/catch.hpp>
 
-#include "kernels/errors.h"
-#include "runtime/bench.h"
-#include "runtime/config.h"
+#include "base/errors.h"
+#include "runtime/bench/bench.h"
+#include "runtime/config/config.h"
 
 using namespace zl;
 

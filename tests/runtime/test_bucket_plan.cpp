@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "models/model.h"
-#include "runtime/bucket_plan.h"
+#include "runtime/train/bucket_plan.h"
 
 using namespace zl;
 

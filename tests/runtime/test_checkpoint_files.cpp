@@ -1,4 +1,4 @@
-// The rank-local half of checkpoints (runtime/checkpoint.h): file names, when a checkpoint is due,
+// The rank-local half of checkpoints (runtime/checkpoint/checkpoint.h): file names, when a checkpoint is due,
 // the `latest` pointer and pruning, the sampler-cursor conversion for another global batch, and
 // check_checkpoint's validation of a file against a model and optimizer: corrupt, truncated,
 // wrong-dtype, missing-tensor, wrong-shape and foreign files are UserErrors naming file and tensor.
@@ -15,11 +15,11 @@
 
 #include <fmt/format.h>
 
-#include "kernels/errors.h"
+#include "base/errors.h"
 #include "models/model.h"
-#include "runtime/checkpoint.h"
-#include "runtime/config.h"
-#include "runtime/safetensors.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/config/config.h"
+#include "runtime/checkpoint/safetensors.h"
 
 using Catch::Contains;
 using namespace zl;

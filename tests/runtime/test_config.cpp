@@ -1,4 +1,4 @@
-// Tests of the TOML config loader (runtime/config.h): defaults, every key, every rejected value
+// Tests of the TOML config loader (runtime/config/config.h): defaults, every key, every rejected value
 // (each message must name the key and file:line, or `--set key`), overrides, the canonical
 // to_toml round trip and the hash, and the shipped configs.
 #include <catch2/catch.hpp>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/errors.h"
-#include "runtime/config.h"
+#include "base/errors.h"
+#include "runtime/config/config.h"
 
 using Catch::Contains;
 using zl::Config;

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli_test_util.h"
-#include "runtime/safetensors.h"
+#include "runtime/checkpoint/safetensors.h"
 
 using Catch::Contains;
 namespace fs = std::filesystem;

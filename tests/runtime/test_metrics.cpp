@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/metrics.h"
+#include "runtime/trace/metrics.h"
 
 using namespace zl;
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "models/model.h"
-#include "runtime/config.h"
+#include "runtime/config/config.h"
 
 using zl::Config;
 

@@ -1,4 +1,4 @@
-// The safetensors writer and reader (runtime/safetensors.h): a bitwise round trip, a zerolap file
+// The safetensors writer and reader (runtime/checkpoint/safetensors.h): a bitwise round trip, a zerolap file
 // parsed by an independent minimal reader written here, and every way a file can be bad
 // (corrupt data, truncation, bad header, overlaps, wrong dtype/shape, missing tensor) -> UserError
 // naming the file and the tensor.
@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/errors.h"
-#include "runtime/safetensors.h"
+#include "base/errors.h"
+#include "runtime/checkpoint/safetensors.h"
 
 using Catch::Contains;
 using zl::SafetensorsReader;

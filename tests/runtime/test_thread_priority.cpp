@@ -1,4 +1,4 @@
-// Comm thread scheduling (runtime/thread_priority.h): SCHED_FIFO where this process may use it,
+// Comm thread scheduling (runtime/comm/thread_priority.h): SCHED_FIFO where this process may use it,
 // the priority and warning a config gets, and the 1 us timer slack. Whether SCHED_FIFO is
 // permitted depends on the machine (CAP_SYS_NICE or `ulimit -r`), so each check covers both.
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 
 #include <thread>
 
-#include "runtime/thread_priority.h"
+#include "runtime/comm/thread_priority.h"
 
 using namespace zl;
 

@@ -1,0 +1,81 @@
+// Device memory for DeviceBuffer (base/device_buffer.cpp dispatches here): zero-filled
+// allocation, free, and blocking host <-> device copies. None of these is on the step path.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+
+#include <cuda_runtime.h>
+
+#include "base/cuda_check.h"
+#include "base/device_memory.h"
+#include "base/errors.h"
+
+namespace zl {
+namespace {
+
+std::size_t float_bytes(std::int64_t count, const char* function) {
+  ZL_CHECK(count >= 0 && static_cast<std::uint64_t>(count) <=
+                             std::numeric_limits<std::size_t>::max() / sizeof(float),
+           "{}: bad count {}", function, count);
+  return static_cast<std::size_t>(count) * sizeof(float);
+}
+
+}  // namespace
+
+// Returns count floats of device memory, zero-filled (256-byte aligned by cudaMalloc); count 0
+// returns nullptr. The zeros are in place on return: cudaMemset may return before it completes and
+// does not order itself before work on non-blocking streams, hence the device sync.
+float* cuda_alloc_zeroed(std::int64_t count) {
+  const std::size_t bytes = float_bytes(count, "cuda_alloc_zeroed");
+  if (bytes == 0) return nullptr;
+  void* ptr = nullptr;
+  ZL_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+  const cudaError_t set = cudaMemset(ptr, 0, bytes);
+  const cudaError_t done = set == cudaSuccess ? cudaDeviceSynchronize() : set;
+  if (done != cudaSuccess) {
+    cudaFree(ptr);  // best effort; the failure reported is the memset's
+    ZL_CUDA_CHECK(done);
+  }
+  return static_cast<float*>(ptr);
+}
+
+// Frees memory from cuda_alloc_zeroed (null is a no-op). Never throws: it runs in
+// ~DeviceBuffer, where an exception would terminate the process and hide the error that is
+// usually already propagating (a failed free means the context is broken, and the next checked
+// CUDA call reports it). cudaErrorCudartUnloading at process exit is expected and silent.
+void cuda_free(float* p) {
+  if (p == nullptr) return;
+  const cudaError_t err = cudaFree(p);
+  if (err != cudaSuccess && err != cudaErrorCudartUnloading) {
+    std::fprintf(stderr, "zerolap: cudaFree failed: %s (%s)\n", cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+  }
+}
+
+// Note [Blocking copies]: cudaMemcpy runs on the legacy default stream, which does not order
+// itself after streams created with cudaStreamNonBlocking (or a per-thread default stream). A
+// device-wide sync first makes the copy see every kernel enqueued before it on any stream (and,
+// copying to the device, keeps it from racing a kernel still using dst). These copies serve
+// checkpoints, tests and set-up, never the step loop, so the full sync is affordable.
+
+// host_dst (count) = src (count, device).
+void cuda_copy_to_host(const float* src, float* host_dst, std::int64_t count) {
+  const std::size_t bytes = float_bytes(count, "cuda_copy_to_host");
+  if (bytes == 0) return;
+  ZL_CUDA_CHECK(cudaDeviceSynchronize());
+  ZL_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+// dst (count, device) = host_src (count); complete on return.
+void cuda_copy_from_host(const float* host_src, float* dst, std::int64_t count) {
+  const std::size_t bytes = float_bytes(count, "cuda_copy_from_host");
+  if (bytes == 0) return;
+  ZL_CUDA_CHECK(cudaDeviceSynchronize());
+  ZL_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+  // A pageable host -> device cudaMemcpy may return once the data is staged, before it lands;
+  // synchronise so "blocking" means the device holds the data.
+  ZL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace zl

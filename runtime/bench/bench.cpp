@@ -1,0 +1,355 @@
+// run_bench: the timed runs of every (mode, bucket cap), their compute-only twins, and the
+// derived figures (see bench.h, Note [Bench timing] and Note [Ideal step]).
+#include "runtime/bench/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "runtime/train/bucket_plan.h"
+#include "base/clock.h"
+#include "runtime/comm/compute_only_communicator.h"
+#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/thread_priority.h"
+#include "runtime/trace/trace_writer.h"
+#include "runtime/train/trainer.h"
+
+namespace zl {
+namespace {
+
+// Element-wise max over ranks, in place.
+void max_over_ranks(const World& world, std::vector<double>& values) {
+  ZL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+                             MPI_DOUBLE, MPI_MAX, world.comm));
+}
+
+std::vector<std::int64_t> gather_to_all(const World& world, std::int64_t value) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(world.size), 0);
+  ZL_MPI_CHECK(MPI_Allgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, world.comm));
+  return out;
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double pos = p * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
+}
+
+// The config of one run: the mode and cap overridden, exactly warmup + steps steps, no
+// checkpoints; the compute-only twin runs without the link model and untraced.
+Config run_config(const Config& base, const BenchMode& mode, double cap_mb, bool compute_only) {
+  Config c = base;
+  c.parallel.mode = mode.mode;
+  c.parallel.overlap = mode.overlap;
+  c.parallel.collective = mode.collective;
+  c.parallel.bucket_cap_mb = cap_mb;
+  c.train.steps = base.bench.warmup + base.bench.steps;
+  c.train.epochs = 0;
+  c.train.eval_every = 0;
+  c.checkpoint = CheckpointConfig{};
+  if (compute_only) {
+    c.link = LinkConfig{};
+    c.output.trace = false;
+  }
+  return c;
+}
+
+// What one timed run measured on this rank (times are totals over the timed steps).
+struct RunFigures {
+  double total_s = 0.0;
+  std::vector<double> step_s;
+  PhaseSeconds phases;
+  double optimizer_s = 0.0, comm_busy_s = 0.0;
+  std::int64_t wire_bytes = 0, payload_bytes = 0, state_bytes = 0, peak_rss = 0;
+  DeviceKind device = DeviceKind::Cpu;  // where the trainer ran
+};
+
+RunFigures timed_run(const Config& config, const World& world, bool compute_only,
+                     const Tracer& bench_clock, std::vector<TraceSource>* trace) {
+  TrainerOptions options;
+  options.quiet = true;
+  options.write_outputs = false;
+  if (compute_only) {
+    options.wrap_comm = [](std::unique_ptr<Communicator> c) -> std::unique_ptr<Communicator> {
+      return std::make_unique<ComputeOnlyCommunicator>(std::move(c));
+    };
+  }
+  RunFigures f;
+  Trainer trainer(config, world, options);
+  f.device = trainer.model().store().device();
+  // A failure ends the job before ~Trainer could wait for a failed peer (run_or_abort).
+  run_or_abort(world, [&] {
+    for (std::int64_t i = 0; i < config.bench.warmup; ++i) trainer.train_step();
+    trainer.synchronize();
+    ZL_MPI_CHECK(MPI_Barrier(world.comm));
+
+    trainer.reduce_comm().reset_stats();
+    trainer.broadcast_comm().reset_stats();
+    trainer.optimizer().reset_timers();
+    trainer.reset_phase_seconds();
+    trainer.tracer().clear();
+    trainer.tracer().reset_origin();
+    const double trace_offset_us = bench_clock.now_us();
+    const auto start = Clock::now();
+    for (std::int64_t i = 0; i < config.bench.steps; ++i) {
+      const auto step_start = Clock::now();
+      trainer.train_step();
+      f.step_s.push_back(seconds_since(step_start));
+    }
+    trainer.synchronize();
+    ZL_MPI_CHECK(MPI_Barrier(world.comm));
+    f.total_s = seconds_since(start);
+
+    f.phases = trainer.phase_seconds();
+    f.optimizer_s = trainer.optimizer().optimizer_seconds();
+    const CommStats r = trainer.reduce_comm().stats(), b = trainer.broadcast_comm().stats();
+    f.comm_busy_s = r.busy_seconds + b.busy_seconds;
+    f.wire_bytes = r.wire_bytes + b.wire_bytes;
+    f.payload_bytes = r.payload_bytes + b.payload_bytes;
+    f.state_bytes = trainer.optimizer().state_bytes();
+    f.peak_rss = peak_rss_bytes();
+    if (trace && trainer.tracer().enabled()) trace->push_back({trainer.tracer().events(), trace_offset_us});
+  });
+  return f;
+}
+
+// The collectives of `mode` for each bucket of `plan`: (op, bytes) pairs.
+std::vector<CollectiveSize> mode_collectives(const BenchMode& mode, const BucketPlan& plan) {
+  std::vector<CollectiveSize> out;
+  const bool zero = mode.mode == ParallelMode::Zero;
+  const bool reduce = zero && mode.collective == CollectiveKind::ReduceBroadcast;
+  for (const Bucket& b : plan.buckets) {
+    out.push_back({reduce ? "reduce" : "all_reduce", b.bytes()});
+    if (zero) out.push_back({"broadcast", b.bytes()});
+  }
+  return out;
+}
+
+// Note [Ideal step] (bench.h).
+void ideal_step(BenchRow& row, const BenchMode& mode, const BucketPlan& plan,
+                const BenchLimits& limits) {
+  double comm = 0.0;
+  for (const auto& c : mode_collectives(mode, plan)) comm += limits.collective_seconds(c.op, c.bytes);
+  // The last bucket holds the first layers: its gradients are final only when backward ends
+  // and the next forward needs its parameters first.
+  double last = 0.0;
+  if (!plan.buckets.empty()) {
+    BucketPlan tail;
+    tail.buckets.push_back(plan.buckets.back());
+    for (const auto& c : mode_collectives(mode, tail)) last += limits.collective_seconds(c.op, c.bytes);
+  }
+  row.comm_model_s = comm;
+  row.nonoverlap_comm_s = last;
+  row.ideal_step_s = std::max(row.compute_s, comm - last) + last;
+  row.vs_ideal = row.ideal_step_s > 0.0 ? row.step_s / row.ideal_step_s : 0.0;
+}
+
+BucketPlan plan_for(const Config& config, const Model& model, double cap_mb, int world_size) {
+  return build_bucket_plan(model.store(), cap_mb, config.parallel.first_bucket_cap_mb, world_size,
+                           config.parallel.assignment);
+}
+
+}  // namespace
+
+std::vector<BenchMode> all_bench_modes() {
+  std::vector<BenchMode> modes{{"ddp", ParallelMode::Ddp, Overlap::None,
+                                CollectiveKind::AllreduceBroadcast}};
+  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
+    for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast}) {
+      modes.push_back({fmt::format("zero/{}/{}", to_string(o), to_string(c)), ParallelMode::Zero,
+                       o, c});
+    }
+  }
+  return modes;
+}
+
+std::vector<BenchMode> bench_modes(const Config& config) {
+  const std::vector<BenchMode> all = all_bench_modes();
+  const bool clipping = config.train.clip_grad_norm > 0.0f;
+  if (config.bench.modes.empty()) {
+    // Every mode that can run this config: interleaved cannot clip, so it is left out then.
+    std::vector<BenchMode> runnable;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(runnable),
+                 [&](const BenchMode& m) { return !(clipping && m.overlap == Overlap::Interleaved); });
+    return runnable;
+  }
+  std::vector<BenchMode> out;
+  for (const std::string& name : config.bench.modes) {
+    const auto it = std::find_if(all.begin(), all.end(), [&](const BenchMode& m) { return m.name == name; });
+    if (it == all.end()) {
+      std::string names;
+      for (const auto& m : all) names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", m.name);
+      throw UserError(fmt::format("{}: bench.modes: unknown mode \"{}\"; the modes are {}",
+                                  config.source_path, name, names));
+    }
+    if (it->overlap == Overlap::Interleaved && clipping) {
+      throw UserError(fmt::format(
+          "{}: bench.modes lists \"{}\" but train.clip_grad_norm = {} (interleaved overlap cannot "
+          "clip); set train.clip_grad_norm = 0 or drop the interleaved modes",
+          config.source_path, name, config.train.clip_grad_norm));
+    }
+    out.push_back(*it);
+  }
+  return out;
+}
+
+std::int64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "... kB"
+  }
+  return 0;
+}
+
+bool reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";  // resets the high-water mark to the current RSS (Linux >= 4.0)
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
+BenchReport run_bench(const Config& config, const World& world, const BenchOptions& options) {
+  const std::vector<BenchMode> modes = bench_modes(config);
+  const std::vector<double> caps = config.bench.bucket_cap_mb.empty()
+                                       ? std::vector<double>{config.parallel.bucket_cap_mb}
+                                       : config.bench.bucket_cap_mb;
+  const bool root_prints = options.progress && world.is_root();
+  const Model model(config.model, DeviceKind::Cpu);
+
+  BenchReport report;
+  report.config_path = config.source_path;
+  report.world_size = world.size;
+  report.parameters = model.store().parameter_numel();
+  report.warmup = config.bench.warmup;
+  report.steps = config.bench.steps;
+  report.link = config.link;
+  report.link_label = link_label(config.link);
+  if (root_prints) {
+    fmt::print("zerolap bench: {} ({} parameters) on {} rank{}, {} mode{} x {} bucket cap{}, "
+               "{} warmup + {} timed steps each{}\n",
+               config.source_path, report.parameters, world.size, world.size == 1 ? "" : "s",
+               modes.size(), modes.size() == 1 ? "" : "s", caps.size(), caps.size() == 1 ? "" : "s",
+               config.bench.warmup, config.bench.steps,
+               report.link_label.empty() ? "" : "; " + report.link_label);
+    fmt::print("measuring limits (GEMM, triad, optimizer, collectives)...\n");
+    std::fflush(stdout);
+  }
+
+  std::vector<CollectiveSize> sizes;
+  for (double cap : caps) {
+    const BucketPlan plan = plan_for(config, model, cap, world.size);
+    for (const auto& m : modes) {
+      for (const auto& c : mode_collectives(m, plan)) sizes.push_back(c);
+    }
+  }
+  report.limits = measure_limits(config, world, sizes);
+
+  Tracer bench_clock(world.rank, config.output.trace);  // the bench's trace timeline
+  std::vector<TraceSource> trace;
+  const std::size_t total_runs = modes.size() * caps.size();
+  for (double cap : caps) {
+    const BucketPlan plan = plan_for(config, model, cap, world.size);
+    for (const auto& mode : modes) {
+      BenchRow row;
+      row.mode = mode.name;
+      row.bucket_cap_mb = cap;
+      row.buckets = static_cast<int>(plan.buckets.size());
+      row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
+
+      report.peak_rss_per_mode = reset_peak_rss() && report.peak_rss_per_mode;
+      const double run_begin_us = bench_clock.now_us();
+      const RunFigures real = timed_run(run_config(config, mode, cap, false), world, false,
+                                        bench_clock, &trace);
+      bench_clock.span("bench", fmt::format("{} @ {:g} MiB", mode.name, cap), run_begin_us,
+                       bench_clock.now_us(), {{"mode", mode.name}, {"bucket_cap_mb", cap}});
+      const RunFigures alone = timed_run(run_config(config, mode, cap, true), world, true,
+                                         bench_clock, nullptr);
+      if (report.rows.empty()) {  // the first run resolved runtime.device
+        report.comm_priority = comm_priority_in_effect(config.runtime, real.device);
+        const std::string warning = comm_priority_warning(config.runtime, real.device);
+        if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
+      }
+
+      const auto steps = static_cast<double>(config.bench.steps);
+      std::vector<double> maxed{real.total_s,
+                                real.phases.forward,
+                                real.phases.backward,
+                                real.phases.finish_backward,
+                                real.optimizer_s,
+                                real.comm_busy_s,
+                                alone.total_s,
+                                alone.phases.forward,
+                                alone.phases.backward,
+                                alone.optimizer_s,
+                                static_cast<double>(real.wire_bytes),
+                                static_cast<double>(real.payload_bytes)};
+      max_over_ranks(world, maxed);
+      row.step_s = maxed[0] / steps;
+      row.forward_s = maxed[1] / steps;
+      row.backward_s = maxed[2] / steps;
+      row.finish_backward_s = maxed[3] / steps;
+      row.optimizer_s = maxed[4] / steps;
+      row.comm_busy_s = maxed[5] / steps;
+      row.compute_s = maxed[6] / steps;
+      row.compute_forward_s = maxed[7] / steps;
+      row.compute_backward_s = maxed[8] / steps;
+      row.compute_optimizer_s = maxed[9] / steps;
+      row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[10] / steps));
+      row.payload_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[11] / steps));
+      row.exposed_comm_s = row.step_s - row.compute_s;
+      row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
+
+      row.step_times_s = real.step_s;
+      max_over_ranks(world, row.step_times_s);
+      row.step_median_s = percentile(row.step_times_s, 0.5);
+      row.step_p10_s = percentile(row.step_times_s, 0.1);
+      row.step_p90_s = percentile(row.step_times_s, 0.9);
+
+      row.optimizer_state_bytes = gather_to_all(world, real.state_bytes);
+      row.peak_rss_bytes = gather_to_all(world, real.peak_rss);
+      for (int r = 0; r < world.size; ++r) {
+        row.planned_state_bytes.push_back(
+            planned_state_bytes(plan, model.store(), config.optimizer, mode.mode, r));
+      }
+      ideal_step(row, mode, plan, report.limits);
+      report.rows.push_back(std::move(row));
+      if (root_prints) {
+        const BenchRow& done = report.rows.back();
+        fmt::print("[{}/{}] {} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm {:.2f} "
+                   "ms\n",
+                   report.rows.size(), total_runs, mode.name, cap, done.step_s * 1e3,
+                   done.compute_s * 1e3, done.exposed_comm_s * 1e3);
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  for (BenchRow& row : report.rows) {
+    for (const BenchRow& base : report.rows) {
+      if (base.mode == "ddp" && base.bucket_cap_mb == row.bucket_cap_mb && row.step_s > 0.0) {
+        row.speedup_vs_ddp = base.step_s / row.step_s;
+      }
+    }
+  }
+
+  if (config.output.trace) {
+    trace.push_back({bench_clock.events(), 0.0});
+    write_trace(world, bench_clock, merge_trace_events(trace, world.rank),
+                (std::filesystem::path(config.output.dir) / "trace.json").string(),
+                {{"command", "bench"}, {"link", report.link_label}});
+  }
+  return report;
+}
+
+}  // namespace zl

@@ -1,0 +1,99 @@
+// `zerolap bench`: every overlap mode x bucket cap of a config, measured side by side in one
+// launch, next to the machine's limits (runtime/bench/bench_limits.h). Collective: every rank calls
+// run_bench with the same config; rank 0 gets the complete report (other ranks a partial one).
+//
+// Note [Bench timing]: each (mode, cap) gets a fresh Trainer; bench.warmup steps run untimed, then
+// synchronize + barrier, bench.steps timed steps, synchronize + barrier. The bracket covers the
+// whole sequence because overlap modes carry a step's broadcasts into the next forward; the time
+// of a mode is the maximum over ranks. The mode's compute time is measured the same way on a
+// ComputeOnlyCommunicator (same ranks, same bucket plan and shards, no data moved), so
+// exposed communication = step time - compute time is what communication adds to the step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/bench/bench_limits.h"
+#include "runtime/config/config.h"
+#include "runtime/comm/world.h"
+
+namespace zl {
+
+struct BenchMode {
+  std::string name;  // "ddp", "zero/<overlap>/<collective>"
+  ParallelMode mode = ParallelMode::Ddp;
+  Overlap overlap = Overlap::None;
+  CollectiveKind collective = CollectiveKind::AllreduceBroadcast;
+};
+
+// ddp, then zero x {none, after_backward, interleaved} x {allreduce_broadcast, reduce_broadcast}.
+std::vector<BenchMode> all_bench_modes();
+// The modes of config.bench.modes (all when empty); a misspelt entry is a UserError that names
+// bench.modes, the file and the accepted spellings.
+std::vector<BenchMode> bench_modes(const Config& config);
+
+// One row of the results: one mode at one bucket cap. Times are seconds per step, the maximum
+// over ranks; per-rank figures are vectors indexed by rank.
+struct BenchRow {
+  std::string mode;
+  double bucket_cap_mb = 0.0;
+  int buckets = 0;
+  std::int64_t samples_per_step = 0;  // over all ranks
+
+  double step_s = 0.0;  // bracketed time / steps (Note [Bench timing])
+  double step_median_s = 0.0, step_p10_s = 0.0, step_p90_s = 0.0;  // per-step times
+  double samples_per_s = 0.0;
+  std::optional<double> speedup_vs_ddp;  // ddp's step_s at the same cap / step_s
+
+  // Main-thread phases of the timed run (forward includes waits for broadcasts), optimizer time
+  // on any thread, and the time the comm streams spent in collectives (both streams summed).
+  double forward_s = 0.0, backward_s = 0.0, finish_backward_s = 0.0, optimizer_s = 0.0;
+  double comm_busy_s = 0.0;
+  // The compute-only run of the same mode (Note [Bench timing]).
+  double compute_s = 0.0, compute_forward_s = 0.0, compute_backward_s = 0.0,
+         compute_optimizer_s = 0.0;
+  double exposed_comm_s = 0.0;  // step_s - compute_s (noise can make it slightly negative)
+
+  // Note [Ideal step]: comm_model_s = the mode's collectives per step timed alone at their sizes
+  // (BenchLimits::collectives); nonoverlap_comm_s = the last bucket's collective (+ its
+  // broadcast in zero), which no schedule can hide; ideal = max(compute, comm - nonoverlap) +
+  // nonoverlap, a lower bound.
+  double comm_model_s = 0.0, nonoverlap_comm_s = 0.0, ideal_step_s = 0.0;
+  double vs_ideal = 0.0;  // step_s / ideal_step_s
+
+  std::int64_t wire_bytes_per_step = 0;     // per rank, max over ranks (communicator.h)
+  std::int64_t payload_bytes_per_step = 0;  // per rank, max over ranks
+  std::vector<std::int64_t> optimizer_state_bytes;  // per rank: ShardedOptimizer::state_bytes()
+  std::vector<std::int64_t> planned_state_bytes;    // per rank: what `zerolap plan` prints
+  std::vector<std::int64_t> peak_rss_bytes;         // per rank, during this mode (VmHWM)
+  std::vector<double> step_times_s;                 // per timed step, max over ranks
+};
+
+struct BenchReport {
+  std::string config_path;
+  int world_size = 1;
+  std::int64_t parameters = 0;
+  std::int64_t warmup = 0, steps = 0;
+  LinkConfig link;
+  std::string link_label;    // empty: real communication
+  CommPriority comm_priority = CommPriority::Normal;  // in effect (realtime may be refused)
+  bool peak_rss_per_mode = true;  // false: VmHWM could not be reset, peaks are since start-up
+  BenchLimits limits;
+  std::vector<BenchRow> rows;  // caps outer, modes inner
+};
+
+struct BenchOptions {
+  bool progress = true;  // progress lines on rank 0
+};
+
+// Runs the whole bench (collective); writes output.dir/trace.json when output.trace is set.
+BenchReport run_bench(const Config& config, const World& world, const BenchOptions& options = {});
+
+// Resident-memory high-water mark of this process (VmHWM) in bytes, and its reset (false where
+// the kernel refuses /proc/self/clear_refs).
+std::int64_t peak_rss_bytes();
+bool reset_peak_rss();
+
+}  // namespace zl

@@ -1,0 +1,203 @@
+// Table, JSON and CSV of a BenchReport (see bench_report.h). Times in the table are milliseconds
+// per step; in the files, seconds per step.
+#include "runtime/bench/bench_report.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+
+namespace zl {
+namespace {
+
+double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+std::int64_t max_of(const std::vector<std::int64_t>& v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+// The scalar fields of a row, in CSV column order (the JSON rows hold these and the vectors).
+nlohmann::ordered_json row_scalars(const BenchRow& r) {
+  nlohmann::ordered_json j;
+  j["mode"] = r.mode;
+  j["bucket_cap_mb"] = r.bucket_cap_mb;
+  j["buckets"] = r.buckets;
+  j["samples_per_step"] = r.samples_per_step;
+  j["step_s"] = r.step_s;
+  j["step_median_s"] = r.step_median_s;
+  j["step_p10_s"] = r.step_p10_s;
+  j["step_p90_s"] = r.step_p90_s;
+  j["samples_per_s"] = r.samples_per_s;
+  j["speedup_vs_ddp"] = r.speedup_vs_ddp ? nlohmann::ordered_json(*r.speedup_vs_ddp) : nullptr;
+  j["forward_s"] = r.forward_s;
+  j["backward_s"] = r.backward_s;
+  j["finish_backward_s"] = r.finish_backward_s;
+  j["optimizer_s"] = r.optimizer_s;
+  j["comm_busy_s"] = r.comm_busy_s;
+  j["compute_s"] = r.compute_s;
+  j["compute_forward_s"] = r.compute_forward_s;
+  j["compute_backward_s"] = r.compute_backward_s;
+  j["compute_optimizer_s"] = r.compute_optimizer_s;
+  j["exposed_comm_s"] = r.exposed_comm_s;
+  j["comm_model_s"] = r.comm_model_s;
+  j["nonoverlap_comm_s"] = r.nonoverlap_comm_s;
+  j["ideal_step_s"] = r.ideal_step_s;
+  j["vs_ideal"] = r.vs_ideal;
+  j["wire_bytes_per_step"] = r.wire_bytes_per_step;
+  j["payload_bytes_per_step"] = r.payload_bytes_per_step;
+  j["optimizer_state_bytes_max"] = max_of(r.optimizer_state_bytes);
+  j["planned_state_bytes_max"] = max_of(r.planned_state_bytes);
+  j["peak_rss_bytes_max"] = max_of(r.peak_rss_bytes);
+  return j;
+}
+
+std::string csv_cell(const nlohmann::ordered_json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return v.get<std::string>();  // mode names hold no commas or quotes
+  if (v.is_number_float()) return fmt::format("{:.9g}", v.get<double>());
+  return v.dump();
+}
+
+}  // namespace
+
+std::string format_bench_table(const BenchReport& rep) {
+  std::string out;
+  if (!rep.link_label.empty()) out += fmt::format("*** {} (every figure below) ***\n", rep.link_label);
+  out += fmt::format(
+      "{} ranks, {} parameters, {} timed steps after {} warmup, comm threads {}; times in ms per "
+      "step\n\n",
+      rep.world_size, rep.parameters, rep.steps, rep.warmup,
+      rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
+  out += fmt::format("{:<39} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}\n",
+                     "mode", "cap", "step", "p10-p90", "samples/s", "x ddp", "compute", "comm",
+                     "exposed", "hidden", "ideal", "/ideal");
+  for (const BenchRow& r : rep.rows) {
+    // Share of the mode's communication (timed alone) that did not lengthen the step.
+    const double hidden =
+        r.comm_model_s > 0.0 ? std::clamp(1.0 - r.exposed_comm_s / r.comm_model_s, 0.0, 1.0) : 1.0;
+    out += fmt::format(
+        "{:<39} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% {:>8.2f} "
+        "{:>6.2f}\n",
+        r.mode, r.bucket_cap_mb, r.step_s * 1e3,
+        fmt::format("{:.2f}-{:.2f}", r.step_p10_s * 1e3, r.step_p90_s * 1e3), r.samples_per_s,
+        r.speedup_vs_ddp ? fmt::format("{:.2f}", *r.speedup_vs_ddp) : "-", r.compute_s * 1e3,
+        r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.ideal_step_s * 1e3,
+        r.vs_ideal);
+  }
+  out += fmt::format("\n{:<39} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>12} {:>10}\n", "mode",
+                     "cap", "forward", "backward", "finish", "optim", "comm busy", "wire MB/step",
+                     "opt state MiB", "peak MiB");
+  for (const BenchRow& r : rep.rows) {
+    out += fmt::format("{:<39} {:>6g} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>11.2f} {:>12.2f} "
+                       "{:>10.1f}\n",
+                       r.mode, r.bucket_cap_mb, r.forward_s * 1e3, r.backward_s * 1e3,
+                       r.finish_backward_s * 1e3, r.optimizer_s * 1e3, r.comm_busy_s * 1e3,
+                       static_cast<double>(r.wire_bytes_per_step) * 1e-6,
+                       mib(max_of(r.optimizer_state_bytes)), mib(max_of(r.peak_rss_bytes)));
+  }
+  const BenchLimits& l = rep.limits;
+  out += fmt::format("\nlimits (per rank, all ranks at once): GEMM floor {:.2f} ms/step; triad {:.1f} "
+                     "GB/s; fused optimizer {:.1f} GB/s ({:.0f}% of triad, {} B/element)\n",
+                     l.gemm_step_s * 1e3, l.triad_gbps, l.optimizer_gbps,
+                     l.optimizer_vs_triad * 100.0, l.optimizer_bytes_per_element);
+  for (const GemmLimit& g : l.gemm) {
+    out += fmt::format("  gemm {:<16} m={:<6} n={:<6} k={:<6} x{:<3} {:>7.1f} GFLOP/s\n", g.pass,
+                       g.m, g.n, g.k, g.count, g.gflops);
+  }
+  for (const CollectiveLimit& c : l.collectives) {
+    out += fmt::format("  {:<10} {:>10.3f} MiB  {:>9.3f} ms  algbw {:>7.2f} GB/s  busbw {:>7.2f} GB/s"
+                       " ({:.1f} Gb/s)\n",
+                       c.op, mib(c.bytes), c.seconds * 1e3, c.algbw_gbps, c.busbw_gbps,
+                       c.busbw_gbps * 8.0);
+  }
+  if (!rep.link_label.empty()) out += fmt::format("*** {} ***\n", rep.link_label);
+  return out;
+}
+
+nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
+  nlohmann::ordered_json j;
+  j["config"] = rep.config_path;
+  j["world_size"] = rep.world_size;
+  j["parameters"] = rep.parameters;
+  j["warmup"] = rep.warmup;
+  j["steps"] = rep.steps;
+  j["simulated_link"] = rep.link_label.empty()
+                            ? nlohmann::ordered_json(nullptr)
+                            : nlohmann::ordered_json{{"bandwidth_gbps", rep.link.bandwidth_gbps},
+                                                     {"latency_us", rep.link.latency_us},
+                                                     {"label", rep.link_label}};
+  j["comm_priority"] = to_string(rep.comm_priority);
+  j["peak_rss_per_mode"] = rep.peak_rss_per_mode;
+  const BenchLimits& l = rep.limits;
+  nlohmann::ordered_json limits;
+  limits["gemm_step_s"] = l.gemm_step_s;
+  limits["triad_gbps"] = l.triad_gbps;
+  limits["optimizer_gbps"] = l.optimizer_gbps;
+  limits["optimizer_bytes_per_element"] = l.optimizer_bytes_per_element;
+  limits["optimizer_vs_triad"] = l.optimizer_vs_triad;
+  limits["gemm"] = nlohmann::ordered_json::array();
+  for (const GemmLimit& g : l.gemm) {
+    limits["gemm"].push_back({{"pass", g.pass}, {"m", g.m}, {"n", g.n}, {"k", g.k},
+                              {"count", g.count}, {"gflops", g.gflops}});
+  }
+  limits["collectives"] = nlohmann::ordered_json::array();
+  for (const CollectiveLimit& c : l.collectives) {
+    limits["collectives"].push_back({{"op", c.op}, {"bytes", c.bytes}, {"seconds", c.seconds},
+                                     {"algbw_gbps", c.algbw_gbps}, {"busbw_gbps", c.busbw_gbps}});
+  }
+  j["limits"] = limits;
+  j["results"] = nlohmann::ordered_json::array();
+  for (const BenchRow& r : rep.rows) {
+    nlohmann::ordered_json row = row_scalars(r);
+    row["optimizer_state_bytes"] = r.optimizer_state_bytes;
+    row["planned_state_bytes"] = r.planned_state_bytes;
+    row["peak_rss_bytes"] = r.peak_rss_bytes;
+    row["step_times_s"] = r.step_times_s;
+    j["results"].push_back(std::move(row));
+  }
+  return j;
+}
+
+std::string bench_to_csv(const BenchReport& rep) {
+  std::string out;
+  bool header = true;
+  for (const BenchRow& r : rep.rows) {
+    nlohmann::ordered_json row = row_scalars(r);
+    row["simulated_link"] = rep.link_label;
+    if (header) {
+      std::string names;
+      for (const auto& [key, value] : row.items()) {
+        if (!names.empty()) names += ',';
+        names += key;
+      }
+      out += names + "\n";
+      header = false;
+    }
+    std::string cells;
+    bool first = true;
+    for (const auto& [key, value] : row.items()) {
+      if (!first) cells += ',';
+      cells += csv_cell(value);
+      first = false;
+    }
+    out += cells + "\n";
+  }
+  return out;
+}
+
+void write_bench_outputs(const BenchReport& report, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
+  const auto path = std::filesystem::path(dir);
+  std::ofstream json(path / "bench.json");
+  json << bench_to_json(report).dump(2) << '\n';
+  std::ofstream csv(path / "bench.csv");
+  csv << bench_to_csv(report);
+  if (!json || !csv) throw UserError(fmt::format("cannot write bench.json / bench.csv in '{}'", dir));
+}
+
+}  // namespace zl

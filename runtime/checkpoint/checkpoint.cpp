@@ -1,0 +1,377 @@
+// Saving and loading a Trainer's state (see checkpoint.h): the collective half. Messages go on a
+// private duplicate of the world communicator, after trainer.synchronize(), so no collective of the
+// trainer's own communicators is in flight and no message can match another protocol's.
+//
+// Note [One bucket at a time]: optimizer state moves between rank 0 and the ranks holding it one
+// bucket at a time, in bucket order: rank 0 stages one bucket of state (all its state tensors),
+// writes it to the file or sends it to its holder, and reuses the buffer for the next. So no rank
+// ever holds more than one bucket of another rank's state, and a resharded load is the same loop
+// over the *new* plan, reading each parameter's state from the file by name.
+#include "runtime/checkpoint/checkpoint.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "base/device_buffer.h"
+#include "base/errors.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/train/trainer.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kEveryRank = -1;
+constexpr std::int64_t kMaxMessageFloats = std::int64_t{1} << 28;  // MPI counts are ints
+
+// A duplicate of the world communicator for one save or load (collective to create and free).
+class CheckpointComm {
+ public:
+  explicit CheckpointComm(MPI_Comm world) { ZL_MPI_CHECK(MPI_Comm_dup(world, &comm_)); }
+  ~CheckpointComm() { MPI_Comm_free(&comm_); }
+  CheckpointComm(const CheckpointComm&) = delete;
+  CheckpointComm& operator=(const CheckpointComm&) = delete;
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+void send_floats(const float* data, std::int64_t n, int dest, MPI_Comm comm) {
+  for (std::int64_t at = 0; at < n; at += kMaxMessageFloats) {
+    const int count = static_cast<int>(std::min(kMaxMessageFloats, n - at));
+    ZL_MPI_CHECK(MPI_Send(data + at, count, MPI_FLOAT, dest, 0, comm));
+  }
+}
+
+void recv_floats(float* data, std::int64_t n, int source, MPI_Comm comm) {
+  for (std::int64_t at = 0; at < n; at += kMaxMessageFloats) {
+    const int count = static_cast<int>(std::min(kMaxMessageFloats, n - at));
+    ZL_MPI_CHECK(MPI_Recv(data + at, count, MPI_FLOAT, source, 0, comm, MPI_STATUS_IGNORE));
+  }
+}
+
+void bcast_floats(float* data, std::int64_t n, MPI_Comm comm) {
+  for (std::int64_t at = 0; at < n; at += kMaxMessageFloats) {
+    const int count = static_cast<int>(std::min(kMaxMessageFloats, n - at));
+    ZL_MPI_CHECK(MPI_Bcast(data + at, count, MPI_FLOAT, 0, comm));
+  }
+}
+
+// The ranks holding bucket b's optimizer state: all of them in ddp, the assigned rank in zero.
+int state_holder(const Trainer& trainer, const Bucket& b) {
+  return trainer.config().parallel.mode == ParallelMode::Ddp ? kEveryRank : b.assigned_rank;
+}
+
+// Element of parameter `id` within its bucket's slice.
+std::int64_t within(const ParameterStore& store, const Bucket& b, int id) {
+  return store.info(id).offset - b.offset;
+}
+
+// Bucket b's state <-> host staging laid out [state][b.numel] (padding stays zero).
+void state_to_host(Trainer& trainer, const Bucket& b, std::vector<float>& host) {
+  ShardedOptimizer& opt = trainer.optimizer();
+  const ParameterStore& store = trainer.model().store();
+  const auto ns = static_cast<int>(opt.state_names().size());
+  host.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
+  for (int s = 0; s < ns; ++s) {
+    for (const int id : b.param_ids) {
+      const float* state = opt.param_state(id, s);
+      ZL_CHECK(state != nullptr, "state {} of parameter {} is not on this rank", s, id);
+      copy_to_host(state, store.device(), host.data() + s * b.numel + within(store, b, id),
+                   store.info(id).numel);
+    }
+  }
+}
+
+void state_from_host(Trainer& trainer, const Bucket& b, const std::vector<float>& host) {
+  ShardedOptimizer& opt = trainer.optimizer();
+  const ParameterStore& store = trainer.model().store();
+  const auto ns = static_cast<int>(opt.state_names().size());
+  for (int s = 0; s < ns; ++s) {
+    for (const int id : b.param_ids) {
+      float* state = opt.param_state(id, s);
+      ZL_CHECK(state != nullptr, "state {} of parameter {} is not on this rank", s, id);
+      copy_from_host(host.data() + s * b.numel + within(store, b, id), state, store.device(),
+                     store.info(id).numel);
+    }
+  }
+}
+
+std::map<std::string, std::string> checkpoint_metadata(Trainer& trainer) {
+  const Config& c = trainer.config();
+  const OptimizerConfig& o = c.optimizer;
+  const std::int64_t per_epoch = trainer.batches_per_epoch();
+  auto str = [](const auto& v) { return fmt::format("{}", v); };
+  return {
+      {"format", kCheckpointFormat},
+      {"format_version", kCheckpointFormatVersion},
+      {"zerolap_version", ZEROLAP_VERSION},
+      {"step", str(trainer.step())},
+      {"epoch", str(trainer.batch_cursor() / per_epoch)},
+      {"sampler_position", str(trainer.batch_cursor())},
+      {"global_batch", str(c.data.batch_size * trainer.world().size)},
+      {"batches_per_epoch", str(per_epoch)},
+      {"optimizer_step", str(trainer.optimizer().step_count())},
+      {"total_steps", str(trainer.total_steps())},
+      {"optimizer", to_string(o.kind)},
+      {"optimizer_state", fmt::format("{}", fmt::join(trainer.optimizer().state_names(), ","))},
+      {"lr", str(o.lr)},
+      {"betas", fmt::format("[{}, {}]", o.beta1, o.beta2)},
+      {"eps", str(o.eps)},
+      {"weight_decay", str(o.weight_decay)},
+      {"momentum", str(o.momentum)},
+      {"dampening", str(o.dampening)},
+      {"nesterov", o.nesterov ? "true" : "false"},
+      {"lr_schedule", to_string(o.schedule)},
+      {"warmup_steps", str(o.warmup_steps)},
+      {"min_lr", str(o.min_lr)},
+      {"world_size", str(trainer.world().size)},
+      {"mode", to_string(c.parallel.mode)},
+      {"overlap", to_string(c.parallel.overlap)},
+      {"bucket_cap_mb", str(c.parallel.bucket_cap_mb)},
+      {"buckets", str(trainer.plan().buckets.size())},
+      {"config_hash", config_hash(c)},
+      {"config", to_toml(c)},
+  };
+}
+
+void create_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot create checkpoint.dir '{}': {} (set checkpoint.dir to a "
+                                "writable directory)",
+                                dir, ec.message()));
+  }
+}
+
+}  // namespace
+
+void write_checkpoint(Trainer& trainer, const std::string& path) {
+  trainer.synchronize();
+  TraceSpan span(&trainer.tracer(), "main", "checkpoint", {{"step", trainer.step()}});
+  const World& world = trainer.world();
+  const CheckpointComm comm(world.comm);
+  ParameterStore& store = trainer.model().store();
+  const std::vector<std::string>& states = trainer.optimizer().state_names();
+  const auto ns = static_cast<std::int64_t>(states.size());
+  const std::string temp = path + kCheckpointTempSuffix;
+
+  std::unique_ptr<SafetensorsWriter> writer;
+  std::vector<float> host;
+  if (world.is_root()) {
+    // File order = write order: parameters (registration order), then state bucket by bucket.
+    std::vector<TensorSpec> tensors;
+    for (const ParameterInfo& p : store.parameters()) tensors.push_back({p.name, "F32", p.shape});
+    for (const Bucket& b : trainer.plan().buckets) {
+      for (const int id : b.param_ids) {
+        for (const std::string& s : states) {
+          tensors.push_back({state_tensor_name(store.info(id).name, s), "F32", store.info(id).shape});
+        }
+      }
+    }
+    writer = std::make_unique<SafetensorsWriter>(temp, std::move(tensors),
+                                                 checkpoint_metadata(trainer));
+    for (int id = 0; id < store.count(); ++id) {
+      const ParameterInfo& p = store.info(id);
+      host.resize(static_cast<std::size_t>(p.numel));
+      copy_to_host(store.param_data(id), store.device(), host.data(), p.numel);
+      writer->write_floats(host.data(), p.numel);
+    }
+  }
+  // See Note [One bucket at a time].
+  for (const Bucket& b : trainer.plan().buckets) {
+    if (ns == 0) break;
+    const int holder = state_holder(trainer, b);
+    const int source = holder == kEveryRank ? 0 : holder;
+    if (world.rank == source) state_to_host(trainer, b, host);
+    if (source != 0 && world.rank == source) send_floats(host.data(), ns * b.numel, 0, comm.get());
+    if (!world.is_root()) continue;
+    if (source != 0) {
+      host.resize(static_cast<std::size_t>(ns * b.numel));
+      recv_floats(host.data(), ns * b.numel, source, comm.get());
+    }
+    for (const int id : b.param_ids) {
+      for (std::int64_t s = 0; s < ns; ++s) {
+        ZL_CHECK(writer->next_tensor() == state_tensor_name(store.info(id).name, states[s]),
+                 "write order: {} next", writer->next_tensor());
+        writer->write_floats(host.data() + s * b.numel + within(store, b, id), store.info(id).numel);
+      }
+    }
+  }
+  if (world.is_root()) {
+    writer->finish();
+    checkpoint_fault_point("after_write", trainer.step());
+    std::error_code ec;
+    fs::rename(temp, path, ec);  // atomic: `path` is the old file or the complete new one
+    if (ec) {
+      throw RuntimeFailure(fmt::format("cannot rename checkpoint '{}' to '{}': {}", temp, path,
+                                       ec.message()));
+    }
+    const fs::path parent = fs::path(path).parent_path();
+    sync_directory(parent.empty() ? "." : parent.string());
+  }
+  ZL_MPI_CHECK(MPI_Barrier(comm.get()));  // the file is durable before any rank moves on
+}
+
+std::string save_checkpoint(Trainer& trainer) {
+  const CheckpointConfig& c = trainer.config().checkpoint;
+  ZL_CHECK(!c.dir.empty(), "save_checkpoint without checkpoint.dir");
+  const auto start = std::chrono::steady_clock::now();
+  const std::string name = checkpoint_file_name(trainer.step());
+  const std::string path = (fs::path(c.dir) / name).string();
+  if (trainer.world().is_root()) create_checkpoint_dir(c.dir);
+  write_checkpoint(trainer, path);
+  if (trainer.world().is_root()) {
+    checkpoint_fault_point("after_rename", trainer.step());
+    write_latest_pointer(c.dir, name);  // only now may a resume pick the new file
+    prune_checkpoints(c.dir, c.keep);
+    if (!trainer.options().quiet) {
+      std::error_code ec;
+      const auto bytes = fs::file_size(path, ec);
+      fmt::print("zerolap: checkpoint step {} -> {} ({:.1f} MB, {:.2f} s)\n", trainer.step(), path,
+                 ec ? 0.0 : static_cast<double>(bytes) / 1e6,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::fflush(stdout);
+    }
+  }
+  return path;
+}
+
+void save_checkpoint_if_due(Trainer& trainer) {
+  if (checkpoint_due(trainer.config().checkpoint, trainer.step(), trainer.total_steps())) {
+    save_checkpoint(trainer);
+  }
+}
+
+void load_checkpoint(Trainer& trainer, const std::string& path) {
+  trainer.synchronize();
+  const World& world = trainer.world();
+  ParameterStore& store = trainer.model().store();
+  ShardedOptimizer& opt = trainer.optimizer();
+  const auto ns = static_cast<std::int64_t>(opt.state_names().size());
+
+  // Everything that can be wrong with the file is found here, before any rank receives a byte.
+  std::unique_ptr<SafetensorsReader> file;
+  CheckpointFacts facts;
+  agree_on_user_errors(world, [&] {
+    if (!world.is_root()) return;
+    file = std::make_unique<SafetensorsReader>(path);
+    facts = check_checkpoint(*file, store, opt.config(), opt.state_names());
+  });
+
+  const CheckpointComm comm(world.comm);
+  std::int64_t position[6] = {facts.step,         facts.optimizer_step,    facts.cursor,
+                              facts.global_batch, facts.batches_per_epoch, facts.world_size};
+  ZL_MPI_CHECK(MPI_Bcast(position, 6, MPI_INT64_T, 0, comm.get()));
+  facts.step = position[0], facts.optimizer_step = position[1], facts.cursor = position[2];
+  facts.global_batch = position[3], facts.batches_per_epoch = position[4];
+  facts.world_size = position[5];
+
+  std::vector<float> host;
+  // Parameters are replicated: every rank gets every bucket's parameters from rank 0.
+  for (const Bucket& b : trainer.plan().buckets) {
+    host.assign(static_cast<std::size_t>(b.numel), 0.0f);
+    if (world.is_root()) {
+      for (const int id : b.param_ids) {
+        file->read_f32(store.info(id).name, store.info(id).shape, host.data() + within(store, b, id));
+      }
+    }
+    bcast_floats(host.data(), b.numel, comm.get());
+    for (const int id : b.param_ids) {
+      copy_from_host(host.data() + within(store, b, id), store.param_data(id), store.device(),
+                     store.info(id).numel);
+    }
+  }
+  // State goes to its holder in the current plan (see Note [One bucket at a time]).
+  for (const Bucket& b : trainer.plan().buckets) {
+    if (ns == 0) break;
+    const int holder = state_holder(trainer, b);
+    host.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
+    if (world.is_root()) {
+      for (const int id : b.param_ids) {
+        for (std::int64_t s = 0; s < ns; ++s) {
+          file->read_f32(state_tensor_name(store.info(id).name, opt.state_names()[s]),
+                         store.info(id).shape, host.data() + s * b.numel + within(store, b, id));
+        }
+      }
+    }
+    if (holder == kEveryRank) {
+      bcast_floats(host.data(), ns * b.numel, comm.get());
+      state_from_host(trainer, b, host);
+    } else if (holder == 0) {
+      if (world.is_root()) state_from_host(trainer, b, host);
+    } else if (world.is_root()) {
+      send_floats(host.data(), ns * b.numel, holder, comm.get());
+    } else if (world.rank == holder) {
+      recv_floats(host.data(), ns * b.numel, 0, comm.get());
+      state_from_host(trainer, b, host);
+    }
+  }
+
+  const std::int64_t global_batch = trainer.config().data.batch_size * world.size;
+  const std::int64_t cursor = convert_cursor(facts, global_batch, trainer.batches_per_epoch());
+  trainer.set_position(facts.step, cursor);
+  opt.set_step_count(facts.optimizer_step);
+
+  if (world.is_root() && !trainer.options().quiet) {
+    fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{})\n", path,
+               facts.step, cursor / trainer.batches_per_epoch(), facts.world_size,
+               facts.world_size == 1 ? "" : "s");
+    if (facts.global_batch != global_batch) {
+      fmt::print("zerolap: note: the global batch changed from {} to {} samples; continuing at "
+                 "batch {} of epoch {}, so the sample order differs from the original run's\n",
+                 facts.global_batch, global_batch, cursor % trainer.batches_per_epoch(),
+                 cursor / trainer.batches_per_epoch());
+    }
+    std::vector<std::string> changed;
+    for (const std::string& key : config_differences(facts.config_toml, to_toml(trainer.config()))) {
+      if (key_affects_results(key)) changed.push_back(key);
+    }
+    if (!changed.empty()) {
+      fmt::print("zerolap: note: the config differs from the checkpoint's in {}\n",
+                 fmt::join(changed, ", "));
+    }
+    std::fflush(stdout);
+  }
+}
+
+void prepare_checkpoints(Trainer& trainer) {
+  const CheckpointConfig& c = trainer.config().checkpoint;
+  const World& world = trainer.world();
+  std::string path;
+  agree_on_user_errors(world, [&] {
+    if (!world.is_root()) return;
+    if (!c.dir.empty()) create_checkpoint_dir(c.dir);
+    if (!c.resume) return;
+    if (!c.resume_path.empty()) {
+      std::error_code ec;
+      if (!fs::is_regular_file(c.resume_path, ec)) {
+        throw UserError(fmt::format("checkpoint.resume = \"{}\": no such file (a path to a "
+                                    ".safetensors checkpoint, or true for the latest in "
+                                    "checkpoint.dir)",
+                                    c.resume_path));
+      }
+      path = c.resume_path;
+    } else if (const auto latest = latest_checkpoint(c.dir)) {
+      path = *latest;
+    } else if (!trainer.options().quiet) {
+      fmt::print("zerolap: checkpoint.resume = true but '{}' has no checkpoint yet: starting at "
+                 "step 0\n",
+                 c.dir);
+    }
+  });
+  int resume = world.is_root() && !path.empty() ? 1 : 0;
+  if (world.size > 1) ZL_MPI_CHECK(MPI_Bcast(&resume, 1, MPI_INT, 0, world.comm));
+  if (resume) load_checkpoint(trainer, path);
+}
+
+}  // namespace zl

@@ -1,0 +1,300 @@
+// The rank-local half of checkpoints (see checkpoint.h): file names, the `latest` pointer and
+// pruning, directory fsync, the fault-injection test hook, and the validation of a checkpoint file
+// against a model and optimizer before any rank is sent a byte of it.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "models/parameter_store.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kNamePrefix = "step_";
+constexpr const char* kNameSuffix = ".safetensors";
+
+[[noreturn]] void fail(const SafetensorsReader& file, const std::string& what) {
+  throw UserError(fmt::format("checkpoint file '{}': {}", file.path(), what));
+}
+
+std::int64_t metadata_int(const SafetensorsReader& file, const std::string& key) {
+  const auto it = file.metadata().find(key);
+  if (it == file.metadata().end()) {
+    fail(file, fmt::format("metadata '{}' is missing (a zerolap checkpoint always has it; the "
+                           "header was damaged or the file was written by another tool)",
+                           key));
+  }
+  std::int64_t value = -1;
+  const std::string& s = it->second;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || value < 0) {
+    fail(file, fmt::format("metadata '{}' = '{}' is not a non-negative integer", key, s));
+  }
+  return value;
+}
+
+std::string metadata_string(const SafetensorsReader& file, const std::string& key) {
+  const auto it = file.metadata().find(key);
+  return it == file.metadata().end() ? std::string() : it->second;
+}
+
+// Checks one tensor the loader will read: present, F32, the parameter's shape.
+void check_tensor(const SafetensorsReader& file, const std::string& name,
+                  const std::vector<std::int64_t>& shape, const char* missing_hint) {
+  const TensorEntry* t = file.find(name);
+  if (!t) fail(file, fmt::format("missing tensor '{}': {}", name, missing_hint));
+  if (t->dtype != "F32") {
+    fail(file, fmt::format("tensor '{}' has dtype {}; zerolap checkpoints hold F32 (float32) "
+                           "tensors only",
+                           name, t->dtype));
+  }
+  if (t->shape != shape) {
+    fail(file, fmt::format("tensor '{}' has shape {}, this model's parameter has {}: the "
+                           "checkpoint was written for another model (compare model.kind and "
+                           "model.widths with the config in `zerolap inspect {}`)",
+                           name, format_shape(t->shape), format_shape(shape), file.path()));
+  }
+}
+
+void write_file_durably(const fs::path& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  bool ok = f != nullptr;
+  if (ok) ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (ok) ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  if (f && std::fclose(f) != 0) ok = false;
+  if (!ok) {
+    throw RuntimeFailure(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+  }
+}
+
+}  // namespace
+
+std::string state_tensor_name(const std::string& param, const std::string& state) {
+  return fmt::format("optimizer.{}.{}", param, state);
+}
+
+std::string checkpoint_file_name(std::int64_t step) {
+  return fmt::format("{}{:08d}{}", kNamePrefix, step, kNameSuffix);
+}
+
+std::int64_t checkpoint_step_of(const std::string& name) {
+  const std::size_t prefix = std::strlen(kNamePrefix), suffix = std::strlen(kNameSuffix);
+  if (name.size() <= prefix + suffix || name.rfind(kNamePrefix, 0) != 0 ||
+      name.compare(name.size() - suffix, suffix, kNameSuffix) != 0) {
+    return -1;
+  }
+  std::int64_t step = -1;
+  const char* first = name.data() + prefix;
+  const char* last = name.data() + name.size() - suffix;
+  const auto [end, ec] = std::from_chars(first, last, step);
+  return ec == std::errc() && end == last ? step : -1;
+}
+
+bool checkpoint_due(const CheckpointConfig& config, std::int64_t step, std::int64_t total_steps) {
+  if (config.dir.empty()) return false;
+  return step == total_steps || (config.every > 0 && step % config.every == 0);
+}
+
+CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterStore& store,
+                                 const OptimizerConfig& optimizer,
+                                 const std::vector<std::string>& state_names) {
+  if (metadata_string(file, "format") != kCheckpointFormat) {
+    fail(file, "not a zerolap checkpoint (its __metadata__ has no format = "
+               "\"zerolap-checkpoint\"): zerolap resumes only from checkpoints it wrote");
+  }
+  if (metadata_string(file, "format_version") != kCheckpointFormatVersion) {
+    fail(file, fmt::format("format_version '{}', this zerolap reads version {}",
+                           metadata_string(file, "format_version"), kCheckpointFormatVersion));
+  }
+  if (!file.has_checksums()) fail(file, "has no CRC32 in its metadata: cannot check integrity");
+  file.verify_checksums();  // before trusting anything else in it
+
+  CheckpointFacts facts;
+  facts.step = metadata_int(file, "step");
+  facts.optimizer_step = metadata_int(file, "optimizer_step");
+  facts.cursor = metadata_int(file, "sampler_position");
+  facts.global_batch = metadata_int(file, "global_batch");
+  facts.batches_per_epoch = metadata_int(file, "batches_per_epoch");
+  facts.world_size = metadata_int(file, "world_size");
+  facts.config_toml = metadata_string(file, "config");
+
+  const std::string kind = metadata_string(file, "optimizer");
+  if (kind != to_string(optimizer.kind)) {
+    fail(file, fmt::format("written with optimizer.kind = \"{}\", the config has \"{}\": optimizer "
+                           "state does not convert between kinds; set optimizer.kind = \"{}\" to "
+                           "resume from it",
+                           kind, to_string(optimizer.kind), kind));
+  }
+  const std::string states = fmt::format("{}", fmt::join(state_names, ","));
+  if (metadata_string(file, "optimizer_state") != states) {
+    fail(file, fmt::format("holds optimizer state [{}], this optimizer keeps [{}]: set "
+                           "optimizer.momentum as in the run that wrote it (SGD keeps a "
+                           "momentum_buffer only when momentum != 0)",
+                           metadata_string(file, "optimizer_state"), states));
+  }
+
+  std::set<std::string> expected;
+  for (const ParameterInfo& p : store.parameters()) {
+    check_tensor(file, p.name, p.shape,
+                 "this model has that parameter, the checkpoint does not: it was written for "
+                 "another model (compare model.kind and model.widths)");
+    expected.insert(p.name);
+    for (const std::string& s : state_names) {
+      const std::string name = state_tensor_name(p.name, s);
+      check_tensor(file, name, p.shape, "the optimizer state of that parameter is absent");
+      expected.insert(name);
+    }
+  }
+  for (const TensorEntry& t : file.tensors()) {
+    if (!expected.count(t.name)) {
+      fail(file, fmt::format("unexpected tensor '{}': this model has no such parameter; the "
+                             "checkpoint was written for another model (compare model.kind and "
+                             "model.widths)",
+                             t.name));
+    }
+  }
+  return facts;
+}
+
+std::int64_t convert_cursor(const CheckpointFacts& facts, std::int64_t global_batch,
+                            std::int64_t batches_per_epoch) {
+  if (facts.global_batch == global_batch || facts.batches_per_epoch <= 0) return facts.cursor;
+  const std::int64_t epoch = facts.cursor / facts.batches_per_epoch;
+  const std::int64_t samples = (facts.cursor % facts.batches_per_epoch) * facts.global_batch;
+  const std::int64_t within = (samples + global_batch - 1) / global_batch;
+  if (within >= batches_per_epoch) return (epoch + 1) * batches_per_epoch;
+  return epoch * batches_per_epoch + within;
+}
+
+std::vector<std::string> config_differences(const std::string& a_toml, const std::string& b_toml) {
+  auto keys = [](const std::string& text) {
+    std::map<std::string, std::string> out;
+    std::istringstream in(text);
+    std::string line, section;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      if (line[0] == '[') {
+        section = line.substr(1, line.find(']') - 1);
+        continue;
+      }
+      const std::size_t eq = line.find(" = ");
+      if (eq != std::string::npos) out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+    }
+    return out;
+  };
+  const auto a = keys(a_toml), b = keys(b_toml);
+  std::set<std::string> all;
+  for (const auto& [k, v] : a) all.insert(k);
+  for (const auto& [k, v] : b) all.insert(k);
+  std::vector<std::string> differ;
+  for (const std::string& k : all) {
+    const auto ia = a.find(k), ib = b.find(k);
+    if (ia == a.end() || ib == b.end() || ia->second != ib->second) differ.push_back(k);
+  }
+  return differ;
+}
+
+// --- the directory protocol -------------------------------------------------------------------
+
+std::optional<std::string> latest_checkpoint(const std::string& dir) {
+  const fs::path pointer = fs::path(dir) / kLatestPointerName;
+  std::error_code ec;
+  if (!fs::exists(pointer, ec)) return std::nullopt;
+  std::ifstream in(pointer);
+  std::string name;
+  std::getline(in, name);
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  if (name.empty()) {
+    throw UserError(fmt::format("checkpoint pointer '{}' is empty: set checkpoint.resume = "
+                                "\"<file>.safetensors\" to the checkpoint to resume from",
+                                pointer.string()));
+  }
+  const fs::path path = fs::path(name).is_absolute() ? fs::path(name) : fs::path(dir) / name;
+  if (!fs::exists(path, ec)) {
+    throw UserError(fmt::format("checkpoint pointer '{}' names '{}', which does not exist: set "
+                                "checkpoint.resume = \"<file>.safetensors\" to one that does",
+                                pointer.string(), path.string()));
+  }
+  return path.string();
+}
+
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw RuntimeFailure(fmt::format("cannot fsync directory '{}': {}", dir, reason));
+  }
+  ::close(fd);
+}
+
+void write_latest_pointer(const std::string& dir, const std::string& file_name) {
+  const fs::path pointer = fs::path(dir) / kLatestPointerName;
+  const fs::path temp = fs::path(dir) / (std::string(kLatestPointerName) + kCheckpointTempSuffix);
+  write_file_durably(temp, file_name + "\n");
+  std::error_code ec;
+  fs::rename(temp, pointer, ec);  // atomic: a reader sees the old or the new pointer, never half
+  if (ec) {
+    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp.string(),
+                                     pointer.string(), ec.message()));
+  }
+  sync_directory(dir);
+}
+
+void prune_checkpoints(const std::string& dir, std::int64_t keep) {
+  std::string latest_name;
+  if (const auto latest = latest_checkpoint(dir)) latest_name = fs::path(*latest).filename();
+  std::vector<std::pair<std::int64_t, fs::path>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::size_t suffix = std::strlen(kCheckpointTempSuffix);
+    const bool temp = name.size() > suffix &&
+                      name.compare(name.size() - suffix, std::string::npos,
+                                   kCheckpointTempSuffix) == 0 &&
+                      checkpoint_step_of(name.substr(0, name.size() - suffix)) >= 0;
+    if (temp) {
+      fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
+    } else if (const std::int64_t step = checkpoint_step_of(name); step >= 0) {
+      found.emplace_back(step, entry.path());
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0)); i < found.size(); ++i) {
+    if (found[i].second.filename() == latest_name) continue;
+    fs::remove(found[i].second, ec);
+  }
+}
+
+void checkpoint_fault_point(const char* point, std::int64_t step) {
+  const char* value = std::getenv(kFaultEnvVar);
+  if (!value) return;
+  const std::string spec = value;
+  const std::size_t colon = spec.find(':');
+  if (spec.substr(0, colon) != point) return;
+  if (colon != std::string::npos && spec.substr(colon + 1) != std::to_string(step)) return;
+  std::fprintf(stderr, "zerolap: %s=%s: simulated crash at step %lld\n", kFaultEnvVar, value,
+               static_cast<long long>(step));
+  std::fflush(stderr);
+  ::_exit(kFaultExitCode);
+}
+
+}  // namespace zl

@@ -1,0 +1,33 @@
+// `zerolap bench CONFIG`: runs every bench mode x bucket cap (runtime/bench/bench.h), prints the table on
+// rank 0 and writes bench.json / bench.csv (and trace.json with output.trace) to output.dir.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "runtime/bench/bench.h"
+#include "runtime/bench/bench_report.h"
+#include "runtime/cli/commands.h"
+#include "runtime/config/config.h"
+#include "runtime/trace/metrics.h"
+
+namespace zl {
+
+int run_bench_command(const ConfigArgs& args, const World& world) {
+  Config config;
+  agree_on_user_errors(world, [&] {
+    config = load_config(args.path, args.overrides);
+    bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
+    if (world.is_root()) ensure_output_dir(config.output.dir);  // not after minutes of measuring
+  });
+  // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
+  const BenchReport report = run_bench(config, world);
+  if (!world.is_root()) return 0;
+  fmt::print("\n{}", format_bench_table(report));
+  write_bench_outputs(report, config.output.dir);
+  fmt::print("wrote {0}/bench.json and {0}/bench.csv{1}\n", config.output.dir,
+             config.output.trace ? fmt::format(" and {}/trace.json", config.output.dir) : "");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace zl

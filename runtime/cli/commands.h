@@ -1,0 +1,26 @@
+// The subcommands of the `zerolap` executable. Each runs on every rank of the job with the world
+// already initialised, and returns the process exit code; errors are thrown (see runtime/cli/cli.cpp
+// for how they become exit codes 1 and 2).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/comm/world.h"
+
+namespace zl {
+
+struct ConfigArgs {
+  std::string path;
+  std::vector<std::string> overrides;  // --set section.key=value
+};
+
+int run_train_command(const ConfigArgs& args, const World& world);
+// world_size > 0 plans for that many ranks instead of the job's.
+int run_plan_command(const ConfigArgs& args, int world_size, const World& world);
+// Measures every overlap mode x bucket cap of the config's [bench] (runtime/bench/bench.h).
+int run_bench_command(const ConfigArgs& args, const World& world);
+// Lists a checkpoint's tensors, shapes, dtypes and metadata (rank 0); a corrupt file exits 2.
+int run_inspect_command(const std::string& path, const World& world);
+
+}  // namespace zl

@@ -1,0 +1,52 @@
+// `zerolap inspect FILE`: lists the tensors (name, dtype, shape, bytes, CRC32) and the metadata of a
+// safetensors checkpoint after validating its structure and checksums. Any safetensors file is
+// listed; a corrupt or truncated one is a UserError (exit 2) naming the file and the tensor.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "runtime/cli/commands.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace zl {
+
+int run_inspect_command(const std::string& path, const World& world) {
+  agree_on_user_errors(world, [&] {
+    if (!world.is_root()) return;  // one listing per job, however many ranks
+    const SafetensorsReader file(path);
+    file.verify_checksums();
+    fmt::print("{}: {} tensors, {} bytes of data, {}-byte header, checksums {}\n", path,
+               file.tensors().size(), file.data_bytes(), file.header_bytes(),
+               file.has_checksums() ? "ok (CRC32)" : "absent (not written by zerolap)");
+    std::size_t width = 4;
+    for (const TensorEntry& t : file.tensors()) width = std::max(width, t.name.size());
+    fmt::print("\n{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", "name", width, "dtype", "shape", "bytes",
+               "crc32");
+    for (const TensorEntry& t : file.tensors()) {
+      const auto crc = file.metadata().find(tensor_crc_key(t.name));
+      fmt::print("{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", t.name, width, t.dtype,
+                 format_shape(t.shape), t.end - t.begin,
+                 crc == file.metadata().end() ? "-" : crc->second);
+    }
+    fmt::print("\nmetadata:\n");
+    const std::string multi_line_key = "config";
+    for (const auto& [key, value] : file.metadata()) {
+      if (key.rfind(tensor_crc_key(""), 0) == 0 || key == multi_line_key) continue;
+      fmt::print("  {} = {}\n", key, value);
+    }
+    if (const auto config = file.metadata().find(multi_line_key); config != file.metadata().end()) {
+      fmt::print("\nconfig of the run that wrote it:\n");
+      std::size_t begin = 0;
+      const std::string& text = config->second;
+      while (begin < text.size()) {
+        const std::size_t end = std::min(text.find('\n', begin), text.size());
+        fmt::print("  {}\n", text.substr(begin, end - begin));
+        begin = end + 1;
+      }
+    }
+    std::fflush(stdout);
+  });
+  return 0;
+}
+
+}  // namespace zl

@@ -1,0 +1,33 @@
+// `zerolap train CONFIG`: trains the configured model on every rank of the job; with
+// output.trace = true it also writes output.dir/trace.json (runtime/trace/trace_writer.h).
+#include <filesystem>
+
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/cli/commands.h"
+#include "runtime/config/config.h"
+#include "runtime/comm/simulated_link.h"
+#include "runtime/trace/trace_writer.h"
+#include "runtime/train/trainer.h"
+
+namespace zl {
+
+int run_train_command(const ConfigArgs& args, const World& world) {
+  Config config;
+  agree_on_user_errors(world, [&] { config = load_config(args.path, args.overrides); });
+  std::unique_ptr<Trainer> trainer;
+  agree_on_user_errors(world, [&] { trainer = std::make_unique<Trainer>(config, world); });
+  run_or_abort(world, [&] {
+    prepare_checkpoints(*trainer);  // creates checkpoint.dir; resumes when configured
+    trainer->run();
+    if (config.output.trace) {
+      trainer->synchronize();
+      write_trace(world, trainer->tracer(), trainer->tracer().events(),
+                  (std::filesystem::path(config.output.dir) / "trace.json").string(),
+                  {{"command", "train"}, {"link", link_label(config.link)}});
+    }
+  });
+  trainer.reset();
+  return 0;
+}
+
+}  // namespace zl

@@ -1,0 +1,109 @@
+// The communicator API: asynchronous collectives on flat float buffers, each returning a Work.
+//
+// Contract (all backends):
+// - Operations on one communicator run in issue order on its stream (CPU: a comm thread; CUDA: the
+//   comm stream). Every rank must issue the same collectives on a communicator in the same order
+//   (DESIGN.md invariant 1): callers issue from deterministic program order, never from completion
+//   order. Use one communicator per independent sequence of collectives.
+// - Communicator::then(cb) runs cb on the communicator's stream after every operation issued
+//   before it; cb may issue collectives on *another* communicator (that is how interleaved ZeRO
+//   broadcasts a bucket right after stepping it). CPU: cb runs on the comm thread once they have
+//   completed. CUDA: cb runs at once on the calling thread with the comm stream as the issuing
+//   stream, so the kernels and collectives it enqueues are stream-ordered after them (Note
+//   [Callbacks on CUDA] in nccl_communicator.h).
+// - A collective that does not complete within the timeout fails (RuntimeFailure), it never hangs.
+// - Float buffers live where the model does (CUDA: device memory); all_reduce_f64's is on the host.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/exec_context.h"
+
+namespace zl {
+
+enum class ReduceOp { Sum, Average };
+enum class CollectiveOp { AllReduce, Reduce, Broadcast, HostTask };
+const char* collective_name(CollectiveOp op);  // "all_reduce", "reduce", ... (traces)
+
+class WorkImpl {
+ public:
+  virtual ~WorkImpl() = default;
+  virtual void wait() = 0;
+  virtual bool is_done() = 0;
+  // Orders later work on `exec` after this operation. The default blocks the calling thread,
+  // which is right on the CPU: there the thread that issues the work *is* its stream. CUDA
+  // backends make exec.stream wait for an event instead, so the host never blocks.
+  virtual void stream_wait(const ExecContext& exec) {
+    (void)exec;
+    wait();
+  }
+};
+
+class Work {
+ public:
+  Work() = default;  // an already complete no-op
+  explicit Work(std::shared_ptr<WorkImpl> impl) : impl_(std::move(impl)) {}
+
+  // Blocks the calling thread until the operation completed; rethrows its failure.
+  void wait() const {
+    if (impl_) impl_->wait();
+  }
+  bool is_done() const { return !impl_ || impl_->is_done(); }
+  // Makes work issued on `exec` from now on start after the operation (see WorkImpl::stream_wait);
+  // rethrows its failure where the wait is on the host.
+  void stream_wait(const ExecContext& exec) const {
+    if (impl_) impl_->stream_wait(exec);
+  }
+
+ private:
+  std::shared_ptr<WorkImpl> impl_;
+};
+
+// Per-communicator accounting, for `plan`, the bench and the trace.
+struct CommStats {
+  std::int64_t ops = 0;
+  std::int64_t payload_bytes = 0;  // bytes of the buffers handed to collectives
+  std::int64_t wire_bytes = 0;     // bytes each rank sends with a ring/chain algorithm (see wire_bytes())
+  double busy_seconds = 0.0;       // time the stream spent inside collectives
+};
+
+// Bytes one rank sends for a collective of `payload` bytes on `world` ranks with bandwidth-optimal
+// ring/chain algorithms: all-reduce 2(p-1)/p, reduce and broadcast (p-1)/p each (so a reduce then a
+// broadcast moves what one all-reduce does, and an all-reduce then a broadcast moves 1.5x).
+std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world);
+
+class Tracer;
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const std::string& name() const = 0;
+
+  virtual Work all_reduce(float* buf, std::int64_t n, ReduceOp op) = 0;
+  // After completion only `root`'s buffer holds the result; other ranks' buffers are unchanged.
+  virtual Work reduce(float* buf, std::int64_t n, int root, ReduceOp op) = 0;
+  virtual Work broadcast(float* buf, std::int64_t n, int root) = 0;
+  // Sum of doubles (gradient-norm partial sums, metrics); small, and in *host* memory on every
+  // backend (NCCL stages it through the device). The result is in buf once the Work is waited.
+  virtual Work all_reduce_f64(double* buf, std::int64_t n) = 0;
+  // Runs `fn` on this communicator's stream after everything issued so far (see Work contract).
+  virtual Work then(std::function<void()> fn) = 0;
+  // Waits for everything issued so far.
+  virtual void synchronize() = 0;
+
+  // Where callbacks run: kernels launched from a callback use this context (CPU: the comm thread
+  // itself; CUDA: the comm stream).
+  virtual ExecContext exec() const = 0;
+
+  virtual CommStats stats() const = 0;
+  virtual void reset_stats() = 0;
+  virtual void set_tracer(Tracer* tracer) = 0;  // nullable; spans named per collective
+};
+
+}  // namespace zl

@@ -1,0 +1,40 @@
+// ComputeOnlyCommunicator: a decorator that moves no data. Collectives complete as no-ops in issue
+// order on the wrapped communicator's stream, while rank() and size() stay the real world's, so a
+// Trainer built on it plans the same buckets, owns the same shards and runs the same forward,
+// backward and optimizer work as the real run, minus communication. The bench measures a mode's
+// compute time this way (runtime/bench/bench.cpp); parameters then diverge across ranks, so it is for
+// timing only.
+#pragma once
+
+#include <memory>
+
+#include "runtime/comm/communicator.h"
+
+namespace zl {
+
+class ComputeOnlyCommunicator final : public Communicator {
+ public:
+  explicit ComputeOnlyCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+
+  // No data moves: each returns a no-op ordered after everything issued so far.
+  Work all_reduce(float*, std::int64_t, ReduceOp) override { return inner_->then([] {}); }
+  Work reduce(float*, std::int64_t, int, ReduceOp) override { return inner_->then([] {}); }
+  Work broadcast(float*, std::int64_t, int) override { return inner_->then([] {}); }
+  Work all_reduce_f64(double*, std::int64_t) override { return inner_->then([] {}); }
+  Work then(std::function<void()> fn) override { return inner_->then(std::move(fn)); }
+  void synchronize() override { inner_->synchronize(); }
+  ExecContext exec() const override { return inner_->exec(); }
+
+  CommStats stats() const override { return CommStats{}; }
+  void reset_stats() override {}
+  void set_tracer(Tracer* tracer) override { inner_->set_tracer(tracer); }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+};
+
+}  // namespace zl

@@ -1,0 +1,167 @@
+// MpiCommunicator: MPI collectives on a dedicated comm thread, completed in issue order.
+#include "runtime/comm/mpi_communicator.h"
+
+#include <chrono>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "kernels/elementwise.h"
+#include "base/errors.h"
+#include "base/poll.h"
+#include "runtime/comm/thread_priority.h"
+#include "base/tracer.h"
+#include "runtime/comm/world.h"
+
+namespace zl {
+namespace {
+
+class CompletionWork final : public WorkImpl {
+ public:
+  explicit CompletionWork(std::shared_ptr<Completion> done) : done_(std::move(done)) {}
+  void wait() override { done_->wait(); }
+  bool is_done() override { return done_->is_done(); }
+
+ private:
+  std::shared_ptr<Completion> done_;
+};
+
+int checked_count(std::int64_t n, const std::string& comm) {
+  if (n < 0 || n > std::numeric_limits<int>::max()) {
+    throw InternalError(fmt::format("communicator {}: count {} does not fit MPI's int", comm, n));
+  }
+  return static_cast<int>(n);
+}
+
+// The first task of every comm thread (thread_priority.h). A refused SCHED_FIFO leaves the
+// thread normal; rank 0's main thread reports it (comm_priority_warning).
+void prepare_comm_thread(CommPriority priority) {
+  tighten_timer_slack();
+  if (priority == CommPriority::Realtime) make_current_thread_realtime();
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s,
+                                 CommPriority priority)
+    : name_(std::move(name)), timeout_s_(timeout_s) {
+  ZL_MPI_CHECK(MPI_Comm_dup(parent, &comm_));
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  stream_ = std::make_unique<CpuStream>(name_);
+  stream_->enqueue([priority] { prepare_comm_thread(priority); });
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  stream_.reset();  // drains and joins the comm thread before the communicator goes away
+  if (comm_ != MPI_COMM_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+}
+
+void MpiCommunicator::wait_request(MPI_Request& request, const char* what, std::int64_t bytes) {
+  // Poll rather than MPI_Wait so a peer that died or diverged becomes a timeout error instead of a
+  // hang (and so the thread sleeps between polls: Note [Polling back-off]).
+  poll_until(
+      [&] {
+        int done = 0;
+        ZL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      },
+      timeout_s_,
+      [&] {
+        return fmt::format(
+            "rank {}: {} of {} bytes on communicator '{}' did not complete within "
+            "runtime.timeout_s = {} s (a peer rank died, hangs, or issued collectives in another "
+            "order)",
+            rank_, what, bytes, name_, timeout_s_);
+      });
+}
+
+Work MpiCommunicator::submit(CollectiveOp op, std::int64_t payload_bytes, std::string label,
+                             std::function<void()> issue_and_wait) {
+  auto task = [this, op, payload_bytes, label = std::move(label),
+               issue_and_wait = std::move(issue_and_wait)] {
+    const double begin_us = tracer_ ? tracer_->now_us() : 0.0;
+    const auto start = std::chrono::steady_clock::now();
+    issue_and_wait();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    {
+      std::lock_guard lock(stats_mutex_);
+      stats_.ops += 1;
+      stats_.payload_bytes += payload_bytes;
+      stats_.wire_bytes += wire_bytes(op, payload_bytes, size_);
+      stats_.busy_seconds += seconds;
+    }
+    if (tracer_ && tracer_->enabled()) {
+      tracer_->span(name_, label, begin_us, tracer_->now_us(),
+                    {{"op", collective_name(op)}, {"bytes", payload_bytes}});
+    }
+  };
+  return Work(std::make_shared<CompletionWork>(stream_->enqueue(std::move(task))));
+}
+
+Work MpiCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op) {
+  const int count = checked_count(n, name_);
+  return submit(CollectiveOp::AllReduce, n * 4, "all_reduce", [this, buf, n, count, op] {
+    MPI_Request req;
+    ZL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, comm_, &req));
+    wait_request(req, "all_reduce", n * 4);
+    if (op == ReduceOp::Average && size_ > 1) scale(ExecContext{}, buf, n, 1.0f / size_);
+  });
+}
+
+Work MpiCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op) {
+  const int count = checked_count(n, name_);
+  return submit(CollectiveOp::Reduce, n * 4, "reduce", [this, buf, n, count, root, op] {
+    MPI_Request req;
+    // The root reduces in place; other ranks only send, their buffer stays as it was.
+    const void* send = rank_ == root ? MPI_IN_PLACE : buf;
+    void* recv = rank_ == root ? buf : nullptr;
+    ZL_MPI_CHECK(MPI_Ireduce(send, recv, count, MPI_FLOAT, MPI_SUM, root, comm_, &req));
+    wait_request(req, "reduce", n * 4);
+    if (op == ReduceOp::Average && size_ > 1 && rank_ == root) {
+      scale(ExecContext{}, buf, n, 1.0f / size_);
+    }
+  });
+}
+
+Work MpiCommunicator::broadcast(float* buf, std::int64_t n, int root) {
+  const int count = checked_count(n, name_);
+  return submit(CollectiveOp::Broadcast, n * 4, "broadcast", [this, buf, n, count, root] {
+    MPI_Request req;
+    ZL_MPI_CHECK(MPI_Ibcast(buf, count, MPI_FLOAT, root, comm_, &req));
+    wait_request(req, "broadcast", n * 4);
+  });
+}
+
+Work MpiCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
+  const int count = checked_count(n, name_);
+  return submit(CollectiveOp::AllReduce, n * 8, "all_reduce_f64", [this, buf, n, count] {
+    MPI_Request req;
+    ZL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, comm_, &req));
+    wait_request(req, "all_reduce_f64", n * 8);
+  });
+}
+
+Work MpiCommunicator::then(std::function<void()> fn) {
+  return Work(std::make_shared<CompletionWork>(stream_->enqueue(std::move(fn))));
+}
+
+void MpiCommunicator::synchronize() { stream_->synchronize(); }
+
+CommStats MpiCommunicator::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return stats_;
+}
+
+void MpiCommunicator::reset_stats() {
+  std::lock_guard lock(stats_mutex_);
+  stats_ = CommStats{};
+}
+
+}  // namespace zl

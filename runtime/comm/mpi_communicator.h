@@ -1,0 +1,60 @@
+// The MPI backend of the communicator API: a dup of the parent communicator owned by one comm
+// thread (a CpuStream). The thread issues each collective as a nonblocking MPI call and polls it
+// to completion before starting the next, so operations complete strictly in issue order and a
+// callback enqueued after an operation runs after it and everything before it. With
+// CommPriority::Realtime the comm thread runs under SCHED_FIFO (Note [Comm thread priority]).
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/config/config.h"
+#include "runtime/comm/cpu_stream.h"
+
+namespace zl {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Duplicates `parent` (collective: every rank must construct its communicators in the same order).
+  MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s,
+                  CommPriority priority = CommPriority::Normal);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+  Work all_reduce(float* buf, std::int64_t n, ReduceOp op) override;
+  Work reduce(float* buf, std::int64_t n, int root, ReduceOp op) override;
+  Work broadcast(float* buf, std::int64_t n, int root) override;
+  Work all_reduce_f64(double* buf, std::int64_t n) override;
+  Work then(std::function<void()> fn) override;
+  void synchronize() override;
+  ExecContext exec() const override { return ExecContext{}; }
+
+  CommStats stats() const override;
+  void reset_stats() override;
+  void set_tracer(Tracer* tracer) override { tracer_ = tracer; }
+
+ private:
+  // Runs on the comm thread: waits for `request`, failing after timeout_s.
+  void wait_request(MPI_Request& request, const char* what, std::int64_t bytes);
+  Work submit(CollectiveOp op, std::int64_t payload_bytes, std::string label,
+              std::function<void()> issue_and_wait);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  std::string name_;
+  double timeout_s_;
+  Tracer* tracer_ = nullptr;
+  mutable std::mutex stats_mutex_;
+  CommStats stats_;
+  std::unique_ptr<CpuStream> stream_;  // last member: its thread stops before the rest is destroyed
+};
+
+}  // namespace zl

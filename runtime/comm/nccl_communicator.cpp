@@ -1,0 +1,368 @@
+// NcclCommunicator: NCCL collectives on a comm stream, ordered after the issuing stream by events,
+// each completing as an event that the host can wait for with a timeout or a stream can wait on.
+#if defined(ZEROLAP_WITH_CUDA)
+
+#include "runtime/comm/nccl_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "runtime/comm/nccl_check.h"
+#include "base/errors.h"
+#include "runtime/comm/device.h"
+#include "base/poll.h"
+#include "base/tracer.h"
+#include "runtime/comm/world.h"
+
+namespace zl {
+
+struct NcclCommunicator::Event {
+  cudaEvent_t event = nullptr;
+  explicit Event(bool timing) {
+    ZL_CUDA_CHECK(
+        cudaEventCreateWithFlags(&event, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
+  ~Event() {
+    if (event != nullptr) cudaEventDestroy(event);  // fine while pending: freed once it completes
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+
+struct NcclCommunicator::Shared {
+  ncclComm_t comm = nullptr;
+  std::string name;
+  int rank = 0;
+  double timeout_s = 0.0;
+  bool aborted = false;
+
+  // After a timeout or an asynchronous NCCL error, more collectives could only hang: abort ends
+  // the pending NCCL kernels and makes the communicator unusable.
+  void abort() noexcept {
+    if (!aborted && comm != nullptr) ncclCommAbort(comm);
+    aborted = true;
+  }
+
+  void check_async_error() {
+    if (aborted || comm == nullptr) return;
+    ncclResult_t state = ncclSuccess;
+    ZL_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclSuccess || state == ncclInProgress) return;
+    const std::string text = ncclGetErrorString(state);
+    abort();
+    throw RuntimeFailure(fmt::format(
+        "rank {}: NCCL communicator '{}' failed asynchronously: {} (a peer rank or the network "
+        "failed; NCCL_DEBUG=INFO says more)",
+        rank, name, text));
+  }
+
+  // Waits on the host for `event` (recorded on the comm stream after `what`).
+  void wait(cudaEvent_t event, const std::string& what) {
+    int polls = 0;
+    poll_until(
+        [&] {
+          const cudaError_t q = cudaEventQuery(event);
+          if (q == cudaSuccess) return true;
+          if (q != cudaErrorNotReady) ZL_CUDA_CHECK(q);
+          if (aborted) {
+            throw RuntimeFailure(fmt::format(
+                "rank {}: {} on NCCL communicator '{}' cannot complete: the communicator was "
+                "aborted after an earlier failure",
+                rank, what, name));
+          }
+          if (++polls % 256 == 0) check_async_error();
+          return false;
+        },
+        timeout_s,
+        [&] {
+          abort();
+          return fmt::format(
+              "rank {}: {} on NCCL communicator '{}' did not complete within runtime.timeout_s = "
+              "{} s (a peer rank died, hangs, or issued collectives in another order); the "
+              "communicator was aborted",
+              rank, what, name, timeout_s);
+        });
+  }
+};
+
+namespace {
+
+// The stream whose work a collective issued on this thread must follow: set by then() for the
+// duration of its callback (Note [Callbacks on CUDA]); null means the communicator's compute
+// stream.
+thread_local cudaStream_t t_issuing_stream = nullptr;
+
+class IssuingStream {
+ public:
+  explicit IssuingStream(cudaStream_t s) : previous_(t_issuing_stream) { t_issuing_stream = s; }
+  ~IssuingStream() { t_issuing_stream = previous_; }
+  IssuingStream(const IssuingStream&) = delete;
+  IssuingStream& operator=(const IssuingStream&) = delete;
+
+ private:
+  cudaStream_t previous_;
+};
+
+class NcclWork final : public WorkImpl {
+ public:
+  NcclWork(std::shared_ptr<NcclCommunicator::Shared> shared,
+           std::shared_ptr<NcclCommunicator::Event> done, std::string what,
+           std::function<void()> on_complete)
+      : shared_(std::move(shared)),
+        done_(std::move(done)),
+        what_(std::move(what)),
+        on_complete_(std::move(on_complete)) {}
+
+  void wait() override {
+    if (finished_) return;
+    shared_->wait(done_->event, what_);
+    finish();
+  }
+
+  bool is_done() override {
+    if (finished_) return true;
+    const cudaError_t q = cudaEventQuery(done_->event);
+    if (q == cudaErrorNotReady) return false;
+    ZL_CUDA_CHECK(q);
+    finish();
+    return true;
+  }
+
+  void stream_wait(const ExecContext& exec) override {
+    // A result bound for host memory (all_reduce_f64), or a CPU consumer, needs the host to wait.
+    if (exec.device != DeviceKind::Cuda || on_complete_) {
+      wait();
+      return;
+    }
+    // An event wait instead of a host sync: exec.stream waits on the GPU, the host moves on.
+    ZL_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(exec.stream), done_->event, 0));
+  }
+
+ private:
+  void finish() {
+    finished_ = true;
+    if (on_complete_) std::exchange(on_complete_, nullptr)();
+  }
+
+  std::shared_ptr<NcclCommunicator::Shared> shared_;
+  std::shared_ptr<NcclCommunicator::Event> done_;
+  std::string what_;
+  std::function<void()> on_complete_;
+  bool finished_ = false;
+};
+
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Sum ? ncclSum : ncclAvg; }
+
+std::size_t checked_count(std::int64_t n, const std::string& comm) {
+  if (n < 0) throw InternalError(fmt::format("communicator {}: negative count {}", comm, n));
+  return static_cast<std::size_t>(n);
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double timeout_s,
+                                   ExecContext compute)
+    : name_(std::move(name)),
+      timeout_s_(timeout_s),
+      compute_stream_(static_cast<cudaStream_t>(compute.stream)) {
+  ZL_CHECK(compute.device == DeviceKind::Cuda && compute.stream != nullptr,
+           "NcclCommunicator '{}' needs a CUDA compute stream", name_);
+  ZL_MPI_CHECK(MPI_Comm_rank(parent, &rank_));
+  ZL_MPI_CHECK(MPI_Comm_size(parent, &size_));
+  ncclUniqueId id{};
+  if (rank_ == 0) ZL_NCCL_CHECK(ncclGetUniqueId(&id));
+  ZL_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, parent));
+
+  // Highest priority: a collective's few blocks should not queue behind a backlog of compute
+  // kernels, since every peer waits for this rank's part.
+  int least = 0, greatest = 0;
+  ZL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  ZL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+  ZL_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
+
+  shared_ = std::make_shared<Shared>();
+  shared_->name = name_;
+  shared_->rank = rank_;
+  shared_->timeout_s = timeout_s_;
+  ZL_NCCL_CHECK(ncclCommInitRank(&shared_->comm, size_, id, rank_));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (shared_) {
+    // While an exception unwinds (this rank failed, or a peer did) what is queued may never
+    // finish: abort at once rather than wait up to timeout_s to flush it.
+    if (std::uncaught_exceptions() > 0) shared_->abort();
+    try {
+      if (!shared_->aborted) synchronize();
+    } catch (...) {
+      shared_->abort();
+    }
+    if (!shared_->aborted && shared_->comm != nullptr) ncclCommDestroy(shared_->comm);
+    shared_->comm = nullptr;  // Works that outlive this communicator only query their events
+  }
+  pending_timings_.clear();
+  if (f64_host_ != nullptr) cudaFreeHost(f64_host_);
+  if (f64_device_ != nullptr) cudaFree(f64_device_);
+  if (issued_ != nullptr) cudaEventDestroy(issued_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void NcclCommunicator::check_usable() const {
+  if (shared_->aborted) {
+    throw RuntimeFailure(fmt::format(
+        "rank {}: NCCL communicator '{}' was aborted after an earlier failure", rank_, name_));
+  }
+}
+
+ExecContext NcclCommunicator::exec() const {
+  return ExecContext{DeviceKind::Cuda, stream_, nullptr};
+}
+
+template <typename Launch>
+Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, const char* label,
+                               bool wait_for_issuer, Launch&& launch,
+                               std::function<void()> on_complete) {
+  check_usable();
+  const double begin_us = tracer_ ? tracer_->now_us() : 0.0;
+  const cudaStream_t issuer = t_issuing_stream != nullptr ? t_issuing_stream : compute_stream_;
+  if (wait_for_issuer && issuer != stream_) {
+    // The data is final on the issuing stream *now* (its producer kernels are enqueued): an
+    // event there and a wait on ours, instead of a stream sync, so the host never blocks.
+    // Re-recording issued_ later is safe: a wait binds to the record current at the call.
+    ZL_CUDA_CHECK(cudaEventRecord(issued_, issuer));
+    ZL_CUDA_CHECK(cudaStreamWaitEvent(stream_, issued_, 0));
+  }
+  Timing t{std::make_shared<Event>(true), std::make_shared<Event>(true)};
+  ZL_CUDA_CHECK(cudaEventRecord(t.start->event, stream_));
+  launch(stream_);
+  ZL_CUDA_CHECK(cudaEventRecord(t.end->event, stream_));
+  std::shared_ptr<Event> done = t.end;
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.ops += 1;
+    stats_.payload_bytes += payload_bytes;
+    stats_.wire_bytes += wire_bytes(op, payload_bytes, size_);
+    pending_timings_.push_back(std::move(t));
+    harvest_timings();  // keeps the queue short
+  }
+  if (tracer_ && tracer_->enabled()) {
+    tracer_->span(name_, label, begin_us, tracer_->now_us(),
+                  {{"op", collective_name(op)}, {"bytes", payload_bytes}, {"clock", "enqueue"}});
+  }
+  return Work(std::make_shared<NcclWork>(
+      shared_, std::move(done), fmt::format("{} of {} bytes", label, payload_bytes),
+      std::move(on_complete)));
+}
+
+void NcclCommunicator::harvest_timings() const {
+  // Events on one stream complete in order: stop at the first one still pending.
+  while (!pending_timings_.empty()) {
+    const Timing& t = pending_timings_.front();
+    const cudaError_t q = cudaEventQuery(t.end->event);
+    if (q == cudaErrorNotReady) return;
+    ZL_CUDA_CHECK(q);
+    float ms = 0.0f;
+    ZL_CUDA_CHECK(cudaEventElapsedTime(&ms, t.start->event, t.end->event));
+    stats_.busy_seconds += static_cast<double>(ms) * 1e-3;
+    pending_timings_.pop_front();
+  }
+}
+
+Work NcclCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op) {
+  const std::size_t count = checked_count(n, name_);
+  return enqueue(CollectiveOp::AllReduce, n * 4, "all_reduce", true, [&](cudaStream_t s) {
+    ZL_NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat, nccl_op(op), shared_->comm, s));
+  });
+}
+
+Work NcclCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op) {
+  const std::size_t count = checked_count(n, name_);
+  // In place on the root; NCCL reads recvbuff on the root only, so other ranks' buffers stay.
+  return enqueue(CollectiveOp::Reduce, n * 4, "reduce", true, [&](cudaStream_t s) {
+    ZL_NCCL_CHECK(ncclReduce(buf, buf, count, ncclFloat, nccl_op(op), root, shared_->comm, s));
+  });
+}
+
+Work NcclCommunicator::broadcast(float* buf, std::int64_t n, int root) {
+  const std::size_t count = checked_count(n, name_);
+  return enqueue(CollectiveOp::Broadcast, n * 4, "broadcast", true, [&](cudaStream_t s) {
+    ZL_NCCL_CHECK(ncclBroadcast(buf, buf, count, ncclFloat, root, shared_->comm, s));
+  });
+}
+
+Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
+  const std::size_t count = checked_count(n, name_);
+  if (count == 0) return Work();
+  // The staging is shared by consecutive calls, so the previous result must have been copied out
+  // (its Work waited) first; every caller waits at once.
+  ZL_CHECK(!*f64_in_use_, "communicator {}: all_reduce_f64 issued before the previous one's Work "
+           "was waited", name_);
+  if (n > f64_capacity_) {
+    if (f64_host_ != nullptr) ZL_CUDA_CHECK(cudaFreeHost(f64_host_));
+    if (f64_device_ != nullptr) ZL_CUDA_CHECK(cudaFree(f64_device_));
+    f64_host_ = f64_device_ = nullptr;
+    f64_capacity_ = 0;
+    const std::int64_t capacity = std::max<std::int64_t>(n, 64);
+    ZL_CUDA_CHECK(cudaMallocHost(&f64_host_, static_cast<std::size_t>(capacity) * sizeof(double)));
+    ZL_CUDA_CHECK(cudaMalloc(&f64_device_, static_cast<std::size_t>(capacity) * sizeof(double)));
+    f64_capacity_ = capacity;
+  }
+  const std::size_t bytes = count * sizeof(double);
+  std::memcpy(f64_host_, buf, bytes);
+  double* host = f64_host_;
+  double* dev = f64_device_;
+  auto in_use = f64_in_use_;
+  *in_use = true;
+  // Host data needs no event from the issuing stream; the pinned staging makes both copies
+  // truly asynchronous, and the Work copies the sums out on the host once they are back.
+  return enqueue(
+      CollectiveOp::AllReduce, n * 8, "all_reduce_f64", false,
+      [&](cudaStream_t s) {
+        ZL_CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
+        ZL_NCCL_CHECK(ncclAllReduce(dev, dev, count, ncclDouble, ncclSum, shared_->comm, s));
+        ZL_CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
+      },
+      [buf, host, bytes, in_use] {
+        std::memcpy(buf, host, bytes);
+        *in_use = false;
+      });
+}
+
+Work NcclCommunicator::then(std::function<void()> fn) {
+  check_usable();
+  {
+    // Note [Callbacks on CUDA]: fn runs now, with this stream as the one its work follows.
+    IssuingStream issuing(stream_);
+    fn();
+  }
+  auto done = std::make_shared<Event>(false);
+  ZL_CUDA_CHECK(cudaEventRecord(done->event, stream_));
+  return Work(std::make_shared<NcclWork>(shared_, std::move(done), "callback", nullptr));
+}
+
+void NcclCommunicator::synchronize() {
+  check_usable();
+  Event done(false);
+  ZL_CUDA_CHECK(cudaEventRecord(done.event, stream_));
+  shared_->wait(done.event, "synchronize");
+}
+
+CommStats NcclCommunicator::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  harvest_timings();
+  return stats_;
+}
+
+void NcclCommunicator::reset_stats() {
+  std::lock_guard lock(stats_mutex_);
+  stats_ = CommStats{};
+  pending_timings_.clear();  // their time belongs to before the reset
+}
+
+}  // namespace zl
+
+#endif  // ZEROLAP_WITH_CUDA

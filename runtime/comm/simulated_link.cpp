@@ -1,0 +1,119 @@
+// SimulatedLinkCommunicator: alpha-beta completion delays around real collectives (see
+// simulated_link.h and Note [Link occupancy]).
+#include "runtime/comm/simulated_link.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/tracer.h"
+
+namespace zl {
+
+double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload, int world) {
+  if (world <= 1 || op == CollectiveOp::HostTask) return 0.0;
+  const double bytes_per_s = link.bandwidth_gbps * 1e9 / 8.0;
+  const double wire = static_cast<double>(wire_bytes(op, payload, world));
+  const double hops = op == CollectiveOp::AllReduce ? 2.0 * (world - 1) : 1.0 * (world - 1);
+  return (bytes_per_s > 0.0 ? wire / bytes_per_s : 0.0) + hops * link.latency_us * 1e-6;
+}
+
+std::string link_label(const LinkConfig& link) {
+  if (!link.enabled()) return {};
+  return fmt::format("simulated link: {:g} Gb/s, {:g} us", link.bandwidth_gbps, link.latency_us);
+}
+
+SimulatedLink::Clock::time_point SimulatedLink::reserve(Clock::time_point issued, double seconds) {
+  std::lock_guard lock(mutex_);
+  const Clock::time_point begin = std::max(issued, busy_until_);
+  busy_until_ = begin + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(seconds));
+  return busy_until_;
+}
+
+SimulatedLinkCommunicator::SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
+                                                     std::shared_ptr<SimulatedLink> link)
+    : link_(std::move(link)), inner_(std::move(inner)) {}
+
+template <typename Issue>
+Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_bytes,
+                                         const char* label, Issue&& collective) {
+  // Both host tasks run on the inner stream, in order around the real collective, so the shared
+  // timing state needs no lock.
+  struct Timing {
+    SimulatedLink::Clock::time_point issued, end;
+    double begin_us = 0.0;
+  };
+  auto timing = std::make_shared<Timing>();
+  const double seconds = modelled_seconds(link_->config(), op, payload_bytes, size());
+  inner_->then([this, timing, seconds] {
+    timing->issued = SimulatedLink::Clock::now();
+    timing->end = link_->reserve(timing->issued, seconds);
+    if (tracer_) timing->begin_us = tracer_->now_us();
+  });
+  collective();
+  return inner_->then([this, timing, seconds, op, payload_bytes, label] {
+    std::this_thread::sleep_until(timing->end);
+    const double busy =
+        std::chrono::duration<double>(SimulatedLink::Clock::now() - timing->issued).count();
+    {
+      std::lock_guard lock(stats_mutex_);
+      busy_seconds_ += busy;
+    }
+    if (tracer_ && tracer_->enabled()) {
+      // Encloses the real collective's span on the same thread: the modelled transfer.
+      tracer_->span(name(), fmt::format("link {}", label), timing->begin_us, tracer_->now_us(),
+                    {{"op", label},
+                     {"bytes", payload_bytes},
+                     {"modelled_us", seconds * 1e6},
+                     {"wire_bytes", wire_bytes(op, payload_bytes, size())}});
+    }
+  });
+}
+
+Work SimulatedLinkCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op) {
+  return modelled(CollectiveOp::AllReduce, n * 4, "all_reduce",
+                  [&] { inner_->all_reduce(buf, n, op); });
+}
+
+Work SimulatedLinkCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op) {
+  return modelled(CollectiveOp::Reduce, n * 4, "reduce",
+                  [&] { inner_->reduce(buf, n, root, op); });
+}
+
+Work SimulatedLinkCommunicator::broadcast(float* buf, std::int64_t n, int root) {
+  return modelled(CollectiveOp::Broadcast, n * 4, "broadcast",
+                  [&] { inner_->broadcast(buf, n, root); });
+}
+
+Work SimulatedLinkCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
+  return modelled(CollectiveOp::AllReduce, n * 8, "all_reduce_f64",
+                  [&] { inner_->all_reduce_f64(buf, n); });
+}
+
+CommStats SimulatedLinkCommunicator::stats() const {
+  CommStats s = inner_->stats();
+  std::lock_guard lock(stats_mutex_);
+  s.busy_seconds = busy_seconds_;
+  return s;
+}
+
+void SimulatedLinkCommunicator::reset_stats() {
+  inner_->reset_stats();
+  std::lock_guard lock(stats_mutex_);
+  busy_seconds_ = 0.0;
+}
+
+void SimulatedLinkCommunicator::set_tracer(Tracer* tracer) {
+  tracer_ = tracer;
+  inner_->set_tracer(tracer);
+}
+
+std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> comm,
+                                                  const std::shared_ptr<SimulatedLink>& link) {
+  if (!link || !link->config().enabled()) return comm;
+  return std::make_unique<SimulatedLinkCommunicator>(std::move(comm), link);
+}
+
+}  // namespace zl

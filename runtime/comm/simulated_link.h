@@ -1,0 +1,93 @@
+// A modelled network for benchmarking on one machine: SimulatedLinkCommunicator decorates another
+// communicator so that each collective completes no earlier than the alpha-beta time of a ring /
+// chain on a link of `[link] bandwidth_gbps` and `latency_us`. The real collective still runs, so
+// results stay bitwise identical; only completion is delayed. Every figure taken with it must be
+// labelled with link_label() (DESIGN.md: "labelled as simulated wherever its numbers are printed").
+// It needs then() tasks that run in stream order on a host thread (the CPU backend); where a
+// backend's then() runs at once on the caller (CUDA), the delay must instead be a host function
+// enqueued on the comm stream, or it would block the issuing thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/config/config.h"
+
+namespace zl {
+
+// Seconds a collective of `payload` bytes takes on `link` with `world` ranks: all-reduce
+// 2(p-1)/p * S/B + 2(p-1)*alpha, reduce and broadcast (p-1)/p * S/B + (p-1)*alpha (the bytes are
+// wire_bytes(), see communicator.h). Zero for one rank.
+double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload, int world);
+
+// "simulated link: 10 Gb/s, 5 us"; empty when the link is off.
+std::string link_label(const LinkConfig& link);
+
+// One rank's network interface, shared by all of that rank's communicators: the reduce and the
+// broadcast streams queue for the same wire instead of each getting a full link.
+// Note [Link occupancy]: a transfer is modelled as starting when its stream issues it, or when the
+// link is free again if an earlier transfer still occupies it (FIFO, no fair sharing), and
+// holding the link for modelled_seconds(). A rank that waits for a late peer inside the real
+// collective therefore overlaps that wait with its modelled transfer: the model never charges
+// more than real time + transfer time, and charges exactly the transfer time when peers arrive
+// together (bucket collectives are issued at the same point of backward on every rank).
+class SimulatedLink {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit SimulatedLink(const LinkConfig& config) : config_(config) {}
+
+  const LinkConfig& config() const { return config_; }
+  // Reserves the link for `seconds` from `issued` on (or from when it is free); returns the time
+  // the transfer ends.
+  Clock::time_point reserve(Clock::time_point issued, double seconds);
+
+ private:
+  LinkConfig config_;
+  std::mutex mutex_;
+  Clock::time_point busy_until_{};
+};
+
+class SimulatedLinkCommunicator final : public Communicator {
+ public:
+  SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<SimulatedLink> link);
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+
+  Work all_reduce(float* buf, std::int64_t n, ReduceOp op) override;
+  Work reduce(float* buf, std::int64_t n, int root, ReduceOp op) override;
+  Work broadcast(float* buf, std::int64_t n, int root) override;
+  Work all_reduce_f64(double* buf, std::int64_t n) override;
+  Work then(std::function<void()> fn) override { return inner_->then(std::move(fn)); }
+  void synchronize() override { inner_->synchronize(); }
+  ExecContext exec() const override { return inner_->exec(); }
+
+  // The inner communicator's counts; busy_seconds measured from issue to the modelled end.
+  CommStats stats() const override;
+  void reset_stats() override;
+  void set_tracer(Tracer* tracer) override;
+
+ private:
+  // Brackets `collective` (which issues the real operation on the inner communicator) with a
+  // host task that reserves the link and one that sleeps until the reservation ends.
+  template <typename Issue>
+  Work modelled(CollectiveOp op, std::int64_t payload_bytes, const char* label, Issue&& collective);
+
+  std::shared_ptr<SimulatedLink> link_;
+  Tracer* tracer_ = nullptr;
+  mutable std::mutex stats_mutex_;
+  double busy_seconds_ = 0.0;
+  // Last: destroyed first, so its stream drains while the link and the mutex above still exist.
+  std::unique_ptr<Communicator> inner_;
+};
+
+// Wraps `comm` when `link` is enabled; returns it unchanged otherwise.
+std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> comm,
+                                                  const std::shared_ptr<SimulatedLink>& link);
+
+}  // namespace zl

@@ -1,0 +1,124 @@
+// MPI start-up and shutdown, rank facts, and the job-wide abort.
+#include "runtime/comm/world.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+
+namespace zl {
+
+World describe_world(MPI_Comm comm) {
+  World w;
+  w.comm = comm;
+  MPI_Comm_rank(comm, &w.rank);
+  MPI_Comm_size(comm, &w.size);
+  // Ranks sharing a node share memory: split by shared-memory domain to find the local rank.
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node_comm) ==
+          MPI_SUCCESS &&
+      node_comm != MPI_COMM_NULL) {
+    MPI_Comm_rank(node_comm, &w.local_rank);
+    MPI_Comm_size(node_comm, &w.local_size);
+    MPI_Comm_free(&node_comm);
+  }
+  return w;
+}
+
+void set_mpi_defaults() {
+  // Note [Nonblocking collective algorithms]: Open MPI's libnbc runs its default segmented chain
+  // algorithms for MPI_Ireduce/MPI_Ibcast one segment per progress call, so a multi-MiB reduce
+  // polled by a comm thread that backs off takes ~25x longer than the same all-reduce. Binomial
+  // trees finish in log2(p) rounds. Only defaults: a user's own OMPI_MCA_* setting wins, and other
+  // MPI implementations ignore these variables.
+  setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "2", /*overwrite=*/0);
+  setenv("OMPI_MCA_coll_libnbc_ibcast_algorithm", "2", /*overwrite=*/0);
+}
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = 0;
+  if (!initialized) {
+    set_mpi_defaults();
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    owns_mpi_ = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr,
+                 "zerolap: error: the MPI library provides thread level %d, zerolap needs "
+                 "MPI_THREAD_MULTIPLE (%d): rebuild or install an MPI with thread support\n",
+                 provided, MPI_THREAD_MULTIPLE);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  // Errors come back as codes and become exceptions (check_mpi), so the top level can abort
+  // with a message naming the rank instead of MPI's default silent abort.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  world_ = describe_world(MPI_COMM_WORLD);
+}
+
+MpiSession::~MpiSession() {
+  if (owns_mpi_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+}
+
+void abort_job(const World& world, int exit_code, const std::string& message) {
+  if (world.size > 1) {
+    std::fprintf(stderr, "zerolap: error on rank %d of %d: %s\n", world.rank, world.size,
+                 message.c_str());
+  } else {
+    std::fprintf(stderr, "zerolap: error: %s\n", message.c_str());
+  }
+  std::fflush(stderr);
+  std::fflush(stdout);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized && world.size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+void check_mpi(int code, const char* expr, const char* file, int line) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw RuntimeFailure(fmt::format("MPI error on rank {} in {} ({}:{}): {}", rank, expr, file,
+                                   line, std::string(text, static_cast<std::size_t>(len))));
+}
+
+}  // namespace zl
+
+namespace zl {
+
+void agree_on_user_errors(const World& world, const std::function<void()>& fn) {
+  std::string message;
+  int failed_rank = world.size;  // "nobody"
+  try {
+    fn();
+  } catch (const UserError& e) {
+    message = e.what();
+    failed_rank = world.rank;
+  }
+  int lowest = failed_rank;
+  if (world.size > 1) {
+    ZL_MPI_CHECK(MPI_Allreduce(&failed_rank, &lowest, 1, MPI_INT, MPI_MIN, world.comm));
+  }
+  if (lowest == world.size) return;
+  if (lowest == world.rank) {
+    std::fprintf(stderr, "zerolap: error: %s\n", message.c_str());
+    std::fflush(stderr);
+  }
+  throw ReportedUserError(message.empty() ? "bad input reported by another rank" : message);
+}
+
+}  // namespace zl

@@ -1,0 +1,91 @@
+// The MPI world of one zerolap process: rank, size, and the rank's place on its node (local rank,
+// used to pick a GPU). MPI is initialised once, with MPI_THREAD_MULTIPLE (each communicator's comm
+// thread makes MPI calls concurrently with the others), and finalised by MpiSession's destructor.
+// Started without mpirun, MPI's singleton init gives a world of 1.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "base/errors.h"
+
+namespace zl {
+
+struct World {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;  // rank among the ranks of this node
+  int local_size = 1;
+  MPI_Comm comm = MPI_COMM_WORLD;
+
+  bool is_root() const { return rank == 0; }
+};
+
+class MpiSession {
+ public:
+  // Initialises MPI (unless already initialised, e.g. by a test main) and checks the thread level.
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  const World& world() const { return world_; }
+
+ private:
+  World world_;
+  bool owns_mpi_ = false;
+};
+
+// Environment defaults zerolap wants before MPI_Init (see Note [Nonblocking collective
+// algorithms] in world.cpp). MpiSession calls it; so must any other main that initialises MPI.
+void set_mpi_defaults();
+
+// The world of an already initialised MPI (tests, MpiSession).
+World describe_world(MPI_Comm comm = MPI_COMM_WORLD);
+
+// Ends the whole job: prints `message` prefixed with the rank, then MPI_Abort(exit_code) so no
+// other rank is left waiting in a collective. Safe to call from any thread.
+[[noreturn]] void abort_job(const World& world, int exit_code, const std::string& message);
+
+// Throws RuntimeFailure naming the MPI call, its error string, file:line and rank.
+void check_mpi(int code, const char* expr, const char* file, int line);
+
+}  // namespace zl
+
+#define ZL_MPI_CHECK(expr) ::zl::check_mpi((expr), #expr, __FILE__, __LINE__)
+
+namespace zl {
+
+// Bad input that has already been reported (by the lowest rank that saw it): every rank ends with
+// exit code 2 through a clean MPI_Finalize rather than MPI_Abort.
+class ReportedUserError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs `fn` on every rank (collective). If it throws UserError on any rank, the lowest failing
+// rank prints its message and every rank throws ReportedUserError — so a bad config or a missing
+// data file ends the whole job with one message and exit code 2, and no rank is left waiting.
+void agree_on_user_errors(const World& world, const std::function<void()>& fn);
+
+// Runs `fn` and ends the whole job where a failure is caught (UserError: exit 2, anything else:
+// exit 1), *before* the caller's objects are destroyed: a Trainer's destructor would otherwise
+// wait for collectives that a failed peer never completes. Call it with the Trainer owned by the
+// calling frame, outside `fn`. ReportedUserError (every rank agreed) passes through.
+template <typename Fn>
+decltype(auto) run_or_abort(const World& world, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const ReportedUserError&) {
+    throw;
+  } catch (const UserError& e) {
+    abort_job(world, 2, e.what());
+  } catch (const std::exception& e) {
+    abort_job(world, 1, e.what());
+  }
+}
+
+}  // namespace zl

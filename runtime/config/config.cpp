@@ -1,0 +1,417 @@
+// Loads a run configuration: TOML text -> `--set` overrides applied to the parsed table -> every
+// section read with type and range checks -> cross-key checks. Overrides go in before any check,
+// so a bad `--set` value fails exactly like a bad line in the file (but names `--set key`).
+#include "runtime/config/config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
+
+#include "base/errors.h"
+#include "runtime/config/config_reader.h"
+
+namespace zl {
+
+using namespace config_detail;
+
+namespace {
+
+constexpr std::string_view kSections[] = {"model", "data",       "optimizer", "parallel",
+                                          "train", "checkpoint", "runtime",   "bench",
+                                          "link",  "output"};
+
+toml::table parse_document(const std::string& text, const std::string& source_name) {
+  try {
+    return toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    throw UserError(fmt::format("{}:{}: TOML syntax error: {}", source_name, e.source().begin.line,
+                                e.description()));
+  }
+}
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// Puts the value of `--set section.key=value` into `root` (replacing or inserting). The value is
+// read as TOML ("3e-4", "[784, 512, 10]", "true", "\"x\""); what does not read as exactly one TOML
+// value is a bare string, so `--set parallel.overlap=interleaved` needs no quotes.
+void apply_override(toml::table& root, const std::string& item, ConfigSource& source) {
+  const auto eq = item.find('=');
+  const std::string key(trim(std::string_view(item).substr(0, std::min(eq, item.size()))));
+  const auto dot = key.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == key.size() ||
+      key.find('.', dot + 1) != std::string::npos) {
+    throw UserError(
+        fmt::format("--set '{}': expected section.key=value (e.g. --set optimizer.lr=3e-4)", item));
+  }
+  const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
+  const std::string value(trim(std::string_view(item).substr(eq + 1)));
+
+  toml::table* target = nullptr;
+  if (toml::node* existing = root.get(section)) {
+    target = existing->as_table();
+    if (target == nullptr) {
+      throw UserError(
+          fmt::format("--set {}: '{}' is not a section in {}", key, section, source.name()));
+    }
+  } else {
+    target = root.insert_or_assign(section, toml::table{}).first->second.as_table();
+    source.mark_override(section, key);  // an unknown section is reported at "--set section.key"
+  }
+
+  bool inserted = false;
+  try {
+    const toml::table parsed = toml::parse("v = " + value, "--set " + key);
+    if (parsed.size() == 1 && parsed.get("v") != nullptr) {
+      parsed.get("v")->visit([&](const auto& node) { target->insert_or_assign(name, node); });
+      inserted = true;
+    }
+  } catch (const toml::parse_error&) {
+    // not a TOML value: a bare string
+  }
+  if (!inserted) target->insert_or_assign(name, value);
+  source.mark_override(key, key);
+}
+
+void apply_overrides(toml::table& root, const std::vector<std::string>& overrides,
+                     ConfigSource& source) {
+  for (const auto& item : overrides) apply_override(root, item, source);
+  // train.steps and train.epochs are alternatives: overriding one replaces the file's other, so
+  // `--set train.steps=100` shortens an epochs-based config instead of conflicting with it.
+  if (auto* train = root.get("train") ? root.get("train")->as_table() : nullptr) {
+    if (source.is_override("train.steps") && !source.is_override("train.epochs")) {
+      train->erase("epochs");
+    }
+    if (source.is_override("train.epochs") && !source.is_override("train.steps")) {
+      train->erase("steps");
+    }
+  }
+}
+
+void check_sections(const toml::table& root, const ConfigSource& source) {
+  const std::vector<std::string> names(std::begin(kSections), std::end(kSections));
+  for (const auto& [key, node] : root) {
+    const std::string name(key.str());
+    const std::string where = source.location(name, &node);
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      if (!node.is_table()) {
+        throw UserError(fmt::format(
+            "{}: unknown key '{}' at the top level: keys belong under a section header such as "
+            "[optimizer] (sections: {})",
+            where, name, fmt::join(names, ", ")));
+      }
+      throw UserError(fmt::format("{}: unknown section [{}]{}", where, name,
+                                  did_you_mean(name, names, "[", "]")));
+    }
+    if (!node.is_table()) {
+      throw UserError(fmt::format("{}: '{}' must be a section [{}], got {}", where, name, name,
+                                  type_name(node)));
+    }
+  }
+}
+
+const toml::table* section_table(const toml::table& root, std::string_view name) {
+  const toml::node* node = root.get(name);
+  return node != nullptr ? node->as_table() : nullptr;
+}
+
+void read_model(const toml::table& root, ConfigSource& source, ModelSpec& m) {
+  SectionReader r(source, section_table(root, "model"), "model");
+  r.enumeration("kind", m.kind, kModelKindNames);
+  r.integer_array("widths", m.widths);
+  r.enumeration("activation", m.activation, kActivationNames);
+  r.integer("seed", m.seed);
+  r.number("layernorm_eps", m.layernorm_eps, above(0));
+  r.finish();
+  if (!r.has("widths")) {
+    source.fail("model.widths", "is required: the layer widths, e.g. widths = [784, 256, 10]");
+  }
+  try {
+    validate_model_spec(m);
+  } catch (const UserError& e) {
+    source.fail("model.widths", e.what());
+  }
+}
+
+void read_data(const toml::table& root, ConfigSource& source, DataConfig& d) {
+  SectionReader r(source, section_table(root, "data"), "data");
+  r.enumeration("kind", d.kind, kDataKindNames);
+  r.string("path", d.path);
+  r.string("train_images", d.train_images);
+  r.string("train_labels", d.train_labels);
+  r.string("test_images", d.test_images);
+  r.string("test_labels", d.test_labels);
+  r.integer("batch_size", d.batch_size, at_least(1));
+  r.integer("eval_batch_size", d.eval_batch_size, at_least(1));
+  r.boolean("shuffle", d.shuffle);
+  r.integer("seed", d.seed);
+  r.integer("train_samples", d.train_samples, at_least(1));
+  r.integer("test_samples", d.test_samples, at_least(1));
+  r.number("noise", d.noise, at_least(0));
+  r.integer("teacher_hidden", d.teacher_hidden, at_least(1));
+  r.enumeration("teacher_task", d.teacher_task, kTaskKindNames);
+  r.finish();
+
+  if (d.kind == DataKind::FashionMnist && d.path.empty()) {
+    source.fail("data.path", "must name the Fashion-MNIST directory for kind = \"fashion_mnist\"");
+  }
+  if (d.kind == DataKind::Idx) {
+    std::vector<std::string> missing;
+    const std::pair<const char*, const std::string*> paths[] = {{"train_images", &d.train_images},
+                                                                {"train_labels", &d.train_labels},
+                                                                {"test_images", &d.test_images},
+                                                                {"test_labels", &d.test_labels}};
+    for (const auto& [name, value] : paths) {
+      if (value->empty()) missing.emplace_back(fmt::format("data.{}", name));
+    }
+    if (!missing.empty()) {
+      source.fail("data.kind", fmt::format("\"idx\" needs the four IDX files data.train_images, "
+                                           "data.train_labels, data.test_images and "
+                                           "data.test_labels (missing: {})",
+                                           fmt::join(missing, ", ")));
+    }
+  }
+}
+
+// The data decides the model's input and output widths; catching a mismatch here turns a shape
+// error deep in the first forward into a message about the config.
+void check_model_fits_data(const Config& c, const ConfigSource& source) {
+  const auto& w = c.model.widths;
+  if (w.empty()) return;
+  const std::string got = fmt::format("[{}]", fmt::join(w, ", "));
+  if (c.data.kind == DataKind::FashionMnist && (w.front() != 784 || w.back() < 10)) {
+    source.fail("model.widths",
+                fmt::format("data.kind = \"fashion_mnist\" needs 784 inputs and "
+                            "at least 10 outputs (28x28 images, 10 classes), got {}",
+                            got));
+  }
+  if (c.data.kind == DataKind::Spirals && (w.front() != 2 || w.back() < 2)) {
+    source.fail("model.widths", fmt::format("data.kind = \"spirals\" needs 2 inputs and at least "
+                                            "2 outputs (one per class), got {}",
+                                            got));
+  }
+  if (c.data.kind == DataKind::Teacher && c.data.teacher_task == TaskKind::Classification &&
+      w.back() < 2) {
+    source.fail("model.widths", fmt::format("a teacher classification task needs at least 2 "
+                                            "outputs (one per class), got {}",
+                                            got));
+  }
+}
+
+void read_optimizer(const toml::table& root, ConfigSource& source, OptimizerConfig& o) {
+  SectionReader r(source, section_table(root, "optimizer"), "optimizer");
+  r.enumeration("kind", o.kind, kOptimizerKindNames);
+  r.number("lr", o.lr, above(0));
+  std::vector<float> betas;
+  r.number_array("betas", betas, half_open(0, 1), 2, false);
+  if (betas.size() == 2) {
+    o.beta1 = betas[0];
+    o.beta2 = betas[1];
+  }
+  r.number("eps", o.eps, above(0));
+  r.number("weight_decay", o.weight_decay, at_least(0));
+  r.number("momentum", o.momentum, at_least(0));
+  r.number("dampening", o.dampening, closed(0, 1));
+  r.boolean("nesterov", o.nesterov);
+  r.enumeration("schedule", o.schedule, kLrScheduleNames);
+  r.integer("warmup_steps", o.warmup_steps, at_least(0));
+  r.number("min_lr", o.min_lr, at_least(0));
+  r.finish();
+
+  if (o.min_lr > o.lr) {
+    source.fail("optimizer.min_lr",
+                fmt::format("must be in [0, lr] (got {}, optimizer.lr = {})", o.min_lr, o.lr));
+  }
+  if (o.nesterov && (o.momentum <= 0.0f || o.dampening != 0.0f)) {
+    source.fail("optimizer.nesterov",
+                fmt::format("requires momentum > 0 and dampening = 0, as torch.optim.SGD "
+                            "(got momentum = {}, dampening = {})",
+                            o.momentum, o.dampening));
+  }
+}
+
+void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig& p) {
+  SectionReader r(source, section_table(root, "parallel"), "parallel");
+  r.enumeration("mode", p.mode, kParallelModeNames);
+  r.enumeration("overlap", p.overlap, kOverlapNames);
+  r.enumeration("collective", p.collective, kCollectiveNames);
+  r.enumeration("assignment", p.assignment, kAssignmentNames);
+  r.number("bucket_cap_mb", p.bucket_cap_mb, above(0));
+  r.number("first_bucket_cap_mb", p.first_bucket_cap_mb, above(0));
+  r.finish();
+}
+
+void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
+  SectionReader r(source, section_table(root, "train"), "train");
+  const bool has_steps = r.has("steps"), has_epochs = r.has("epochs");
+  r.integer("steps", t.steps, at_least(0));
+  r.integer("epochs", t.epochs, at_least(0));
+  r.integer("log_every", t.log_every, at_least(1));
+  r.integer("eval_every", t.eval_every, at_least(0));
+  r.integer("grad_accum", t.grad_accum, at_least(1));
+  r.number("clip_grad_norm", t.clip_grad_norm, at_least(0));
+  r.finish();
+
+  // Neither key given: one epoch. The struct's 0/0 means "no training" (write the initial
+  // checkpoint), which must be asked for explicitly (steps = 0 or epochs = 0), never by omission.
+  if (!has_steps && !has_epochs) t.epochs = 1;
+  if (t.steps > 0 && t.epochs > 0) {
+    source.fail("train.steps",
+                fmt::format("set either steps or epochs, not both (steps = {}, epochs = {} at {})",
+                            t.steps, t.epochs, source.location("train.epochs")));
+  }
+}
+
+void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointConfig& c) {
+  SectionReader r(source, section_table(root, "checkpoint"), "checkpoint");
+  r.string("dir", c.dir);
+  r.integer("every", c.every, at_least(0));
+  r.integer("keep", c.keep, at_least(1));
+  if (const toml::node* node = r.get("resume")) {
+    if (const auto* b = node->as_boolean()) {
+      c.resume = b->get();
+      c.resume_path.clear();
+    } else if (const auto* s = node->as_string()) {
+      if (s->get().empty()) {
+        r.fail("resume",
+               "an empty path; use resume = true for the latest checkpoint in "
+               "checkpoint.dir",
+               node);
+      }
+      c.resume = true;
+      c.resume_path = s->get();
+    } else {
+      r.type_error("resume", *node, "true, false or a checkpoint path");
+    }
+  }
+  r.finish();
+  if (c.resume && c.resume_path.empty() && c.dir.empty()) {
+    source.fail("checkpoint.resume",
+                "true needs checkpoint.dir (to find the latest checkpoint "
+                "there) or a path: resume = \"<file>.safetensors\"");
+  }
+}
+
+void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& rt) {
+  SectionReader r(source, section_table(root, "runtime"), "runtime");
+  r.enumeration("device", rt.device, kDeviceNames);
+  r.integer("threads", rt.threads, at_least(1));
+  r.number("timeout_s", rt.timeout_s, above(0));
+  r.enumeration("comm_priority", rt.comm_priority, kCommPriorityNames);
+  r.finish();
+}
+
+void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
+  SectionReader r(source, section_table(root, "bench"), "bench");
+  // The mode strings belong to runtime/bench, which checks their spelling; here only their shape.
+  r.string_array("modes", b.modes);
+  for (std::size_t i = 0; i < b.modes.size(); ++i) {
+    if (std::find(b.modes.begin(), b.modes.begin() + i, b.modes[i]) != b.modes.begin() + i) {
+      source.fail("bench.modes", fmt::format("\"{}\" is listed twice", b.modes[i]));
+    }
+  }
+  r.number_array("bucket_cap_mb", b.bucket_cap_mb, above(0), 0, true);
+  r.integer("warmup", b.warmup, at_least(0));
+  r.integer("steps", b.steps, at_least(1));
+  r.finish();
+}
+
+void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
+  SectionReader r(source, section_table(root, "link"), "link");
+  r.number("bandwidth_gbps", l.bandwidth_gbps, at_least(0));
+  r.number("latency_us", l.latency_us, at_least(0));
+  r.finish();
+}
+
+void read_output(const toml::table& root, ConfigSource& source, OutputConfig& o) {
+  SectionReader r(source, section_table(root, "output"), "output");
+  r.string("dir", o.dir, /*allow_empty=*/false);
+  r.boolean("trace", o.trace);
+  r.finish();
+}
+
+void check_parallel_with_train(const Config& c, const ConfigSource& source) {
+  if (c.parallel.overlap != Overlap::None && c.parallel.mode == ParallelMode::Ddp) {
+    source.fail("parallel.overlap",
+                fmt::format("\"{}\" applies to mode = \"zero\" only (ddp steps the whole optimizer "
+                            "on every rank after the last gradient is reduced); set "
+                            "parallel.mode = \"zero\" or overlap = \"none\"",
+                            to_string(c.parallel.overlap)));
+  }
+  if (c.parallel.collective == CollectiveKind::ReduceBroadcast &&
+      c.parallel.mode == ParallelMode::Ddp) {
+    source.fail("parallel.collective",
+                "\"reduce_broadcast\" applies to mode = \"zero\" only (ddp all-reduces every "
+                "bucket, since every rank steps the whole optimizer); set parallel.mode = \"zero\" "
+                "or collective = \"allreduce_broadcast\"");
+  }
+  if (c.parallel.overlap == Overlap::Interleaved && c.train.clip_grad_norm > 0.0f) {
+    source.fail("parallel.overlap",
+                fmt::format("\"interleaved\" cannot be combined with train.clip_grad_norm = {} "
+                            "(at {}): an interleaved bucket's optimizer step runs as soon as its "
+                            "own reduction completes, before the other buckets' gradients, and so "
+                            "the global gradient norm, are known; use overlap = "
+                            "\"after_backward\" or set train.clip_grad_norm = 0",
+                            c.train.clip_grad_norm, source.location("train.clip_grad_norm")));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    throw UserError(fmt::format("cannot read config file '{}': {}", path,
+                                std::generic_category().message(errno)));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  const bool failed = std::ferror(file) != 0;
+  const int error = errno;  // a directory opens, then fails to read with EISDIR
+  std::fclose(file);
+  if (failed) {
+    throw UserError(fmt::format("cannot read config file '{}': {}", path,
+                                std::generic_category().message(error)));
+  }
+  return text;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides) {
+  ConfigSource source(source_name);
+  toml::table root = parse_document(toml_text, source_name);
+  apply_overrides(root, overrides, source);
+  check_sections(root, source);
+
+  Config c;
+  c.source_path = source_name;
+  read_model(root, source, c.model);
+  read_data(root, source, c.data);
+  check_model_fits_data(c, source);
+  read_optimizer(root, source, c.optimizer);
+  read_parallel(root, source, c.parallel);
+  read_train(root, source, c.train);
+  read_checkpoint(root, source, c.checkpoint);
+  read_runtime(root, source, c.runtime);
+  read_bench(root, source, c.bench);
+  read_link(root, source, c.link);
+  read_output(root, source, c.output);
+  check_parallel_with_train(c, source);
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  return parse_config(read_file(path), path, overrides);
+}
+
+}  // namespace zl

@@ -1,0 +1,154 @@
+// The run configuration: TOML files (see README "Config reference" and DESIGN.md's contract) plus
+// `--set section.key=value` overrides. Parsing validates everything up front: an unknown key, a
+// wrong type or an out-of-range value is a UserError that names the key and its file and line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/elementwise.h"
+#include "kernels/optim_math.h"
+#include "data/dataset.h"
+#include "models/model.h"
+
+namespace zl {
+
+enum class DataKind { FashionMnist, Idx, Spirals, Teacher };
+enum class ParallelMode { Ddp, Zero };
+enum class Overlap { None, AfterBackward, Interleaved };
+enum class CollectiveKind { AllreduceBroadcast, ReduceBroadcast };
+enum class AssignmentPolicy { RoundRobin, Greedy };
+enum class LrSchedule { Constant, Cosine };
+enum class DeviceChoice { Auto, Cpu, Cuda };
+// Scheduling of the CPU comm threads (runtime/comm/thread_priority.h, Note [Comm thread priority]).
+enum class CommPriority { Normal, Realtime };
+
+struct DataConfig {
+  DataKind kind = DataKind::FashionMnist;
+  std::string path = kDefaultFashionMnistDir;  // fashion_mnist: the directory
+  // idx: the four files (plain or .gz)
+  std::string train_images, train_labels, test_images, test_labels;
+  std::int64_t batch_size = 64;       // per rank
+  std::int64_t eval_batch_size = 1000;  // per rank, evaluation only
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  // synthetic sets (spirals: classes = model output width; teacher: dims from model.widths)
+  std::int64_t train_samples = 8192;
+  std::int64_t test_samples = 2048;
+  float noise = 0.2f;
+  std::int64_t teacher_hidden = 64;
+  TaskKind teacher_task = TaskKind::Regression;
+};
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::Adam;
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  bool nesterov = false;
+  LrSchedule schedule = LrSchedule::Constant;
+  std::int64_t warmup_steps = 0;  // linear warm-up from 0 to lr over these steps (any schedule)
+  float min_lr = 0.0f;            // cosine decays towards this (reached after the last step)
+};
+
+struct ParallelConfig {
+  ParallelMode mode = ParallelMode::Ddp;
+  Overlap overlap = Overlap::None;
+  CollectiveKind collective = CollectiveKind::AllreduceBroadcast;
+  AssignmentPolicy assignment = AssignmentPolicy::RoundRobin;
+  double bucket_cap_mb = 25.0;
+  double first_bucket_cap_mb = 1.0;
+};
+
+struct TrainConfig {
+  std::int64_t steps = 0;   // exactly one of steps / epochs is set (steps = 0 with epochs = 0: no
+  std::int64_t epochs = 0;  // training, e.g. to write the initial checkpoint)
+  std::int64_t log_every = 50;
+  std::int64_t eval_every = 0;  // 0: evaluate only at the end
+  std::int64_t grad_accum = 1;
+  float clip_grad_norm = 0.0f;  // 0: off
+};
+
+struct CheckpointConfig {
+  std::string dir;        // empty: no checkpoints
+  std::int64_t every = 0;  // 0: only at the end
+  std::int64_t keep = 3;
+  bool resume = false;       // true: latest in dir, or resume_path when set
+  std::string resume_path;  // resume = "path"
+};
+
+struct RuntimeConfig {
+  DeviceChoice device = DeviceChoice::Auto;
+  int threads = 1;       // OpenBLAS threads per rank
+  double timeout_s = 300;  // a collective that takes longer is a failure (exit 1), not a hang
+  CommPriority comm_priority = CommPriority::Normal;  // of the MPI comm threads; a hint
+};
+
+struct BenchConfig {
+  std::vector<std::string> modes;  // empty: every mode (see runtime/bench)
+  std::vector<double> bucket_cap_mb;  // empty: parallel.bucket_cap_mb
+  std::int64_t warmup = 5;
+  std::int64_t steps = 30;
+};
+
+struct LinkConfig {
+  double bandwidth_gbps = 0.0;  // 0: no network model
+  double latency_us = 0.0;
+  bool enabled() const { return bandwidth_gbps > 0.0 || latency_us > 0.0; }
+};
+
+struct OutputConfig {
+  std::string dir = "runs/default";
+  bool trace = false;
+};
+
+struct Config {
+  std::string source_path;  // the TOML file this came from
+  ModelSpec model;
+  DataConfig data;
+  OptimizerConfig optimizer;
+  ParallelConfig parallel;
+  TrainConfig train;
+  CheckpointConfig checkpoint;
+  RuntimeConfig runtime;
+  BenchConfig bench;
+  LinkConfig link;
+  OutputConfig output;
+};
+
+// Reads and validates `path`, then applies `overrides` ("section.key=value"; the value is read as
+// a TOML value, a bare word as a string). Throws UserError naming the key, file and line.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same, from TOML text (tests); `source_name` stands in for the path in messages.
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides = {});
+
+// The effective configuration as canonical TOML (every key, defaults filled in). Written next to
+// run outputs and hashed (config_hash) into checkpoints.
+std::string to_toml(const Config& config);
+// Whether a key ("section.key", as to_toml spells it) can change what a run computes. False for
+// [checkpoint] and [output] (where a run writes, whether it resumed), runtime.timeout_s and
+// runtime.comm_priority (how long it waits for a peer, how its comm threads are scheduled).
+bool key_affects_results(const std::string& key);
+// 16 hex digits: FNV-1a 64 of the lines of to_toml whose keys affect results (section headers
+// included), so a resumed run that continues bitwise hashes like the run it continues.
+std::string config_hash(const Config& config);
+
+// Names used in configs, logs and tables.
+const char* to_string(ParallelMode m);
+const char* to_string(Overlap o);
+const char* to_string(CollectiveKind c);
+const char* to_string(AssignmentPolicy a);
+const char* to_string(OptimizerKind k);
+const char* to_string(Activation a);
+const char* to_string(DataKind k);
+const char* to_string(LrSchedule s);
+const char* to_string(DeviceChoice d);
+const char* to_string(CommPriority p);
+
+}  // namespace zl

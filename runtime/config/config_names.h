@@ -1,0 +1,74 @@
+// The spelling of every config enum, in one table per enum: the parser (config.cpp) reads with
+// these tables, and to_toml/to_string (config_toml.cpp) write with them, so a name can never be
+// accepted in one direction and spelled differently in the other. Internal to runtime/config*.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "runtime/config/config.h"
+
+namespace zl::config_detail {
+
+template <class E>
+struct EnumName {
+  std::string_view name;
+  E value;
+};
+
+inline constexpr EnumName<ModelKind> kModelKindNames[] = {{"mlp", ModelKind::Mlp},
+                                                          {"residual_mlp", ModelKind::ResidualMlp}};
+inline constexpr EnumName<Activation> kActivationNames[] = {{"relu", Activation::Relu},
+                                                            {"gelu", Activation::Gelu},
+                                                            {"tanh", Activation::Tanh},
+                                                            {"identity", Activation::Identity}};
+inline constexpr EnumName<DataKind> kDataKindNames[] = {{"fashion_mnist", DataKind::FashionMnist},
+                                                        {"idx", DataKind::Idx},
+                                                        {"spirals", DataKind::Spirals},
+                                                        {"teacher", DataKind::Teacher}};
+inline constexpr EnumName<TaskKind> kTaskKindNames[] = {
+    {"regression", TaskKind::Regression}, {"classification", TaskKind::Classification}};
+inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[] = {
+    {"adam", OptimizerKind::Adam}, {"adamw", OptimizerKind::AdamW}, {"sgd", OptimizerKind::Sgd}};
+inline constexpr EnumName<LrSchedule> kLrScheduleNames[] = {{"constant", LrSchedule::Constant},
+                                                            {"cosine", LrSchedule::Cosine}};
+inline constexpr EnumName<ParallelMode> kParallelModeNames[] = {{"ddp", ParallelMode::Ddp},
+                                                                {"zero", ParallelMode::Zero}};
+inline constexpr EnumName<Overlap> kOverlapNames[] = {{"none", Overlap::None},
+                                                      {"after_backward", Overlap::AfterBackward},
+                                                      {"interleaved", Overlap::Interleaved}};
+inline constexpr EnumName<CollectiveKind> kCollectiveNames[] = {
+    {"allreduce_broadcast", CollectiveKind::AllreduceBroadcast},
+    {"reduce_broadcast", CollectiveKind::ReduceBroadcast}};
+inline constexpr EnumName<AssignmentPolicy> kAssignmentNames[] = {
+    {"round_robin", AssignmentPolicy::RoundRobin}, {"greedy", AssignmentPolicy::Greedy}};
+inline constexpr EnumName<DeviceChoice> kDeviceNames[] = {
+    {"auto", DeviceChoice::Auto}, {"cpu", DeviceChoice::Cpu}, {"cuda", DeviceChoice::Cuda}};
+inline constexpr EnumName<CommPriority> kCommPriorityNames[] = {
+    {"normal", CommPriority::Normal}, {"realtime", CommPriority::Realtime}};
+
+// The name of `value`; "?" only if a table misses an enumerator (a bug the round-trip test
+// catches).
+template <class E>
+constexpr const char* enum_name(std::span<const EnumName<E>> names, E value) {
+  for (const auto& n : names) {
+    if (n.value == value) return n.name.data();  // every name is a NUL-terminated literal
+  }
+  return "?";
+}
+
+// The allowed names for messages: "relu", "gelu", "tanh", "identity".
+template <class E>
+std::string enum_choices(std::span<const EnumName<E>> names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out += ", ";
+    out += '"';
+    out += n.name;
+    out += '"';
+  }
+  return out;
+}
+
+}  // namespace zl::config_detail

@@ -1,0 +1,129 @@
+// Typed, located access to the sections of a parsed TOML config (internal to runtime/config*).
+// Every read checks the TOML type and a range and, on failure, throws UserError as
+// "<where>: <section>.<key>: <what>", where <where> is "file:line" or "--set section.key".
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/errors.h"
+#include "runtime/config/config_names.h"
+
+namespace zl::config_detail {
+
+// An allowed interval of a number; the default allows every finite value.
+struct Range {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_exclusive = false;
+  bool max_exclusive = false;
+
+  bool contains(double v) const;
+  std::string describe() const;  // "must be > 0", "must be in [0, 1)"
+};
+inline Range at_least(double lo) { return {lo, Range{}.max, false, false}; }
+inline Range above(double lo) { return {lo, Range{}.max, true, false}; }
+inline Range closed(double lo, double hi) { return {lo, hi, false, false}; }
+inline Range half_open(double lo, double hi) { return {lo, hi, false, true}; }
+
+// Where the keys of one config came from: the file name, the line of each key read so far, and
+// which keys --set replaced. Messages of later cross-key checks use the recorded lines.
+class ConfigSource {
+ public:
+  explicit ConfigSource(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+
+  // `key` (a full key, or a section an override created) was set by `--set <by>`.
+  void mark_override(const std::string& key, const std::string& by) { overrides_[key] = by; }
+  bool is_override(const std::string& key) const { return overrides_.count(key) > 0; }
+  void record(const std::string& full_key, const toml::node& node);
+
+  // "--set key" for an override, else the node's line, else the recorded line of the key or of
+  // its section, else the file name alone.
+  std::string location(const std::string& full_key, const toml::node* node = nullptr) const;
+
+  // Throws UserError "<location>: <full_key>: <what>".
+  [[noreturn]] void fail(const std::string& full_key, std::string_view what,
+                         const toml::node* node = nullptr) const;
+
+ private:
+  std::string name_;
+  std::map<std::string, std::string> overrides_;  // key -> the full key of its --set
+  std::map<std::string, std::string> recorded_;   // full key -> "file:line"
+};
+
+// Reads the keys of one section. Each read registers the key as known, so finish() can reject
+// the rest as unknown (with a did-you-mean). A missing key leaves the default in place.
+class SectionReader {
+ public:
+  // `table` may be null (the section is absent: every read keeps its default).
+  SectionReader(ConfigSource& source, const toml::table* table, std::string section);
+
+  bool has(std::string_view key) const;
+  std::string full_key(std::string_view key) const { return section_ + "." + std::string(key); }
+
+  void integer(std::string_view key, std::int64_t& out, Range range = {});
+  void integer(std::string_view key, int& out, Range range = {});
+  void integer(std::string_view key, std::uint64_t& out);           // >= 0 (seeds)
+  void number(std::string_view key, float& out, Range range = {});  // accepts integers too
+  void number(std::string_view key, double& out, Range range = {});
+  void boolean(std::string_view key, bool& out);
+  void string(std::string_view key, std::string& out, bool allow_empty = true);
+  void integer_array(std::string_view key, std::vector<std::int64_t>& out);
+  void string_array(std::string_view key, std::vector<std::string>& out);
+  // An array of numbers each in `range`; `exact_size` > 0 requires that many; `allow_scalar`
+  // also accepts a single number (as a one-element array).
+  template <class T>
+  void number_array(std::string_view key, std::vector<T>& out, Range range, std::size_t exact_size,
+                    bool allow_scalar);
+
+  template <class E, std::size_t N>
+  void enumeration(std::string_view key, E& out, const EnumName<E> (&names)[N]) {
+    std::string text;
+    string(key, text);
+    if (!has(key)) return;
+    for (const auto& n : names) {
+      if (n.name == text) {
+        out = n.value;
+        return;
+      }
+    }
+    fail(key, "expected one of " + enum_choices(std::span<const EnumName<E>>(names)) + ", got \"" +
+                  text + "\"");
+  }
+
+  // The node of `key` (registering it as known), or null when absent: for keys of several types.
+  const toml::node* get(std::string_view key);
+  [[noreturn]] void fail(std::string_view key, std::string_view what,
+                         const toml::node* node = nullptr) const;
+  [[noreturn]] void type_error(std::string_view key, const toml::node& node,
+                               std::string_view expected) const;
+
+  // Rejects every key of the section that no read asked for.
+  void finish() const;
+
+ private:
+  std::int64_t checked_integer(std::string_view key, const toml::node& node, Range range) const;
+  double checked_number(std::string_view key, const toml::node& node) const;
+
+  ConfigSource& source_;
+  const toml::table* table_;
+  std::string section_;
+  std::vector<std::string> known_;
+};
+
+// Names and values as messages print them: "float", "string"; `1.5`, `"abc"`.
+std::string_view type_name(const toml::node& node);
+std::string describe_value(const toml::node& node);
+// " (did you mean 'lr'?)" when a candidate is a plausible typo of `word`, else "".
+std::string did_you_mean(std::string_view word, std::span<const std::string> candidates,
+                         std::string_view open = "'", std::string_view close = "'");
+
+}  // namespace zl::config_detail

@@ -1,0 +1,230 @@
+// The canonical TOML of a Config (every key, fixed order, defaults filled in) and its hash, plus
+// the enum names. Contract: parse_config(to_toml(c)) == c, and floats are written as the shortest
+// text that reads back to the same value, so the hash changes only when a value does.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdint>
+#include <span>
+#include <sstream>
+#include <string>
+
+#include "runtime/config/config.h"
+#include "runtime/config/config_names.h"
+
+namespace zl {
+
+using namespace config_detail;
+
+namespace {
+
+template <class E, std::size_t N>
+const char* name_of(const EnumName<E> (&names)[N], E value) {
+  return enum_name(std::span<const EnumName<E>>(names), value);
+}
+
+// Shortest round-trip text of the value in its own precision (float 1e-3f -> "0.001", not
+// "0.0010000000474974513"); TOML needs a '.' or an exponent to read it back as a float.
+template <class T>
+std::string toml_float(T v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";  // "25" -> "25.0"; inf/nan as is
+  return s;
+}
+
+std::string toml_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
+        } else {
+          out += ch;  // UTF-8 passes through: TOML strings are UTF-8
+        }
+    }
+  }
+  return out + "\"";
+}
+
+class TomlWriter {
+ public:
+  void section(std::string_view name) {
+    if (!out_.empty()) out_ += '\n';
+    out_ += fmt::format("[{}]\n", name);
+  }
+  void raw(std::string_view key, std::string_view text) {
+    out_ += fmt::format("{} = {}\n", key, text);
+  }
+  void integer(std::string_view key, std::int64_t v) { raw(key, fmt::format("{}", v)); }
+  void unsigned_integer(std::string_view key, std::uint64_t v) { raw(key, fmt::format("{}", v)); }
+  void number(std::string_view key, float v) { raw(key, toml_float(v)); }
+  void number(std::string_view key, double v) { raw(key, toml_float(v)); }
+  void boolean(std::string_view key, bool v) { raw(key, v ? "true" : "false"); }
+  void string(std::string_view key, std::string_view v) { raw(key, toml_string(v)); }
+  template <class T, class Format>
+  void array(std::string_view key, const std::vector<T>& values, Format format) {
+    std::vector<std::string> items;
+    for (const auto& v : values) items.push_back(format(v));
+    raw(key, fmt::format("[{}]", fmt::join(items, ", ")));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+const char* to_string(ParallelMode m) { return name_of(kParallelModeNames, m); }
+const char* to_string(Overlap o) { return name_of(kOverlapNames, o); }
+const char* to_string(CollectiveKind c) { return name_of(kCollectiveNames, c); }
+const char* to_string(AssignmentPolicy a) { return name_of(kAssignmentNames, a); }
+const char* to_string(OptimizerKind k) { return name_of(kOptimizerKindNames, k); }
+const char* to_string(Activation a) { return name_of(kActivationNames, a); }
+const char* to_string(DataKind k) { return name_of(kDataKindNames, k); }
+const char* to_string(LrSchedule s) { return name_of(kLrScheduleNames, s); }
+const char* to_string(DeviceChoice d) { return name_of(kDeviceNames, d); }
+const char* to_string(CommPriority p) { return name_of(kCommPriorityNames, p); }
+
+// Keys in the order of the structs in config.h; source_path is left out on purpose: the same
+// settings read from another file are the same run (and hash the same).
+std::string to_toml(const Config& c) {
+  TomlWriter w;
+  const auto as_int = [](std::int64_t v) { return fmt::format("{}", v); };
+  const auto as_float = [](auto v) { return toml_float(v); };
+  const auto as_string = [](const std::string& v) { return toml_string(v); };
+
+  w.section("model");
+  w.string("kind", name_of(kModelKindNames, c.model.kind));
+  w.array("widths", c.model.widths, as_int);
+  w.string("activation", name_of(kActivationNames, c.model.activation));
+  w.unsigned_integer("seed", c.model.seed);
+  w.number("layernorm_eps", c.model.layernorm_eps);
+
+  const DataConfig& d = c.data;
+  w.section("data");
+  w.string("kind", name_of(kDataKindNames, d.kind));
+  w.string("path", d.path);
+  w.string("train_images", d.train_images);
+  w.string("train_labels", d.train_labels);
+  w.string("test_images", d.test_images);
+  w.string("test_labels", d.test_labels);
+  w.integer("batch_size", d.batch_size);
+  w.integer("eval_batch_size", d.eval_batch_size);
+  w.boolean("shuffle", d.shuffle);
+  w.unsigned_integer("seed", d.seed);
+  w.integer("train_samples", d.train_samples);
+  w.integer("test_samples", d.test_samples);
+  w.number("noise", d.noise);
+  w.integer("teacher_hidden", d.teacher_hidden);
+  w.string("teacher_task", name_of(kTaskKindNames, d.teacher_task));
+
+  const OptimizerConfig& o = c.optimizer;
+  w.section("optimizer");
+  w.string("kind", to_string(o.kind));
+  w.number("lr", o.lr);
+  w.array("betas", std::vector<float>{o.beta1, o.beta2}, as_float);
+  w.number("eps", o.eps);
+  w.number("weight_decay", o.weight_decay);
+  w.number("momentum", o.momentum);
+  w.number("dampening", o.dampening);
+  w.boolean("nesterov", o.nesterov);
+  w.string("schedule", to_string(o.schedule));
+  w.integer("warmup_steps", o.warmup_steps);
+  w.number("min_lr", o.min_lr);
+
+  const ParallelConfig& p = c.parallel;
+  w.section("parallel");
+  w.string("mode", to_string(p.mode));
+  w.string("overlap", to_string(p.overlap));
+  w.string("collective", to_string(p.collective));
+  w.string("assignment", to_string(p.assignment));
+  w.number("bucket_cap_mb", p.bucket_cap_mb);
+  w.number("first_bucket_cap_mb", p.first_bucket_cap_mb);
+
+  const TrainConfig& t = c.train;
+  w.section("train");
+  w.integer("steps", t.steps);
+  w.integer("epochs", t.epochs);
+  w.integer("log_every", t.log_every);
+  w.integer("eval_every", t.eval_every);
+  w.integer("grad_accum", t.grad_accum);
+  w.number("clip_grad_norm", t.clip_grad_norm);
+
+  const CheckpointConfig& k = c.checkpoint;
+  w.section("checkpoint");
+  w.string("dir", k.dir);
+  w.integer("every", k.every);
+  w.integer("keep", k.keep);
+  if (k.resume && !k.resume_path.empty()) {
+    w.string("resume", k.resume_path);
+  } else {
+    w.boolean("resume", k.resume);
+  }
+
+  w.section("runtime");
+  w.string("device", to_string(c.runtime.device));
+  w.integer("threads", c.runtime.threads);
+  w.number("timeout_s", c.runtime.timeout_s);
+  w.string("comm_priority", to_string(c.runtime.comm_priority));
+
+  const BenchConfig& b = c.bench;
+  w.section("bench");
+  w.array("modes", b.modes, as_string);
+  w.array("bucket_cap_mb", b.bucket_cap_mb, as_float);
+  w.integer("warmup", b.warmup);
+  w.integer("steps", b.steps);
+
+  w.section("link");
+  w.number("bandwidth_gbps", c.link.bandwidth_gbps);
+  w.number("latency_us", c.link.latency_us);
+
+  w.section("output");
+  w.string("dir", c.output.dir);
+  w.boolean("trace", c.output.trace);
+  return w.take();
+}
+
+bool key_affects_results(const std::string& key) {
+  const auto in_section = [&](const char* section) { return key.rfind(section, 0) == 0; };
+  return !in_section("checkpoint.") && !in_section("output.") && key != "runtime.timeout_s" &&
+         key != "runtime.comm_priority";
+}
+
+std::string config_hash(const Config& config) {
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
+  std::istringstream lines(to_toml(config));
+  std::string line, section;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+    } else if (const auto eq = line.find(" = "); eq != std::string::npos &&
+               !key_affects_results(section + "." + line.substr(0, eq))) {
+      continue;
+    }
+    for (const char ch : line + '\n') {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 1099511628211ull;  // FNV-1a 64 prime
+    }
+  }
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace zl

@@ -1,4 +1,0 @@
-// The `zerolap` executable: everything lives in the runtime library; see runtime/cli.cpp.
-#include "runtime/cli.h"
-
-int main(int argc, char** argv) { return zl::run_cli(argc, argv); }

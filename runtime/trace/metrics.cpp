@@ -1,0 +1,82 @@
+// MetricsWriter: the CSV metrics file (see metrics.h).
+#include "runtime/trace/metrics.h"
+
+#include <cerrno>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+
+namespace zl {
+
+void ensure_output_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
+  }
+}
+
+const char* MetricsWriter::header() {
+  return "step,epoch,train_loss,train_accuracy,test_loss,test_accuracy,samples_per_s,lr,"
+         "grad_norm,elapsed_s";
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step) {
+  std::vector<std::string> kept;  // data rows of the earlier run up to resumed_step
+  if (resumed_step > 0) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);  // the header, written again below
+    while (std::getline(in, line)) {
+      const std::int64_t step = std::strtoll(line.c_str(), nullptr, 10);
+      if (!line.empty() && step <= resumed_step) kept.push_back(line);
+    }
+  }
+  file_ = std::fopen(path.c_str(), "w");
+  if (!file_) {
+    throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
+                                std::strerror(errno)));
+  }
+  std::fprintf(file_, "%s\n", header());
+  for (const auto& line : kept) std::fprintf(file_, "%s\n", line.c_str());
+  std::fflush(file_);
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_) std::fclose(file_);
+}
+
+MetricsWriter::MetricsWriter(MetricsWriter&& other) noexcept
+    : file_(std::exchange(other.file_, nullptr)) {}
+
+MetricsWriter& MetricsWriter::operator=(MetricsWriter&& other) noexcept {
+  if (this != &other) {
+    if (file_) std::fclose(file_);
+    file_ = std::exchange(other.file_, nullptr);
+  }
+  return *this;
+}
+
+namespace {
+std::string cell(const std::optional<double>& v) { return v ? fmt::format("{:.7g}", *v) : ""; }
+}  // namespace
+
+void MetricsWriter::write(const MetricsRow& r) {
+  if (!file_) return;
+  const std::string line =
+      fmt::format("{},{},{},{},{},{},{},{},{},{:.3f}\n", r.step, r.epoch, cell(r.train_loss),
+                  cell(r.train_accuracy), cell(r.test_loss), cell(r.test_accuracy),
+                  cell(r.samples_per_s), cell(r.lr), cell(r.grad_norm), r.elapsed_s);
+  std::fputs(line.c_str(), file_);
+  std::fflush(file_);
+}
+
+}  // namespace zl

@@ -1,0 +1,114 @@
+// write_trace / merge_trace_events: gathering and merging Chrome trace events (see trace_writer.h).
+#include "runtime/trace/trace_writer.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "runtime/trace/metrics.h"
+
+namespace zl {
+
+nlohmann::json merge_trace_events(const std::vector<TraceSource>& sources, int rank) {
+  std::vector<std::string> threads;
+  auto thread_id = [&](const std::string& name) {
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+      if (threads[i] == name) return static_cast<int>(i);
+    }
+    threads.push_back(name);
+    return static_cast<int>(threads.size() - 1);
+  };
+  nlohmann::json spans = nlohmann::json::array();
+  for (const TraceSource& source : sources) {
+    std::vector<int> remap;  // this source's tid -> merged tid
+    for (const auto& e : source.events) {
+      if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name") {
+        const int tid = e.at("tid").get<int>();
+        if (tid >= static_cast<int>(remap.size())) remap.resize(static_cast<std::size_t>(tid) + 1, -1);
+        remap[static_cast<std::size_t>(tid)] = thread_id(e.at("args").at("name").get<std::string>());
+      }
+    }
+    for (const auto& e : source.events) {
+      if (e.value("ph", "") == "M") continue;
+      nlohmann::json copy = e;
+      const int tid = e.value("tid", 0);
+      copy["tid"] = tid < static_cast<int>(remap.size()) && remap[static_cast<std::size_t>(tid)] >= 0
+                        ? remap[static_cast<std::size_t>(tid)]
+                        : thread_id(fmt::format("thread {}", tid));
+      copy["pid"] = rank;
+      copy["ts"] = e.value("ts", 0.0) + source.offset_us;
+      spans.push_back(std::move(copy));
+    }
+  }
+  nlohmann::json out = nlohmann::json::array();
+  out.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank},
+                 {"args", {{"name", fmt::format("rank {}", rank)}}}});
+  out.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank},
+                 {"args", {{"sort_index", rank}}}});
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    out.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank},
+                   {"tid", static_cast<int>(i)}, {"args", {{"name", threads[i]}}}});
+  }
+  for (auto& e : spans) out.push_back(std::move(e));
+  return out;
+}
+
+void write_trace(const World& world, const Tracer& clock, const nlohmann::json& events,
+                 const std::string& path, const nlohmann::json& metadata) {
+  // Clock alignment: the instant every rank leaves the barrier is taken as the same time.
+  ZL_MPI_CHECK(MPI_Barrier(world.comm));
+  const double sync_us = clock.now_us();
+  double root_sync_us = sync_us;
+  ZL_MPI_CHECK(MPI_Bcast(&root_sync_us, 1, MPI_DOUBLE, 0, world.comm));
+
+  nlohmann::json shifted = events;
+  for (auto& e : shifted) {
+    if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + (root_sync_us - sync_us);
+  }
+  const std::string mine = shifted.dump();
+  if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw RuntimeFailure(fmt::format("rank {}: trace of {} bytes is too large to gather",
+                                     world.rank, mine.size()));
+  }
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(world.size), 0);
+  ZL_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world.comm));
+  std::vector<int> displs(lengths.size(), 0);
+  std::int64_t total = 0;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    displs[r] = static_cast<int>(total);
+    total += lengths[r];
+  }
+  if (world.is_root() && total > std::numeric_limits<int>::max()) {
+    throw RuntimeFailure(fmt::format("trace of {} bytes over all ranks is too large to gather", total));
+  }
+  std::string all(world.is_root() ? static_cast<std::size_t>(total) : 0, '\0');
+  ZL_MPI_CHECK(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                           displs.data(), MPI_CHAR, 0, world.comm));
+  if (!world.is_root()) return;
+
+  nlohmann::json trace_events = nlohmann::json::array();
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    for (auto& e : nlohmann::json::parse(all.substr(static_cast<std::size_t>(displs[r]),
+                                                    static_cast<std::size_t>(lengths[r])))) {
+      trace_events.push_back(std::move(e));
+    }
+  }
+  nlohmann::json file = {{"traceEvents", std::move(trace_events)},
+                         {"displayTimeUnit", "ms"},
+                         {"otherData", metadata}};
+  const std::filesystem::path out(path);
+  if (out.has_parent_path()) ensure_output_dir(out.parent_path().string());
+  std::ofstream stream(out);
+  stream << file.dump() << '\n';
+  if (!stream) {
+    throw UserError(fmt::format("cannot write the trace to '{}': {}", path, std::strerror(errno)));
+  }
+}
+
+}  // namespace zl

@@ -1,0 +1,67 @@
+// The bucket plan: how the flat gradient buffer is cut into buckets and which rank owns each.
+//
+// Note [Bucket order]: buckets are built walking parameters in flat-layout order (reverse
+// registration order = the order backward finalises gradients, see Note [Flat layout]). A bucket
+// is a contiguous slice [offset, offset + numel) that never splits a parameter, nor a module. The
+// parameters of one module (same name up to the last '.': layers.3.weight and layers.3.bias) are
+// registered together, so they are consecutive in the layout, and they become ready at the same
+// moment, when that module's backward ends: splitting them would only add a collective. Only
+// consecutive parameters are grouped. A new bucket starts when adding the next module would
+// exceed the cap (bucket 0 uses first_bucket_cap_mb, so the first collective starts early in
+// backward); a module larger than the cap gets a bucket alone. Cutting between a layer's weight
+// and bias used to leave each 4 KiB bias in a bucket of its own, and such tiny collectives cost a
+// full round of synchronisation each: grouping halved the collectives of
+// configs/bench_overlap.toml and raised the share of communication interleaved hides
+// (docs/bench.md).
+// The plan depends only on the model and the config, so every rank computes the same plan and
+// launches bucket collectives in index order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/parameter_store.h"
+#include "runtime/config/config.h"
+
+namespace zl {
+
+struct Bucket {
+  int index = 0;
+  std::int64_t offset = 0;  // first element in the flat buffers
+  std::int64_t numel = 0;   // elements including alignment padding
+  std::vector<int> param_ids;  // in flat-layout order
+  int assigned_rank = 0;       // owns the optimizer state; steps and broadcasts this bucket
+  std::int64_t bytes() const { return numel * static_cast<std::int64_t>(sizeof(float)); }
+};
+
+struct BucketPlan {
+  std::vector<Bucket> buckets;
+  std::vector<int> bucket_of_param;  // param id -> bucket index
+  int world_size = 1;
+  AssignmentPolicy assignment = AssignmentPolicy::RoundRobin;
+
+  // Elements of the buckets assigned to `rank`.
+  std::int64_t numel_assigned_to(int rank) const;
+  std::int64_t largest_bucket_numel() const;
+};
+
+// cap_mb and first_cap_mb in MiB (1024 * 1024 bytes, as PyTorch's bucket_cap_mb).
+BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double first_cap_mb,
+                             int world_size, AssignmentPolicy assignment);
+
+// Optimizer-state floats per parameter element: Adam/AdamW 2 (exp_avg, exp_avg_sq), SGD 1 with
+// momentum, 0 without.
+int state_floats_per_element(const OptimizerConfig& optimizer);
+
+// Optimizer-state bytes `rank` allocates for `mode` (ddp: every bucket; zero: the assigned ones):
+// the figure `zerolap plan` prints, and what ShardedOptimizer::state_bytes() must report.
+std::int64_t planned_state_bytes(const BucketPlan& plan, const ParameterStore& store,
+                                 const OptimizerConfig& optimizer, ParallelMode mode, int rank);
+
+// The bucket table of `zerolap plan`: one row per bucket, then totals per rank (elements, gradient
+// bytes, optimizer-state bytes for `mode`).
+std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
+                               const OptimizerConfig& optimizer, ParallelMode mode);
+
+}  // namespace zl

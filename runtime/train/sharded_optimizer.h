@@ -1,0 +1,76 @@
+// The optimizer of a data-parallel run: the LR schedule, the step count, and optimizer state for
+// the buckets this rank steps — every bucket in ddp, only the assigned ones in zero (DESIGN.md
+// invariant 5: state per rank ~ total / world size). State is one flat buffer per owned bucket
+// (the fused kernel makes one pass over the bucket's slice) and addressable per parameter, so
+// checkpoints store it by parameter name and can be resharded to another bucket plan.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/device_buffer.h"
+#include "base/exec_context.h"
+#include "kernels/optim_math.h"
+#include "models/parameter_store.h"
+#include "runtime/train/bucket_plan.h"
+#include "runtime/config/config.h"
+
+namespace zl {
+
+// The scalars of one optimizer step, fixed on the main thread before any bucket is stepped (in
+// interleaved mode buckets are stepped on the comm thread while the main thread moves on).
+struct StepScalars {
+  std::int64_t t = 0;      // step count, from 1
+  float lr = 0.0f;         // after the schedule
+  float grad_scale = 1.0f;  // 1 / (world size * grad_accum) * clip coefficient
+};
+
+// Learning rate at step t (from 1): linear warm-up over warmup_steps, then constant or cosine
+// decay towards min_lr as torch's CosineAnnealingLR (step t after warm-up at progress
+// (t - warmup - 1) / (total_steps - warmup): lr first, min_lr reached after the last step).
+float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t total_steps);
+
+class ShardedOptimizer {
+ public:
+  ShardedOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
+                   int rank, ParallelMode mode, std::int64_t total_steps);
+
+  const OptimizerConfig& config() const { return config_; }
+  bool owns(int bucket) const { return !state_[static_cast<std::size_t>(bucket)].empty(); }
+
+  // Advances the step count and fixes this step's scalars (clip coefficient applied later by
+  // the caller through grad_scale).
+  StepScalars next_step(float grad_scale);
+  std::int64_t step_count() const { return t_; }
+  void set_step_count(std::int64_t t) { t_ = t; }
+
+  // The fused update of bucket b's slice: reads p, g, state; writes p, state. Runs on `exec`
+  // (the main thread / compute stream, or the comm thread / comm stream in interleaved mode).
+  void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec);
+
+  // Names of the per-element state tensors, as in torch.optim's state_dict:
+  // Adam/AdamW {"exp_avg", "exp_avg_sq"}, SGD with momentum {"momentum_buffer"}, else {}.
+  const std::vector<std::string>& state_names() const { return state_names_; }
+  // Parameter `param_id`'s state tensor `which` (index into state_names), or null when this rank
+  // does not own the parameter's bucket.
+  float* param_state(int param_id, int which);
+  std::int64_t state_bytes() const;  // allocated on this rank
+
+  // Seconds spent in step_bucket since the last reset (any thread).
+  double optimizer_seconds() const { return optimizer_ns_.load() * 1e-9; }
+  void reset_timers() { optimizer_ns_ = 0; }
+
+ private:
+  OptimizerConfig config_;
+  const BucketPlan& plan_;
+  ParameterStore& store_;
+  std::int64_t total_steps_;
+  std::int64_t t_ = 0;
+  std::vector<std::string> state_names_;
+  std::vector<std::vector<DeviceBuffer>> state_;  // [bucket][which]; empty when not owned
+  std::atomic<std::int64_t> optimizer_ns_{0};
+};
+
+}  // namespace zl

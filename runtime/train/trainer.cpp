@@ -1,0 +1,382 @@
+// Trainer: the per-rank training loop (see trainer.h).
+#include "runtime/train/trainer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "kernels/elementwise.h"
+#include "base/errors.h"
+#include "kernels/gemm.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "base/clock.h"
+#include "runtime/train/datasets_from_config.h"
+#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/thread_priority.h"
+
+namespace zl {
+namespace {
+
+// The compute context with runtime.timeout_s as the limit on the host's waits for its stream (a
+// loss or a norm read back on CUDA): a stream stuck behind a dead peer's collective is an error.
+ExecContext with_host_wait_limit(ExecContext exec, double timeout_s) {
+  exec.host_wait_timeout_s = timeout_s;
+  return exec;
+}
+
+std::int64_t micro_batches_per_epoch(const DistributedSampler& sampler) {
+  return sampler.steps_per_epoch();
+}
+
+}  // namespace
+
+void Trainer::load_data_and_model() {
+  data_ = load_datasets(config_);
+  model_ = std::make_unique<Model>(config_.model, compute_.device);
+
+  SamplerSpec sampler_spec;
+  sampler_spec.num_samples = data_.train.num_samples;
+  sampler_spec.local_batch = config_.data.batch_size;
+  sampler_spec.world_size = world_.size;
+  sampler_spec.shuffle = config_.data.shuffle;
+  sampler_spec.seed = config_.data.seed;
+  sampler_spec.dataset_name = data_.train.name;
+  sampler_ = std::make_unique<DistributedSampler>(sampler_spec);
+  steps_per_epoch_ = micro_batches_per_epoch(*sampler_) / config_.train.grad_accum;
+  if (steps_per_epoch_ < 1) {
+    throw UserError(fmt::format(
+        "{}: train.grad_accum = {} micro-batches of data.batch_size = {} on {} ranks need more "
+        "than the {} training samples of one epoch; lower the batch size or grad_accum",
+        config_.source_path, config_.train.grad_accum, config_.data.batch_size, world_.size,
+        data_.train.num_samples));
+  }
+}
+
+Trainer::Trainer(const Config& config, const World& world, TrainerOptions options)
+    : config_(config),
+      world_(world),
+      options_(options),
+      device_(config.runtime.device, world),
+      compute_(with_host_wait_limit(device_.compute(), config.runtime.timeout_s)),
+      tracer_(world.rank, config.output.trace),
+      tape_(device_.compute()) {
+  set_cpu_gemm_threads(config.runtime.threads);
+  // Bad data (a missing file on one node, a model that does not fit) must end every rank before
+  // any of them enters the communicator set-up below, a collective without a timeout.
+  agree_on_user_errors(world_, [&] { load_data_and_model(); });
+  total_steps_ = config_.train.steps > 0 ? config_.train.steps
+                                          : config_.train.epochs * steps_per_epoch_;
+
+  if (world_.is_root() && !options_.quiet) {
+    fmt::print("zerolap: {}\n", device_.summary());
+    std::fflush(stdout);
+    const std::string warning = comm_priority_warning(config_.runtime, compute_.device);
+    if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
+  }
+  if (config_.link.enabled() && compute_.device == DeviceKind::Cuda) {
+    // Its delays are host tasks on a CPU comm thread; on CUDA they would stall the main thread.
+    throw UserError(fmt::format(
+        "{}: [link] models a network for CPU runs and cannot be used with runtime.device = cuda; "
+        "remove [link] or set runtime.device = \"cpu\"",
+        config_.source_path));
+  }
+  // Construction order is the same on every rank (each construction is a collective): MPI on the
+  // CPU, NCCL on CUDA.
+  reduce_comm_ =
+      device_.make_communicator(world_.comm, "comm.reduce", config_.runtime);
+  broadcast_comm_ =
+      device_.make_communicator(world_.comm, "comm.broadcast", config_.runtime);
+  if (config_.link.enabled()) {
+    // One link per rank, shared by both streams (Note [Link occupancy]).
+    auto link = std::make_shared<SimulatedLink>(config_.link);
+    reduce_comm_ = with_simulated_link(std::move(reduce_comm_), link);
+    broadcast_comm_ = with_simulated_link(std::move(broadcast_comm_), link);
+  }
+  if (options_.wrap_comm) {
+    reduce_comm_ = options_.wrap_comm(std::move(reduce_comm_));
+    broadcast_comm_ = options_.wrap_comm(std::move(broadcast_comm_));
+  }
+  reduce_comm_->set_tracer(&tracer_);
+  broadcast_comm_->set_tracer(&tracer_);
+
+  plan_ = build_bucket_plan(model_->store(), config_.parallel.bucket_cap_mb,
+                            config_.parallel.first_bucket_cap_mb, world_.size,
+                            config_.parallel.assignment);
+  optimizer_ = std::make_unique<ShardedOptimizer>(config_.optimizer, plan_, model_->store(),
+                                                  world_.rank, config_.parallel.mode,
+                                                  total_steps_);
+  reducer_ = std::make_unique<Reducer>(config_.parallel, config_.train.clip_grad_norm,
+                                       config_.train.grad_accum, plan_, model_->store(),
+                                       *optimizer_, *reduce_comm_, *broadcast_comm_, compute_,
+                                       &tracer_);
+  reducer_->broadcast_initial_parameters();
+  if (tracer_.enabled()) {
+    layer_trace_ = std::make_unique<LayerTrace>(tracer_, model_->store());
+    layer_trace_->observe_backward(tape_);
+  }
+
+  if (world_.is_root() && options_.write_outputs) {
+    ensure_output_dir(config_.output.dir);
+    std::ofstream config_file(std::filesystem::path(config_.output.dir) / "config.toml");
+    config_file << to_toml(config_);
+    if (!config_file) {
+      throw UserError(fmt::format("cannot write '{}/config.toml' (check output.dir)",
+                                  config_.output.dir));
+    }
+  }
+}
+
+Trainer::~Trainer() {
+  // Let in-flight work finish before the buffers it touches go away. A destructor must not throw;
+  // the commands end the job with run_or_abort before unwinding reaches here after a failure.
+  try {
+    if (reducer_) reducer_->synchronize();
+  } catch (...) {
+  }
+  // The comm threads may still hold callbacks that use the optimizer, the reducer and the other
+  // communicator: stop them first, the reduce stream (which issues broadcasts) before the
+  // broadcast stream, then let the members go in reverse order.
+  reduce_comm_.reset();
+  broadcast_comm_.reset();
+}
+
+std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss) {
+  const auto batch = static_cast<std::int64_t>(indices.size());
+  const Dataset& train = data_.train;
+  host_x_.resize(static_cast<std::size_t>(batch * train.feature_dim));
+  const bool classification = train.task == TaskKind::Classification;
+  if (classification) {
+    host_labels_.resize(static_cast<std::size_t>(batch));
+  } else {
+    host_targets_.resize(static_cast<std::size_t>(batch * train.target_dim));
+  }
+  gather_batch(train, indices.data(), batch, host_x_.data(),
+               classification ? host_labels_.data() : nullptr,
+               classification ? nullptr : host_targets_.data());
+
+  tape_.reset();
+  const BatchOnDevice in = batch_on_device(classification);
+  const Tensor x{in.x, batch, train.feature_dim, compute_.device};
+  const ForwardResult out =
+      layer_trace_ ? model_->forward(tape_, x, layer_trace_->forward_hook(reducer_->param_use_hook()))
+                   : model_->forward(tape_, x, reducer_->param_use_hook());
+  if (layer_trace_) layer_trace_->end_forward();
+  if (classification) {
+    std::int64_t correct = 0;
+    const double sum =
+        softmax_cross_entropy(compute_, out.output.data, in.labels, batch,
+                              out.output.cols, out.grad_output.data, 1.0f / batch, &correct);
+    loss.loss_sum += sum / batch;
+    loss.correct += static_cast<double>(correct);
+  } else {
+    const std::int64_t n = out.output.numel();
+    const double sum = squared_error(compute_, out.output.data, in.targets, n,
+                                     out.grad_output.data, 1.0f / static_cast<float>(n));
+    loss.loss_sum += sum / static_cast<double>(n);
+  }
+  loss.samples += static_cast<double>(batch);
+  return batch;
+}
+
+Trainer::BatchOnDevice Trainer::batch_on_device(bool classification) {
+  if (compute_.device == DeviceKind::Cpu) {
+    return BatchOnDevice{host_x_.data(), host_labels_.data(), host_targets_.data()};
+  }
+  // Device buffers grow only for a batch larger than any before (the first step, the first
+  // evaluation): allocating synchronises the device, which the steady-state step never does.
+  // Reusing them is safe: each copy is stream-ordered after the previous batch's kernels.
+  auto upload = [this](DeviceBuffer& dst, const void* host, std::size_t count) {
+    if (dst.size() < static_cast<std::int64_t>(count)) {
+      dst = DeviceBuffer(compute_.device, static_cast<std::int64_t>(count));
+    }
+    copy_to_device_async(compute_, host, dst.data(), count * sizeof(float));
+  };
+  static_assert(sizeof(std::int32_t) == sizeof(float), "labels travel in a float-sized buffer");
+  upload(device_x_, host_x_.data(), host_x_.size());
+  BatchOnDevice b{device_x_.data(), nullptr, nullptr};
+  if (classification) {
+    upload(device_labels_, host_labels_.data(), host_labels_.size());
+    b.labels = reinterpret_cast<const std::int32_t*>(device_labels_.data());
+  } else {
+    upload(device_targets_, host_targets_.data(), host_targets_.size());
+    b.targets = device_targets_.data();
+  }
+  return b;
+}
+
+StepLoss Trainer::train_step() {
+  StepLoss loss;
+  const std::int64_t per_epoch = micro_batches_per_epoch(*sampler_);
+  // A step's micro-batches come from one epoch (Note [Epochs and accumulation]).
+  const std::int64_t left_in_epoch = per_epoch - cursor_ % per_epoch;
+  if (left_in_epoch < config_.train.grad_accum) cursor_ += left_in_epoch;
+  for (std::int64_t micro = 0; micro < config_.train.grad_accum; ++micro) {
+    sampler_->batch_indices(cursor_ / per_epoch, cursor_ % per_epoch, world_.rank, indices_);
+    ++cursor_;
+    auto phase_start = Clock::now();
+    {
+      TraceSpan span(&tracer_, "main", "forward", {{"step", step_ + 1}, {"micro_batch", micro}});
+      micro_batch_loss(indices_, loss);
+    }
+    phase_seconds_.forward += seconds_since(phase_start);
+    phase_start = Clock::now();
+    reducer_->begin_backward(micro);
+    {
+      TraceSpan span(&tracer_, "main", "backward", {{"step", step_ + 1}, {"micro_batch", micro}});
+      BackwardContext ctx;
+      ctx.accumulate = reducer_->accumulate_mode();
+      ctx.on_grad_ready = &reducer_->grad_ready_hook();
+      tape_.backward(ctx);
+    }
+    phase_seconds_.backward += seconds_since(phase_start);
+  }
+  const auto finish_start = Clock::now();
+  {
+    TraceSpan span(&tracer_, "main", "finish_backward", {{"step", step_ + 1}});
+    reducer_->finish_backward();
+  }
+  phase_seconds_.finish_backward += seconds_since(finish_start);
+  ++step_;
+  return loss;
+}
+
+std::vector<double> Trainer::all_reduce_sums(std::vector<double> values) {
+  reduce_comm_->all_reduce_f64(values.data(), static_cast<std::int64_t>(values.size())).wait();
+  return values;
+}
+
+EvalResult Trainer::evaluate() {
+  reducer_->synchronize();
+  const Dataset& test = data_.test;
+  const Shard shard = eval_shard(test.num_samples, world_.rank, world_.size);
+  const bool classification = test.task == TaskKind::Classification;
+  double loss_sum = 0.0, correct = 0.0;
+  for (std::int64_t begin = shard.begin; begin < shard.end; begin += config_.data.eval_batch_size) {
+    const std::int64_t batch = std::min(config_.data.eval_batch_size, shard.end - begin);
+    indices_.resize(static_cast<std::size_t>(batch));
+    for (std::int64_t i = 0; i < batch; ++i) indices_[static_cast<std::size_t>(i)] = begin + i;
+    host_x_.resize(static_cast<std::size_t>(batch * test.feature_dim));
+    host_labels_.resize(static_cast<std::size_t>(batch));
+    host_targets_.resize(static_cast<std::size_t>(batch * std::max<std::int64_t>(1, test.target_dim)));
+    gather_batch(test, indices_.data(), batch, host_x_.data(),
+                 classification ? host_labels_.data() : nullptr,
+                 classification ? nullptr : host_targets_.data());
+    tape_.reset();
+    const BatchOnDevice in = batch_on_device(classification);
+    const Tensor x{in.x, batch, test.feature_dim, compute_.device};
+    const ForwardResult out = model_->forward(tape_, x);
+    if (classification) {
+      std::int64_t c = 0;
+      loss_sum += softmax_cross_entropy(compute_, out.output.data, in.labels, batch,
+                                        out.output.cols, nullptr, 1.0f, &c);
+      correct += static_cast<double>(c);
+    } else {
+      // Per-sample loss: the mean squared error over that sample's outputs.
+      loss_sum += squared_error(compute_, out.output.data, in.targets, out.output.numel(),
+                                nullptr, 1.0f) /
+                  static_cast<double>(out.output.cols);
+    }
+  }
+  tape_.reset();
+  const auto sums = all_reduce_sums({loss_sum, correct, static_cast<double>(shard.end - shard.begin)});
+  EvalResult r;
+  r.samples = static_cast<std::int64_t>(sums[2]);
+  r.loss = r.samples > 0 ? sums[0] / sums[2] : 0.0;
+  r.accuracy = classification && r.samples > 0 ? sums[1] / sums[2] : 0.0;
+  return r;
+}
+
+void Trainer::run() {
+  if (world_.is_root() && options_.write_outputs) {
+    // Opened here, after a resume has set step_: a resumed run keeps the rows up to its step.
+    metrics_ = MetricsWriter((std::filesystem::path(config_.output.dir) / "metrics.csv").string(),
+                             step_);
+  }
+  const auto start = Clock::now();
+  auto window_start = Clock::now();
+  StepLoss window;
+  std::int64_t window_steps = 0;
+  const bool classification = data_.train.task == TaskKind::Classification;
+  if (world_.is_root() && !options_.quiet) {
+    fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples "
+               "({} per epoch), mode {}{}{}\n",
+               config_.source_path, model_->store().parameter_numel(), world_.size,
+               world_.size == 1 ? "" : "s", device_name(compute_.device), total_steps_,
+               config_.data.batch_size * world_.size * config_.train.grad_accum, steps_per_epoch_,
+               to_string(config_.parallel.mode),
+               config_.parallel.mode == ParallelMode::Zero
+                   ? fmt::format("/{}/{}", to_string(config_.parallel.overlap),
+                                 to_string(config_.parallel.collective))
+                   : std::string(),
+               // samples/s below are taken on the modelled network: say so up front
+               config_.link.enabled() ? "; " + link_label(config_.link) : std::string());
+    std::fflush(stdout);
+  }
+  auto emit = [&](MetricsRow row, const std::string& line) {
+    row.elapsed_s = seconds_since(start);
+    if (!world_.is_root()) return;
+    metrics_.write(row);
+    if (!options_.quiet) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    }
+  };
+
+  while (step_ < total_steps_) {
+    const StepLoss loss = train_step();
+    window.loss_sum += loss.loss_sum;
+    window.correct += loss.correct;
+    window.samples += loss.samples;
+    ++window_steps;
+    const bool last = step_ == total_steps_;
+    if (step_ % config_.train.log_every == 0 || last) {
+      const double seconds = seconds_since(window_start);
+      const auto sums = all_reduce_sums({window.loss_sum, window.correct, window.samples});
+      MetricsRow row;
+      row.step = step_;
+      row.epoch = (step_ - 1) / steps_per_epoch_;
+      row.train_loss = sums[0] / (static_cast<double>(window_steps) * world_.size *
+                                  static_cast<double>(config_.train.grad_accum));
+      if (classification) row.train_accuracy = sums[1] / sums[2];
+      row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
+      row.lr = scheduled_lr(config_.optimizer, step_, total_steps_);
+      if (config_.train.clip_grad_norm > 0.0f) row.grad_norm = reducer_->last_grad_norm();
+      emit(row, fmt::format("step {:>6}/{}  epoch {}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s",
+                            step_, total_steps_, row.epoch, *row.train_loss,
+                            classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",
+                            *row.lr, *row.samples_per_s));
+      window = StepLoss{};
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    if (config_.train.eval_every > 0 && step_ % config_.train.eval_every == 0 && !last) {
+      const EvalResult e = evaluate();
+      MetricsRow row;
+      row.step = step_;
+      row.epoch = (step_ - 1) / steps_per_epoch_;
+      row.test_loss = e.loss;
+      if (classification) row.test_accuracy = e.accuracy;
+      emit(row, fmt::format("eval  step {}  test_loss {:.4f}{}", step_, e.loss,
+                            classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
+      window_start = Clock::now();  // evaluation time is not training throughput
+    }
+    if (checkpoint_due(config_.checkpoint, step_, total_steps_)) {
+      save_checkpoint(*this);
+      window_start = Clock::now();  // checkpoint time is not training throughput
+    }
+  }
+  if (total_steps_ == 0) save_checkpoint_if_due(*this);  // steps = 0: the initial parameters
+  const EvalResult e = evaluate();
+  MetricsRow row;
+  row.step = step_;
+  row.epoch = step_ > 0 ? (step_ - 1) / steps_per_epoch_ : 0;
+  row.test_loss = e.loss;
+  if (classification) row.test_accuracy = e.accuracy;
+  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.2f} s)", step_, e.loss,
+                        classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
+                        seconds_since(start)));
+}
+
+}  // namespace zl

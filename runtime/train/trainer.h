@@ -1,0 +1,145 @@
+// The training loop of one rank: sampler -> forward -> loss -> backward (with the Reducer's hooks)
+// -> the mode's optimizer policy, plus progress on rank 0, sharded evaluation, and the metrics file.
+// A Trainer owns everything of a run except the world: model, data, communicators, bucket plan,
+// optimizer and reducer. Every rank constructs it with the same config (collective).
+//
+// Note [Epochs and accumulation]: an optimizer step takes train.grad_accum micro-batches, all of
+// one epoch. When fewer than grad_accum are left in the current epoch, they are skipped, as a
+// data loader with drop_last drops a partial batch. So an epoch is exactly steps_per_epoch()
+// steps, `train.epochs = E` makes E passes that each start at the epoch's first batch, the epoch
+// the metrics report is the sampler's, and A micro-batches of B samples take the same samples as
+// one batch of A*B (floor(floor(N/B)/A) = floor(N/(A*B)); tested across epoch boundaries).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/device_buffer.h"
+#include "data/dataset.h"
+#include "models/model.h"
+#include "data/sampler.h"
+#include "models/tape.h"
+#include "runtime/train/bucket_plan.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/config/config.h"
+#include "runtime/comm/device.h"
+#include "runtime/trace/layer_trace.h"
+#include "runtime/trace/metrics.h"
+#include "runtime/train/reducer.h"
+#include "runtime/train/sharded_optimizer.h"
+#include "base/tracer.h"
+#include "runtime/comm/world.h"
+
+namespace zl {
+
+struct EvalResult {
+  double loss = 0.0;      // mean over the test set
+  double accuracy = 0.0;  // fraction in [0, 1]; 0 for regression
+  std::int64_t samples = 0;
+};
+
+// Loss statistics of one step, summed over micro-batches on this rank.
+struct StepLoss {
+  double loss_sum = 0.0;  // sum of per-micro-batch mean losses
+  double correct = 0.0;
+  double samples = 0.0;
+};
+
+struct TrainerOptions {
+  bool quiet = false;  // no progress lines (tests)
+  bool write_outputs = true;  // metrics file, effective config
+  // Applied to each communicator after the [link] model (the bench wraps them in a
+  // ComputeOnlyCommunicator to time a mode without communication). Empty: none.
+  std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)> wrap_comm;
+};
+
+// Wall time of the phases of train_step() on the main thread, summed over steps (the bench).
+// Overlap modes: forward includes waits for broadcasts, finish_backward the mode's step policy.
+struct PhaseSeconds {
+  double forward = 0.0, backward = 0.0, finish_backward = 0.0;
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& config, const World& world, TrainerOptions options = {});
+  ~Trainer();
+
+  // Trains to the configured number of steps with logging, evaluation and outputs.
+  void run();
+  // One optimizer step (grad_accum micro-batches). Returns this rank's loss statistics.
+  StepLoss train_step();
+  // Evaluates on the test split, sharded over ranks; every rank gets the reduced result.
+  EvalResult evaluate();
+  // Waits until all in-flight collectives, steps and broadcasts are done.
+  void synchronize() { reducer_->synchronize(); }
+
+  const Config& config() const { return config_; }
+  const World& world() const { return world_; }
+  Model& model() { return *model_; }
+  const BucketPlan& plan() const { return plan_; }
+  ShardedOptimizer& optimizer() { return *optimizer_; }
+  Reducer& reducer() { return *reducer_; }
+  Communicator& reduce_comm() { return *reduce_comm_; }
+  Communicator& broadcast_comm() { return *broadcast_comm_; }
+  Tracer& tracer() { return tracer_; }
+  const PhaseSeconds& phase_seconds() const { return phase_seconds_; }
+  void reset_phase_seconds() { phase_seconds_ = PhaseSeconds{}; }
+  std::int64_t step() const { return step_; }  // optimizer steps completed
+  std::int64_t total_steps() const { return total_steps_; }
+  std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  // The sampler position: micro-batches consumed, or skipped at an epoch's end (Note [Epochs and
+  // accumulation]); checkpoints store it.
+  std::int64_t batch_cursor() const { return cursor_; }
+  void set_position(std::int64_t step, std::int64_t cursor) { step_ = step, cursor_ = cursor; }
+  // Micro-batches (global batches of the sampler) per epoch; checkpoints store it with the cursor.
+  std::int64_t batches_per_epoch() const { return sampler_->steps_per_epoch(); }
+  const TrainerOptions& options() const { return options_; }
+
+ private:
+  // Datasets, model, sampler and steps per epoch (UserError on bad data or shapes).
+  void load_data_and_model();
+  std::int64_t micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss);
+  void log_progress(const StepLoss& window, double window_seconds, std::int64_t window_steps);
+  std::vector<double> all_reduce_sums(std::vector<double> values);
+  // The gathered host batch where the model reads it: the host buffers themselves on the CPU;
+  // on CUDA device copies enqueued on the compute stream (ordered after the previous batch's use).
+  struct BatchOnDevice {
+    float* x;
+    const std::int32_t* labels;
+    const float* targets;
+  };
+  BatchOnDevice batch_on_device(bool classification);
+
+  Config config_;
+  World world_;
+  TrainerOptions options_;
+  Device device_;  // before everything that lives on it
+  ExecContext compute_;
+  Tracer tracer_;
+  DatasetSplits data_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<Communicator> reduce_comm_;
+  std::unique_ptr<Communicator> broadcast_comm_;
+  BucketPlan plan_;
+  std::unique_ptr<ShardedOptimizer> optimizer_;
+  std::unique_ptr<Reducer> reducer_;
+  Tape tape_;
+  std::unique_ptr<LayerTrace> layer_trace_;  // only when tracing
+  PhaseSeconds phase_seconds_;
+  MetricsWriter metrics_;
+
+  std::int64_t steps_per_epoch_ = 0;  // optimizer steps
+  std::int64_t total_steps_ = 0;
+  std::int64_t step_ = 0;
+  std::int64_t cursor_ = 0;
+  std::vector<std::int64_t> indices_;
+  std::vector<float> host_x_, host_targets_;
+  std::vector<std::int32_t> host_labels_;
+  DeviceBuffer device_x_, device_targets_, device_labels_;  // used when the model is on a GPU
+};
+
+}  // namespace zl

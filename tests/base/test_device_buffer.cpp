@@ -1,0 +1,91 @@
+// DeviceBuffer on the CPU: zero-filled, 64-byte aligned (2 MiB from 2 MiB on, for huge pages),
+// empty buffers hold no memory, moves transfer ownership; the host copies; and a CUDA buffer is a
+// user error in a CPU-only build.
+#include <catch2/catch.hpp>
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "base/device_buffer.h"
+#include "base/errors.h"
+
+TEST_CASE("DeviceBuffer on the CPU", "[kernels][device_buffer]") {
+  for (const std::int64_t n : {1, 3, 16, 1031}) {
+    zl::DeviceBuffer buf(zl::DeviceKind::Cpu, n);
+    INFO("n=" << n);
+    REQUIRE(buf.data() != nullptr);
+    CHECK(buf.size() == n);
+    CHECK(buf.device() == zl::DeviceKind::Cpu);
+    CHECK(reinterpret_cast<std::uintptr_t>(buf.data()) % 64 == 0);
+    for (std::int64_t i = 0; i < n; ++i) REQUIRE(buf.data()[i] == 0.0f);
+
+    std::vector<float> host(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) host[i] = static_cast<float>(i) + 0.5f;
+    zl::copy_from_host(host.data(), buf.data(), zl::DeviceKind::Cpu, n);
+    std::vector<float> back(static_cast<std::size_t>(n), -1.0f);
+    zl::copy_to_host(buf.data(), zl::DeviceKind::Cpu, back.data(), n);
+    CHECK(back == host);
+
+    float* const raw = buf.data();
+    zl::DeviceBuffer moved(std::move(buf));
+    CHECK(moved.data() == raw);
+    CHECK(moved.size() == n);
+    CHECK(buf.data() == nullptr);  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+    CHECK(buf.size() == 0);
+    zl::DeviceBuffer assigned(zl::DeviceKind::Cpu, 5);
+    assigned = std::move(moved);  // frees the 5 floats, takes raw
+    CHECK(assigned.data() == raw);
+    CHECK(assigned.size() == n);
+  }
+  zl::DeviceBuffer empty(zl::DeviceKind::Cpu, 0);
+  CHECK(empty.data() == nullptr);
+  CHECK(empty.size() == 0);
+  zl::DeviceBuffer defaulted;
+  CHECK(defaulted.data() == nullptr);
+  REQUIRE_THROWS_AS(zl::DeviceBuffer(zl::DeviceKind::Cpu, -1), zl::InternalError);
+}
+
+TEST_CASE("DeviceBuffers of 2 MiB and more start on a 2 MiB boundary (Note [Huge pages])",
+          "[kernels][device_buffer]") {
+  constexpr std::int64_t kHugePageFloats = (2 << 20) / 4;
+  for (const std::int64_t n : {kHugePageFloats, kHugePageFloats + 1, 3 * kHugePageFloats / 2}) {
+    INFO("n=" << n);
+    zl::DeviceBuffer buf(zl::DeviceKind::Cpu, n);
+    CHECK(reinterpret_cast<std::uintptr_t>(buf.data()) % (2 << 20) == 0);
+    bool zero = true;
+    for (std::int64_t i = 0; i < n; ++i) zero = zero && buf.data()[i] == 0.0f;
+    CHECK(zero);
+    buf.data()[n - 1] = 1.0f;  // the whole extent is usable
+  }
+}
+
+TEST_CASE("a large DeviceBuffer's memory is unmapped when it is freed or replaced",
+          "[kernels][device_buffer]") {
+  constexpr std::size_t kMapped = std::size_t{4} << 20;  // 3 MiB rounds up to two huge pages
+  zl::DeviceBuffer buf(zl::DeviceKind::Cpu, (3 << 20) / 4);
+  void* const old = buf.data();
+  REQUIRE(msync(old, kMapped, MS_ASYNC) == 0);  // mapped
+  buf = zl::DeviceBuffer(zl::DeviceKind::Cpu, 16);
+  // Neither the first nor the last page of the old range is mapped any more (a short munmap
+  // would leave the tail).
+  constexpr std::size_t kPage = 4096;
+  for (const std::size_t offset : {std::size_t{0}, kMapped - kPage}) {
+    errno = 0;
+    CHECK(msync(static_cast<char*>(old) + offset, kPage, MS_ASYNC) == -1);
+    CHECK(errno == ENOMEM);
+  }
+}
+
+#if !defined(ZEROLAP_WITH_CUDA)
+TEST_CASE("DeviceBuffer refuses CUDA in a CPU-only build", "[kernels][device_buffer]") {
+  REQUIRE_THROWS_WITH(zl::DeviceBuffer(zl::DeviceKind::Cuda, 4),
+                      Catch::Matchers::Contains("built without CUDA"));
+  // An empty CUDA buffer allocates nothing, so it is harmless even without CUDA.
+  zl::DeviceBuffer empty(zl::DeviceKind::Cuda, 0);
+  CHECK(empty.data() == nullptr);
+}
+#endif
