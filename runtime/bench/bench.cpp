@@ -14,6 +14,7 @@
 
 #include "base/errors.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/mode_plan.h"
 #include "base/clock.h"
 #include "runtime/comm/compute_only_communicator.h"
 #include "runtime/comm/simulated_link.h"
@@ -123,30 +124,25 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   return f;
 }
 
-// The collectives of `mode` for each bucket of `plan`: (op, bytes) pairs.
-std::vector<CollectiveSize> mode_collectives(const BenchMode& mode, const BucketPlan& plan) {
-  std::vector<CollectiveSize> out;
-  const bool zero = mode.mode == ParallelMode::Zero;
-  const bool reduce = zero && mode.collective == CollectiveKind::ReduceBroadcast;
-  for (const Bucket& b : plan.buckets) {
-    out.push_back({reduce ? "reduce" : "all_reduce", b.bytes()});
-    if (zero) out.push_back({"broadcast", b.bytes()});
-  }
-  return out;
+// The mode's facts (ModePlan) for a bench mode and the config's optimizer.
+ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
+  ParallelConfig parallel = config.parallel;
+  parallel.mode = mode.mode;
+  parallel.overlap = mode.overlap;
+  parallel.collective = mode.collective;
+  return make_mode_plan(parallel, config.optimizer);
 }
 
 // Note [Ideal step] (bench.h).
-void ideal_step(BenchRow& row, const BenchMode& mode, const BucketPlan& plan,
+void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
                 const BenchLimits& limits) {
-  double comm = 0.0;
-  for (const auto& c : mode_collectives(mode, plan)) comm += limits.collective_seconds(c.op, c.bytes);
-  // The last bucket holds the first layers: its gradients are final only when backward ends
-  // and the next forward needs its parameters first.
-  double last = 0.0;
-  if (!plan.buckets.empty()) {
-    BucketPlan tail;
-    tail.buckets.push_back(plan.buckets.back());
-    for (const auto& c : mode_collectives(mode, tail)) last += limits.collective_seconds(c.op, c.bytes);
+  double comm = 0.0, last = 0.0;
+  for (const PlannedCollective& c : mode.collectives(plan)) {
+    const double seconds = limits.collective_seconds(collective_name(c.op), c.bytes);
+    comm += seconds;
+    // The last bucket holds the first layers: its gradients are final only when backward ends
+    // and the next forward needs its parameters first.
+    if (c.bucket == plan.buckets.back().index) last += seconds;
   }
   row.comm_model_s = comm;
   row.nonoverlap_comm_s = last;
@@ -162,14 +158,14 @@ BucketPlan plan_for(const Config& config, const Model& model, double cap_mb, int
 }  // namespace
 
 std::vector<BenchMode> all_bench_modes() {
-  std::vector<BenchMode> modes{{"ddp", ParallelMode::Ddp, Overlap::None,
+  std::vector<BenchMode> modes{{"", ParallelMode::Ddp, Overlap::None,
                                 CollectiveKind::AllreduceBroadcast}};
   for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
     for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast}) {
-      modes.push_back({fmt::format("zero/{}/{}", to_string(o), to_string(c)), ParallelMode::Zero,
-                       o, c});
+      modes.push_back({"", ParallelMode::Zero, o, c});
     }
   }
+  for (BenchMode& m : modes) m.name = mode_plan_of(m, Config{}).name();
   return modes;
 }
 
@@ -180,7 +176,7 @@ std::vector<BenchMode> bench_modes(const Config& config) {
     // Every mode that can run this config: interleaved cannot clip, so it is left out then.
     std::vector<BenchMode> runnable;
     std::copy_if(all.begin(), all.end(), std::back_inserter(runnable),
-                 [&](const BenchMode& m) { return !(clipping && m.overlap == Overlap::Interleaved); });
+                 [&](const BenchMode& m) { return !clipping || mode_plan_of(m, config).can_clip; });
     return runnable;
   }
   std::vector<BenchMode> out;
@@ -192,7 +188,7 @@ std::vector<BenchMode> bench_modes(const Config& config) {
       throw UserError(fmt::format("{}: bench.modes: unknown mode \"{}\"; the modes are {}",
                                   config.source_path, name, names));
     }
-    if (it->overlap == Overlap::Interleaved && clipping) {
+    if (clipping && !mode_plan_of(*it, config).can_clip) {
       throw UserError(fmt::format(
           "{}: bench.modes lists \"{}\" but train.clip_grad_norm = {} (interleaved overlap cannot "
           "clip); set train.clip_grad_norm = 0 or drop the interleaved modes",
@@ -250,7 +246,9 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (double cap : caps) {
     const BucketPlan plan = plan_for(config, model, cap, world.size);
     for (const auto& m : modes) {
-      for (const auto& c : mode_collectives(m, plan)) sizes.push_back(c);
+      for (const PlannedCollective& c : mode_plan_of(m, config).collectives(plan)) {
+        sizes.push_back({collective_name(c.op), c.bytes});
+      }
     }
   }
   report.limits = measure_limits(config, world, sizes);
@@ -319,10 +317,9 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       row.optimizer_state_bytes = gather_to_all(world, real.state_bytes);
       row.peak_rss_bytes = gather_to_all(world, real.peak_rss);
       for (int r = 0; r < world.size; ++r) {
-        row.planned_state_bytes.push_back(
-            planned_state_bytes(plan, model.store(), config.optimizer, mode.mode, r));
+        row.planned_state_bytes.push_back(mode_plan_of(mode, config).state_bytes(plan, r));
       }
-      ideal_step(row, mode, plan, report.limits);
+      ideal_step(row, mode_plan_of(mode, config), plan, report.limits);
       report.rows.push_back(std::move(row));
       if (root_prints) {
         const BenchRow& done = report.rows.back();
@@ -337,7 +334,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
 
   for (BenchRow& row : report.rows) {
     for (const BenchRow& base : report.rows) {
-      if (base.mode == "ddp" && base.bucket_cap_mb == row.bucket_cap_mb && row.step_s > 0.0) {
+      if (base.mode == ModePlan{}.name() && base.bucket_cap_mb == row.bucket_cap_mb && row.step_s > 0.0) {
         row.speedup_vs_ddp = base.step_s / row.step_s;
       }
     }

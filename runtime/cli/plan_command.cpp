@@ -4,6 +4,7 @@
 
 #include "models/model.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/mode_plan.h"
 #include "runtime/cli/commands.h"
 #include "runtime/config/config.h"
 
@@ -15,15 +16,16 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world)
   if (!world.is_root()) return 0;
   const int ranks = world_size > 0 ? world_size : world.size;
   const Model model(config.model, DeviceKind::Cpu);
+  const ModePlan mode = make_mode_plan(config.parallel, config.optimizer);
   const BucketPlan plan =
       build_bucket_plan(model.store(), config.parallel.bucket_cap_mb,
                         config.parallel.first_bucket_cap_mb, ranks, config.parallel.assignment);
   fmt::print("bucket plan of {} for {} rank{}: mode {}, bucket_cap_mb {}, first_bucket_cap_mb {}, "
              "assignment {}, optimizer {}\n\n",
-             config.source_path, ranks, ranks == 1 ? "" : "s", to_string(config.parallel.mode),
+             config.source_path, ranks, ranks == 1 ? "" : "s", to_string(mode.mode),
              config.parallel.bucket_cap_mb, config.parallel.first_bucket_cap_mb,
              to_string(config.parallel.assignment), to_string(config.optimizer.kind));
-  fmt::print("{}", format_bucket_plan(plan, model.store(), config.optimizer, config.parallel.mode));
+  fmt::print("{}", format_bucket_plan(plan, model.store(), mode));
   return 0;
 }
 

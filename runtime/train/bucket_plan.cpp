@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "runtime/train/mode_plan.h"
 
 namespace zl {
 
@@ -116,22 +117,6 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
   return plan;
 }
 
-int state_floats_per_element(const OptimizerConfig& optimizer) {
-  switch (optimizer.kind) {
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW: return 2;
-    case OptimizerKind::Sgd: return optimizer.momentum != 0.0f ? 1 : 0;
-  }
-  return 0;
-}
-
-std::int64_t planned_state_bytes(const BucketPlan& plan, const ParameterStore& store,
-                                 const OptimizerConfig& optimizer, ParallelMode mode, int rank) {
-  const std::int64_t elements =
-      mode == ParallelMode::Ddp ? store.total_numel() : plan.numel_assigned_to(rank);
-  return elements * state_floats_per_element(optimizer) * static_cast<std::int64_t>(sizeof(float));
-}
-
 namespace {
 
 std::string human_bytes(std::int64_t bytes) {
@@ -145,7 +130,7 @@ std::string human_bytes(std::int64_t bytes) {
 }  // namespace
 
 std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
-                               const OptimizerConfig& optimizer, ParallelMode mode) {
+                               const ModePlan& mode) {
   std::string out;
   out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", "bucket", "elements", "bytes",
                      "size", "assigned", "parameters");
@@ -168,7 +153,7 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
     for (const auto& b : plan.buckets) count += b.assigned_rank == r ? 1 : 0;
     // ddp keeps the full optimizer state on every rank; zero only the assigned buckets'.
     out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, count, plan.numel_assigned_to(r),
-                       human_bytes(planned_state_bytes(plan, store, optimizer, mode, r)));
+                       human_bytes(mode.state_bytes(plan, r)));
   }
   return out;
 }

@@ -26,6 +26,8 @@
 
 namespace zl {
 
+struct ModePlan;
+
 struct Bucket {
   int index = 0;
   std::int64_t offset = 0;  // first element in the flat buffers
@@ -50,18 +52,9 @@ struct BucketPlan {
 BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double first_cap_mb,
                              int world_size, AssignmentPolicy assignment);
 
-// Optimizer-state floats per parameter element: Adam/AdamW 2 (exp_avg, exp_avg_sq), SGD 1 with
-// momentum, 0 without.
-int state_floats_per_element(const OptimizerConfig& optimizer);
-
-// Optimizer-state bytes `rank` allocates for `mode` (ddp: every bucket; zero: the assigned ones):
-// the figure `zerolap plan` prints, and what ShardedOptimizer::state_bytes() must report.
-std::int64_t planned_state_bytes(const BucketPlan& plan, const ParameterStore& store,
-                                 const OptimizerConfig& optimizer, ParallelMode mode, int rank);
-
 // The bucket table of `zerolap plan`: one row per bucket, then totals per rank (elements, gradient
-// bytes, optimizer-state bytes for `mode`).
+// bytes, optimizer-state bytes as `mode` allocates them).
 std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
-                               const OptimizerConfig& optimizer, ParallelMode mode);
+                               const ModePlan& mode);
 
 }  // namespace zl

@@ -1,119 +1,70 @@
-// The Reducer: turns grad-ready hooks into per-bucket collectives while backward runs, and runs
-// the optimizer step of the configured mode. The modes differ only in *when* they call three
-// shared primitives — launch_collective(b), step_bucket(b), broadcast_bucket(b):
+// The gradient reducer: counts grad-ready hooks per bucket and, once every gradient of a bucket
+// is final, issues the bucket's collective (ModePlan::bucket_collective: all-reduce, or reduce to
+// the assigned rank) on the reduce communicator, in bucket index order (Note [Bucket order]), one
+// Work per bucket. It only reduces: what follows a bucket's collective (step, broadcast) is the
+// step policy's (step_policy.h), told through the issued hook.
 //
-//   ddp                 collective = all-reduce; after backward every rank steps every bucket.
-//   zero/none           after backward: step owned buckets, broadcast all, wait for the broadcasts.
-//   zero/after_backward after backward: for b in order, wait for b's collective, step if owned,
-//                       broadcast; the next forward waits per layer for its bucket's broadcast.
-//   zero/interleaved    b's step and broadcast run in the completion callback of b's collective
-//                       on the reduce comm thread/stream, while backward continues.
-//
-// Note [Two communicators]: bucket collectives (all-reduce or reduce) are issued by the main thread
-// in bucket order on `reduce_comm`; broadcasts go on `broadcast_comm`, issued in bucket order too —
-// by the main thread, or in interleaved mode by the reduce stream's callbacks, which run in
+// Note [Two communicators]: bucket collectives are issued by the main thread in bucket order on
+// the reduce communicator; broadcasts go on the broadcast communicator, issued in bucket order too
+// - by the main thread, or in interleaved mode by the reduce stream's callbacks, which run in
 // completion = issue order. So each communicator sees the same sequence on every rank (invariant
 // 1) even though broadcasts are issued from another thread at timing-dependent moments.
 #pragma once
 
-#include <cstdint>
-#include <mutex>
-#include <string>
+#include <functional>
 #include <vector>
 
 #include "models/parameter_store.h"
-#include "models/tape.h"
-#include "runtime/train/bucket_plan.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/config/config.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/bucket_plan.h"
+#include "runtime/train/step_observer.h"
 
 namespace zl {
 
 class Tracer;
 
-// What happened in one step, for the bench and tests.
-struct StepEvent {
-  enum class Kind { CollectiveLaunched, CollectiveDone, StepBegin, StepEnd, BroadcastLaunched };
-  Kind kind;
-  int bucket;
-};
-
 class Reducer {
  public:
-  Reducer(const ParallelConfig& parallel, float clip_grad_norm, std::int64_t grad_accum,
-          const BucketPlan& plan, ParameterStore& store, ShardedOptimizer& optimizer,
-          Communicator& reduce_comm, Communicator& broadcast_comm, ExecContext compute,
-          Tracer* tracer);
+  // Called on the main thread right after bucket b's collective was issued.
+  using IssuedHook = std::function<void(int bucket)>;
 
-  // Rank 0's initial parameters to every rank (blocking), before the first step.
-  void broadcast_initial_parameters();
+  Reducer(const BucketPlan& plan, ParameterStore& store, Communicator& comm,
+          CollectiveOp bucket_collective, Tracer* tracer);
 
-  // Before each micro-batch's backward (0 .. grad_accum-1). Collectives are launched only in the
-  // last one (grad_accum > 1 accumulates locally first), which also fixes the step's scalars.
-  void begin_backward(std::int64_t micro_batch);
-  // Gradient accumulation mode for this micro-batch's backward (= on the first, += after).
-  Accumulate accumulate_mode() const { return micro_batch_ == 0 ? Accumulate::Overwrite : Accumulate::Add; }
+  void set_issued_hook(IssuedHook hook) { issued_ = std::move(hook); }
+  void set_observer(StepObserver* observer) { observer_ = observer; }
 
-  // The hooks handed to backward and forward.
+  // A backward whose gradients are final for this step begins: every bucket waits for all of its
+  // parameters' grad-ready hooks. Outside an armed backward on_grad_ready does nothing (the
+  // earlier micro-batches of gradient accumulation).
+  void arm();
+  // The grad-ready hook (backward calls it once per parameter, when its gradient is final).
   void on_grad_ready(int param_id);
-  void before_param_use(int param_id);
-  const GradReadyHook& grad_ready_hook() const { return grad_ready_hook_; }
-  const ParamUseHook& param_use_hook() const { return param_use_hook_; }
+  // Ends the armed backward; a bucket left unlaunched (a parameter without a gradient) is an error.
+  void disarm();
 
-  // After the last micro-batch's backward: the mode's optimizer policy. On return the step is
-  // issued; in none/ddp it is also complete.
-  void finish_backward();
-
-  // Waits until every collective, step and broadcast issued so far completed (before eval,
-  // checkpoints, reading parameters).
-  void synchronize();
-
-  // Event recording for tests (ordering of steps vs collectives). Off by default.
-  void record_events(bool on) { record_events_ = on; }
-  std::vector<StepEvent> take_events();
-
-  double last_grad_norm() const { return last_grad_norm_; }
+  // The Work of bucket b's last collective (complete after the collective, and after the
+  // observer's or tracer's task that follows it on the stream).
+  const Work& work(int bucket) const { return work_[static_cast<std::size_t>(bucket)]; }
+  // Orders `exec` after every bucket's collective (CPU: blocks until they completed; CUDA: the
+  // stream waits for their events and the host moves on).
+  void stream_wait_all(const ExecContext& exec) const;
 
  private:
-  void launch_collective(int bucket);
-  void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
-                   const std::string& trace_thread);
-  void broadcast_bucket(int bucket);
-  void wait_collectives();
-  float clip_coefficient();  // reads the reduced gradients; may issue a scalar all-reduce
-  StepScalars clipped_scalars();  // this step's scalars with the clip coefficient applied
-  void note(StepEvent::Kind kind, int bucket);
-  bool is_zero() const { return parallel_.mode == ParallelMode::Zero; }
+  void launch(int bucket);
 
-  ParallelConfig parallel_;
-  float clip_grad_norm_;
-  std::int64_t grad_accum_;
   const BucketPlan& plan_;
   ParameterStore& store_;
-  ShardedOptimizer& optimizer_;
-  Communicator& reduce_comm_;
-  Communicator& broadcast_comm_;
-  ExecContext compute_;
+  Communicator& comm_;
+  CollectiveOp op_;
   Tracer* tracer_;
+  StepObserver* observer_ = nullptr;
+  IssuedHook issued_;
 
-  GradReadyHook grad_ready_hook_;
-  ParamUseHook param_use_hook_;
-
-  std::int64_t micro_batch_ = 0;   // index within the current step
-  bool sync_this_backward_ = false;
-  StepScalars scalars_;
-  std::vector<int> pending_grads_;  // per bucket: gradients not yet final in this backward
-  int next_to_launch_ = 0;          // buckets are launched in index order (Note [Bucket order])
-  std::vector<Work> collective_work_;
-  std::vector<Work> step_work_;      // interleaved: the callback that steps and broadcasts
-  std::vector<Work> broadcast_work_;
-  std::vector<char> awaiting_broadcast_;  // main thread: forward must wait for this bucket
-  double last_grad_norm_ = 0.0;
-
-  bool record_events_ = false;
-  std::mutex events_mutex_;
-  std::vector<StepEvent> events_;
+  bool armed_ = false;
+  std::vector<int> pending_;  // per bucket: gradients not yet final in this backward
+  int next_ = 0;              // the next bucket to launch (index order)
+  std::vector<Work> work_;
 };
 
 }  // namespace zl

@@ -30,7 +30,7 @@ float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t t
 }
 
 ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPlan& plan,
-                                   ParameterStore& store, int rank, ParallelMode mode,
+                                   ParameterStore& store, int rank, const ModePlan& mode,
                                    std::int64_t total_steps)
     : config_(config), plan_(plan), store_(store), total_steps_(total_steps) {
   if (config.kind == OptimizerKind::Sgd) {
@@ -40,8 +40,7 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPl
   }
   state_.resize(plan.buckets.size());
   for (const auto& b : plan.buckets) {
-    const bool owned = mode == ParallelMode::Ddp || b.assigned_rank == rank;
-    if (!owned) continue;
+    if (!mode.steps_on(b, rank)) continue;
     auto& buffers = state_[static_cast<std::size_t>(b.index)];
     for (std::size_t i = 0; i < state_names_.size(); ++i) {
       buffers.emplace_back(store.device(), b.numel);

@@ -15,6 +15,7 @@
 #include "kernels/optim_math.h"
 #include "models/parameter_store.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/mode_plan.h"
 #include "runtime/config/config.h"
 
 namespace zl {
@@ -35,7 +36,7 @@ float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t t
 class ShardedOptimizer {
  public:
   ShardedOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
-                   int rank, ParallelMode mode, std::int64_t total_steps);
+                   int rank, const ModePlan& mode, std::int64_t total_steps);
 
   const OptimizerConfig& config() const { return config_; }
   bool owns(int bucket) const { return !state_[static_cast<std::size_t>(bucket)].empty(); }

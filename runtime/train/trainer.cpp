@@ -61,6 +61,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       device_(config.runtime.device, world),
       compute_(with_host_wait_limit(device_.compute(), config.runtime.timeout_s)),
       tracer_(world.rank, config.output.trace),
+      mode_plan_(make_mode_plan(config.parallel, config.optimizer)),
       tape_(device_.compute()) {
   set_cpu_gemm_threads(config.runtime.threads);
   // Bad data (a missing file on one node, a model that does not fit) must end every rank before
@@ -105,13 +106,11 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                             config_.parallel.first_bucket_cap_mb, world_.size,
                             config_.parallel.assignment);
   optimizer_ = std::make_unique<ShardedOptimizer>(config_.optimizer, plan_, model_->store(),
-                                                  world_.rank, config_.parallel.mode,
-                                                  total_steps_);
-  reducer_ = std::make_unique<Reducer>(config_.parallel, config_.train.clip_grad_norm,
-                                       config_.train.grad_accum, plan_, model_->store(),
-                                       *optimizer_, *reduce_comm_, *broadcast_comm_, compute_,
-                                       &tracer_);
-  reducer_->broadcast_initial_parameters();
+                                                  world_.rank, mode_plan_, total_steps_);
+  data_parallel_ = std::make_unique<DataParallelStep>(
+      mode_plan_, DataParallelOptions{config_.train.clip_grad_norm, config_.train.grad_accum},
+      plan_, model_->store(), *optimizer_, *reduce_comm_, *broadcast_comm_, compute_, &tracer_);
+  data_parallel_->broadcast_initial_parameters();
   if (tracer_.enabled()) {
     layer_trace_ = std::make_unique<LayerTrace>(tracer_, model_->store());
     layer_trace_->observe_backward(tape_);
@@ -132,10 +131,10 @@ Trainer::~Trainer() {
   // Let in-flight work finish before the buffers it touches go away. A destructor must not throw;
   // the commands end the job with run_or_abort before unwinding reaches here after a failure.
   try {
-    if (reducer_) reducer_->synchronize();
+    if (data_parallel_) data_parallel_->synchronize();
   } catch (...) {
   }
-  // The comm threads may still hold callbacks that use the optimizer, the reducer and the other
+  // The comm threads may still hold callbacks that use the optimizer, the bucket steps and the other
   // communicator: stop them first, the reduce stream (which issues broadcasts) before the
   // broadcast stream, then let the members go in reverse order.
   reduce_comm_.reset();
@@ -160,8 +159,8 @@ std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices,
   const BatchOnDevice in = batch_on_device(classification);
   const Tensor x{in.x, batch, train.feature_dim, compute_.device};
   const ForwardResult out =
-      layer_trace_ ? model_->forward(tape_, x, layer_trace_->forward_hook(reducer_->param_use_hook()))
-                   : model_->forward(tape_, x, reducer_->param_use_hook());
+      layer_trace_ ? model_->forward(tape_, x, layer_trace_->forward_hook(data_parallel_->param_use_hook()))
+                   : model_->forward(tape_, x, data_parallel_->param_use_hook());
   if (layer_trace_) layer_trace_->end_forward();
   if (classification) {
     std::int64_t correct = 0;
@@ -222,12 +221,12 @@ StepLoss Trainer::train_step() {
     }
     phase_seconds_.forward += seconds_since(phase_start);
     phase_start = Clock::now();
-    reducer_->begin_backward(micro);
+    data_parallel_->begin_backward(micro);
     {
       TraceSpan span(&tracer_, "main", "backward", {{"step", step_ + 1}, {"micro_batch", micro}});
       BackwardContext ctx;
-      ctx.accumulate = reducer_->accumulate_mode();
-      ctx.on_grad_ready = &reducer_->grad_ready_hook();
+      ctx.accumulate = data_parallel_->accumulate_mode();
+      ctx.on_grad_ready = &data_parallel_->grad_ready_hook();
       tape_.backward(ctx);
     }
     phase_seconds_.backward += seconds_since(phase_start);
@@ -235,7 +234,7 @@ StepLoss Trainer::train_step() {
   const auto finish_start = Clock::now();
   {
     TraceSpan span(&tracer_, "main", "finish_backward", {{"step", step_ + 1}});
-    reducer_->finish_backward();
+    data_parallel_->finish_backward();
   }
   phase_seconds_.finish_backward += seconds_since(finish_start);
   ++step_;
@@ -248,7 +247,7 @@ std::vector<double> Trainer::all_reduce_sums(std::vector<double> values) {
 }
 
 EvalResult Trainer::evaluate() {
-  reducer_->synchronize();
+  data_parallel_->synchronize();
   const Dataset& test = data_.test;
   const Shard shard = eval_shard(test.num_samples, world_.rank, world_.size);
   const bool classification = test.task == TaskKind::Classification;
@@ -342,7 +341,7 @@ void Trainer::run() {
       if (classification) row.train_accuracy = sums[1] / sums[2];
       row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
       row.lr = scheduled_lr(config_.optimizer, step_, total_steps_);
-      if (config_.train.clip_grad_norm > 0.0f) row.grad_norm = reducer_->last_grad_norm();
+      if (config_.train.clip_grad_norm > 0.0f) row.grad_norm = data_parallel_->last_grad_norm();
       emit(row, fmt::format("step {:>6}/{}  epoch {}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s",
                             step_, total_steps_, row.epoch, *row.train_loss,
                             classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",

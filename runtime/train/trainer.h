@@ -1,7 +1,7 @@
 // The training loop of one rank: sampler -> forward -> loss -> backward (with the Reducer's hooks)
 // -> the mode's optimizer policy, plus progress on rank 0, sharded evaluation, and the metrics file.
 // A Trainer owns everything of a run except the world: model, data, communicators, bucket plan,
-// optimizer and reducer. Every rank constructs it with the same config (collective).
+// optimizer and data-parallel step. Every rank constructs it with the same config (collective).
 //
 // Note [Epochs and accumulation]: an optimizer step takes train.grad_accum micro-batches, all of
 // one epoch. When fewer than grad_accum are left in the current epoch, they are skipped, as a
@@ -28,7 +28,8 @@
 #include "runtime/comm/device.h"
 #include "runtime/trace/layer_trace.h"
 #include "runtime/trace/metrics.h"
-#include "runtime/train/reducer.h"
+#include "runtime/train/data_parallel_step.h"
+#include "runtime/train/mode_plan.h"
 #include "runtime/train/sharded_optimizer.h"
 #include "base/tracer.h"
 #include "runtime/comm/world.h"
@@ -74,14 +75,16 @@ class Trainer {
   // Evaluates on the test split, sharded over ranks; every rank gets the reduced result.
   EvalResult evaluate();
   // Waits until all in-flight collectives, steps and broadcasts are done.
-  void synchronize() { reducer_->synchronize(); }
+  void synchronize() { data_parallel_->synchronize(); }
 
   const Config& config() const { return config_; }
   const World& world() const { return world_; }
   Model& model() { return *model_; }
   const BucketPlan& plan() const { return plan_; }
   ShardedOptimizer& optimizer() { return *optimizer_; }
-  Reducer& reducer() { return *reducer_; }
+  const ModePlan& mode_plan() const { return mode_plan_; }
+  // Tests: the order of each step's collectives, steps and broadcasts (null: none).
+  void set_step_observer(StepObserver* observer) { data_parallel_->set_observer(observer); }
   Communicator& reduce_comm() { return *reduce_comm_; }
   Communicator& broadcast_comm() { return *broadcast_comm_; }
   Tracer& tracer() { return tracer_; }
@@ -119,6 +122,7 @@ class Trainer {
   Device device_;  // before everything that lives on it
   ExecContext compute_;
   Tracer tracer_;
+  ModePlan mode_plan_;  // derived once from the config
   DatasetSplits data_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<DistributedSampler> sampler_;
@@ -126,7 +130,7 @@ class Trainer {
   std::unique_ptr<Communicator> broadcast_comm_;
   BucketPlan plan_;
   std::unique_ptr<ShardedOptimizer> optimizer_;
-  std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<DataParallelStep> data_parallel_;
   Tape tape_;
   std::unique_ptr<LayerTrace> layer_trace_;  // only when tracing
   PhaseSeconds phase_seconds_;

@@ -4,6 +4,7 @@
 
 #include "models/model.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/mode_plan.h"
 
 using namespace zl;
 
@@ -19,6 +20,12 @@ Model small_model() {
 }
 
 constexpr double kMiB = 1024.0 * 1024.0;
+
+ParallelConfig zero_config() {
+  ParallelConfig p;
+  p.mode = ParallelMode::Zero;
+  return p;
+}
 
 std::vector<std::string> names(const Model& m, const Bucket& b) {
   std::vector<std::string> out;
@@ -122,12 +129,12 @@ TEST_CASE("the plan table lists buckets and per-rank optimizer state", "[plan]")
   const BucketPlan plan = build_bucket_plan(m.store(), 4400 / kMiB, 600 / kMiB, 2,
                                             AssignmentPolicy::RoundRobin);
   OptimizerConfig adam;
-  const std::string zero = format_bucket_plan(plan, m.store(), adam, ParallelMode::Zero);
+  const std::string zero = format_bucket_plan(plan, m.store(), make_mode_plan(zero_config(), adam));
   CHECK_THAT(zero, Catch::Contains("layers.1.bias, layers.1.weight\n"));
   CHECK_THAT(zero, Catch::Contains("3 buckets, 6 parameters"));
   // Rank 0 owns buckets 0 and 2 (144 + 288 elements): Adam state = 2 x 432 x 4 B = 3.375 KiB.
   CHECK_THAT(zero, Catch::Contains("3.4 KiB"));
-  const std::string ddp = format_bucket_plan(plan, m.store(), adam, ParallelMode::Ddp);
+  const std::string ddp = format_bucket_plan(plan, m.store(), make_mode_plan(ParallelConfig{}, adam));
   // ddp: every rank holds the full state, 2 x 1488 x 4 B = 11.6 KiB.
   CHECK_THAT(ddp, Catch::Contains("11.6 KiB"));
 }

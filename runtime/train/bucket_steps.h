@@ -1,0 +1,80 @@
+// BucketSteps: the primitives every step policy is made of, written once. step_bucket(b) runs the
+// fused optimizer update of a bucket on the rank that steps it (ModePlan::steps_on),
+// broadcast_bucket(b) sends a stepped bucket from its assigned rank, and wait_before_use(param)
+// is the per-layer wait of the next forward for its bucket's broadcast. Also the clip coefficient
+// (a global norm over the reduced gradients). The policies (step_policy.h) only decide *when*.
+//
+// Threads: step_bucket and broadcast_bucket run on the main thread, or in interleaved mode on the
+// reduce communicator's stream (one callback per bucket, in bucket order). The per-layer wait
+// state (expect_broadcast, wait_before_use) is the main thread's alone.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/exec_context.h"
+#include "models/parameter_store.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/train/bucket_plan.h"
+#include "runtime/train/mode_plan.h"
+#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/step_observer.h"
+
+namespace zl {
+
+class Tracer;
+
+class BucketSteps {
+ public:
+  BucketSteps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
+              ShardedOptimizer& optimizer, Communicator& broadcast_comm, ExecContext compute,
+              Tracer* tracer);
+
+  void set_observer(StepObserver* observer) { observer_ = observer; }
+  const ExecContext& compute() const { return compute_; }
+
+  // The fused update of bucket b on `exec` when this rank steps b; nothing otherwise.
+  // `trace_thread` names the thread in the trace ("main" or the comm stream).
+  void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
+                   const std::string& trace_thread);
+  // Issues bucket b's broadcast from its assigned rank on the broadcast communicator.
+  void broadcast_bucket(int bucket);
+  // Blocks until every bucket's broadcast completed.
+  void wait_broadcasts();
+
+  // Interleaved: the Work of the reduce-stream task that steps and broadcasts b. The per-layer
+  // wait orders itself after it before reading b's broadcast Work, which that task publishes.
+  void set_step_work(int bucket, Work work) { step_work_[static_cast<std::size_t>(bucket)] = std::move(work); }
+  // Main thread: the next forward must wait for b's broadcast before reading b's parameters.
+  void expect_broadcast(int bucket) { awaiting_[static_cast<std::size_t>(bucket)] = 1; }
+  // The per-layer wait, before the forward reads parameter `param_id` (the param-use hook).
+  void wait_before_use(int param_id);
+  // Every wait still pending (before eval, checkpoints, reading parameters).
+  void wait_all_before_use();
+
+  // The clip coefficient of this step for max norm `max_norm` (> 0) over the reduced gradients,
+  // scaled by `grad_scale` (the average over ranks and micro-batches). ddp: every rank holds every
+  // reduced gradient; zero: only the assigned rank is sure to (reduce), so owners add partial sums
+  // and `reduce_comm` all-reduces them (a collective: every rank calls it at the same point).
+  // Every bucket's collective must have completed. Sets last_grad_norm().
+  float clip_coefficient(float max_norm, float grad_scale, Communicator& reduce_comm);
+  double last_grad_norm() const { return last_grad_norm_; }
+
+ private:
+  const ModePlan& mode_;
+  const BucketPlan& plan_;
+  ParameterStore& store_;
+  ShardedOptimizer& optimizer_;
+  Communicator& broadcast_comm_;
+  ExecContext compute_;
+  Tracer* tracer_;
+  StepObserver* observer_ = nullptr;
+
+  std::vector<Work> step_work_;       // interleaved: the task that steps and broadcasts
+  std::vector<Work> broadcast_work_;  // written where broadcast_bucket runs
+  std::vector<char> awaiting_;        // main thread: forward must wait for this bucket
+  double last_grad_norm_ = 0.0;
+};
+
+}  // namespace zl

@@ -1,0 +1,71 @@
+// ModePlan: the facts of one parallel mode, derived once from the config. Which collective a
+// bucket's gradients take, whether the assigned rank broadcasts the stepped bucket, where the
+// optimizer state lives and how much of it, when the step runs. The step policies, the optimizer,
+// `zerolap plan`, the bench and checkpoints read these facts here instead of re-deriving them
+// from ParallelConfig (docs/design.md "Modes" has the table).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/config/config.h"
+#include "runtime/train/bucket_plan.h"
+
+namespace zl {
+
+// When a bucket's optimizer step runs relative to backward (one step policy each, step_policy.h).
+enum class StepSchedule {
+  Ddp,                // after backward, every rank steps every bucket
+  ZeroNone,           // after backward: owned steps, every broadcast, wait for them
+  ZeroAfterBackward,  // after backward, per bucket in order: wait, step if owned, broadcast
+  ZeroInterleaved,    // in the completion callback of the bucket's collective, during backward
+};
+
+// One collective a step issues for a bucket, in issue order.
+struct PlannedCollective {
+  CollectiveOp op = CollectiveOp::AllReduce;
+  int bucket = 0;
+  std::int64_t bytes = 0;
+  int root = -1;  // reduce / broadcast: the bucket's assigned rank; -1 for all-reduce
+};
+
+struct ModePlan {
+  ParallelMode mode = ParallelMode::Ddp;
+  Overlap overlap = Overlap::None;  // None in ddp, whatever the config says
+  CollectiveKind collective = CollectiveKind::AllreduceBroadcast;  // likewise
+  StepSchedule schedule = StepSchedule::Ddp;
+  // The gradients' collective: AllReduce, or Reduce to the bucket's assigned rank.
+  CollectiveOp bucket_collective = CollectiveOp::AllReduce;
+  // zero: the assigned rank broadcasts the bucket's new parameters after stepping it.
+  bool broadcast_after_step = false;
+  // zero: optimizer state and the step of a bucket live on its assigned rank only; ddp: on every
+  // rank (invariant 5).
+  bool sharded_state = false;
+  // after_backward and interleaved: the next forward waits per bucket for its broadcast, so the
+  // broadcasts overlap the forward's first layers (invariant 4).
+  bool forward_waits_per_layer = false;
+  // A clip norm needs every bucket reduced before any step; interleaved steps earlier.
+  bool can_clip = true;
+  int state_floats_per_element = 0;  // Adam/AdamW 2, SGD with momentum 1, plain SGD 0
+
+  // "ddp" or "zero/<overlap>/<collective>", as the bench and logs name modes.
+  std::string name() const;
+  // Whether `rank` holds the optimizer state of bucket `b` and steps it.
+  bool steps_on(const Bucket& b, int rank) const { return !sharded_state || b.assigned_rank == rank; }
+  // Optimizer-state bytes `rank` allocates: what `zerolap plan` prints and
+  // ShardedOptimizer::state_bytes() must report.
+  std::int64_t state_bytes(const BucketPlan& plan, int rank) const;
+  // Every collective of one step, in issue order per communicator (gradients on the reduce
+  // communicator, then the broadcasts on the broadcast communicator).
+  std::vector<PlannedCollective> collectives(const BucketPlan& plan) const;
+};
+
+ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer);
+
+// Optimizer-state floats per parameter element: Adam/AdamW 2 (exp_avg, exp_avg_sq), SGD 1 with
+// momentum, 0 without.
+int state_floats_per_element(const OptimizerConfig& optimizer);
+
+}  // namespace zl
