@@ -167,7 +167,9 @@ void measure_collectives(const Config& config, const World& world,
     c.bytes = s.bytes;
     c.seconds = seconds;
     c.algbw_gbps = static_cast<double>(s.bytes) / seconds * 1e-9;
-    c.busbw_gbps = static_cast<double>(wire_bytes(op, s.bytes, world.size)) / seconds * 1e-9;
+    // With link.ranks the wire bytes are the modelled ranks' (Note [Link model]).
+    c.busbw_gbps = static_cast<double>(wire_bytes(op, s.bytes, modelled_ranks(config.link, world.size))) /
+                   seconds * 1e-9;
     out.collectives.push_back(c);
   }
 }

@@ -128,6 +128,7 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
                             ? nlohmann::ordered_json(nullptr)
                             : nlohmann::ordered_json{{"bandwidth_gbps", rep.link.bandwidth_gbps},
                                                      {"latency_us", rep.link.latency_us},
+                                                     {"ranks", rep.link.ranks},
                                                      {"label", rep.link_label}};
   j["comm_priority"] = to_string(rep.comm_priority);
   j["peak_rss_per_mode"] = rep.peak_rss_per_mode;

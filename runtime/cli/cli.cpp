@@ -45,6 +45,18 @@ int run_cli(int argc, char** argv) {
   add_config_args(*plan, plan_args);
   plan->add_option("--world", plan_world, "Plan for this many ranks (default: the job's size)")
       ->check(CLI::PositiveNumber);
+  PlanOptions plan_options;
+  plan->add_option("--link-gbps", plan_options.link_gbps,
+                   "Model a link of this bandwidth (Gb/s): per-mode memory and communication per "
+                   "step (overrides link.bandwidth_gbps)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--latency-us", plan_options.latency_us,
+                   "The modelled link's latency per hop (us; overrides link.latency_us)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option("--compute-ms", plan_options.compute_ms,
+                   "A measured compute time per step (ms, e.g. the bench's compute column): "
+                   "predicts step time and scaling efficiency at 8, 64 and 512 ranks")
+      ->check(CLI::PositiveNumber);
   auto* bench = app.add_subcommand(
       "bench", "Measure every overlap mode x bucket cap of the config's [bench] side by side");
   add_config_args(*bench, bench_args);
@@ -69,7 +81,7 @@ int run_cli(int argc, char** argv) {
   const World& world = session.world();
   try {
     if (*train) return run_train_command(train_args, world);
-    if (*plan) return run_plan_command(plan_args, plan_world, world);
+    if (*plan) return run_plan_command(plan_args, plan_world, world, plan_options);
     if (*bench) return run_bench_command(bench_args, world);
     if (*inspect) return run_inspect_command(inspect_path, world);
     return kExitBadInput;

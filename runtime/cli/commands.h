@@ -16,8 +16,16 @@ struct ConfigArgs {
 };
 
 int run_train_command(const ConfigArgs& args, const World& world);
+// `zerolap plan` options beyond the config: a link for the scaling tables (they override the
+// config's [link]) and a measured compute time for the prediction (runtime/bench/scaling_model.h).
+struct PlanOptions {
+  double link_gbps = 0.0;     // 0: the config's link.bandwidth_gbps
+  double latency_us = -1.0;   // < 0: the config's link.latency_us
+  double compute_ms = 0.0;    // 0: no prediction
+};
 // world_size > 0 plans for that many ranks instead of the job's.
-int run_plan_command(const ConfigArgs& args, int world_size, const World& world);
+int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
+                     const PlanOptions& options = {});
 // Measures every overlap mode x bucket cap of the config's [bench] (runtime/bench/bench.h).
 int run_bench_command(const ConfigArgs& args, const World& world);
 // Lists a checkpoint's tensors, shapes, dtypes and metadata (rank 0); a corrupt file exits 2.

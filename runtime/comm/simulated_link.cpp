@@ -11,7 +11,10 @@
 
 namespace zl {
 
+int modelled_ranks(const LinkConfig& link, int world) { return link.ranks > 0 ? link.ranks : world; }
+
 double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload, int world) {
+  world = modelled_ranks(link, world);
   if (world <= 1 || op == CollectiveOp::HostTask) return 0.0;
   const double bytes_per_s = link.bandwidth_gbps * 1e9 / 8.0;
   const double wire = static_cast<double>(wire_bytes(op, payload, world));
@@ -21,7 +24,8 @@ double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t pa
 
 std::string link_label(const LinkConfig& link) {
   if (!link.enabled()) return {};
-  return fmt::format("simulated link: {:g} Gb/s, {:g} us", link.bandwidth_gbps, link.latency_us);
+  return fmt::format("simulated link: {:g} Gb/s, {:g} us{}", link.bandwidth_gbps, link.latency_us,
+                     link.ranks > 0 ? fmt::format(", timed as {} ranks", link.ranks) : "");
 }
 
 SimulatedLink::Clock::time_point SimulatedLink::reserve(Clock::time_point issued, double seconds) {
@@ -47,6 +51,10 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
   };
   auto timing = std::make_shared<Timing>();
   const double seconds = modelled_seconds(link_->config(), op, payload_bytes, size());
+  {
+    std::lock_guard lock(stats_mutex_);
+    wire_bytes_ += wire_bytes(op, payload_bytes, modelled_ranks(link_->config(), size()));
+  }
   inner_->then([this, timing, seconds] {
     timing->issued = SimulatedLink::Clock::now();
     timing->end = link_->reserve(timing->issued, seconds);
@@ -67,7 +75,7 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
                     {{"op", label},
                      {"bytes", payload_bytes},
                      {"modelled_us", seconds * 1e6},
-                     {"wire_bytes", wire_bytes(op, payload_bytes, size())}});
+                     {"wire_bytes", wire_bytes(op, payload_bytes, modelled_ranks(link_->config(), size()))}});
     }
   });
 }
@@ -96,6 +104,7 @@ CommStats SimulatedLinkCommunicator::stats() const {
   CommStats s = inner_->stats();
   std::lock_guard lock(stats_mutex_);
   s.busy_seconds = busy_seconds_;
+  s.wire_bytes = wire_bytes_;
   return s;
 }
 
@@ -103,6 +112,7 @@ void SimulatedLinkCommunicator::reset_stats() {
   inner_->reset_stats();
   std::lock_guard lock(stats_mutex_);
   busy_seconds_ = 0.0;
+  wire_bytes_ = 0;
 }
 
 void SimulatedLinkCommunicator::set_tracer(Tracer* tracer) {

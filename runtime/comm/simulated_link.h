@@ -19,12 +19,20 @@
 
 namespace zl {
 
-// Seconds a collective of `payload` bytes takes on `link` with `world` ranks: all-reduce
-// 2(p-1)/p * S/B + 2(p-1)*alpha, reduce and broadcast (p-1)/p * S/B + (p-1)*alpha (the bytes are
-// wire_bytes(), see communicator.h). Zero for one rank.
+// The ranks the link model times a collective for: link.ranks, or the job's `world` when 0.
+int modelled_ranks(const LinkConfig& link, int world);
+
+// Note [Link model]: seconds a collective of `payload` bytes takes on `link` among
+// p = modelled_ranks(link, world) ranks, with the bandwidth-optimal ring/chain algorithms that
+// wire_bytes() counts (communicator.h): all-reduce (reduce-scatter + all-gather ring)
+// 2(p-1)/p * S/B + 2(p-1)*alpha; reduce (reduce-scatter + gather to the root) and broadcast
+// (scatter + all-gather) (p-1)/p * S/B + (p-1)*alpha each. No contention, no hierarchy, no
+// tree algorithms; zero for p = 1. With link.ranks = 8 a one-rank job is timed as one rank of
+// an 8-rank ring: the modelled times are an 8-rank job's whatever the real world size.
 double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload, int world);
 
-// "simulated link: 10 Gb/s, 5 us"; empty when the link is off.
+// "simulated link: 10 Gb/s, 5 us" ("..., timed as 8 ranks" with link.ranks); empty when the
+// link is off.
 std::string link_label(const LinkConfig& link);
 
 // One rank's network interface, shared by all of that rank's communicators: the reduce and the
@@ -67,7 +75,8 @@ class SimulatedLinkCommunicator final : public Communicator {
   void synchronize() override { inner_->synchronize(); }
   ExecContext exec() const override { return inner_->exec(); }
 
-  // The inner communicator's counts; busy_seconds measured from issue to the modelled end.
+  // The inner communicator's counts, except busy_seconds (measured from issue to the modelled
+  // end) and wire_bytes (for the modelled ranks, which link.ranks may set).
   CommStats stats() const override;
   void reset_stats() override;
   void set_tracer(Tracer* tracer) override;
@@ -82,6 +91,7 @@ class SimulatedLinkCommunicator final : public Communicator {
   Tracer* tracer_ = nullptr;
   mutable std::mutex stats_mutex_;
   double busy_seconds_ = 0.0;
+  std::int64_t wire_bytes_ = 0;
   // Last: destroyed first, so its stream drains while the link and the mutex above still exist.
   std::unique_ptr<Communicator> inner_;
 };

@@ -328,7 +328,13 @@ void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
   SectionReader r(source, section_table(root, "link"), "link");
   r.number("bandwidth_gbps", l.bandwidth_gbps, at_least(0));
   r.number("latency_us", l.latency_us, at_least(0));
+  r.integer("ranks", l.ranks, at_least(0));
   r.finish();
+  if (l.ranks > 0 && !l.enabled()) {
+    source.fail("link.ranks", fmt::format("= {} models a link of link.bandwidth_gbps and "
+                                          "link.latency_us, but both are 0; set one of them",
+                                          l.ranks));
+  }
 }
 
 void read_output(const toml::table& root, ConfigSource& source, OutputConfig& o) {

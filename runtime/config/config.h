@@ -98,6 +98,9 @@ struct BenchConfig {
 struct LinkConfig {
   double bandwidth_gbps = 0.0;  // 0: no network model
   double latency_us = 0.0;
+  // Ranks the model times each collective for (a ring of this many ranks on this link); 0: the
+  // job's real world size. Lets one GPU or CPU study a cluster's overlap (docs/bench.md).
+  int ranks = 0;
   bool enabled() const { return bandwidth_gbps > 0.0 || latency_us > 0.0; }
 };
 

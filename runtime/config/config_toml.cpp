@@ -195,6 +195,7 @@ std::string to_toml(const Config& c) {
   w.section("link");
   w.number("bandwidth_gbps", c.link.bandwidth_gbps);
   w.number("latency_us", c.link.latency_us);
+  w.integer("ranks", c.link.ranks);
 
   w.section("output");
   w.string("dir", c.output.dir);

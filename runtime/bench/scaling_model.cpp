@@ -1,0 +1,69 @@
+// The scaling model (see scaling_model.h, Note [Scaling model]).
+#include "runtime/bench/scaling_model.h"
+
+#include <algorithm>
+
+#include "runtime/comm/simulated_link.h"
+
+namespace zl {
+
+std::vector<ModePlan> all_mode_plans(const Config& config) {
+  std::vector<ModePlan> out;
+  ParallelConfig parallel = config.parallel;
+  parallel.mode = ParallelMode::Ddp;
+  out.push_back(make_mode_plan(parallel, config.optimizer));
+  parallel.mode = ParallelMode::Zero;
+  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
+    for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast}) {
+      parallel.overlap = o;
+      parallel.collective = c;
+      out.push_back(make_mode_plan(parallel, config.optimizer));
+    }
+  }
+  return out;
+}
+
+ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const LinkConfig& link,
+                            int ranks) {
+  ModeComm out = mode_comm(mode, plan, [&](CollectiveOp op, std::int64_t bytes) {
+    return modelled_seconds(link, op, bytes, ranks);
+  });
+  for (const PlannedCollective& c : mode.collectives(plan)) {
+    out.wire_bytes += wire_bytes(c.op, c.bytes, modelled_ranks(link, ranks));
+  }
+  return out;
+}
+
+double backward_flop_share(const ParameterStore& store) {
+  // Per sample: forward 2*in*out per Linear; backward 2*in*out for dW plus 2*in*out for dX,
+  // except in the first Linear (models/model.cpp computes no gradient of the input).
+  double forward = 0.0, backward = 0.0;
+  bool first = true;
+  for (const ParameterInfo& p : store.parameters()) {
+    if (p.shape.size() != 2) continue;
+    const double macs = static_cast<double>(p.shape[0] * p.shape[1]);
+    forward += 2.0 * macs;
+    backward += (first ? 2.0 : 4.0) * macs;
+    first = false;
+  }
+  return forward + backward > 0.0 ? backward / (forward + backward) : 0.0;
+}
+
+double predicted_step_s(const ModePlan& mode, const ModeComm& c, double compute_s,
+                        double backward_share) {
+  const double backward = compute_s * backward_share;
+  switch (mode.schedule) {
+    case StepSchedule::Ddp:
+      return compute_s + std::max(0.0, c.total_s - c.last_s - backward) + c.last_s;
+    case StepSchedule::ZeroNone:
+    case StepSchedule::ZeroAfterBackward:
+      // Reductions launched during backward overlap what is left of it; the last bucket's cannot.
+      return compute_s + std::max(0.0, c.reduce_s - c.reduce_last_s - backward) + c.reduce_last_s +
+             c.broadcast_s;
+    case StepSchedule::ZeroInterleaved:
+      return std::max(compute_s, c.total_s - c.last_s) + c.last_s;
+  }
+  return compute_s + c.total_s;
+}
+
+}  // namespace zl
