@@ -274,8 +274,8 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       const RunFigures alone = timed_run(run_config(config, mode, cap, true), world, true,
                                          bench_clock, nullptr);
       if (report.rows.empty()) {  // the first run resolved runtime.device
-        report.comm_priority = comm_priority_in_effect(config.runtime, real.device);
-        const std::string warning = comm_priority_warning(config.runtime, real.device);
+        report.comm_priority = comm_priority_in_effect(config.runtime.comm_priority, real.device);
+        const std::string warning = comm_priority_warning(config.runtime.comm_priority, real.device);
         if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
       }
 

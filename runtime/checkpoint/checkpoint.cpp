@@ -1,6 +1,7 @@
-// Saving and loading a Trainer's state (see checkpoint.h): the collective half. Messages go on a
-// private duplicate of the world communicator, after trainer.synchronize(), so no collective of the
-// trainer's own communicators is in flight and no message can match another protocol's.
+// Saving and loading a training state (see checkpoint.h): the collective half. Messages go on a
+// private duplicate of the world communicator, on a quiescent state (Trainer::state() waits for
+// in-flight work), so no collective of the trainer's own communicators is in flight and no message
+// can match another protocol's.
 //
 // Note [One bucket at a time]: optimizer state moves between rank 0 and the ranks holding it one
 // bucket at a time, in bucket order: rank 0 stages one bucket of state (all its state tensors),
@@ -21,7 +22,7 @@
 #include "base/device_buffer.h"
 #include "base/errors.h"
 #include "runtime/checkpoint/safetensors.h"
-#include "runtime/train/trainer.h"
+#include "base/tracer.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -66,8 +67,8 @@ void bcast_floats(float* data, std::int64_t n, MPI_Comm comm) {
 }
 
 // The ranks holding bucket b's optimizer state: all of them in ddp, the assigned rank in zero.
-int state_holder(const Trainer& trainer, const Bucket& b) {
-  return trainer.config().parallel.mode == ParallelMode::Ddp ? kEveryRank : b.assigned_rank;
+int state_holder(const TrainingState& state, const Bucket& b) {
+  return state.mode.sharded_state ? b.assigned_rank : kEveryRank;
 }
 
 // Element of parameter `id` within its bucket's slice.
@@ -76,53 +77,53 @@ std::int64_t within(const ParameterStore& store, const Bucket& b, int id) {
 }
 
 // Bucket b's state <-> host staging laid out [state][b.numel] (padding stays zero).
-void state_to_host(Trainer& trainer, const Bucket& b, std::vector<float>& host) {
-  ShardedOptimizer& opt = trainer.optimizer();
-  const ParameterStore& store = trainer.model().store();
+void state_to_host(const TrainingState& state, const Bucket& b, std::vector<float>& host) {
+  ShardedOptimizer& opt = state.optimizer;
+  const ParameterStore& store = state.store;
   const auto ns = static_cast<int>(opt.state_names().size());
   host.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
   for (int s = 0; s < ns; ++s) {
     for (const int id : b.param_ids) {
-      const float* state = opt.param_state(id, s);
-      ZL_CHECK(state != nullptr, "state {} of parameter {} is not on this rank", s, id);
-      copy_to_host(state, store.device(), host.data() + s * b.numel + within(store, b, id),
+      const float* tensor = opt.param_state(id, s);
+      ZL_CHECK(tensor != nullptr, "state {} of parameter {} is not on this rank", s, id);
+      copy_to_host(tensor, store.device(), host.data() + s * b.numel + within(store, b, id),
                    store.info(id).numel);
     }
   }
 }
 
-void state_from_host(Trainer& trainer, const Bucket& b, const std::vector<float>& host) {
-  ShardedOptimizer& opt = trainer.optimizer();
-  const ParameterStore& store = trainer.model().store();
+void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host) {
+  ShardedOptimizer& opt = state.optimizer;
+  const ParameterStore& store = state.store;
   const auto ns = static_cast<int>(opt.state_names().size());
   for (int s = 0; s < ns; ++s) {
     for (const int id : b.param_ids) {
-      float* state = opt.param_state(id, s);
-      ZL_CHECK(state != nullptr, "state {} of parameter {} is not on this rank", s, id);
-      copy_from_host(host.data() + s * b.numel + within(store, b, id), state, store.device(),
+      float* tensor = opt.param_state(id, s);
+      ZL_CHECK(tensor != nullptr, "state {} of parameter {} is not on this rank", s, id);
+      copy_from_host(host.data() + s * b.numel + within(store, b, id), tensor, store.device(),
                      store.info(id).numel);
     }
   }
 }
 
-std::map<std::string, std::string> checkpoint_metadata(Trainer& trainer) {
-  const Config& c = trainer.config();
+std::map<std::string, std::string> checkpoint_metadata(const TrainingState& state) {
+  const Config& c = state.config;
   const OptimizerConfig& o = c.optimizer;
-  const std::int64_t per_epoch = trainer.batches_per_epoch();
+  const std::int64_t per_epoch = state.batches_per_epoch;
   auto str = [](const auto& v) { return fmt::format("{}", v); };
   return {
       {"format", kCheckpointFormat},
       {"format_version", kCheckpointFormatVersion},
       {"zerolap_version", ZEROLAP_VERSION},
-      {"step", str(trainer.step())},
-      {"epoch", str(trainer.batch_cursor() / per_epoch)},
-      {"sampler_position", str(trainer.batch_cursor())},
-      {"global_batch", str(c.data.batch_size * trainer.world().size)},
+      {"step", str(state.position.step)},
+      {"epoch", str(state.position.cursor / per_epoch)},
+      {"sampler_position", str(state.position.cursor)},
+      {"global_batch", str(c.data.batch_size * state.world.size)},
       {"batches_per_epoch", str(per_epoch)},
-      {"optimizer_step", str(trainer.optimizer().step_count())},
-      {"total_steps", str(trainer.total_steps())},
+      {"optimizer_step", str(state.optimizer.step_count())},
+      {"total_steps", str(state.total_steps)},
       {"optimizer", to_string(o.kind)},
-      {"optimizer_state", fmt::format("{}", fmt::join(trainer.optimizer().state_names(), ","))},
+      {"optimizer_state", fmt::format("{}", fmt::join(state.optimizer.state_names(), ","))},
       {"lr", str(o.lr)},
       {"betas", fmt::format("[{}, {}]", o.beta1, o.beta2)},
       {"eps", str(o.eps)},
@@ -133,11 +134,11 @@ std::map<std::string, std::string> checkpoint_metadata(Trainer& trainer) {
       {"lr_schedule", to_string(o.schedule)},
       {"warmup_steps", str(o.warmup_steps)},
       {"min_lr", str(o.min_lr)},
-      {"world_size", str(trainer.world().size)},
+      {"world_size", str(state.world.size)},
       {"mode", to_string(c.parallel.mode)},
       {"overlap", to_string(c.parallel.overlap)},
       {"bucket_cap_mb", str(c.parallel.bucket_cap_mb)},
-      {"buckets", str(trainer.plan().buckets.size())},
+      {"buckets", str(state.plan.buckets.size())},
       {"config_hash", config_hash(c)},
       {"config", to_toml(c)},
   };
@@ -155,13 +156,12 @@ void create_checkpoint_dir(const std::string& dir) {
 
 }  // namespace
 
-void write_checkpoint(Trainer& trainer, const std::string& path) {
-  trainer.synchronize();
-  TraceSpan span(&trainer.tracer(), "main", "checkpoint", {{"step", trainer.step()}});
-  const World& world = trainer.world();
+void write_checkpoint(const TrainingState& state, const std::string& path) {
+  TraceSpan span(state.tracer, "main", "checkpoint", {{"step", state.position.step}});
+  const World& world = state.world;
   const CheckpointComm comm(world.comm);
-  ParameterStore& store = trainer.model().store();
-  const std::vector<std::string>& states = trainer.optimizer().state_names();
+  ParameterStore& store = state.store;
+  const std::vector<std::string>& states = state.optimizer.state_names();
   const auto ns = static_cast<std::int64_t>(states.size());
   const std::string temp = path + kCheckpointTempSuffix;
 
@@ -171,7 +171,7 @@ void write_checkpoint(Trainer& trainer, const std::string& path) {
     // File order = write order: parameters (registration order), then state bucket by bucket.
     std::vector<TensorSpec> tensors;
     for (const ParameterInfo& p : store.parameters()) tensors.push_back({p.name, "F32", p.shape});
-    for (const Bucket& b : trainer.plan().buckets) {
+    for (const Bucket& b : state.plan.buckets) {
       for (const int id : b.param_ids) {
         for (const std::string& s : states) {
           tensors.push_back({state_tensor_name(store.info(id).name, s), "F32", store.info(id).shape});
@@ -179,7 +179,7 @@ void write_checkpoint(Trainer& trainer, const std::string& path) {
       }
     }
     writer = std::make_unique<SafetensorsWriter>(temp, std::move(tensors),
-                                                 checkpoint_metadata(trainer));
+                                                 checkpoint_metadata(state));
     for (int id = 0; id < store.count(); ++id) {
       const ParameterInfo& p = store.info(id);
       host.resize(static_cast<std::size_t>(p.numel));
@@ -188,11 +188,11 @@ void write_checkpoint(Trainer& trainer, const std::string& path) {
     }
   }
   // See Note [One bucket at a time].
-  for (const Bucket& b : trainer.plan().buckets) {
+  for (const Bucket& b : state.plan.buckets) {
     if (ns == 0) break;
-    const int holder = state_holder(trainer, b);
+    const int holder = state_holder(state, b);
     const int source = holder == kEveryRank ? 0 : holder;
-    if (world.rank == source) state_to_host(trainer, b, host);
+    if (world.rank == source) state_to_host(state, b, host);
     if (source != 0 && world.rank == source) send_floats(host.data(), ns * b.numel, 0, comm.get());
     if (!world.is_root()) continue;
     if (source != 0) {
@@ -209,7 +209,7 @@ void write_checkpoint(Trainer& trainer, const std::string& path) {
   }
   if (world.is_root()) {
     writer->finish();
-    checkpoint_fault_point("after_write", trainer.step());
+    checkpoint_fault_point("after_write", state.position.step);
     std::error_code ec;
     fs::rename(temp, path, ec);  // atomic: `path` is the old file or the complete new one
     if (ec) {
@@ -222,22 +222,22 @@ void write_checkpoint(Trainer& trainer, const std::string& path) {
   ZL_MPI_CHECK(MPI_Barrier(comm.get()));  // the file is durable before any rank moves on
 }
 
-std::string save_checkpoint(Trainer& trainer) {
-  const CheckpointConfig& c = trainer.config().checkpoint;
+std::string save_checkpoint(const TrainingState& state) {
+  const CheckpointConfig& c = state.config.checkpoint;
   ZL_CHECK(!c.dir.empty(), "save_checkpoint without checkpoint.dir");
   const auto start = std::chrono::steady_clock::now();
-  const std::string name = checkpoint_file_name(trainer.step());
+  const std::string name = checkpoint_file_name(state.position.step);
   const std::string path = (fs::path(c.dir) / name).string();
-  if (trainer.world().is_root()) create_checkpoint_dir(c.dir);
-  write_checkpoint(trainer, path);
-  if (trainer.world().is_root()) {
-    checkpoint_fault_point("after_rename", trainer.step());
+  if (state.world.is_root()) create_checkpoint_dir(c.dir);
+  write_checkpoint(state, path);
+  if (state.world.is_root()) {
+    checkpoint_fault_point("after_rename", state.position.step);
     write_latest_pointer(c.dir, name);  // only now may a resume pick the new file
     prune_checkpoints(c.dir, c.keep);
-    if (!trainer.options().quiet) {
+    if (!state.quiet) {
       std::error_code ec;
       const auto bytes = fs::file_size(path, ec);
-      fmt::print("zerolap: checkpoint step {} -> {} ({:.1f} MB, {:.2f} s)\n", trainer.step(), path,
+      fmt::print("zerolap: checkpoint step {} -> {} ({:.1f} MB, {:.2f} s)\n", state.position.step, path,
                  ec ? 0.0 : static_cast<double>(bytes) / 1e6,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       std::fflush(stdout);
@@ -246,17 +246,16 @@ std::string save_checkpoint(Trainer& trainer) {
   return path;
 }
 
-void save_checkpoint_if_due(Trainer& trainer) {
-  if (checkpoint_due(trainer.config().checkpoint, trainer.step(), trainer.total_steps())) {
-    save_checkpoint(trainer);
+void save_checkpoint_if_due(const TrainingState& state) {
+  if (checkpoint_due(state.config.checkpoint, state.position.step, state.total_steps)) {
+    save_checkpoint(state);
   }
 }
 
-void load_checkpoint(Trainer& trainer, const std::string& path) {
-  trainer.synchronize();
-  const World& world = trainer.world();
-  ParameterStore& store = trainer.model().store();
-  ShardedOptimizer& opt = trainer.optimizer();
+void load_checkpoint(const TrainingState& state, const std::string& path) {
+  const World& world = state.world;
+  ParameterStore& store = state.store;
+  ShardedOptimizer& opt = state.optimizer;
   const auto ns = static_cast<std::int64_t>(opt.state_names().size());
 
   // Everything that can be wrong with the file is found here, before any rank receives a byte.
@@ -278,7 +277,7 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
 
   std::vector<float> host;
   // Parameters are replicated: every rank gets every bucket's parameters from rank 0.
-  for (const Bucket& b : trainer.plan().buckets) {
+  for (const Bucket& b : state.plan.buckets) {
     host.assign(static_cast<std::size_t>(b.numel), 0.0f);
     if (world.is_root()) {
       for (const int id : b.param_ids) {
@@ -292,9 +291,9 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
     }
   }
   // State goes to its holder in the current plan (see Note [One bucket at a time]).
-  for (const Bucket& b : trainer.plan().buckets) {
+  for (const Bucket& b : state.plan.buckets) {
     if (ns == 0) break;
-    const int holder = state_holder(trainer, b);
+    const int holder = state_holder(state, b);
     host.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
     if (world.is_root()) {
       for (const int id : b.param_ids) {
@@ -306,34 +305,34 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
     }
     if (holder == kEveryRank) {
       bcast_floats(host.data(), ns * b.numel, comm.get());
-      state_from_host(trainer, b, host);
+      state_from_host(state, b, host);
     } else if (holder == 0) {
-      if (world.is_root()) state_from_host(trainer, b, host);
+      if (world.is_root()) state_from_host(state, b, host);
     } else if (world.is_root()) {
       send_floats(host.data(), ns * b.numel, holder, comm.get());
     } else if (world.rank == holder) {
       recv_floats(host.data(), ns * b.numel, 0, comm.get());
-      state_from_host(trainer, b, host);
+      state_from_host(state, b, host);
     }
   }
 
-  const std::int64_t global_batch = trainer.config().data.batch_size * world.size;
-  const std::int64_t cursor = convert_cursor(facts, global_batch, trainer.batches_per_epoch());
-  trainer.set_position(facts.step, cursor);
+  const std::int64_t global_batch = state.config.data.batch_size * world.size;
+  const std::int64_t cursor = convert_cursor(facts, global_batch, state.batches_per_epoch);
+  state.position = TrainingPosition{facts.step, cursor};
   opt.set_step_count(facts.optimizer_step);
 
-  if (world.is_root() && !trainer.options().quiet) {
+  if (world.is_root() && !state.quiet) {
     fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{})\n", path,
-               facts.step, cursor / trainer.batches_per_epoch(), facts.world_size,
+               facts.step, cursor / state.batches_per_epoch, facts.world_size,
                facts.world_size == 1 ? "" : "s");
     if (facts.global_batch != global_batch) {
       fmt::print("zerolap: note: the global batch changed from {} to {} samples; continuing at "
                  "batch {} of epoch {}, so the sample order differs from the original run's\n",
-                 facts.global_batch, global_batch, cursor % trainer.batches_per_epoch(),
-                 cursor / trainer.batches_per_epoch());
+                 facts.global_batch, global_batch, cursor % state.batches_per_epoch,
+                 cursor / state.batches_per_epoch);
     }
     std::vector<std::string> changed;
-    for (const std::string& key : config_differences(facts.config_toml, to_toml(trainer.config()))) {
+    for (const std::string& key : config_differences(facts.config_toml, to_toml(state.config))) {
       if (key_affects_results(key)) changed.push_back(key);
     }
     if (!changed.empty()) {
@@ -344,9 +343,9 @@ void load_checkpoint(Trainer& trainer, const std::string& path) {
   }
 }
 
-void prepare_checkpoints(Trainer& trainer) {
-  const CheckpointConfig& c = trainer.config().checkpoint;
-  const World& world = trainer.world();
+void prepare_checkpoints(const TrainingState& state) {
+  const CheckpointConfig& c = state.config.checkpoint;
+  const World& world = state.world;
   std::string path;
   agree_on_user_errors(world, [&] {
     if (!world.is_root()) return;
@@ -363,7 +362,7 @@ void prepare_checkpoints(Trainer& trainer) {
       path = c.resume_path;
     } else if (const auto latest = latest_checkpoint(c.dir)) {
       path = *latest;
-    } else if (!trainer.options().quiet) {
+    } else if (!state.quiet) {
       fmt::print("zerolap: checkpoint.resume = true but '{}' has no checkpoint yet: starting at "
                  "step 0\n",
                  c.dir);
@@ -371,7 +370,7 @@ void prepare_checkpoints(Trainer& trainer) {
   });
   int resume = world.is_root() && !path.empty() ? 1 : 0;
   if (world.size > 1) ZL_MPI_CHECK(MPI_Bcast(&resume, 1, MPI_INT, 0, world.comm));
-  if (resume) load_checkpoint(trainer, path);
+  if (resume) load_checkpoint(state, path);
 }
 
 }  // namespace zl

@@ -1,9 +1,10 @@
-// Checkpoints of a Trainer as safetensors files (docs/checkpoints.md): parameters by name,
+// Checkpoints of a training state (runtime/train/training_state.h) as safetensors files (docs/checkpoints.md): parameters by name,
 // optimizer state as optimizer.<param>.<state>, the run's position and facts in __metadata__.
 // ZeRO state is gathered to rank 0 one bucket at a time and, on load, scattered into the *current*
 // bucket plan (so a run resumes on another world size, mode or bucket size). Rank 0 writes with the
 // crash-safe protocol: temp file, fsync, rename, fsync the directory, then the `latest` pointer the
-// same way. Functions taking a Trainer are collective over its world; the others are rank-local.
+// same way. Functions taking a TrainingState are collective over its world and read or write a
+// quiescent state (Trainer::state() waits for in-flight work); the others are rank-local.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +13,10 @@
 #include <vector>
 
 #include "runtime/config/config.h"
+#include "runtime/train/training_state.h"
 
 namespace zl {
 
-class Trainer;
 class SafetensorsReader;
 class ParameterStore;
 
@@ -47,9 +48,9 @@ bool checkpoint_due(const CheckpointConfig& config, std::int64_t step, std::int6
 
 // The run's position and facts from a checkpoint's __metadata__.
 struct CheckpointFacts {
-  std::int64_t step = 0;            // optimizer steps completed (Trainer::step)
+  std::int64_t step = 0;            // optimizer steps completed (TrainingPosition::step)
   std::int64_t optimizer_step = 0;  // t: drives bias correction and the LR schedule
-  std::int64_t cursor = 0;          // the sampler position (Trainer::batch_cursor)
+  std::int64_t cursor = 0;          // the sampler position (TrainingPosition::cursor)
   std::int64_t global_batch = 0;    // samples per micro-batch over all ranks, when written
   std::int64_t batches_per_epoch = 0;  // micro-batches per epoch, when written
   std::int64_t world_size = 0;
@@ -71,24 +72,24 @@ std::int64_t convert_cursor(const CheckpointFacts& facts, std::int64_t global_ba
 // "section.key" of every line that differs between two to_toml texts (for the resume note).
 std::vector<std::string> config_differences(const std::string& a_toml, const std::string& b_toml);
 
-// Writes the trainer's state to `path` atomically: rank 0 writes `path`.tmp, fsyncs, renames,
-// fsyncs the directory. Collective; synchronizes the trainer first.
-void write_checkpoint(Trainer& trainer, const std::string& path);
+// Writes `state` to `path` atomically: rank 0 writes `path`.tmp, fsyncs, renames, fsyncs the
+// directory. Collective.
+void write_checkpoint(const TrainingState& state, const std::string& path);
 // A checkpoint of the current step into checkpoint.dir, then `latest` and pruning to
 // checkpoint.keep. Collective. Returns the path.
-std::string save_checkpoint(Trainer& trainer);
-// save_checkpoint when checkpoint_due for the trainer's step.
-void save_checkpoint_if_due(Trainer& trainer);
+std::string save_checkpoint(const TrainingState& state);
+// save_checkpoint when checkpoint_due for the state's step.
+void save_checkpoint_if_due(const TrainingState& state);
 
-// Restores parameters, optimizer state (resharded into the trainer's bucket plan), step count and
+// Restores parameters, optimizer state (resharded into the state's bucket plan), step count and
 // sampler position from `path` (read on rank 0). Collective; a bad file is a UserError reported
 // once and thrown as ReportedUserError on every rank.
-void load_checkpoint(Trainer& trainer, const std::string& path);
+void load_checkpoint(const TrainingState& state, const std::string& path);
 
-// Before Trainer::run(): creates checkpoint.dir and, when checkpoint.resume asks for it, loads the
+// Before a run: creates checkpoint.dir and, when checkpoint.resume asks for it, loads the
 // configured path or the latest checkpoint of the dir (none yet: starts from step 0 with a note).
 // Collective.
-void prepare_checkpoints(Trainer& trainer);
+void prepare_checkpoints(const TrainingState& state);
 
 // --- the directory protocol (rank-local; rank 0 calls these) --------------------------------------
 

@@ -4,6 +4,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/training_run.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/trace/trace_writer.h"
@@ -17,8 +18,8 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   std::unique_ptr<Trainer> trainer;
   agree_on_user_errors(world, [&] { trainer = std::make_unique<Trainer>(config, world); });
   run_or_abort(world, [&] {
-    prepare_checkpoints(*trainer);  // creates checkpoint.dir; resumes when configured
-    trainer->run();
+    prepare_checkpoints(trainer->state());  // creates checkpoint.dir; resumes when configured
+    run_training(*trainer);
     if (config.output.trace) {
       trainer->synchronize();
       write_trace(world, trainer->tracer(), trainer->tracer().events(),

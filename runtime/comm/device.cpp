@@ -152,14 +152,14 @@ Device::~Device() {
 }
 
 std::unique_ptr<Communicator> Device::make_communicator(MPI_Comm parent, std::string name,
-                                                        const RuntimeConfig& runtime) const {
+                                                        const CommOptions& options) const {
 #if defined(ZEROLAP_WITH_CUDA)
   if (kind() == DeviceKind::Cuda) {
-    return std::make_unique<NcclCommunicator>(parent, std::move(name), runtime.timeout_s, exec_);
+    return std::make_unique<NcclCommunicator>(parent, std::move(name), options.timeout_s, exec_);
   }
 #endif
-  return std::make_unique<MpiCommunicator>(parent, std::move(name), runtime.timeout_s,
-                                           runtime.comm_priority);
+  return std::make_unique<MpiCommunicator>(parent, std::move(name), options.timeout_s,
+                                           options.priority);
 }
 
 void copy_to_device_async(const ExecContext& exec, const void* host, void* dst, std::size_t bytes) {

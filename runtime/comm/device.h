@@ -13,7 +13,7 @@
 
 #include "base/exec_context.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/config/config.h"
+#include "runtime/comm/comm_options.h"
 #include "runtime/comm/world.h"
 
 namespace zl {
@@ -39,10 +39,10 @@ class Device {
   // A communicator of this device's backend, a collective over `parent` (construct in the same
   // order on every rank): MpiCommunicator on the CPU; on CUDA an NcclCommunicator whose
   // collectives wait (on the GPU, not the host) for work issued on the compute stream. It takes
-  // runtime.timeout_s; runtime.comm_priority applies to the MPI comm threads only (NCCL progresses
-  // on the GPU and in its own proxy thread).
+  // options.timeout_s; options.priority applies to the MPI comm threads only (NCCL progresses on
+  // the GPU and in its own proxy thread).
   std::unique_ptr<Communicator> make_communicator(MPI_Comm parent, std::string name,
-                                                  const RuntimeConfig& runtime) const;
+                                                  const CommOptions& options) const;
 
  private:
   ExecContext exec_;

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/config/config.h"
+#include "runtime/comm/comm_options.h"
 #include "runtime/comm/cpu_stream.h"
 
 namespace zl {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/config/config.h"
+#include "runtime/comm/comm_options.h"
 
 namespace zl {
 

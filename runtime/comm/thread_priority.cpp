@@ -32,14 +32,14 @@ std::string realtime_refusal() {
   return refusal;
 }
 
-CommPriority comm_priority_in_effect(const RuntimeConfig& runtime, DeviceKind device) {
-  const bool realtime = runtime.comm_priority == CommPriority::Realtime &&
+CommPriority comm_priority_in_effect(CommPriority requested, DeviceKind device) {
+  const bool realtime = requested == CommPriority::Realtime &&
                         device == DeviceKind::Cpu && realtime_refusal().empty();
   return realtime ? CommPriority::Realtime : CommPriority::Normal;
 }
 
-std::string comm_priority_warning(const RuntimeConfig& runtime, DeviceKind device) {
-  if (runtime.comm_priority != CommPriority::Realtime || device != DeviceKind::Cpu) return {};
+std::string comm_priority_warning(CommPriority requested, DeviceKind device) {
+  if (requested != CommPriority::Realtime || device != DeviceKind::Cpu) return {};
   const std::string refusal = realtime_refusal();
   if (refusal.empty()) return {};
   return fmt::format(

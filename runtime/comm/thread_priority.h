@@ -21,7 +21,7 @@
 #include <string>
 
 #include "base/exec_context.h"
-#include "runtime/config/config.h"
+#include "runtime/comm/comm_options.h"
 
 namespace zl {
 
@@ -31,12 +31,13 @@ std::string make_current_thread_realtime();
 // "" when this process may use SCHED_FIFO, else why not (tried on a throwaway thread).
 std::string realtime_refusal();
 
-// The priority the MPI comm threads of a run on `device` get for `runtime.comm_priority`:
-// realtime only where it was asked for, is permitted, and the communicators are MPI ones.
-CommPriority comm_priority_in_effect(const RuntimeConfig& runtime, DeviceKind device);
+// The priority the MPI comm threads of a run on `device` get when `requested`
+// (runtime.comm_priority): realtime only where it was asked for, is permitted, and the
+// communicators are MPI ones.
+CommPriority comm_priority_in_effect(CommPriority requested, DeviceKind device);
 
 // The warning rank 0 prints when realtime was asked for on the CPU but is refused; "" otherwise.
-std::string comm_priority_warning(const RuntimeConfig& runtime, DeviceKind device);
+std::string comm_priority_warning(CommPriority requested, DeviceKind device);
 
 // Lets the calling thread's sleeps overshoot by ~1 us instead of Linux's default 50 us timer
 // slack, so the polling back-off of a comm thread (Note [Polling back-off]) sleeps as long as it

@@ -11,6 +11,7 @@
 #include "kernels/optim_math.h"
 #include "data/dataset.h"
 #include "models/model.h"
+#include "runtime/comm/comm_options.h"  // DeviceChoice, CommPriority, LinkConfig
 
 namespace zl {
 
@@ -20,9 +21,6 @@ enum class Overlap { None, AfterBackward, Interleaved };
 enum class CollectiveKind { AllreduceBroadcast, ReduceBroadcast };
 enum class AssignmentPolicy { RoundRobin, Greedy };
 enum class LrSchedule { Constant, Cosine };
-enum class DeviceChoice { Auto, Cpu, Cuda };
-// Scheduling of the CPU comm threads (runtime/comm/thread_priority.h, Note [Comm thread priority]).
-enum class CommPriority { Normal, Realtime };
 
 struct DataConfig {
   DataKind kind = DataKind::FashionMnist;
@@ -95,15 +93,6 @@ struct BenchConfig {
   std::int64_t steps = 30;
 };
 
-struct LinkConfig {
-  double bandwidth_gbps = 0.0;  // 0: no network model
-  double latency_us = 0.0;
-  // Ranks the model times each collective for (a ring of this many ranks on this link); 0: the
-  // job's real world size. Lets one GPU or CPU study a cluster's overlap (docs/bench.md).
-  int ranks = 0;
-  bool enabled() const { return bandwidth_gbps > 0.0 || latency_us > 0.0; }
-};
-
 struct OutputConfig {
   std::string dir = "runs/default";
   bool trace = false;
@@ -141,6 +130,11 @@ bool key_affects_results(const std::string& key);
 // 16 hex digits: FNV-1a 64 of the lines of to_toml whose keys affect results (section headers
 // included), so a resumed run that continues bitwise hashes like the run it continues.
 std::string config_hash(const Config& config);
+
+// The communicator options of [runtime].
+inline CommOptions comm_options(const RuntimeConfig& runtime) {
+  return CommOptions{runtime.timeout_s, runtime.comm_priority};
+}
 
 // Names used in configs, logs and tables.
 const char* to_string(ParallelMode m);

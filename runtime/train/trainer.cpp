@@ -10,11 +10,11 @@
 #include "kernels/elementwise.h"
 #include "base/errors.h"
 #include "kernels/gemm.h"
-#include "runtime/checkpoint/checkpoint.h"
 #include "base/clock.h"
 #include "runtime/train/datasets_from_config.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
+#include "runtime/trace/metrics.h"
 
 namespace zl {
 namespace {
@@ -73,7 +73,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   if (world_.is_root() && !options_.quiet) {
     fmt::print("zerolap: {}\n", device_.summary());
     std::fflush(stdout);
-    const std::string warning = comm_priority_warning(config_.runtime, compute_.device);
+    const std::string warning = comm_priority_warning(config_.runtime.comm_priority, compute_.device);
     if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
   }
   if (config_.link.enabled() && compute_.device == DeviceKind::Cuda) {
@@ -86,9 +86,9 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   // Construction order is the same on every rank (each construction is a collective): MPI on the
   // CPU, NCCL on CUDA.
   reduce_comm_ =
-      device_.make_communicator(world_.comm, "comm.reduce", config_.runtime);
+      device_.make_communicator(world_.comm, "comm.reduce", comm_options(config_.runtime));
   broadcast_comm_ =
-      device_.make_communicator(world_.comm, "comm.broadcast", config_.runtime);
+      device_.make_communicator(world_.comm, "comm.broadcast", comm_options(config_.runtime));
   if (config_.link.enabled()) {
     // One link per rank, shared by both streams (Note [Link occupancy]).
     auto link = std::make_shared<SimulatedLink>(config_.link);
@@ -209,21 +209,21 @@ StepLoss Trainer::train_step() {
   StepLoss loss;
   const std::int64_t per_epoch = micro_batches_per_epoch(*sampler_);
   // A step's micro-batches come from one epoch (Note [Epochs and accumulation]).
-  const std::int64_t left_in_epoch = per_epoch - cursor_ % per_epoch;
-  if (left_in_epoch < config_.train.grad_accum) cursor_ += left_in_epoch;
+  const std::int64_t left_in_epoch = per_epoch - position_.cursor % per_epoch;
+  if (left_in_epoch < config_.train.grad_accum) position_.cursor += left_in_epoch;
   for (std::int64_t micro = 0; micro < config_.train.grad_accum; ++micro) {
-    sampler_->batch_indices(cursor_ / per_epoch, cursor_ % per_epoch, world_.rank, indices_);
-    ++cursor_;
+    sampler_->batch_indices(position_.cursor / per_epoch, position_.cursor % per_epoch, world_.rank, indices_);
+    ++position_.cursor;
     auto phase_start = Clock::now();
     {
-      TraceSpan span(&tracer_, "main", "forward", {{"step", step_ + 1}, {"micro_batch", micro}});
+      TraceSpan span(&tracer_, "main", "forward", {{"step", position_.step + 1}, {"micro_batch", micro}});
       micro_batch_loss(indices_, loss);
     }
     phase_seconds_.forward += seconds_since(phase_start);
     phase_start = Clock::now();
     data_parallel_->begin_backward(micro);
     {
-      TraceSpan span(&tracer_, "main", "backward", {{"step", step_ + 1}, {"micro_batch", micro}});
+      TraceSpan span(&tracer_, "main", "backward", {{"step", position_.step + 1}, {"micro_batch", micro}});
       BackwardContext ctx;
       ctx.accumulate = data_parallel_->accumulate_mode();
       ctx.on_grad_ready = &data_parallel_->grad_ready_hook();
@@ -233,15 +233,15 @@ StepLoss Trainer::train_step() {
   }
   const auto finish_start = Clock::now();
   {
-    TraceSpan span(&tracer_, "main", "finish_backward", {{"step", step_ + 1}});
+    TraceSpan span(&tracer_, "main", "finish_backward", {{"step", position_.step + 1}});
     data_parallel_->finish_backward();
   }
   phase_seconds_.finish_backward += seconds_since(finish_start);
-  ++step_;
+  ++position_.step;
   return loss;
 }
 
-std::vector<double> Trainer::all_reduce_sums(std::vector<double> values) {
+std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {
   reduce_comm_->all_reduce_f64(values.data(), static_cast<std::int64_t>(values.size())).wait();
   return values;
 }
@@ -279,7 +279,7 @@ EvalResult Trainer::evaluate() {
     }
   }
   tape_.reset();
-  const auto sums = all_reduce_sums({loss_sum, correct, static_cast<double>(shard.end - shard.begin)});
+  const auto sums = sum_over_ranks({loss_sum, correct, static_cast<double>(shard.end - shard.begin)});
   EvalResult r;
   r.samples = static_cast<std::int64_t>(sums[2]);
   r.loss = r.samples > 0 ? sums[0] / sums[2] : 0.0;
@@ -287,95 +287,19 @@ EvalResult Trainer::evaluate() {
   return r;
 }
 
-void Trainer::run() {
-  if (world_.is_root() && options_.write_outputs) {
-    // Opened here, after a resume has set step_: a resumed run keeps the rows up to its step.
-    metrics_ = MetricsWriter((std::filesystem::path(config_.output.dir) / "metrics.csv").string(),
-                             step_);
-  }
-  const auto start = Clock::now();
-  auto window_start = Clock::now();
-  StepLoss window;
-  std::int64_t window_steps = 0;
-  const bool classification = data_.train.task == TaskKind::Classification;
-  if (world_.is_root() && !options_.quiet) {
-    fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples "
-               "({} per epoch), mode {}{}{}\n",
-               config_.source_path, model_->store().parameter_numel(), world_.size,
-               world_.size == 1 ? "" : "s", device_name(compute_.device), total_steps_,
-               config_.data.batch_size * world_.size * config_.train.grad_accum, steps_per_epoch_,
-               to_string(config_.parallel.mode),
-               config_.parallel.mode == ParallelMode::Zero
-                   ? fmt::format("/{}/{}", to_string(config_.parallel.overlap),
-                                 to_string(config_.parallel.collective))
-                   : std::string(),
-               // samples/s below are taken on the modelled network: say so up front
-               config_.link.enabled() ? "; " + link_label(config_.link) : std::string());
-    std::fflush(stdout);
-  }
-  auto emit = [&](MetricsRow row, const std::string& line) {
-    row.elapsed_s = seconds_since(start);
-    if (!world_.is_root()) return;
-    metrics_.write(row);
-    if (!options_.quiet) {
-      fmt::print("{}\n", line);
-      std::fflush(stdout);
-    }
-  };
-
-  while (step_ < total_steps_) {
-    const StepLoss loss = train_step();
-    window.loss_sum += loss.loss_sum;
-    window.correct += loss.correct;
-    window.samples += loss.samples;
-    ++window_steps;
-    const bool last = step_ == total_steps_;
-    if (step_ % config_.train.log_every == 0 || last) {
-      const double seconds = seconds_since(window_start);
-      const auto sums = all_reduce_sums({window.loss_sum, window.correct, window.samples});
-      MetricsRow row;
-      row.step = step_;
-      row.epoch = (step_ - 1) / steps_per_epoch_;
-      row.train_loss = sums[0] / (static_cast<double>(window_steps) * world_.size *
-                                  static_cast<double>(config_.train.grad_accum));
-      if (classification) row.train_accuracy = sums[1] / sums[2];
-      row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
-      row.lr = scheduled_lr(config_.optimizer, step_, total_steps_);
-      if (config_.train.clip_grad_norm > 0.0f) row.grad_norm = data_parallel_->last_grad_norm();
-      emit(row, fmt::format("step {:>6}/{}  epoch {}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s",
-                            step_, total_steps_, row.epoch, *row.train_loss,
-                            classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",
-                            *row.lr, *row.samples_per_s));
-      window = StepLoss{};
-      window_steps = 0;
-      window_start = Clock::now();
-    }
-    if (config_.train.eval_every > 0 && step_ % config_.train.eval_every == 0 && !last) {
-      const EvalResult e = evaluate();
-      MetricsRow row;
-      row.step = step_;
-      row.epoch = (step_ - 1) / steps_per_epoch_;
-      row.test_loss = e.loss;
-      if (classification) row.test_accuracy = e.accuracy;
-      emit(row, fmt::format("eval  step {}  test_loss {:.4f}{}", step_, e.loss,
-                            classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
-      window_start = Clock::now();  // evaluation time is not training throughput
-    }
-    if (checkpoint_due(config_.checkpoint, step_, total_steps_)) {
-      save_checkpoint(*this);
-      window_start = Clock::now();  // checkpoint time is not training throughput
-    }
-  }
-  if (total_steps_ == 0) save_checkpoint_if_due(*this);  // steps = 0: the initial parameters
-  const EvalResult e = evaluate();
-  MetricsRow row;
-  row.step = step_;
-  row.epoch = step_ > 0 ? (step_ - 1) / steps_per_epoch_ : 0;
-  row.test_loss = e.loss;
-  if (classification) row.test_accuracy = e.accuracy;
-  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.2f} s)", step_, e.loss,
-                        classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
-                        seconds_since(start)));
+TrainingState Trainer::state() {
+  synchronize();
+  return TrainingState{config_,
+                       world_,
+                       model_->store(),
+                       *optimizer_,
+                       plan_,
+                       mode_plan_,
+                       position_,
+                       total_steps_,
+                       sampler_->steps_per_epoch(),
+                       &tracer_,
+                       options_.quiet};
 }
 
 }  // namespace zl

@@ -1,7 +1,8 @@
-// The training loop of one rank: sampler -> forward -> loss -> backward (with the Reducer's hooks)
-// -> the mode's optimizer policy, plus progress on rank 0, sharded evaluation, and the metrics file.
-// A Trainer owns everything of a run except the world: model, data, communicators, bucket plan,
-// optimizer and data-parallel step. Every rank constructs it with the same config (collective).
+// The training state of one rank and its step: sampler -> forward -> loss -> backward (with the
+// reducer's hooks) -> the mode's step policy, and sharded evaluation. A Trainer owns everything of
+// a run except the world: model, data, communicators, bucket plan, optimizer and data-parallel
+// step. Every rank constructs it with the same config (collective). The run loop (logging,
+// evaluation and checkpoint cadence) is runtime/cli/training_run.h.
 //
 // Note [Epochs and accumulation]: an optimizer step takes train.grad_accum micro-batches, all of
 // one epoch. When fewer than grad_accum are left in the current epoch, they are skipped, as a
@@ -27,10 +28,10 @@
 #include "runtime/config/config.h"
 #include "runtime/comm/device.h"
 #include "runtime/trace/layer_trace.h"
-#include "runtime/trace/metrics.h"
 #include "runtime/train/data_parallel_step.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/training_state.h"
 #include "base/tracer.h"
 #include "runtime/comm/world.h"
 
@@ -68,8 +69,6 @@ class Trainer {
   Trainer(const Config& config, const World& world, TrainerOptions options = {});
   ~Trainer();
 
-  // Trains to the configured number of steps with logging, evaluation and outputs.
-  void run();
   // One optimizer step (grad_accum micro-batches). Returns this rank's loss statistics.
   StepLoss train_step();
   // Evaluates on the test split, sharded over ranks; every rank gets the reduced result.
@@ -90,13 +89,18 @@ class Trainer {
   Tracer& tracer() { return tracer_; }
   const PhaseSeconds& phase_seconds() const { return phase_seconds_; }
   void reset_phase_seconds() { phase_seconds_ = PhaseSeconds{}; }
-  std::int64_t step() const { return step_; }  // optimizer steps completed
+  // Waits for in-flight work, then returns a view of the state a checkpoint saves and restores.
+  TrainingState state();
+  // Sums over ranks of `values` (collective, in host memory).
+  std::vector<double> sum_over_ranks(std::vector<double> values);
+  TaskKind task() const { return data_.train.task; }
+  double last_grad_norm() const { return data_parallel_->last_grad_norm(); }
+  std::int64_t step() const { return position_.step; }  // optimizer steps completed
   std::int64_t total_steps() const { return total_steps_; }
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
   // The sampler position: micro-batches consumed, or skipped at an epoch's end (Note [Epochs and
   // accumulation]); checkpoints store it.
-  std::int64_t batch_cursor() const { return cursor_; }
-  void set_position(std::int64_t step, std::int64_t cursor) { step_ = step, cursor_ = cursor; }
+  std::int64_t batch_cursor() const { return position_.cursor; }
   // Micro-batches (global batches of the sampler) per epoch; checkpoints store it with the cursor.
   std::int64_t batches_per_epoch() const { return sampler_->steps_per_epoch(); }
   const TrainerOptions& options() const { return options_; }
@@ -105,8 +109,6 @@ class Trainer {
   // Datasets, model, sampler and steps per epoch (UserError on bad data or shapes).
   void load_data_and_model();
   std::int64_t micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss);
-  void log_progress(const StepLoss& window, double window_seconds, std::int64_t window_steps);
-  std::vector<double> all_reduce_sums(std::vector<double> values);
   // The gathered host batch where the model reads it: the host buffers themselves on the CPU;
   // on CUDA device copies enqueued on the compute stream (ordered after the previous batch's use).
   struct BatchOnDevice {
@@ -134,12 +136,10 @@ class Trainer {
   Tape tape_;
   std::unique_ptr<LayerTrace> layer_trace_;  // only when tracing
   PhaseSeconds phase_seconds_;
-  MetricsWriter metrics_;
 
   std::int64_t steps_per_epoch_ = 0;  // optimizer steps
   std::int64_t total_steps_ = 0;
-  std::int64_t step_ = 0;
-  std::int64_t cursor_ = 0;
+  TrainingPosition position_;
   std::vector<std::int64_t> indices_;
   std::vector<float> host_x_, host_targets_;
   std::vector<std::int32_t> host_labels_;

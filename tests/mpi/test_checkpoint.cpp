@@ -18,6 +18,7 @@
 #include "mpi_test_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/cli/training_run.h"
 
 using namespace zl;
 using namespace zl::test;
@@ -126,7 +127,7 @@ std::vector<float> write_and_run_through(const Config& config, const World& worl
   {
     Trainer first(config, world, quiet_options());
     train_to(first, kSaveAt);
-    write_checkpoint(first, path);
+    write_checkpoint(first.state(), path);
   }
   Trainer uninterrupted(config, world, quiet_options());
   return train_to(uninterrupted, kSteps);
@@ -137,7 +138,7 @@ std::vector<float> write_and_run_through(const Config& config, const World& worl
 void resume_and_compare(const Config& config, const World& world, const std::string& path,
                         const std::vector<float>& expected) {
   Trainer resumed(config, world, quiet_options());
-  load_checkpoint(resumed, path);
+  load_checkpoint(resumed.state(), path);
   CHECK(resumed.step() == kSaveAt);
   CHECK(resumed.optimizer().step_count() == kSaveAt);
   const std::vector<float> got = train_to(resumed, kSteps);
@@ -179,7 +180,7 @@ TEST_CASE("resume at the same world size continues bitwise in every mode", "[che
     {
       Trainer first(config, world, quiet_options());
       train_to(first, kSaveAt);
-      write_checkpoint(first, path);
+      write_checkpoint(first.state(), path);
       check_file_matches(first, path);
       saved_cursor = first.batch_cursor();
       // kSaveAt steps of grad_accum micro-batches, plus any skipped at an epoch's end (Note
@@ -187,7 +188,7 @@ TEST_CASE("resume at the same world size continues bitwise in every mode", "[che
       CHECK(saved_cursor >= kSaveAt * config.train.grad_accum);
     }
     Trainer resumed(config, world, quiet_options());
-    load_checkpoint(resumed, path);
+    load_checkpoint(resumed.state(), path);
     CHECK(resumed.step() == kSaveAt);
     CHECK(resumed.batch_cursor() == saved_cursor);
     CHECK(resumed.optimizer().step_count() == kSaveAt);
@@ -276,8 +277,8 @@ TEST_CASE("run() writes every `every` steps and at the end, prunes, and resumes"
                                       "checkpoint.keep=2", "train.steps=7"});
   {
     Trainer trainer(small_config(overrides), world, quiet_options());
-    prepare_checkpoints(trainer);
-    trainer.run();
+    prepare_checkpoints(trainer.state());
+    run_training(trainer);
   }
   if (world.is_root()) {
     CHECK_FALSE(fs::exists(fs::path(dir) / checkpoint_file_name(3)));  // pruned: keep = 2
@@ -287,9 +288,9 @@ TEST_CASE("run() writes every `every` steps and at the end, prunes, and resumes"
   // resume = true picks `latest` and continues to the new end.
   Trainer resumed(small_config(with(overrides, {"checkpoint.resume=true", "train.steps=9"})), world,
                   quiet_options());
-  prepare_checkpoints(resumed);
+  prepare_checkpoints(resumed.state());
   CHECK(resumed.step() == 7);
-  resumed.run();
+  run_training(resumed);
   CHECK(resumed.step() == 9);
   if (world.is_root()) {
     CHECK(latest_checkpoint(dir) == (fs::path(dir) / checkpoint_file_name(9)).string());
@@ -303,8 +304,8 @@ TEST_CASE("steps = 0 writes the initial parameters", "[checkpoint-run]") {
   Trainer trainer(small_config({"train.steps=0", "checkpoint.dir=\"" + dir + "\""}), world,
                   quiet_options());
   const std::vector<float> initial = parameters_of(trainer);
-  prepare_checkpoints(trainer);
-  trainer.run();
+  prepare_checkpoints(trainer.state());
+  run_training(trainer);
   const std::string path = (fs::path(dir) / checkpoint_file_name(0)).string();
   REQUIRE(fs::exists(path));
   check_file_matches(trainer, path);
@@ -318,11 +319,11 @@ TEST_CASE("a bad checkpoint fails on every rank together", "[checkpoint-run]") {
   const std::string path = dir + "/c.safetensors";
   Trainer trainer(small_config(kBase), world, quiet_options());
   trainer.train_step();
-  write_checkpoint(trainer, path);
+  write_checkpoint(trainer.state(), path);
 
   SECTION("another model") {
     Trainer other(small_config(with(kBase, {"model.widths=[8,16,4]"})), world, quiet_options());
-    CHECK_THROWS_AS(load_checkpoint(other, path), ReportedUserError);
+    CHECK_THROWS_AS(load_checkpoint(other.state(), path), ReportedUserError);
   }
   SECTION("a flipped byte") {
     if (world.is_root()) {
@@ -334,7 +335,7 @@ TEST_CASE("a bad checkpoint fails on every rank together", "[checkpoint-run]") {
       f.put(static_cast<char>(c ^ 0x08));
     }
     MPI_Barrier(world.comm);
-    CHECK_THROWS_AS(load_checkpoint(trainer, path), ReportedUserError);
+    CHECK_THROWS_AS(load_checkpoint(trainer.state(), path), ReportedUserError);
   }
   MPI_Barrier(world.comm);
 }

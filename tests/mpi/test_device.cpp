@@ -46,7 +46,7 @@ TEST_CASE("runtime.device = cpu gives the CPU and MPI communicators", "[device]"
   CHECK(device.compute().stream == nullptr);
   CHECK(device.compute().blas == nullptr);
   CHECK_THAT(device.summary(), Catch::Contains("device cpu"));
-  auto comm = device.make_communicator(world.comm, "comm.test", RuntimeConfig{});
+  auto comm = device.make_communicator(world.comm, "comm.test", CommOptions{});
   CHECK(dynamic_cast<MpiCommunicator*>(comm.get()) != nullptr);
   CHECK(comm->size() == world.size);
 }

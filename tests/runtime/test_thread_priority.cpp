@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runtime/comm/thread_priority.h"
+#include "runtime/config/config.h"
 
 using namespace zl;
 
@@ -40,21 +41,21 @@ TEST_CASE("make_current_thread_realtime gives SCHED_FIFO exactly when it is perm
 TEST_CASE("comm_priority in effect and its warning", "[thread_priority]") {
   const bool permitted = realtime_refusal().empty();
   RuntimeConfig normal;
-  CHECK(comm_priority_in_effect(normal, DeviceKind::Cpu) == CommPriority::Normal);
-  CHECK(comm_priority_warning(normal, DeviceKind::Cpu).empty());
+  CHECK(comm_priority_in_effect(normal.comm_priority, DeviceKind::Cpu) == CommPriority::Normal);
+  CHECK(comm_priority_warning(normal.comm_priority, DeviceKind::Cpu).empty());
   RuntimeConfig realtime;
   realtime.comm_priority = CommPriority::Realtime;
-  CHECK(comm_priority_in_effect(realtime, DeviceKind::Cpu) ==
+  CHECK(comm_priority_in_effect(realtime.comm_priority, DeviceKind::Cpu) ==
         (permitted ? CommPriority::Realtime : CommPriority::Normal));
-  CHECK(comm_priority_warning(realtime, DeviceKind::Cpu).empty() == permitted);
+  CHECK(comm_priority_warning(realtime.comm_priority, DeviceKind::Cpu).empty() == permitted);
   if (!permitted) {
-    CHECK_THAT(comm_priority_warning(realtime, DeviceKind::Cpu),
+    CHECK_THAT(comm_priority_warning(realtime.comm_priority, DeviceKind::Cpu),
                Catch::Contains("runtime.comm_priority = \"realtime\" not applied") &&
                    Catch::Contains("CAP_SYS_NICE"));
   }
   // NCCL communicators have no comm threads to raise: nothing to apply, nothing to warn about.
-  CHECK(comm_priority_in_effect(realtime, DeviceKind::Cuda) == CommPriority::Normal);
-  CHECK(comm_priority_warning(realtime, DeviceKind::Cuda).empty());
+  CHECK(comm_priority_in_effect(realtime.comm_priority, DeviceKind::Cuda) == CommPriority::Normal);
+  CHECK(comm_priority_warning(realtime.comm_priority, DeviceKind::Cuda).empty());
 }
 
 TEST_CASE("tighten_timer_slack sets a 1 us slack on the calling thread only",

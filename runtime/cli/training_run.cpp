@@ -1,0 +1,117 @@
+// run_training: logging, evaluation and checkpoint cadence of a run (see training_run.h).
+#include "runtime/cli/training_run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "base/clock.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/comm/simulated_link.h"
+#include "runtime/trace/metrics.h"
+
+namespace zl {
+
+void run_training(Trainer& trainer) {
+  const Config& config = trainer.config();
+  const World& world = trainer.world();
+  const bool quiet = trainer.options().quiet;
+  const std::int64_t total_steps = trainer.total_steps();
+  const std::int64_t steps_per_epoch = trainer.steps_per_epoch();
+  MetricsWriter metrics;
+  if (world.is_root() && trainer.options().write_outputs) {
+    // Opened here, after a resume has set the step: a resumed run keeps the rows up to its step.
+    metrics = MetricsWriter((std::filesystem::path(config.output.dir) / "metrics.csv").string(),
+                            trainer.step());
+  }
+  const auto start = Clock::now();
+  auto window_start = Clock::now();
+  StepLoss window;
+  std::int64_t window_steps = 0;
+  const bool classification = trainer.task() == TaskKind::Classification;
+  if (world.is_root() && !quiet) {
+    fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples "
+               "({} per epoch), mode {}{}{}\n",
+               config.source_path, trainer.model().store().parameter_numel(), world.size,
+               world.size == 1 ? "" : "s", device_name(trainer.model().store().device()),
+               total_steps, config.data.batch_size * world.size * config.train.grad_accum,
+               steps_per_epoch, to_string(config.parallel.mode),
+               config.parallel.mode == ParallelMode::Zero
+                   ? fmt::format("/{}/{}", to_string(config.parallel.overlap),
+                                 to_string(config.parallel.collective))
+                   : std::string(),
+               // samples/s below are taken on the modelled network: say so up front
+               config.link.enabled() ? "; " + link_label(config.link) : std::string());
+    std::fflush(stdout);
+  }
+  auto emit = [&](MetricsRow row, const std::string& line) {
+    row.elapsed_s = seconds_since(start);
+    if (!world.is_root()) return;
+    metrics.write(row);
+    if (!quiet) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    }
+  };
+
+  while (trainer.step() < total_steps) {
+    const StepLoss loss = trainer.train_step();
+    window.loss_sum += loss.loss_sum;
+    window.correct += loss.correct;
+    window.samples += loss.samples;
+    ++window_steps;
+    const std::int64_t step = trainer.step();
+    const bool last = step == total_steps;
+    if (step % config.train.log_every == 0 || last) {
+      const double seconds = seconds_since(window_start);
+      const auto sums = trainer.sum_over_ranks({window.loss_sum, window.correct, window.samples});
+      MetricsRow row;
+      row.step = step;
+      row.epoch = (step - 1) / steps_per_epoch;
+      row.train_loss = sums[0] / (static_cast<double>(window_steps) * world.size *
+                                  static_cast<double>(config.train.grad_accum));
+      if (classification) row.train_accuracy = sums[1] / sums[2];
+      row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
+      row.lr = scheduled_lr(config.optimizer, step, total_steps);
+      if (config.train.clip_grad_norm > 0.0f) row.grad_norm = trainer.last_grad_norm();
+      emit(row, fmt::format("step {:>6}/{}  epoch {}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s",
+                            step, total_steps, row.epoch, *row.train_loss,
+                            classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",
+                            *row.lr, *row.samples_per_s));
+      window = StepLoss{};
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+    if (config.train.eval_every > 0 && step % config.train.eval_every == 0 && !last) {
+      const EvalResult e = trainer.evaluate();
+      MetricsRow row;
+      row.step = step;
+      row.epoch = (step - 1) / steps_per_epoch;
+      row.test_loss = e.loss;
+      if (classification) row.test_accuracy = e.accuracy;
+      emit(row, fmt::format("eval  step {}  test_loss {:.4f}{}", step, e.loss,
+                            classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
+      window_start = Clock::now();  // evaluation time is not training throughput
+    }
+    if (checkpoint_due(config.checkpoint, step, total_steps)) {
+      save_checkpoint(trainer.state());
+      window_start = Clock::now();  // checkpoint time is not training throughput
+    }
+  }
+  if (total_steps == 0) save_checkpoint_if_due(trainer.state());  // steps = 0: the initial parameters
+  const EvalResult e = trainer.evaluate();
+  const std::int64_t step = trainer.step();
+  MetricsRow row;
+  row.step = step;
+  row.epoch = step > 0 ? (step - 1) / steps_per_epoch : 0;
+  row.test_loss = e.loss;
+  if (classification) row.test_accuracy = e.accuracy;
+  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.2f} s)", step, e.loss,
+                        classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
+                        seconds_since(start)));
+}
+
+}  // namespace zl

@@ -1,0 +1,14 @@
+// run_training: the run loop of `zerolap train` above a Trainer - steps to the configured end,
+// progress lines and metrics.csv rows every train.log_every steps (rank 0), evaluation every
+// train.eval_every steps and at the end, checkpoints at checkpoint.every and the last step.
+// It sits above both runtime/train and runtime/checkpoint so neither depends on the other.
+#pragma once
+
+#include "runtime/train/trainer.h"
+
+namespace zl {
+
+// Trains from the trainer's position to its total_steps. Collective.
+void run_training(Trainer& trainer);
+
+}  // namespace zl

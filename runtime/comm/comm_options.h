@@ -1,0 +1,31 @@
+// What the communication layer takes from a run's config, defined here so that communicators do
+// not depend on runtime/config (which pulls in models and data): the device choice, the comm
+// threads' priority, a collective's timeout and the modelled link. runtime/config embeds these in
+// its [runtime] and [link] sections; to_string and the key names live there.
+#pragma once
+
+namespace zl {
+
+// runtime.device: where the model runs, resolved the same way on every rank (runtime/comm/device.h).
+enum class DeviceChoice { Auto, Cpu, Cuda };
+
+// Scheduling of the CPU comm threads (runtime/comm/thread_priority.h, Note [Comm thread priority]).
+enum class CommPriority { Normal, Realtime };
+
+// What a communicator is built with (Device::make_communicator).
+struct CommOptions {
+  double timeout_s = 300;  // a collective that takes longer is a failure (exit 1), not a hang
+  CommPriority priority = CommPriority::Normal;  // of the MPI comm threads; a hint
+};
+
+// [link]: a modelled network for CPU runs (runtime/comm/simulated_link.h).
+struct LinkConfig {
+  double bandwidth_gbps = 0.0;  // 0: no network model
+  double latency_us = 0.0;
+  // Ranks the model times each collective for (a ring of this many ranks on this link); 0: the
+  // job's real world size. Lets one GPU or CPU study a cluster's overlap (docs/bench.md).
+  int ranks = 0;
+  bool enabled() const { return bandwidth_gbps > 0.0 || latency_us > 0.0; }
+};
+
+}  // namespace zl
