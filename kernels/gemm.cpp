@@ -1,13 +1,20 @@
-// Row-major single-precision GEMM on the CPU through OpenBLAS, dispatching to cuBLAS (gemm_cuda)
-// on CUDA contexts. C = alpha * op(A) * op(B) + beta * C; beta == 0 overwrites C without reading
-// it (BLAS semantics), so C may hold garbage (even NaN) when the caller overwrites.
+// Row-major single-precision GEMM. CPU: oneDNN matmul primitives, which pick their kernel from the
+// CPU's instruction set at run time (kernels/gemm_info.h says which); CUDA contexts go to cuBLAS
+// (gemm_cuda). C = alpha * op(A) * op(B) + beta * C; beta == 0 overwrites C without reading it
+// (BLAS semantics), so C may hold garbage (even NaN) when the caller overwrites.
 #include "kernels/gemm.h"
 
-#include <cblas.h>
+#include <omp.h>
 
-#include <limits>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <dnnl.hpp>
 
 #include "base/errors.h"
+#include "kernels/gemm_onednn.h"
 #if defined(ZEROLAP_WITH_CUDA)
 #include "kernels/cuda_kernels.h"
 #endif
@@ -15,11 +22,58 @@
 namespace zl {
 namespace {
 
-// cblas takes blasint (32-bit in Debian's OpenBLAS): refuse sizes that would silently wrap.
-blasint to_blas_int(std::int64_t v, const char* what) {
-  ZL_CHECK(v >= 0 && v <= std::numeric_limits<blasint>::max(),
-           "gemm: {} = {} does not fit OpenBLAS's index type", what, v);
-  return static_cast<blasint>(v);
+// runtime.threads, applied lazily on whichever thread calls gemm: OpenMP's thread count (which
+// oneDNN's kernels use) is a per-thread setting. 0: not set, OpenMP's default.
+std::atomic<int> g_threads{0};
+
+void apply_threads() {
+  thread_local int applied = 0;
+  const int want = g_threads.load(std::memory_order_relaxed);
+  if (want > 0 && want != applied) {
+    omp_set_num_threads(want);
+    applied = want;
+  }
+}
+
+// One primitive per call shape: creating one costs far more than running a small GEMM, and a
+// model has a handful of shapes (3 per Linear layer).
+using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                       std::int64_t, std::int64_t, float, float>;
+
+struct Matmul {
+  dnnl::memory::desc a, b, c;
+  dnnl::matmul primitive;
+};
+
+dnnl::memory::desc matrix(std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t ld) {
+  // A logical (rows, cols) matrix stored row-major with row stride ld, or transposed: stored
+  // (cols, rows), so element (i, j) sits at j * ld + i.
+  return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32,
+                            transposed ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
+}
+
+const Matmul& matmul_for(const Key& key) {
+  static std::mutex mutex;
+  static std::map<Key, Matmul> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+  Matmul mm;
+  mm.a = matrix(m, k, ta, lda);
+  mm.b = matrix(k, n, tb, ldb);
+  mm.c = matrix(m, n, false, ldc);
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);  // C = alpha * A B + beta * C_old
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr,
+                                        cpu_gemm_engine());
+  mm.primitive = dnnl::matmul(pd);
+  return cache.emplace(key, std::move(mm)).first->second;
 }
 
 void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
@@ -28,7 +82,7 @@ void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t
   if (m == 0 || n == 0) return;
   ZL_CHECK(ldc >= n, "gemm: ldc = {} < n = {}", ldc, n);
   if (k == 0) {
-    // op(A) * op(B) is the zero matrix; OpenBLAS rejects lda/ldb < 1, so do C = beta * C here.
+    // op(A) * op(B) is the zero matrix: C = beta * C (a matmul with K = 0 is not defined).
     for (std::int64_t i = 0; i < m; ++i) {
       float* row = c + i * ldc;
       for (std::int64_t j = 0; j < n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
@@ -36,15 +90,27 @@ void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t
     return;
   }
   // Row strides of the *stored* matrices: A is (m, k) untransposed or (k, m) transposed.
-  ZL_CHECK(lda >= (trans_a == Transpose::No ? k : m), "gemm: lda = {} too small", lda);
-  ZL_CHECK(ldb >= (trans_b == Transpose::No ? n : k), "gemm: ldb = {} too small", ldb);
-  cblas_sgemm(CblasRowMajor, trans_a == Transpose::No ? CblasNoTrans : CblasTrans,
-              trans_b == Transpose::No ? CblasNoTrans : CblasTrans, to_blas_int(m, "m"),
-              to_blas_int(n, "n"), to_blas_int(k, "k"), alpha, a, to_blas_int(lda, "lda"), b,
-              to_blas_int(ldb, "ldb"), beta, c, to_blas_int(ldc, "ldc"));
+  const bool ta = trans_a == Transpose::Yes, tb = trans_b == Transpose::Yes;
+  ZL_CHECK(lda >= (ta ? m : k), "gemm: lda = {} too small", lda);
+  ZL_CHECK(ldb >= (tb ? k : n), "gemm: ldb = {} too small", ldb);
+  apply_threads();
+  const Matmul& mm = matmul_for(Key{ta, tb, m, n, k, lda, ldb, ldc, alpha, beta});
+  const dnnl::engine& engine = cpu_gemm_engine();
+  thread_local dnnl::stream stream(engine);
+  // oneDNN's memory objects take non-const pointers; the sources are only read.
+  dnnl::memory am(mm.a, engine, const_cast<float*>(a));
+  dnnl::memory bm(mm.b, engine, const_cast<float*>(b));
+  dnnl::memory cm(mm.c, engine, c);
+  mm.primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
 }
 
 }  // namespace
+
+const dnnl::engine& cpu_gemm_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
 
 void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
           std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
@@ -62,8 +128,8 @@ void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int
 
 void set_cpu_gemm_threads(int threads) {
   if (threads < 1) throw UserError(fmt::format("gemm threads must be >= 1, got {}", threads));
-  // OpenBLAS keeps its thread count process-wide; this is the one knob it offers.
-  openblas_set_num_threads(threads);
+  g_threads.store(threads, std::memory_order_relaxed);
+  apply_threads();
 }
 
 }  // namespace zl

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fetches, on a Debian 12 machine with package access (the dev/CI image), the .deb files that
 # scripts/gpu_check.sh needs on a GPU machine that has nvcc and CMake but no package registry and
-# maybe no Open MPI, OpenBLAS, toml++, CLI11, nlohmann-json, fmt, Catch2 or zlib headers. They go
-# to .gpu_bundle/ (git-ignored; ~22 MiB, so it travels with the working tree) and are unpacked by
+# maybe no Open MPI, oneDNN, toml++, CLI11, nlohmann-json, fmt, Catch2 or zlib headers. They go
+# to .gpu_bundle/ (git-ignored; ~17 MiB, so it travels with the working tree) and are unpacked by
 # gpu_check.sh with `dpkg -x` into a private prefix, never into /.
 #   scripts/gpu_bundle.sh            # then run scripts/gpu_check.sh on the GPU machine
 set -euo pipefail
@@ -20,8 +20,8 @@ packages=(
   libpmix2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libmunge2 libudev1 libltdl7
   libnuma1 libfabric1 libucx0 libpsm-infinipath1 libpsm2-2 libibverbs1 ibverbs-providers
   librdmacm1 libnl-3-200 libnl-route-3-200 libatomic1 libuuid1
-  # OpenBLAS (the pthread flavour, as on the dev machines) and its Fortran runtime
-  libopenblas0-pthread libopenblas-pthread-dev libopenblas-dev libgfortran5 libquadmath0
+  # oneDNN (the CPU GEMM), the OpenCL loader it links and GNU OpenMP, which runs its kernels
+  libdnnl2 libdnnl-dev ocl-icd-libopencl1 libgomp1
   # header and config packages, and the shared libraries behind them
   libtomlplusplus-dev libtomlplusplus3 libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 catch2
   zlib1g-dev zlib1g

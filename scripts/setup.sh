@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libopenmpi-dev openmpi-bin
-  libopenblas-dev
+  libdnnl-dev   # oneDNN: the CPU GEMM (kernels/gemm.cpp)
   libtomlplusplus-dev
   libcli11-dev
   nlohmann-json3-dev

@@ -35,8 +35,7 @@ PY
 if [[ -n $flags ]]; then
   echo "flags from $build_dir/compile_commands.json:"
 else
-  cblas_dir=/usr/include/x86_64-linux-gnu/openblas-pthread
-  flags="${CXX:-g++} -O3 -DNDEBUG -std=c++20 -Wall -Wextra -fno-math-errno -I$repo -I$cblas_dir"
+  flags="${CXX:-g++} -O3 -DNDEBUG -std=c++20 -Wall -Wextra -fno-math-errno -I$repo"
   echo "no compile_commands.json entry in $build_dir; default Release flags:"
 fi
 echo "  $flags"

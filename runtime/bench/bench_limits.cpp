@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_info.h"
 #include "kernels/optimizer_kernels.h"
 #include "models/model.h"
 #include "base/clock.h"
@@ -187,6 +188,7 @@ BenchLimits measure_limits(const Config& config, const World& world,
                            const std::vector<CollectiveSize>& sizes) {
   set_cpu_gemm_threads(config.runtime.threads);
   BenchLimits out;
+  out.gemm_kernel = describe_cpu_gemm(cpu_gemm_info());
   out.gemm = model_gemm_shapes(config);
   for (auto& g : out.gemm) {
     measure_gemm(world, g);

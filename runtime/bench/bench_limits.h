@@ -30,6 +30,7 @@ struct CollectiveLimit {
 };
 
 struct BenchLimits {
+  std::string gemm_kernel;  // which CPU GEMM ran: describe_cpu_gemm() (kernels/gemm_info.h)
   std::vector<GemmLimit> gemm;
   double gemm_step_s = 0.0;     // all GEMMs of one step at the measured rates (compute floor)
   double triad_gbps = 0.0;      // per rank

@@ -103,6 +103,7 @@ std::string format_bench_table(const BenchReport& rep) {
                      "GB/s; fused optimizer {:.1f} GB/s ({:.0f}% of triad, {} B/element)\n",
                      l.gemm_step_s * 1e3, l.triad_gbps, l.optimizer_gbps,
                      l.optimizer_vs_triad * 100.0, l.optimizer_bytes_per_element);
+  out += fmt::format("  CPU GEMM: {}\n", l.gemm_kernel);
   for (const GemmLimit& g : l.gemm) {
     out += fmt::format("  gemm {:<16} m={:<6} n={:<6} k={:<6} x{:<3} {:>7.1f} GFLOP/s\n", g.pass,
                        g.m, g.n, g.k, g.count, g.gflops);
@@ -134,6 +135,7 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   j["peak_rss_per_mode"] = rep.peak_rss_per_mode;
   const BenchLimits& l = rep.limits;
   nlohmann::ordered_json limits;
+  limits["gemm_kernel"] = l.gemm_kernel;
   limits["gemm_step_s"] = l.gemm_step_s;
   limits["triad_gbps"] = l.triad_gbps;
   limits["optimizer_gbps"] = l.optimizer_gbps;

@@ -7,6 +7,7 @@
 #include "runtime/bench/bench.h"
 #include "runtime/bench/bench_report.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/gemm_check.h"
 #include "runtime/config/config.h"
 #include "runtime/trace/metrics.h"
 
@@ -19,6 +20,7 @@ int run_bench_command(const ConfigArgs& args, const World& world) {
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
     if (world.is_root()) ensure_output_dir(config.output.dir);  // not after minutes of measuring
   });
+  warn_if_cpu_gemm_falls_short(world, config, GemmUse::Bench);
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
   const BenchReport report = run_bench(config, world);
   if (!world.is_root()) return 0;

@@ -10,6 +10,7 @@
 
 #include "base/errors.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/gemm_check.h"
 #include "runtime/comm/world.h"
 
 namespace zl {
@@ -34,7 +35,7 @@ int run_cli(int argc, char** argv) {
       "communication overlap. Run under mpirun for several ranks:\n"
       "  mpirun -np 4 zerolap train configs/fashion_mnist_mlp.toml",
       "zerolap"};
-  app.set_version_flag("--version", fmt::format("zerolap {}", ZEROLAP_VERSION));
+  app.set_version_flag("--version", [] { return version_text(); });  // names the CPU GEMM
   app.require_subcommand(1);
 
   ConfigArgs train_args, plan_args, bench_args;

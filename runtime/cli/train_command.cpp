@@ -4,6 +4,7 @@
 
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/gemm_check.h"
 #include "runtime/cli/training_run.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/simulated_link.h"
@@ -15,6 +16,7 @@ namespace zl {
 int run_train_command(const ConfigArgs& args, const World& world) {
   Config config;
   agree_on_user_errors(world, [&] { config = load_config(args.path, args.overrides); });
+  warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);
   std::unique_ptr<Trainer> trainer;
   agree_on_user_errors(world, [&] { trainer = std::make_unique<Trainer>(config, world); });
   run_or_abort(world, [&] {

@@ -48,6 +48,8 @@ TEST_CASE("--help and --version exit 0", "[cli]") {
   const CliResult version = run_zerolap("--version");
   CHECK(version.exit_code == 0);
   CHECK_THAT(version.output, Catch::Contains("zerolap"));
+  // It names the CPU GEMM library, its version and the kernel in use (kernels/gemm_info.h).
+  CHECK_THAT(version.output, Catch::Contains("CPU GEMM: oneDNN ") && Catch::Contains("f32 kernel"));
 }
 
 TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]") {
