@@ -50,7 +50,7 @@ if [[ -n "${ZL_GPU_CHECK_HIDDEN:-}" ]]; then
     mount -t overlay overlay -o "lowerdir=/$top,upperdir=$hide/$top/u,workdir=$hide/$top/w" "/$top"
   done
   for probe in /usr/include/toml++/toml.h /usr/include/mpi.h /usr/bin/mpirun.openmpi \
-      /usr/lib/$arch/libmpi.so.40 /usr/lib/$arch/openblas-pthread/libopenblas.so.0; do
+      /usr/lib/$arch/libmpi.so.40 /usr/lib/$arch/libdnnl.so.2; do
     [[ -e $probe ]] && { echo "gpu_check: could not hide $probe" >&2; exit 1; }
   done
   echo "gpu_check: rehearsal with the system's copies of the bundled packages hidden"
@@ -140,15 +140,14 @@ if [[ "$use_system" != 1 ]]; then
     { echo "gpu_check: unpacking failed (see $OUT/logs/unpack.log)"; }
   p=$prefix/usr
   export PATH=$p/bin:$PATH
-  export LD_LIBRARY_PATH=$p/lib/$arch:$p/lib/$arch/openmpi/lib:$p/lib/$arch/openblas-pthread:$p/lib/$arch/pmix2/lib:$p/lib/libpsm1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$p/lib/$arch:$p/lib/$arch/openmpi/lib:$p/lib/$arch/pmix2/lib:$p/lib/libpsm1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   # A relocated Open MPI finds its plugins, help files and wrapper data through OPAL_PREFIX.
   export OPAL_PREFIX=$p OPAL_SYSCONFDIR=$prefix/etc/openmpi
   # PMIx ignores OPAL_PREFIX: point it at its plugins (pcompress, psec, ...) directly.
   export PMIX_PREFIX=$p/lib/$arch/pmix2 PMIX_MCA_mca_base_component_path=$p/lib/$arch/pmix2/lib/pmix
   export CMAKE_PREFIX_PATH=$p${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
   cmake_hints=(-DMPI_CXX_COMPILER="$p/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$p/bin/mpirun.openmpi"
-    -DZEROLAP_CBLAS_INCLUDE="$p/include/$arch/openblas-pthread"
-    -DZEROLAP_OPENBLAS_LIBRARY="$p/lib/$arch/openblas-pthread/libopenblas.so")
+    -DZEROLAP_DNNL_INCLUDE="$p/include" -DZEROLAP_DNNL_LIBRARY="$p/lib/$arch/libdnnl.so")
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 mpirun_1=(mpirun -np 1 --bind-to none --mca btl self,vader)
@@ -162,7 +161,7 @@ check_prefix() {
   local cache=$build/CMakeCache.txt bad=0 var value
   for var in MPI_CXX_COMPILER MPI_mpi_LIBRARY MPI_CXX_HEADER_DIR fmt_DIR nlohmann_json_DIR \
       CLI11_DIR Catch2_DIR tomlplusplus_DIR ZLIB_INCLUDE_DIR ZLIB_LIBRARY_RELEASE \
-      ZEROLAP_CBLAS_INCLUDE ZEROLAP_OPENBLAS_LIBRARY; do
+      ZEROLAP_DNNL_INCLUDE ZEROLAP_DNNL_LIBRARY; do
     value=$(grep -E "^$var(:[A-Z]+)?=" "$cache" | head -1 | cut -d= -f2-)
     printf '%-26s %s\n' "$var" "${value:-<not set>}"
     [[ "$value" == "$prefix"/* ]] || bad=1
@@ -213,6 +212,14 @@ if [[ "$dry" != 1 ]]; then
     rows+=("| bench_large | missing: configs/bench_large.toml is not in this tree | - |")
     failures=$((failures + 1))
   fi
+fi
+
+# --- 7. zerolap against PyTorch (scripts/compare_torch.py; needs PyTorch with CUDA here) ---------
+# One bucket cap keeps it under a minute: 4 PyTorch modes (DDP, ZeroRedundancyOptimizer and both
+# ddp_zero_hook overlap hooks on NCCL) and zerolap's 7 modes, 1 rank.
+if [[ "$dry" != 1 && -f "$root/configs/bench_large.toml" ]]; then
+  phase compare_torch 90 python3 "$root/scripts/compare_torch.py" "$root/configs/bench_large.toml" \
+    --device cuda --world 1 --zerolap "$build/zerolap" --set 'bench.bucket_cap_mb=[25.0]'
 fi
 
 skipped=$(grep -l "no CUDA device visible" "$OUT"/logs/{test_cuda_units,test_cuda_train,bandwidth}.log \
@@ -267,6 +274,10 @@ final_line() { grep -h "^final step" "$OUT/logs/$1.log" 2>/dev/null | tail -1; }
     echo "## zerolap bench configs/bench_large.toml (1 rank)"
     echo '```'
     grep -vE "^\s*$" "$OUT/logs/bench_large.log" 2>/dev/null | tail -40
+    echo '```'
+    echo "## zerolap vs PyTorch (scripts/compare_torch.py configs/bench_large.toml, 1 rank, cap 25 MiB)"
+    echo '```'
+    grep -vE "^\s*$" "$OUT/logs/compare_torch.log" 2>/dev/null | tail -20
     echo '```'
   else
     echo "## CPU training under the unpacked Open MPI (2 ranks)"

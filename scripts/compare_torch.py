@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""zerolap against PyTorch on the same model, batch per rank and optimizer, timed the same way.
+
+    scripts/compare_torch.py CONFIG [--world N[,M...]] [--device cpu|cuda] [--set key=value ...]
+
+For each world size it trains CONFIG's model in PyTorch under DistributedDataParallel with
+  ddp                              the config's optimizer, stepped after backward
+  ZeroRedundancyOptimizer          the same optimizer, sharded (step after backward)
+  hook_with_zero_step              ZeRO step overlapped with DDP's bucket all-reduces
+  hook_with_zero_step_interleaved  (both hooks need NCCL: on gloo PyTorch refuses them, and the
+                                   table says so)
+at every bench.bucket_cap_mb, then runs `zerolap bench CONFIG` at the same world size and prints
+one table: per mode the median, p10 and p90 of the step time (bench.warmup untimed steps, then
+bench.steps timed ones; a step's time is the slowest rank's, as `zerolap bench` reports it) and
+each mode's ratio to PyTorch's best. Two or more world sizes add a weak-scaling line (batch per
+rank fixed: efficiency = t(smallest world) / t(world)).
+
+PyTorch is not a dependency of zerolap: without it the script exits 2 and says how to install it.
+Exit codes: 0 done, 2 bad input (no PyTorch, bad config or arguments), 1 a run failed.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INSTALL_HINT = (
+    "compare_torch: PyTorch is not installed for {python} (it is not a dependency of zerolap). "
+    "Install it to compare: on Debian 12 `apt-get install python3-torch` (then run this script "
+    "with /usr/bin/python3), or `pip install torch`; GPU runs need a CUDA build of PyTorch."
+)
+HOOK_MODES = ("hook_with_zero_step", "hook_with_zero_step_interleaved")
+TORCH_MODES = ("ddp", "ZeroRedundancyOptimizer") + HOOK_MODES
+
+
+def fail(message, code=2):
+    print(f"compare_torch: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+# --- the config (only the keys that shape the model, batch, optimizer and timing) ----------------
+
+def parse_override(text):
+    """--set section.key=value, the value read as TOML as zerolap does (a bare word: a string)."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        fail(f"--set {text}: expected section.key=value")
+    key, raw = text.split("=", 1)
+    section, name = key.split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return section, name, value
+
+
+def load_config(path, overrides):
+    if tomllib is None:
+        fail("needs Python >= 3.11 (tomllib) to read the config")
+    try:
+        with open(path, "rb") as f:
+            config = tomllib.load(f)
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    except tomllib.TOMLDecodeError as e:
+        fail(f"{path}: {e}")
+    for text in overrides:
+        section, name, value = parse_override(text)
+        config.setdefault(section, {})[name] = value
+    return config
+
+
+def get(config, section, key, default):
+    return config.get(section, {}).get(key, default)
+
+
+# --- the model, as models/model.cpp builds it -----------------------------------------------------
+
+def build_model(torch, config):
+    nn = torch.nn
+    widths = get(config, "model", "widths", None)
+    if not widths or len(widths) < 2:
+        fail("model.widths: needs [in, ..., out]")
+    kind = get(config, "model", "kind", "mlp")
+    activation = get(config, "model", "activation", "relu")
+    eps = get(config, "model", "layernorm_eps", 1e-5)
+
+    def act():
+        return {"relu": nn.ReLU, "tanh": nn.Tanh, "identity": nn.Identity,
+                "gelu": lambda: nn.GELU(approximate="tanh")}[activation]()
+
+    if kind == "mlp":
+        layers = []
+        for i in range(len(widths) - 1):
+            layers.append(nn.Linear(widths[i], widths[i + 1]))
+            if i + 2 < len(widths):
+                layers.append(act())
+        return nn.Sequential(*layers)
+    if kind != "residual_mlp":
+        fail(f"model.kind = {kind!r}: the comparison knows mlp and residual_mlp")
+
+    class Block(nn.Module):  # x + fc2(act(fc1(LN(x))))
+        def __init__(self, d):
+            super().__init__()
+            self.norm = nn.LayerNorm(d, eps=eps)
+            self.fc1 = nn.Linear(d, d)
+            self.act = act()
+            self.fc2 = nn.Linear(d, d)
+
+        def forward(self, x):
+            return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+    d = widths[1]
+    return nn.Sequential(nn.Linear(widths[0], d), *[Block(d) for _ in widths[2:-1]],
+                         nn.LayerNorm(d, eps=eps), nn.Linear(d, widths[-1]))
+
+
+def optimizer_class_and_args(torch, config):
+    o = config.get("optimizer", {})
+    kind = o.get("kind", "adam")
+    lr = o.get("lr", 1e-3)
+    wd = o.get("weight_decay", 0.0)
+    if kind in ("adam", "adamw"):
+        cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
+        return cls, dict(lr=lr, betas=tuple(o.get("betas", [0.9, 0.999])), eps=o.get("eps", 1e-8),
+                         weight_decay=wd)
+    if kind == "sgd":
+        return torch.optim.SGD, dict(lr=lr, momentum=o.get("momentum", 0.0),
+                                     dampening=o.get("dampening", 0.0), weight_decay=wd,
+                                     nesterov=o.get("nesterov", False))
+    fail(f"optimizer.kind = {kind!r}: unknown")
+
+
+# --- one PyTorch rank -----------------------------------------------------------------------------
+
+def percentile(values, p):
+    """As runtime/bench/bench.cpp: linear interpolation between the sorted values."""
+    v = sorted(values)
+    pos = p * (len(v) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def torch_rank(rank, world, port, config, device_kind, result_path):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.distributed.algorithms.ddp_comm_hooks import ddp_zero_hook
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    backend = "nccl" if device_kind == "cuda" else "gloo"
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    # zerolap runs runtime.threads GEMM threads per rank (1 by default: ranks are the parallelism).
+    torch.set_num_threads(int(get(config, "runtime", "threads", 1)))
+    if device_kind == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+
+    widths = config["model"]["widths"]
+    batch = int(get(config, "data", "batch_size", 64))
+    regression = (get(config, "data", "kind", "fashion_mnist") == "teacher" and
+                  get(config, "data", "teacher_task", "regression") == "regression")
+    warmup = int(get(config, "bench", "warmup", 5))
+    steps = int(get(config, "bench", "steps", 30))
+    caps = get(config, "bench", "bucket_cap_mb", get(config, "parallel", "bucket_cap_mb", 25.0))
+    caps = caps if isinstance(caps, list) else [caps]
+    opt_cls, opt_args = optimizer_class_and_args(torch, config)
+
+    gen = torch.Generator().manual_seed(1234 + rank)
+    x = torch.randn(batch, widths[0], generator=gen).to(device)
+    y = (torch.randn(batch, widths[-1], generator=gen) if regression
+         else torch.randint(0, widths[-1], (batch,), generator=gen)).to(device)
+    loss_fn = torch.nn.MSELoss() if regression else torch.nn.CrossEntropyLoss()
+
+    def sync():
+        if device_kind == "cuda":
+            torch.cuda.synchronize()
+
+    results = []
+    for mode in TORCH_MODES:
+        for cap in caps:
+            torch.manual_seed(int(get(config, "model", "seed", 0)))
+            model = build_model(torch, config).to(device)
+            ddp = DDP(model, device_ids=[device.index] if device_kind == "cuda" else None,
+                      bucket_cap_mb=float(cap), gradient_as_bucket_view=True)
+            step_after_backward = None
+            row = dict(mode=mode, bucket_cap_mb=cap)
+            try:
+                if mode == "ddp":
+                    step_after_backward = opt_cls(ddp.parameters(), **opt_args)
+                elif mode == "ZeroRedundancyOptimizer":
+                    step_after_backward = ZeroRedundancyOptimizer(
+                        ddp.parameters(), optimizer_class=opt_cls, **opt_args)
+                else:
+                    zero = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=opt_cls,
+                                                   overlap_with_ddp=True, **opt_args)
+                    hook = getattr(ddp_zero_hook, mode)
+                    ddp.register_comm_hook(None, hook(default_hooks.allreduce_hook, ddp, zero))
+            except (RuntimeError, ValueError) as e:  # gloo: "... requires NCCL/HCCL ..."
+                row["refused"] = " ".join(str(e).split())
+                results.append(row)
+                continue
+            # The overlap hooks skip the optimizer in the first 2 iterations while DDP settles its
+            # buckets: warm up past them.
+            mode_warmup = max(warmup, 3) if mode in HOOK_MODES else warmup
+            times = []
+            for i in range(mode_warmup + steps):
+                sync()
+                start = time.perf_counter()
+                loss = loss_fn(ddp(x), y)
+                loss.backward()
+                if step_after_backward is not None:
+                    step_after_backward.step()
+                    step_after_backward.zero_grad(set_to_none=False)
+                else:
+                    ddp.zero_grad(set_to_none=False)
+                sync()
+                if i >= mode_warmup:
+                    times.append(time.perf_counter() - start)
+            # A step's time is the slowest rank's, as zerolap bench reports it.
+            t = torch.tensor(times, dtype=torch.float64, device=device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            times = t.cpu().tolist()
+            row.update(median_s=percentile(times, 0.5), p10_s=percentile(times, 0.1),
+                       p90_s=percentile(times, 0.9), mean_s=sum(times) / len(times))
+            results.append(row)
+            del ddp, model, step_after_backward
+            dist.barrier()
+    if rank == 0:
+        with open(result_path, "w") as f:
+            json.dump(dict(torch=torch.__version__, backend=backend, results=results), f)
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_torch(config, world, device_kind, workdir):
+    import torch.multiprocessing as mp
+    result_path = os.path.join(workdir, f"torch_{world}.json")
+    mp.spawn(torch_rank, args=(world, free_port(), config, device_kind, result_path),
+             nprocs=world, join=True)
+    with open(result_path) as f:
+        return json.load(f)
+
+
+# --- zerolap bench ---------------------------------------------------------------------------------
+
+def run_zerolap(binary, config_path, overrides, world, device_kind, workdir):
+    out_dir = os.path.join(workdir, f"zerolap_{world}")
+    cmd = [binary, "bench", config_path, "--set", f'output.dir="{out_dir}"',
+           "--set", f"runtime.device={device_kind}"]
+    for o in overrides:
+        cmd += ["--set", o]
+    if world > 1:
+        cmd = ["mpirun", "-np", str(world), "--bind-to", "none"] + cmd
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:])
+        fail(f"`{' '.join(cmd)}` exited {proc.returncode}", 2 if proc.returncode == 2 else 1)
+    with open(os.path.join(out_dir, "bench.json")) as f:
+        report = json.load(f)
+    report["command"] = " ".join(cmd)
+    return report
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+def best(rows):
+    timed = [r for r in rows if "median_s" in r]
+    return min(timed, key=lambda r: r["median_s"]) if timed else None
+
+
+def print_world(world, torch_report, zl_report, config, device_kind):
+    torch_rows = torch_report["results"]
+    zl_rows = [dict(mode=r["mode"], bucket_cap_mb=r["bucket_cap_mb"], median_s=r["step_median_s"],
+                    p10_s=r["step_p10_s"], p90_s=r["step_p90_s"]) for r in zl_report["results"]]
+    torch_best, zl_best = best(torch_rows), best(zl_rows)
+    batch = int(get(config, "data", "batch_size", 64))
+    print(f"\n{world} rank(s), {device_kind}, batch {batch} per rank, "
+          f"{get(config, 'optimizer', 'kind', 'adam')}; PyTorch {torch_report['torch']} "
+          f"({torch_report['backend']}); zerolap: {zl_report['command']}")
+    if zl_report.get("simulated_link"):
+        print(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
+              "PyTorch on the real one")
+    print(f"{'':8} {'mode':<40} {'cap':>5} {'median ms':>10} {'p10-p90 ms':>15} {'samples/s':>10} "
+          f"{'/ torch best':>12}")
+    refused = set()
+    for name, rows in (("PyTorch", torch_rows), ("zerolap", zl_rows)):
+        for r in rows:
+            if "refused" in r:
+                if r["mode"] not in refused:  # once per mode: the cap does not matter
+                    refused.add(r["mode"])
+                    print(f"{name:8} {r['mode']:<40} {'-':>5} refused on "
+                          f"{torch_report['backend']}: {r['refused'][:90]}")
+                continue
+            ratio = r["median_s"] / torch_best["median_s"] if torch_best else float("nan")
+            print(f"{name:8} {r['mode']:<40} {r['bucket_cap_mb']:>5g} {r['median_s'] * 1e3:>10.2f} "
+                  f"{r['p10_s'] * 1e3:>7.2f}-{r['p90_s'] * 1e3:<7.2f} "
+                  f"{batch * world / r['median_s']:>10.0f} {ratio:>11.2f}x")
+    if torch_best and zl_best:
+        print(f"best: zerolap {zl_best['mode']} (cap {zl_best['bucket_cap_mb']:g}) "
+              f"{zl_best['median_s'] * 1e3:.2f} ms vs PyTorch {torch_best['mode']} "
+              f"(cap {torch_best['bucket_cap_mb']:g}) {torch_best['median_s'] * 1e3:.2f} ms: "
+              f"{zl_best['median_s'] / torch_best['median_s']:.2f}x")
+    return torch_best, zl_best
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("config", help="a zerolap TOML config")
+    parser.add_argument("--world", default="1",
+                        help="ranks, or a comma-separated list for weak scaling (e.g. 1,2)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a config override, passed to both sides")
+    parser.add_argument("--zerolap", default=os.path.join(ROOT, "build", "zerolap"),
+                        help="the zerolap binary (default: build/zerolap)")
+    args = parser.parse_args()
+    try:
+        worlds = [int(w) for w in args.world.split(",")]
+    except ValueError:
+        fail(f"--world {args.world}: expected N or a list N,M,...")
+    if any(w < 1 for w in worlds):
+        fail(f"--world {args.world}: every world size must be >= 1")
+
+    try:
+        import torch
+        import torch.distributed  # noqa: F401  (a build without distributed cannot compare)
+    except ImportError:
+        print(INSTALL_HINT.format(python=sys.executable), file=sys.stderr)
+        sys.exit(2)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda: this PyTorch sees no CUDA device")
+    if not os.path.isfile(args.zerolap) or not os.access(args.zerolap, os.X_OK):
+        fail(f"no zerolap binary at {args.zerolap} (build it, or pass --zerolap PATH)")
+    if any(w > 1 for w in worlds) and shutil.which("mpirun") is None:
+        fail("mpirun not found: more than one rank needs Open MPI (scripts/setup.sh)")
+
+    config = load_config(args.config, args.overrides)
+    build_model(torch, config)  # a config this script cannot build fails before any run
+    print(f"compare_torch: {args.config}, {get(config, 'bench', 'warmup', 5)} warm-up + "
+          f"{get(config, 'bench', 'steps', 30)} timed steps per mode (hooks: >= 3 warm-up); "
+          "step time = the slowest rank's; medians, p10-p90")
+    summary = []
+    with tempfile.TemporaryDirectory(prefix="compare_torch_") as workdir:
+        for world in worlds:
+            torch_report = run_torch(config, world, args.device, workdir)
+            zl_report = run_zerolap(args.zerolap, os.path.abspath(args.config), args.overrides,
+                                    world, args.device, workdir)
+            summary.append((world,) + print_world(world, torch_report, zl_report, config,
+                                                  args.device))
+    if len(summary) > 1:
+        base_world, base_torch, base_zl = summary[0]
+        for world, t, z in summary[1:]:
+            if not (t and z and base_torch and base_zl):
+                continue
+            print(f"weak scaling {base_world} -> {world} ranks (t{base_world} / t{world}, best "
+                  f"modes): zerolap {base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
+                  f"{base_torch['median_s'] / t['median_s'] * 100:.0f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
