@@ -1,6 +1,7 @@
 // Row-major single-precision GEMM: C = alpha * op(A) * op(B) + beta * C.
-// CPU: OpenBLAS cblas_sgemm; CUDA: cuBLAS on ctx.stream. Shapes: op(A) (m, k), op(B) (k, n), C (m, n);
-// lda/ldb/ldc are row strides of the stored (untransposed) matrices.
+// CPU: oneDNN matmul, its kernel chosen from the CPU's instruction set (kernels/gemm_info.h);
+// CUDA: cuBLAS on ctx.stream. Shapes: op(A) (m, k), op(B) (k, n), C (m, n); lda/ldb/ldc are row
+// strides of the stored (untransposed) matrices.
 #pragma once
 
 #include <cstdint>
