@@ -149,7 +149,8 @@ void measure_collectives(const Config& config, const World& world,
   for (const auto& s : sizes) largest = std::max(largest, s.bytes);
   std::unique_ptr<Communicator> comm = std::make_unique<MpiCommunicator>(
       world.comm, "bench.limits", config.runtime.timeout_s, config.runtime.comm_priority);
-  comm = with_simulated_link(std::move(comm), std::make_shared<SimulatedLink>(config.link));
+  comm = with_simulated_link(std::move(comm), std::make_shared<SimulatedLink>(
+                                                   config.link, config.runtime.timeout_s));
   std::vector<float> buf(static_cast<std::size_t>(largest / 4 + 1), 1.0f);
   for (const auto& s : sizes) {
     const std::int64_t n = s.bytes / 4;

@@ -21,6 +21,8 @@
 
 #include "base/device_buffer.h"
 #include "base/errors.h"
+#include "base/fault_stop.h"
+#include "runtime/comm/timed_mpi.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "base/tracer.h"
 
@@ -33,36 +35,48 @@ constexpr int kEveryRank = -1;
 constexpr std::int64_t kMaxMessageFloats = std::int64_t{1} << 28;  // MPI counts are ints
 
 // A duplicate of the world communicator for one save or load (collective to create and free).
+// Every wait on it is bounded by runtime.timeout_s (runtime/comm/timed_mpi.h).
 class CheckpointComm {
  public:
-  explicit CheckpointComm(MPI_Comm world) { ZL_MPI_CHECK(MPI_Comm_dup(world, &comm_)); }
+  CheckpointComm(MPI_Comm world, const WaitLimit& limit) : limit_(limit) {
+    comm_ = timed_comm_dup(world, limit_, "creating the checkpoint communicator");
+  }
   ~CheckpointComm() { MPI_Comm_free(&comm_); }
   CheckpointComm(const CheckpointComm&) = delete;
   CheckpointComm& operator=(const CheckpointComm&) = delete;
   MPI_Comm get() const { return comm_; }
+  const WaitLimit& limit() const { return limit_; }
 
  private:
+  WaitLimit limit_;
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
-void send_floats(const float* data, std::int64_t n, int dest, MPI_Comm comm) {
+WaitLimit wait_limit(const TrainingState& state) {
+  return WaitLimit{state.world.rank, state.config.runtime.timeout_s};
+}
+
+void send_floats(const float* data, std::int64_t n, int dest, const CheckpointComm& comm) {
   for (std::int64_t at = 0; at < n; at += kMaxMessageFloats) {
     const int count = static_cast<int>(std::min(kMaxMessageFloats, n - at));
-    ZL_MPI_CHECK(MPI_Send(data + at, count, MPI_FLOAT, dest, 0, comm));
+    timed_send(data + at, count, MPI_FLOAT, dest, 0, comm.get(), comm.limit(),
+               fmt::format("sending checkpoint data to rank {}", dest));
   }
 }
 
-void recv_floats(float* data, std::int64_t n, int source, MPI_Comm comm) {
+void recv_floats(float* data, std::int64_t n, int source, const CheckpointComm& comm) {
   for (std::int64_t at = 0; at < n; at += kMaxMessageFloats) {
     const int count = static_cast<int>(std::min(kMaxMessageFloats, n - at));
-    ZL_MPI_CHECK(MPI_Recv(data + at, count, MPI_FLOAT, source, 0, comm, MPI_STATUS_IGNORE));
+    timed_recv(data + at, count, MPI_FLOAT, source, 0, comm.get(), comm.limit(),
+               fmt::format("receiving checkpoint data from rank {}", source));
   }
 }
 
-void bcast_floats(float* data, std::int64_t n, MPI_Comm comm) {
+void bcast_floats(float* data, std::int64_t n, const CheckpointComm& comm) {
   for (std::int64_t at = 0; at < n; at += kMaxMessageFloats) {
     const int count = static_cast<int>(std::min(kMaxMessageFloats, n - at));
-    ZL_MPI_CHECK(MPI_Bcast(data + at, count, MPI_FLOAT, 0, comm));
+    timed_bcast(data + at, count, MPI_FLOAT, 0, comm.get(), comm.limit(),
+                "broadcasting checkpoint parameters");
   }
 }
 
@@ -159,7 +173,8 @@ void create_checkpoint_dir(const std::string& dir) {
 void write_checkpoint(const TrainingState& state, const std::string& path) {
   TraceSpan span(state.tracer, "main", "checkpoint", {{"step", state.position.step}});
   const World& world = state.world;
-  const CheckpointComm comm(world.comm);
+  const CheckpointComm comm(world.comm, wait_limit(state));
+  fault_stop_point("checkpoint", world.rank);
   ParameterStore& store = state.store;
   const std::vector<std::string>& states = state.optimizer.state_names();
   const auto ns = static_cast<std::int64_t>(states.size());
@@ -193,11 +208,11 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
     const int holder = state_holder(state, b);
     const int source = holder == kEveryRank ? 0 : holder;
     if (world.rank == source) state_to_host(state, b, host);
-    if (source != 0 && world.rank == source) send_floats(host.data(), ns * b.numel, 0, comm.get());
+    if (source != 0 && world.rank == source) send_floats(host.data(), ns * b.numel, 0, comm);
     if (!world.is_root()) continue;
     if (source != 0) {
       host.resize(static_cast<std::size_t>(ns * b.numel));
-      recv_floats(host.data(), ns * b.numel, source, comm.get());
+      recv_floats(host.data(), ns * b.numel, source, comm);
     }
     for (const int id : b.param_ids) {
       for (std::int64_t s = 0; s < ns; ++s) {
@@ -219,7 +234,8 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
     const fs::path parent = fs::path(path).parent_path();
     sync_directory(parent.empty() ? "." : parent.string());
   }
-  ZL_MPI_CHECK(MPI_Barrier(comm.get()));  // the file is durable before any rank moves on
+  // The file is durable before any rank moves on.
+  timed_barrier(comm.get(), comm.limit(), "the barrier after writing a checkpoint");
 }
 
 std::string save_checkpoint(const TrainingState& state) {
@@ -265,12 +281,13 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
     if (!world.is_root()) return;
     file = std::make_unique<SafetensorsReader>(path);
     facts = check_checkpoint(*file, store, opt.config(), opt.state_names());
-  });
+  }, state.config.runtime.timeout_s);
 
-  const CheckpointComm comm(world.comm);
+  const CheckpointComm comm(world.comm, wait_limit(state));
   std::int64_t position[6] = {facts.step,         facts.optimizer_step,    facts.cursor,
                               facts.global_batch, facts.batches_per_epoch, facts.world_size};
-  ZL_MPI_CHECK(MPI_Bcast(position, 6, MPI_INT64_T, 0, comm.get()));
+  timed_bcast(position, 6, MPI_INT64_T, 0, comm.get(), comm.limit(),
+              "broadcasting the checkpoint's position");
   facts.step = position[0], facts.optimizer_step = position[1], facts.cursor = position[2];
   facts.global_batch = position[3], facts.batches_per_epoch = position[4];
   facts.world_size = position[5];
@@ -284,7 +301,7 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
         file->read_f32(store.info(id).name, store.info(id).shape, host.data() + within(store, b, id));
       }
     }
-    bcast_floats(host.data(), b.numel, comm.get());
+    bcast_floats(host.data(), b.numel, comm);
     for (const int id : b.param_ids) {
       copy_from_host(host.data() + within(store, b, id), store.param_data(id), store.device(),
                      store.info(id).numel);
@@ -304,14 +321,14 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
       }
     }
     if (holder == kEveryRank) {
-      bcast_floats(host.data(), ns * b.numel, comm.get());
+      bcast_floats(host.data(), ns * b.numel, comm);
       state_from_host(state, b, host);
     } else if (holder == 0) {
       if (world.is_root()) state_from_host(state, b, host);
     } else if (world.is_root()) {
-      send_floats(host.data(), ns * b.numel, holder, comm.get());
+      send_floats(host.data(), ns * b.numel, holder, comm);
     } else if (world.rank == holder) {
-      recv_floats(host.data(), ns * b.numel, 0, comm.get());
+      recv_floats(host.data(), ns * b.numel, 0, comm);
       state_from_host(state, b, host);
     }
   }
@@ -367,9 +384,12 @@ void prepare_checkpoints(const TrainingState& state) {
                  "step 0\n",
                  c.dir);
     }
-  });
+  }, state.config.runtime.timeout_s);
   int resume = world.is_root() && !path.empty() ? 1 : 0;
-  if (world.size > 1) ZL_MPI_CHECK(MPI_Bcast(&resume, 1, MPI_INT, 0, world.comm));
+  if (world.size > 1) {
+    timed_bcast(&resume, 1, MPI_INT, 0, world.comm, wait_limit(state),
+                "broadcasting whether to resume");
+  }
   if (resume) load_checkpoint(state, path);
 }
 

@@ -30,6 +30,7 @@ namespace {
 
 constexpr const char* kNamePrefix = "step_";
 constexpr const char* kNameSuffix = ".safetensors";
+constexpr std::int64_t kMaxCheckpointCount = std::int64_t{1} << 53;
 
 [[noreturn]] void fail(const SafetensorsReader& file, const std::string& what) {
   throw UserError(fmt::format("checkpoint file '{}': {}", file.path(), what));
@@ -135,6 +136,30 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
   facts.batches_per_epoch = metadata_int(file, "batches_per_epoch");
   facts.world_size = metadata_int(file, "world_size");
   facts.config_toml = metadata_string(file, "config");
+  // Counts a run can reach (the trainer's limit on micro-batches): beyond them the resumed run's
+  // step and sampler arithmetic would overflow. The optimizer steps at most once per step.
+  for (const auto& [key, value] : {std::pair{"step", facts.step},
+                                   {"optimizer_step", facts.optimizer_step},
+                                   {"sampler_position", facts.cursor},
+                                   {"global_batch", facts.global_batch},
+                                   {"batches_per_epoch", facts.batches_per_epoch},
+                                   {"world_size", facts.world_size}}) {
+    if (value > kMaxCheckpointCount) {
+      fail(file, fmt::format("metadata '{}' = {} is beyond any run (at most {})", key, value,
+                             kMaxCheckpointCount));
+    }
+  }
+  if (facts.optimizer_step > facts.step) {
+    fail(file, fmt::format("metadata 'optimizer_step' = {} is larger than 'step' = {}: the "
+                           "optimizer steps at most once per training step",
+                           facts.optimizer_step, facts.step));
+  }
+  if (facts.batches_per_epoch > 0 &&
+      facts.global_batch > kMaxCheckpointCount / facts.batches_per_epoch) {
+    fail(file, fmt::format("metadata 'batches_per_epoch' = {} of 'global_batch' = {} samples is "
+                           "beyond any data set",
+                           facts.batches_per_epoch, facts.global_batch));
+  }
 
   const std::string kind = metadata_string(file, "optimizer");
   if (kind != to_string(optimizer.kind)) {

@@ -19,7 +19,7 @@ int run_bench_command(const ConfigArgs& args, const World& world) {
     config = load_config(args.path, args.overrides);
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
     if (world.is_root()) ensure_output_dir(config.output.dir);  // not after minutes of measuring
-  });
+  }, config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Bench);
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
   const BenchReport report = run_bench(config, world);

@@ -91,7 +91,7 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
       throw UserError("plan: --compute-ms predicts step times on a modelled link: give --link-gbps "
                       "(or [link] bandwidth_gbps in the config)");
     }
-  });
+  }, config.runtime.timeout_s);
   if (!world.is_root()) return 0;
   const int ranks = world_size > 0 ? world_size : world.size;
   // The prediction is for a cluster of `ranks` ranks: the link model's ranks are those.

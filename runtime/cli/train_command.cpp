@@ -2,6 +2,7 @@
 // output.trace = true it also writes output.dir/trace.json (runtime/trace/trace_writer.h).
 #include <filesystem>
 
+#include "base/fault_stop.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
@@ -14,11 +15,15 @@
 namespace zl {
 
 int run_train_command(const ConfigArgs& args, const World& world) {
+  fault_stop_point("startup", world.rank);
   Config config;
-  agree_on_user_errors(world, [&] { config = load_config(args.path, args.overrides); });
+  agree_on_user_errors(
+      world, [&] { config = load_config(args.path, args.overrides); }, config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);
   std::unique_ptr<Trainer> trainer;
-  agree_on_user_errors(world, [&] { trainer = std::make_unique<Trainer>(config, world); });
+  agree_on_user_errors(
+      world, [&] { trainer = std::make_unique<Trainer>(config, world); },
+      config.runtime.timeout_s);
   run_or_abort(world, [&] {
     prepare_checkpoints(trainer->state());  // creates checkpoint.dir; resumes when configured
     run_training(*trainer);

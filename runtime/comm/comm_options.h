@@ -18,6 +18,12 @@ struct CommOptions {
   CommPriority priority = CommPriority::Normal;  // of the MPI comm threads; a hint
 };
 
+// The range of the [link] model (checked by load_config): wide beyond any real network, and small
+// enough that a modelled time is always a finite duration.
+inline constexpr double kMinLinkBandwidthGbps = 1e-6;
+inline constexpr double kMaxLinkBandwidthGbps = 1e6;
+inline constexpr double kMaxLinkLatencyUs = 1e7;
+
 // [link]: a modelled network for CPU runs (runtime/comm/simulated_link.h).
 struct LinkConfig {
   double bandwidth_gbps = 0.0;  // 0: no network model

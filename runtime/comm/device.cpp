@@ -11,6 +11,7 @@
 
 #include "base/errors.h"
 #include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/timed_mpi.h"
 
 #if defined(ZEROLAP_WITH_CUDA)
 #include <cublas_v2.h>
@@ -92,9 +93,10 @@ std::string cuda_problem(const std::vector<RankGpu>& all) {
 }  // namespace
 #endif  // ZEROLAP_WITH_CUDA
 
-Device::Device(DeviceChoice choice, const World& world) {
+Device::Device(DeviceChoice choice, const World& world, double timeout_s) {
 #if !defined(ZEROLAP_WITH_CUDA)
   (void)world;
+  (void)timeout_s;
   if (choice == DeviceChoice::Cuda) {
     throw UserError(
         "runtime.device = \"cuda\", but this zerolap was built without CUDA (nvcc or NCCL was "
@@ -111,8 +113,8 @@ Device::Device(DeviceChoice choice, const World& world) {
   int ordinal = -1;
   const RankGpu mine = probe_gpu(world.local_rank, &ordinal);
   std::vector<RankGpu> all(static_cast<std::size_t>(world.size));
-  ZL_MPI_CHECK(MPI_Allgather(&mine, sizeof(RankGpu), MPI_BYTE, all.data(), sizeof(RankGpu),
-                             MPI_BYTE, world.comm));
+  timed_allgather(&mine, sizeof(RankGpu), MPI_BYTE, all.data(), sizeof(RankGpu), MPI_BYTE,
+                  world.comm, WaitLimit{world.rank, timeout_s}, "exchanging the ranks' GPUs");
   const std::string problem = cuda_problem(all);
   const char* how = choice == DeviceChoice::Auto ? "auto" : "cuda";
   if (!problem.empty()) {

@@ -10,6 +10,7 @@
 #include "base/errors.h"
 #include "base/poll.h"
 #include "runtime/comm/thread_priority.h"
+#include "runtime/comm/timed_mpi.h"
 #include "base/tracer.h"
 #include "runtime/comm/world.h"
 
@@ -45,8 +46,10 @@ void prepare_comm_thread(CommPriority priority) {
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s,
                                  CommPriority priority)
     : name_(std::move(name)), timeout_s_(timeout_s) {
-  ZL_MPI_CHECK(MPI_Comm_dup(parent, &comm_));
-  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  int parent_rank = 0;
+  MPI_Comm_rank(parent, &parent_rank);
+  comm_ = timed_comm_dup(parent, WaitLimit{parent_rank, timeout_s_},
+                         fmt::format("creating communicator '{}'", name_));
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   stream_ = std::make_unique<CpuStream>(name_);

@@ -15,6 +15,7 @@
 #include "base/errors.h"
 #include "runtime/comm/device.h"
 #include "base/poll.h"
+#include "runtime/comm/timed_mpi.h"
 #include "base/tracer.h"
 #include "runtime/comm/world.h"
 
@@ -175,7 +176,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   ZL_MPI_CHECK(MPI_Comm_size(parent, &size_));
   ncclUniqueId id{};
   if (rank_ == 0) ZL_NCCL_CHECK(ncclGetUniqueId(&id));
-  ZL_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, parent));
+  timed_bcast(&id, sizeof(id), MPI_BYTE, 0, parent, WaitLimit{rank_, timeout_s_},
+              fmt::format("broadcasting the NCCL id of communicator '{}'", name_));
 
   // Highest priority: a collective's few blocks should not queue behind a backlog of compute
   // kernels, since every peer waits for this rank's part.

@@ -7,9 +7,17 @@
 
 #include <fmt/format.h>
 
+#include "base/errors.h"
 #include "base/tracer.h"
 
 namespace zl {
+namespace {
+
+// A bound on any modelled wait, whatever runtime.timeout_s says: about 32 years, far inside the
+// steady clock's range (~292 years of nanoseconds), so a reservation never overflows it.
+constexpr double kMaxModelledWaitS = 1e9;
+
+}  // namespace
 
 int modelled_ranks(const LinkConfig& link, int world) { return link.ranks > 0 ? link.ranks : world; }
 
@@ -55,9 +63,23 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
     std::lock_guard lock(stats_mutex_);
     wire_bytes_ += wire_bytes(op, payload_bytes, modelled_ranks(link_->config(), size()));
   }
-  inner_->then([this, timing, seconds] {
+  // The modelled wait has the deadline of a real one. Checked before anything is reserved, so a
+  // reservation is never a duration beyond the clock's range either.
+  auto check_deadline = [this, label, payload_bytes](double waited_s) {
+    if (waited_s <= std::min(link_->timeout_s(), kMaxModelledWaitS)) return;
+    throw RuntimeFailure(fmt::format(
+        "rank {}: {} of {} bytes on communicator '{}' would end on the modelled link {:.3g} s "
+        "after it was issued, beyond runtime.timeout_s = {} s (link.latency_us = {}, "
+        "link.bandwidth_gbps = {})",
+        rank(), label, payload_bytes, name(), waited_s, link_->timeout_s(),
+        link_->config().latency_us, link_->config().bandwidth_gbps));
+  };
+  inner_->then([this, timing, seconds, check_deadline] {
     timing->issued = SimulatedLink::Clock::now();
+    check_deadline(seconds);
     timing->end = link_->reserve(timing->issued, seconds);
+    // Queued behind earlier transfers (Note [Link occupancy]), it may end later still.
+    check_deadline(std::chrono::duration<double>(timing->end - timing->issued).count());
     if (tracer_) timing->begin_us = tracer_->now_us();
   });
   collective();

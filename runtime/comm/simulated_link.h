@@ -46,15 +46,20 @@ std::string link_label(const LinkConfig& link);
 class SimulatedLink {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit SimulatedLink(const LinkConfig& config) : config_(config) {}
+  // timeout_s bounds the modelled wait as runtime.timeout_s bounds a real one: a transfer that
+  // would end later than that after its issue is a RuntimeFailure, not a long sleep.
+  explicit SimulatedLink(const LinkConfig& config, double timeout_s = CommOptions{}.timeout_s)
+      : config_(config), timeout_s_(timeout_s) {}
 
   const LinkConfig& config() const { return config_; }
+  double timeout_s() const { return timeout_s_; }
   // Reserves the link for `seconds` from `issued` on (or from when it is free); returns the time
   // the transfer ends.
   Clock::time_point reserve(Clock::time_point issued, double seconds);
 
  private:
   LinkConfig config_;
+  double timeout_s_;
   std::mutex mutex_;
   Clock::time_point busy_until_{};
 };

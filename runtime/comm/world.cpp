@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "runtime/comm/timed_mpi.h"
+#include "runtime/comm/comm_options.h"
 
 namespace zl {
 
@@ -101,6 +103,11 @@ void check_mpi(int code, const char* expr, const char* file, int line) {
 namespace zl {
 
 void agree_on_user_errors(const World& world, const std::function<void()>& fn) {
+  agree_on_user_errors(world, fn, CommOptions{}.timeout_s);
+}
+
+void agree_on_user_errors(const World& world, const std::function<void()>& fn,
+                          const double& timeout_s) {
   std::string message;
   int failed_rank = world.size;  // "nobody"
   try {
@@ -111,7 +118,8 @@ void agree_on_user_errors(const World& world, const std::function<void()>& fn) {
   }
   int lowest = failed_rank;
   if (world.size > 1) {
-    ZL_MPI_CHECK(MPI_Allreduce(&failed_rank, &lowest, 1, MPI_INT, MPI_MIN, world.comm));
+    timed_allreduce(&failed_rank, &lowest, 1, MPI_INT, MPI_MIN, world.comm,
+                    WaitLimit{world.rank, timeout_s}, "the start-up check for bad input");
   }
   if (lowest == world.size) return;
   if (lowest == world.rank) {

@@ -69,6 +69,13 @@ class ReportedUserError : public std::runtime_error {
 // Runs `fn` on every rank (collective). If it throws UserError on any rank, the lowest failing
 // rank prints its message and every rank throws ReportedUserError — so a bad config or a missing
 // data file ends the whole job with one message and exit code 2, and no rank is left waiting.
+// The exchange waits at most `timeout_s` (a stopped peer: RuntimeFailure naming the rank, exit 1),
+// read after fn returns, so fn may be what sets it: `agree_on_user_errors(world, [&] { config =
+// load_config(...); }, config.runtime.timeout_s)` waits as the loaded config says, or the
+// default where this rank could not load it.
+void agree_on_user_errors(const World& world, const std::function<void()>& fn,
+                          const double& timeout_s);
+// The same, waiting the default runtime.timeout_s (300 s).
 void agree_on_user_errors(const World& world, const std::function<void()>& fn);
 
 // Runs `fn` and ends the whole job where a failure is caught (UserError: exit 2, anything else:

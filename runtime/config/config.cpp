@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <system_error>
 
 #include "base/errors.h"
@@ -31,6 +32,17 @@ toml::table parse_document(const std::string& text, const std::string& source_na
   } catch (const toml::parse_error& e) {
     throw UserError(fmt::format("{}:{}: TOML syntax error: {}", source_name, e.source().begin.line,
                                 e.description()));
+  }
+}
+
+const char* file_type_name(std::filesystem::file_type type) {
+  switch (type) {
+    case std::filesystem::file_type::directory: return "a directory";
+    case std::filesystem::file_type::character: return "a character device";
+    case std::filesystem::file_type::block: return "a block device";
+    case std::filesystem::file_type::fifo: return "a FIFO";
+    case std::filesystem::file_type::socket: return "a socket";
+    default: return "not a regular file";
   }
 }
 
@@ -326,8 +338,16 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
 
 void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
   SectionReader r(source, section_table(root, "link"), "link");
-  r.number("bandwidth_gbps", l.bandwidth_gbps, at_least(0));
-  r.number("latency_us", l.latency_us, at_least(0));
+  // Bounded so every modelled time stays a finite, castable duration (simulated_link.cpp): 0 or
+  // 1 kb/s .. 1 Pb/s, and at most 10 s per hop.
+  r.number("bandwidth_gbps", l.bandwidth_gbps, closed(0, kMaxLinkBandwidthGbps));
+  r.number("latency_us", l.latency_us, closed(0, kMaxLinkLatencyUs));
+  if (l.bandwidth_gbps > 0 && l.bandwidth_gbps < kMinLinkBandwidthGbps) {
+    source.fail("link.bandwidth_gbps",
+                fmt::format("{} is below the slowest link modelled, {} Gb/s (1 kb/s); use 0 for "
+                            "no bandwidth limit",
+                            l.bandwidth_gbps, kMinLinkBandwidthGbps));
+  }
   r.integer("ranks", l.ranks, at_least(0));
   r.finish();
   if (l.ranks > 0 && !l.enabled()) {
@@ -370,7 +390,21 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
   }
 }
 
+// A config is a small text file: anything else (a device such as /dev/zero, a FIFO, a directory,
+// a data file named by mistake) is refused up front rather than read forever or into memory.
+constexpr std::int64_t kMaxConfigBytes = std::int64_t{1} << 20;
+
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot read config file '{}': {}", path, ec.message()));
+  }
+  if (status.type() != std::filesystem::file_type::regular) {
+    throw UserError(fmt::format("config file '{}' is not a regular file (it is {}): give the path "
+                                "of a TOML file",
+                                path, file_type_name(status.type())));
+  }
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     throw UserError(fmt::format("cannot read config file '{}': {}", path,
@@ -379,13 +413,22 @@ std::string read_file(const std::string& path) {
   std::string text;
   char buffer[1 << 16];
   std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
+  // Bounded even if the file grows while it is read.
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0 &&
+         static_cast<std::int64_t>(text.size()) <= kMaxConfigBytes) {
+    text.append(buffer, n);
+  }
   const bool failed = std::ferror(file) != 0;
-  const int error = errno;  // a directory opens, then fails to read with EISDIR
+  const int error = errno;
   std::fclose(file);
   if (failed) {
     throw UserError(fmt::format("cannot read config file '{}': {}", path,
                                 std::generic_category().message(error)));
+  }
+  if (static_cast<std::int64_t>(text.size()) > kMaxConfigBytes) {
+    throw UserError(fmt::format("config file '{}' is larger than {} bytes, the most a zerolap "
+                                "config may have: is it the right file?",
+                                path, kMaxConfigBytes));
   }
   return text;
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/elementwise.h"
@@ -127,6 +128,9 @@ std::string to_toml(const Config& config);
 // [checkpoint] and [output] (where a run writes, whether it resumed), runtime.timeout_s and
 // runtime.comm_priority (how long it waits for a peer, how its comm threads are scheduled).
 bool key_affects_results(const std::string& key);
+// The keys that affect results with their canonical TOML values, in to_toml's order:
+// {"train.steps", "30"}, {"optimizer.lr", "0.001"}, ... (ranks compare them at start-up).
+std::vector<std::pair<std::string, std::string>> result_entries(const Config& config);
 // 16 hex digits: FNV-1a 64 of the lines of to_toml whose keys affect results (section headers
 // included), so a resumed run that continues bitwise hashes like the run it continues.
 std::string config_hash(const Config& config);

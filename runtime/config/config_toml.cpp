@@ -209,6 +209,21 @@ bool key_affects_results(const std::string& key) {
          key != "runtime.comm_priority";
 }
 
+std::vector<std::pair<std::string, std::string>> result_entries(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream lines(to_toml(config));
+  std::string line, section;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+    } else if (const auto eq = line.find(" = "); eq != std::string::npos) {
+      std::string key = section + "." + line.substr(0, eq);
+      if (key_affects_results(key)) out.emplace_back(std::move(key), line.substr(eq + 3));
+    }
+  }
+  return out;
+}
+
 std::string config_hash(const Config& config) {
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
   std::istringstream lines(to_toml(config));

@@ -9,9 +9,11 @@
 
 #include "kernels/elementwise.h"
 #include "base/errors.h"
+#include "base/fault_stop.h"
 #include "kernels/gemm.h"
 #include "base/clock.h"
 #include "runtime/train/datasets_from_config.h"
+#include "runtime/train/startup_facts.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
 #include "runtime/trace/metrics.h"
@@ -28,6 +30,33 @@ ExecContext with_host_wait_limit(ExecContext exec, double timeout_s) {
 
 std::int64_t micro_batches_per_epoch(const DistributedSampler& sampler) {
   return sampler.steps_per_epoch();
+}
+
+// Steps and micro-batches are counted in int64 (the sampler position adds up to an epoch to it):
+// 2^53, far beyond any run, keeps every count exact in a double (metrics, lr schedule) and the
+// arithmetic on it from overflowing.
+constexpr std::int64_t kMaxMicroBatches = std::int64_t{1} << 53;
+
+// The optimizer steps of the run: train.steps, or train.epochs whole epochs.
+std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_epoch) {
+  const TrainConfig& t = config.train;
+  const std::int64_t max_steps = kMaxMicroBatches / t.grad_accum;
+  if (t.steps > 0) {
+    if (t.steps > max_steps) {
+      throw UserError(fmt::format(
+          "{}: train.steps = {} with train.grad_accum = {} is more than the {} micro-batches a "
+          "run may take; lower train.steps",
+          config.source_path, t.steps, t.grad_accum, kMaxMicroBatches));
+    }
+    return t.steps;
+  }
+  if (t.epochs > max_steps / steps_per_epoch) {
+    throw UserError(fmt::format(
+        "{}: train.epochs = {} of {} steps each (with train.grad_accum = {}) is more than the {} "
+        "micro-batches a run may take; lower train.epochs",
+        config.source_path, t.epochs, steps_per_epoch, t.grad_accum, kMaxMicroBatches));
+  }
+  return t.epochs * steps_per_epoch;
 }
 
 }  // namespace
@@ -52,23 +81,27 @@ void Trainer::load_data_and_model() {
         config_.source_path, config_.train.grad_accum, config_.data.batch_size, world_.size,
         data_.train.num_samples));
   }
+  total_steps_ = checked_total_steps(config_, steps_per_epoch_);
 }
 
 Trainer::Trainer(const Config& config, const World& world, TrainerOptions options)
     : config_(config),
       world_(world),
       options_(options),
-      device_(config.runtime.device, world),
+      device_(config.runtime.device, world, config.runtime.timeout_s),
       compute_(with_host_wait_limit(device_.compute(), config.runtime.timeout_s)),
       tracer_(world.rank, config.output.trace),
       mode_plan_(make_mode_plan(config.parallel, config.optimizer)),
       tape_(device_.compute()) {
   set_cpu_gemm_threads(config.runtime.threads);
+  // Ranks that run another config or build would size their collectives differently (heap
+  // corruption, a crash) or train apart: they must agree before anything sized by the config.
+  agree_on_facts(world_, config_facts(config_), config_.runtime.timeout_s);
   // Bad data (a missing file on one node, a model that does not fit) must end every rank before
-  // any of them enters the communicator set-up below, a collective without a timeout.
-  agree_on_user_errors(world_, [&] { load_data_and_model(); });
-  total_steps_ = config_.train.steps > 0 ? config_.train.steps
-                                          : config_.train.epochs * steps_per_epoch_;
+  // any of them enters the communicator set-up below.
+  agree_on_user_errors(world_, [&] { load_data_and_model(); }, config_.runtime.timeout_s);
+  // The same for the data each rank loaded (node-local files may differ).
+  agree_on_facts(world_, data_facts(config_, data_), config_.runtime.timeout_s);
 
   if (world_.is_root() && !options_.quiet) {
     fmt::print("zerolap: {}\n", device_.summary());
@@ -91,7 +124,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       device_.make_communicator(world_.comm, "comm.broadcast", comm_options(config_.runtime));
   if (config_.link.enabled()) {
     // One link per rank, shared by both streams (Note [Link occupancy]).
-    auto link = std::make_shared<SimulatedLink>(config_.link);
+    auto link = std::make_shared<SimulatedLink>(config_.link, config_.runtime.timeout_s);
     reduce_comm_ = with_simulated_link(std::move(reduce_comm_), link);
     broadcast_comm_ = with_simulated_link(std::move(broadcast_comm_), link);
   }
@@ -279,6 +312,7 @@ EvalResult Trainer::evaluate() {
     }
   }
   tape_.reset();
+  fault_stop_point("evaluation", world_.rank);
   const auto sums = sum_over_ranks({loss_sum, correct, static_cast<double>(shard.end - shard.begin)});
   EvalResult r;
   r.samples = static_cast<std::int64_t>(sums[2]);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
@@ -210,6 +211,23 @@ TEST_CASE("a collective on the simulated link takes at least the modelled time",
     CHECK(elapsed >= modelled_seconds(config, CollectiveOp::AllReduce, bytes, world.size) +
                          modelled_seconds(config, CollectiveOp::Broadcast, bytes, world.size));
   }
+}
+
+TEST_CASE("a modelled wait longer than the timeout fails naming the rank and operation",
+          "[link]") {
+  // link.latency_us = 1e7 with runtime.timeout_s = 5 used to sleep out the whole modelled time.
+  const World world = test::world_of(MPI_COMM_WORLD);
+  if (world.size < 2) return;  // one rank has no link to model
+  auto link = std::make_shared<SimulatedLink>(LinkConfig{0.0, 1e7}, /*timeout_s=*/0.5);
+  SimulatedLinkCommunicator comm(std::make_unique<MpiCommunicator>(world.comm, "link.t", 60.0),
+                                 link);
+  std::vector<float> buf(16, 1.0f);
+  const auto start = Clock::now();
+  Work w = comm.all_reduce(buf.data(), 16, ReduceOp::Sum);
+  CHECK_THROWS_WITH(w.wait(), Catch::Contains(fmt::format("rank {}: all_reduce", world.rank)) &&
+                                  Catch::Contains("runtime.timeout_s = 0.5") &&
+                                  Catch::Contains("link.latency_us = 10000000"));
+  CHECK(seconds_since(start) < 5.0);
 }
 
 TEST_CASE("training on the simulated link gives bitwise the same parameters", "[link]") {

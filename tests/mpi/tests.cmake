@@ -48,3 +48,15 @@ zerolap_add_mpi_test(device 2 "[device]" 120)
 zerolap_add_mpi_test(cuda_train 1 "[cuda-train]" 600)
 set_tests_properties(mpi.cuda_train.np1 PROPERTIES LABELS "mpi;cuda")
 zerolap_add_mpi_test(reference_models 2 "[reference]" 600)
+
+# Start-up agreement and deadlines (issue-15 reliability; README "Reliability").
+add_test(NAME mpi.rank_agreement.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/rank_agreement_test.sh $<TARGET_FILE:zerolap>
+          ${CMAKE_CURRENT_BINARY_DIR}/tmp/rank_agreement)
+set_tests_properties(mpi.rank_agreement.np2 PROPERTIES TIMEOUT 300 LABELS mpi
+  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+add_test(NAME mpi.deadline.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/deadline_test.sh $<TARGET_FILE:zerolap>
+          ${CMAKE_CURRENT_BINARY_DIR}/tmp/deadline)
+set_tests_properties(mpi.deadline.np2 PROPERTIES TIMEOUT 300 LABELS mpi
+  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,26 @@ TEST_CASE("bad checkpoints are UserErrors naming the file and the tensor", "[che
   SECTION("missing metadata") {
     write_fake_checkpoint(path, model, [](auto&, auto& meta) { meta.erase("sampler_position"); });
     CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'sampler_position'"));
+  }
+  // Counts no run reaches: before the range checks, sampler_position = INT64_MAX overflowed the
+  // resumed sampler (an internal check, exit 1) and optimizer_step = INT64_MAX trained to NaN.
+  const std::string int64_max = std::to_string(std::numeric_limits<std::int64_t>::max());
+  SECTION("sampler_position beyond any run") {
+    write_fake_checkpoint(path, model,
+                          [&](auto&, auto& meta) { meta["sampler_position"] = int64_max; });
+    CHECK_THROWS_AS(check(path, model), UserError);
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'sampler_position'"));
+  }
+  SECTION("optimizer_step beyond any run") {
+    write_fake_checkpoint(path, model,
+                          [&](auto&, auto& meta) { meta["optimizer_step"] = int64_max; });
+    CHECK_THROWS_AS(check(path, model), UserError);
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'optimizer_step'"));
+  }
+  SECTION("optimizer_step above step") {
+    write_fake_checkpoint(path, model, [](auto&, auto& meta) { meta["optimizer_step"] = "13"; });
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'optimizer_step'") &&
+                                              Contains("'step' = 12"));
   }
 }
 

@@ -473,9 +473,16 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
     REQUIRE_THROWS_WITH(parse(with("[bench]\nmodes = [\"ddp\", \"ddp\"]\n")),
                         Contains("configs/x.toml:4: bench.modes: \"ddp\" is listed twice"));
     REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = -1\n")),
-                        Contains("configs/x.toml:4: link.bandwidth_gbps: must be >= 0"));
+                        Contains("configs/x.toml:4: link.bandwidth_gbps: must be in [0, 1000000]"));
     REQUIRE_THROWS_WITH(parse(with("[link]\nlatency_us = -0.5\n")),
-                        Contains("configs/x.toml:4: link.latency_us: must be >= 0"));
+                        Contains("configs/x.toml:4: link.latency_us: must be in [0, 10000000]"));
+    // 1e300 used to overflow the cast of the modelled time to a clock duration.
+    REQUIRE_THROWS_WITH(parse(with("[link]\nlatency_us = 1e300\n")),
+                        Contains("configs/x.toml:4: link.latency_us: must be in [0, 10000000]"));
+    REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = 1e300\n")),
+                        Contains("link.bandwidth_gbps: must be in [0, 1000000]"));
+    REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = 1e-300\n")),
+                        Contains("link.bandwidth_gbps") && Contains("slowest link"));
     REQUIRE_THROWS_WITH(parse(with("[output]\ndir = \"\"\n")),
                         "configs/x.toml:4: output.dir: must not be empty");
     REQUIRE_THROWS_WITH(parse(with("[output]\ntrace = \"yes\"\n")),
@@ -678,7 +685,12 @@ TEST_CASE("config: load_config reads files and names missing ones", "[config]") 
   REQUIRE_THROWS_WITH(zl::load_config("/nonexistent/x.toml"),
                       "cannot read config file '/nonexistent/x.toml': No such file or directory");
   REQUIRE_THROWS_AS(zl::load_config("/nonexistent/x.toml"), UserError);
-  REQUIRE_THROWS_WITH(zl::load_config("/tmp"), Contains("cannot read config file '/tmp'"));
+  REQUIRE_THROWS_WITH(zl::load_config("/tmp"),
+                      Contains("config file '/tmp' is not a regular file (it is a directory)"));
+  // A device used to be read forever.
+  REQUIRE_THROWS_WITH(zl::load_config("/dev/zero"),
+                      Contains("config file '/dev/zero' is not a regular file (it is a character "
+                               "device)"));
 
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerolap_test_config";
   std::filesystem::create_directories(dir);
@@ -691,6 +703,13 @@ TEST_CASE("config: load_config reads files and names missing ones", "[config]") 
   const Config c = zl::load_config(path, {"optimizer.lr=0.01"});
   CHECK(c.source_path == path);
   CHECK(c.optimizer.lr == 0.01f);
+  const std::string big = (dir / "big.toml").string();
+  {
+    std::ofstream out(big);
+    out << kMinimal << std::string(std::size_t{2} << 20, '#') << "\n";  // a 2 MiB comment
+  }
+  REQUIRE_THROWS_WITH(zl::load_config(big),
+                      Contains("config file '" + big + "' is larger than 1048576 bytes"));
   std::filesystem::remove_all(dir);
 }
 

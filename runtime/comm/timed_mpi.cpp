@@ -1,0 +1,91 @@
+// Nonblocking MPI calls completed by polling against runtime.timeout_s (see timed_mpi.h).
+#include "runtime/comm/timed_mpi.h"
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "base/poll.h"
+#include "runtime/comm/world.h"
+
+namespace zl {
+
+void wait_with_deadline(MPI_Request& request, const WaitLimit& limit,
+                        std::string_view operation) {
+  poll_until(
+      [&] {
+        int done = 0;
+        ZL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      },
+      limit.timeout_s,
+      [&] {
+        return fmt::format(
+            "rank {}: {} did not complete within runtime.timeout_s = {} s (a peer rank died, is "
+            "stopped or hangs, or runs another program)",
+            limit.rank, operation, limit.timeout_s);
+      });
+}
+
+void timed_barrier(MPI_Comm comm, const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Ibarrier(comm, &request));
+  wait_with_deadline(request, limit, operation);
+}
+
+void timed_allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+                     MPI_Comm comm, const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Iallreduce(send, recv, count, type, op, comm, &request));
+  wait_with_deadline(request, limit, operation);
+}
+
+void timed_allgather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                     int recv_count, MPI_Datatype recv_type, MPI_Comm comm,
+                     const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Iallgather(send, send_count, send_type, recv, recv_count, recv_type, comm,
+                              &request));
+  wait_with_deadline(request, limit, operation);
+}
+
+void timed_allgatherv(const void* send, int send_count, MPI_Datatype type, void* recv,
+                      const int* recv_counts, const int* displacements, MPI_Comm comm,
+                      const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Iallgatherv(send, send_count, type, recv, recv_counts, displacements, type,
+                               comm, &request));
+  wait_with_deadline(request, limit, operation);
+}
+
+void timed_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                 const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Ibcast(buf, count, type, root, comm, &request));
+  wait_with_deadline(request, limit, operation);
+}
+
+void timed_send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Isend(buf, count, type, dest, tag, comm, &request));
+  wait_with_deadline(request, limit, operation);
+}
+
+void timed_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Irecv(buf, count, type, source, tag, comm, &request));
+  wait_with_deadline(request, limit, operation);
+}
+
+MPI_Comm timed_comm_dup(MPI_Comm comm, const WaitLimit& limit, std::string_view operation) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Comm_idup(comm, &dup, &request));
+  wait_with_deadline(request, limit, operation);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  return dup;
+}
+
+}  // namespace zl

@@ -1,0 +1,42 @@
+// MPI operations outside the communicators' streams (start-up agreement, device discovery,
+// checkpoints, traces) as nonblocking calls polled against a deadline: a peer that died, is
+// stopped or runs another program makes them fail (RuntimeFailure naming the rank and the
+// operation; the commands end the job with exit 1 through MPI_Abort) instead of hang.
+// Every function is collective or matched as its blocking MPI counterpart is.
+#pragma once
+
+#include <mpi.h>
+
+#include <string_view>
+
+namespace zl {
+
+// Who waits, and for how long (runtime.timeout_s; before a config is read, its default).
+struct WaitLimit {
+  int rank = 0;
+  double timeout_s = 300;
+};
+
+// Polls `request` to completion (Note [Polling back-off] in base/poll.h); after limit.timeout_s
+// throws RuntimeFailure: "rank R: <operation> did not complete within runtime.timeout_s = T s ...".
+void wait_with_deadline(MPI_Request& request, const WaitLimit& limit, std::string_view operation);
+
+void timed_barrier(MPI_Comm comm, const WaitLimit& limit, std::string_view operation);
+void timed_allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+                     MPI_Comm comm, const WaitLimit& limit, std::string_view operation);
+void timed_allgather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                     int recv_count, MPI_Datatype recv_type, MPI_Comm comm,
+                     const WaitLimit& limit, std::string_view operation);
+void timed_allgatherv(const void* send, int send_count, MPI_Datatype type, void* recv,
+                      const int* recv_counts, const int* displacements, MPI_Comm comm,
+                      const WaitLimit& limit, std::string_view operation);
+void timed_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                 const WaitLimit& limit, std::string_view operation);
+void timed_send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                const WaitLimit& limit, std::string_view operation);
+void timed_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                const WaitLimit& limit, std::string_view operation);
+// MPI_Comm_idup: the duplicate, with errors returned as codes (as MPI_COMM_WORLD's).
+MPI_Comm timed_comm_dup(MPI_Comm comm, const WaitLimit& limit, std::string_view operation);
+
+}  // namespace zl

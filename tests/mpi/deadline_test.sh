@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# No wait without a deadline: one rank of a 2-rank job stops (SIGSTOP, through the
+# ZEROLAP_FAULT_STOP test hook of base/fault_stop.h) at start-up, inside a checkpoint write, or
+# before evaluation's reduction. The other rank must give up after runtime.timeout_s = 5 s with
+# exit 1 and a message naming its rank and the operation, and the whole job must end within
+# timeout_s + 10 s of the stop. Before, start-up and checkpoints waited forever.
+# Usage: deadline_test.sh ZEROLAP_BINARY WORK_DIR
+set -u
+zerolap=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+flags="--oversubscribe --bind-to none"
+timeout_s=5
+limit_s=$((timeout_s + 10))
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat >"$work/run.toml" <<TOML
+[model]
+kind = "mlp"
+widths = [2, 32, 32, 3]
+[data]
+kind = "spirals"
+train_samples = 960
+test_samples = 300
+batch_size = 16
+[parallel]
+mode = "zero"
+bucket_cap_mb = 0.004
+first_bucket_cap_mb = 0.001
+[train]
+steps = 40
+log_every = 10
+eval_every = 20
+[checkpoint]
+dir = "$work/ckpt"
+every = 20
+[runtime]
+timeout_s = $timeout_s
+[output]
+dir = "$work/out"
+TOML
+
+# stop_at POINT OPERATION: rank 1 stops at POINT; rank 0 must time out in OPERATION.
+stop_at() {
+  local point=$1 operation=$2 log="$work/$1.log"
+  rm -rf "$work/ckpt" "$work/out"
+  ZEROLAP_FAULT_STOP="$point:1" mpirun $flags -np 2 -x ZEROLAP_FAULT_STOP "$zerolap" train \
+    "$work/run.toml" >"$log" 2>&1 &
+  local job=$!
+  for _ in $(seq 1 600); do  # the stop: set-up may take a while on a loaded machine
+    grep -q "rank 1 stops itself" "$log" && break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  grep -q "rank 1 stops itself" "$log" || { cat "$log"; kill -9 "$job"; fail "$point: rank 1 never stopped"; }
+  local start
+  start=$(date +%s%N)
+  for _ in $(seq 1 $((limit_s * 10))); do
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$job" 2>/dev/null; then
+    cat "$log"
+    pkill -9 -P "$job"; kill -9 "$job"
+    fail "$point: the job still runs ${limit_s} s after rank 1 stopped"
+  fi
+  wait "$job"
+  local rc=$?
+  local elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  [ "$rc" -eq 1 ] || { cat "$log"; fail "$point: exit code $rc, expected 1"; }
+  grep -qE "rank 0: $operation.* did not complete within runtime.timeout_s = $timeout_s s" "$log" ||
+    { cat "$log"; fail "$point: no timeout message naming rank 0 and '$operation'"; }
+  echo "ok: $point: the job ended ${elapsed_ms} ms after rank 1 stopped, exit 1"
+}
+
+stop_at startup "the start-up check for bad input"
+stop_at checkpoint "receiving checkpoint data from rank 1"
+stop_at evaluation "all_reduce_f64"
+echo "PASS"
