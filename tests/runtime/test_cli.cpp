@@ -83,6 +83,20 @@ TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]")
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("model.widths"));
   }
+  SECTION("train.epochs whose step count overflows") {
+    // Used to overflow epochs x steps per epoch and report "-1 steps".
+    const auto path = write_file("ok.toml", kSpirals);
+    const CliResult r = run_zerolap("train " + path + " --set train.epochs=6654215044731940711");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("train.epochs = 6654215044731940711") &&
+                             Catch::Contains("lower train.epochs"));
+  }
+  SECTION("a device as the config file") {
+    // Used to read /dev/zero forever.
+    const CliResult r = run_zerolap("train /dev/zero");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("'/dev/zero' is not a regular file"));
+  }
 }
 
 TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
