@@ -1,4 +1,4 @@
-// DeviceBuffer: an owned, zero-filled float buffer, 64-byte aligned on the CPU (one cache line, and
+// DeviceBuffer: an owned, zero-filled buffer of fp32 or bf16 elements, 64-byte aligned on the CPU (one cache line, and
 // a full AVX-512 vector, so the optimizer loops never start mid-line) or cudaMalloc'ed on a GPU.
 // CPU buffers of 2 MiB or more are backed by transparent huge pages where the kernel allows it
 // (Note [Huge pages]).
@@ -41,11 +41,12 @@ constexpr std::size_t kCpuAlignment = 64;
 // unavailable, madvise fails or is ignored and the mapping has ordinary pages.
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-std::size_t byte_size(std::int64_t count) {
+std::size_t byte_size(std::int64_t count, DType dtype) {
+  const auto element = static_cast<std::size_t>(dtype_size(dtype));
   ZL_CHECK(static_cast<std::uint64_t>(count) <=
-               (std::numeric_limits<std::size_t>::max() - 2 * kHugePage) / sizeof(float),
-           "DeviceBuffer: {} floats overflow size_t", count);
-  return static_cast<std::size_t>(count) * sizeof(float);
+               (std::numeric_limits<std::size_t>::max() - 2 * kHugePage) / element,
+           "DeviceBuffer: {} {} elements overflow size_t", count, dtype_name(dtype));
+  return static_cast<std::size_t>(count) * element;
 }
 
 std::size_t round_up(std::size_t bytes, std::size_t multiple) {
@@ -54,7 +55,7 @@ std::size_t round_up(std::size_t bytes, std::size_t multiple) {
 
 bool is_mapping(std::size_t bytes) { return bytes >= kHugePage; }
 
-float* map_huge_zeroed(std::size_t bytes) {
+void* map_huge_zeroed(std::size_t bytes) {
   const std::size_t length = round_up(bytes, kHugePage);
   // Map a huge page more than needed, then trim both ends so the rest starts on a 2 MiB boundary.
   void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
@@ -71,25 +72,24 @@ float* map_huge_zeroed(std::size_t bytes) {
 #if defined(MADV_HUGEPAGE)
   madvise(aligned, length, MADV_HUGEPAGE);  // a hint: failure leaves ordinary pages
 #endif
-  return reinterpret_cast<float*>(aligned);  // anonymous memory is zero-filled by the kernel
+  return aligned;  // anonymous memory is zero-filled by the kernel
 }
 
-float* cpu_alloc_zeroed(std::int64_t count) {
-  const std::size_t bytes = byte_size(count);
+void* cpu_alloc_zeroed(std::size_t bytes) {
   if (is_mapping(bytes)) return map_huge_zeroed(bytes);
   // std::aligned_alloc requires the size to be a multiple of the alignment.
   const std::size_t rounded = round_up(bytes, kCpuAlignment);
   void* mem = std::aligned_alloc(kCpuAlignment, rounded);
   if (mem == nullptr) throw std::bad_alloc();
   std::memset(mem, 0, rounded);
-  return static_cast<float*>(mem);
+  return mem;
 }
 
-// noexcept (destructor, move assignment): `count` was checked when the buffer was allocated.
-void release(float* data, std::int64_t count, DeviceKind device) noexcept {
+// noexcept (destructor, move assignment): the size was checked when the buffer was allocated.
+void release(void* data, std::int64_t count, DType dtype, DeviceKind device) noexcept {
   if (data == nullptr) return;
   if (device == DeviceKind::Cpu) {
-    const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(float);
+    const std::size_t bytes = static_cast<std::size_t>(count * dtype_size(dtype));
     if (is_mapping(bytes)) {
       [[maybe_unused]] const int unmapped = munmap(data, round_up(bytes, kHugePage));
       assert(unmapped == 0);  // the size is the one map_huge_zeroed mapped
@@ -106,65 +106,75 @@ void release(float* data, std::int64_t count, DeviceKind device) noexcept {
 
 }  // namespace
 
-DeviceBuffer::DeviceBuffer(DeviceKind device, std::int64_t count) : device_(device) {
+DeviceBuffer::DeviceBuffer(DeviceKind device, std::int64_t count, DType dtype)
+    : device_(device), dtype_(dtype) {
   ZL_CHECK(count >= 0, "DeviceBuffer: negative count {}", count);
   if (count == 0) return;
+  const std::size_t bytes = byte_size(count, dtype);
   if (device == DeviceKind::Cuda) {
 #if defined(ZEROLAP_WITH_CUDA)
-    data_ = cuda_alloc_zeroed(count);
+    data_ = cuda_alloc_zeroed(bytes);
 #else
     throw_built_without_cuda("DeviceBuffer");
 #endif
   } else {
-    data_ = cpu_alloc_zeroed(count);
+    data_ = cpu_alloc_zeroed(bytes);
   }
   count_ = count;
 }
 
-DeviceBuffer::~DeviceBuffer() { release(data_, count_, device_); }
+DeviceBuffer::~DeviceBuffer() { release(data_, count_, dtype_, device_); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       count_(std::exchange(other.count_, 0)),
-      device_(other.device_) {}
+      device_(other.device_),
+      dtype_(other.dtype_) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    release(data_, count_, device_);
+    release(data_, count_, dtype_, device_);
     data_ = std::exchange(other.data_, nullptr);
     count_ = std::exchange(other.count_, 0);
     device_ = other.device_;
+    dtype_ = other.dtype_;
   }
   return *this;
 }
 
-void copy_to_host(const float* src, DeviceKind src_device, float* host_dst, std::int64_t count) {
-  ZL_CHECK(count >= 0, "copy_to_host: negative count {}", count);
-  if (count == 0) return;
+void DeviceBuffer::throw_dtype_mismatch(DType asked) const {
+  throw InternalError(fmt::format("DeviceBuffer: a {} buffer ({} elements) read as {}",
+                                  dtype_name(dtype_), count_, dtype_name(asked)));
+}
+
+void copy_bytes_to_host(const void* src, DeviceKind src_device, void* host_dst,
+                        std::int64_t bytes) {
+  ZL_CHECK(bytes >= 0, "copy_to_host: negative size {} bytes", bytes);
+  if (bytes == 0) return;
   if (src_device == DeviceKind::Cuda) {
 #if defined(ZEROLAP_WITH_CUDA)
-    cuda_copy_to_host(src, host_dst, count);
+    cuda_copy_to_host(src, host_dst, static_cast<std::size_t>(bytes));
     return;
 #else
     throw_built_without_cuda("copy_to_host");
 #endif
   }
-  std::memmove(host_dst, src, static_cast<std::size_t>(count) * sizeof(float));
+  std::memmove(host_dst, src, static_cast<std::size_t>(bytes));
 }
 
-void copy_from_host(const float* host_src, float* dst, DeviceKind dst_device,
-                    std::int64_t count) {
-  ZL_CHECK(count >= 0, "copy_from_host: negative count {}", count);
-  if (count == 0) return;
+void copy_bytes_from_host(const void* host_src, void* dst, DeviceKind dst_device,
+                          std::int64_t bytes) {
+  ZL_CHECK(bytes >= 0, "copy_from_host: negative size {} bytes", bytes);
+  if (bytes == 0) return;
   if (dst_device == DeviceKind::Cuda) {
 #if defined(ZEROLAP_WITH_CUDA)
-    cuda_copy_from_host(host_src, dst, count);
+    cuda_copy_from_host(host_src, dst, static_cast<std::size_t>(bytes));
     return;
 #else
     throw_built_without_cuda("copy_from_host");
 #endif
   }
-  std::memmove(dst, host_src, static_cast<std::size_t>(count) * sizeof(float));
+  std::memmove(dst, host_src, static_cast<std::size_t>(bytes));
 }
 
 }  // namespace zl

@@ -1,33 +1,19 @@
 // Device memory for DeviceBuffer (base/device_buffer.cpp dispatches here): zero-filled
 // allocation, free, and blocking host <-> device copies. None of these is on the step path.
 #include <cstddef>
-#include <cstdint>
 #include <cstdio>
-#include <limits>
 
 #include <cuda_runtime.h>
 
 #include "base/cuda_check.h"
 #include "base/device_memory.h"
-#include "base/errors.h"
 
 namespace zl {
-namespace {
 
-std::size_t float_bytes(std::int64_t count, const char* function) {
-  ZL_CHECK(count >= 0 && static_cast<std::uint64_t>(count) <=
-                             std::numeric_limits<std::size_t>::max() / sizeof(float),
-           "{}: bad count {}", function, count);
-  return static_cast<std::size_t>(count) * sizeof(float);
-}
-
-}  // namespace
-
-// Returns count floats of device memory, zero-filled (256-byte aligned by cudaMalloc); count 0
+// Returns `bytes` of device memory, zero-filled (256-byte aligned by cudaMalloc); 0 bytes
 // returns nullptr. The zeros are in place on return: cudaMemset may return before it completes and
 // does not order itself before work on non-blocking streams, hence the device sync.
-float* cuda_alloc_zeroed(std::int64_t count) {
-  const std::size_t bytes = float_bytes(count, "cuda_alloc_zeroed");
+void* cuda_alloc_zeroed(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   void* ptr = nullptr;
   ZL_CUDA_CHECK(cudaMalloc(&ptr, bytes));
@@ -37,14 +23,14 @@ float* cuda_alloc_zeroed(std::int64_t count) {
     cudaFree(ptr);  // best effort; the failure reported is the memset's
     ZL_CUDA_CHECK(done);
   }
-  return static_cast<float*>(ptr);
+  return ptr;
 }
 
 // Frees memory from cuda_alloc_zeroed (null is a no-op). Never throws: it runs in
 // ~DeviceBuffer, where an exception would terminate the process and hide the error that is
 // usually already propagating (a failed free means the context is broken, and the next checked
 // CUDA call reports it). cudaErrorCudartUnloading at process exit is expected and silent.
-void cuda_free(float* p) {
+void cuda_free(void* p) {
   if (p == nullptr) return;
   const cudaError_t err = cudaFree(p);
   if (err != cudaSuccess && err != cudaErrorCudartUnloading) {
@@ -59,17 +45,15 @@ void cuda_free(float* p) {
 // copying to the device, keeps it from racing a kernel still using dst). These copies serve
 // checkpoints, tests and set-up, never the step loop, so the full sync is affordable.
 
-// host_dst (count) = src (count, device).
-void cuda_copy_to_host(const float* src, float* host_dst, std::int64_t count) {
-  const std::size_t bytes = float_bytes(count, "cuda_copy_to_host");
+// host_dst (bytes) = src (bytes, device).
+void cuda_copy_to_host(const void* src, void* host_dst, std::size_t bytes) {
   if (bytes == 0) return;
   ZL_CUDA_CHECK(cudaDeviceSynchronize());
   ZL_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
-// dst (count, device) = host_src (count); complete on return.
-void cuda_copy_from_host(const float* host_src, float* dst, std::int64_t count) {
-  const std::size_t bytes = float_bytes(count, "cuda_copy_from_host");
+// dst (bytes, device) = host_src (bytes); complete on return.
+void cuda_copy_from_host(const void* host_src, void* dst, std::size_t bytes) {
   if (bytes == 0) return;
   ZL_CUDA_CHECK(cudaDeviceSynchronize());
   ZL_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));

@@ -5,14 +5,15 @@
 
 #if defined(ZEROLAP_WITH_CUDA)
 
-#include <cstdint>
+#include <cstddef>
 
 namespace zl {
 
-float* cuda_alloc_zeroed(std::int64_t count);
-void cuda_free(float* p);
-void cuda_copy_to_host(const float* src, float* host_dst, std::int64_t count);
-void cuda_copy_from_host(const float* host_src, float* dst, std::int64_t count);
+// Sizes are in bytes (a DeviceBuffer holds fp32 or bf16 elements).
+void* cuda_alloc_zeroed(std::size_t bytes);
+void cuda_free(void* p);
+void cuda_copy_to_host(const void* src, void* host_dst, std::size_t bytes);
+void cuda_copy_from_host(const void* host_src, void* dst, std::size_t bytes);
 
 }  // namespace zl
 

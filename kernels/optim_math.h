@@ -7,11 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define ZL_HD __host__ __device__
-#else
-#define ZL_HD
-#endif
+#include "base/host_device.h"
 
 namespace zl {
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/bf16.h"
 #include "base/device_buffer.h"
 #include "base/errors.h"
 
@@ -49,6 +50,47 @@ TEST_CASE("DeviceBuffer on the CPU", "[kernels][device_buffer]") {
   REQUIRE_THROWS_AS(zl::DeviceBuffer(zl::DeviceKind::Cpu, -1), zl::InternalError);
 }
 
+TEST_CASE("a bf16 DeviceBuffer holds 2-byte elements; the typed views check the dtype",
+          "[kernels][device_buffer]") {
+  for (const std::int64_t n : {1, 3, 16, 1031}) {
+    INFO("n=" << n);
+    zl::DeviceBuffer buf(zl::DeviceKind::Cpu, n, zl::DType::BF16);
+    CHECK(buf.dtype() == zl::DType::BF16);
+    CHECK(buf.size() == n);
+    CHECK(buf.bytes() == 2 * n);
+    zl::Bf16* const p = buf.data<zl::Bf16>();
+    REQUIRE(p != nullptr);
+    CHECK(static_cast<void*>(p) == buf.raw());
+    CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
+    for (std::int64_t i = 0; i < n; ++i) REQUIRE(p[i].bits == 0);
+    // The fp32 view of a bf16 buffer (and the reverse) is a bug, not a reinterpretation.
+    REQUIRE_THROWS_AS(buf.data(), zl::InternalError);
+    REQUIRE_THROWS_AS(buf.data<float>(), zl::InternalError);
+    zl::DeviceBuffer f32(zl::DeviceKind::Cpu, n);
+    CHECK(f32.dtype() == zl::DType::F32);
+    CHECK(f32.bytes() == 4 * n);
+    REQUIRE_THROWS_AS(f32.data<zl::Bf16>(), zl::InternalError);
+
+    std::vector<zl::Bf16> host(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) host[i] = zl::float_to_bf16(0.25f * static_cast<float>(i));
+    zl::copy_from_host(host.data(), p, zl::DeviceKind::Cpu, n);
+    std::vector<zl::Bf16> back(static_cast<std::size_t>(n), zl::Bf16{0xFFFF});
+    zl::copy_to_host(buf.data<zl::Bf16>(), zl::DeviceKind::Cpu, back.data(), n);
+    for (std::int64_t i = 0; i < n; ++i) REQUIRE(back[i].bits == host[i].bits);
+
+    zl::DeviceBuffer moved(std::move(buf));
+    CHECK(moved.dtype() == zl::DType::BF16);
+    CHECK(moved.data<zl::Bf16>() == p);
+    zl::DeviceBuffer assigned(zl::DeviceKind::Cpu, 5);
+    assigned = std::move(moved);
+    CHECK(assigned.dtype() == zl::DType::BF16);
+    CHECK(assigned.data<zl::Bf16>() == p);
+  }
+  zl::DeviceBuffer empty(zl::DeviceKind::Cpu, 0, zl::DType::BF16);
+  CHECK(empty.data<zl::Bf16>() == nullptr);
+  CHECK(empty.bytes() == 0);
+}
+
 TEST_CASE("DeviceBuffers of 2 MiB and more start on a 2 MiB boundary (Note [Huge pages])",
           "[kernels][device_buffer]") {
   constexpr std::int64_t kHugePageFloats = (2 << 20) / 4;
@@ -76,6 +118,17 @@ TEST_CASE("a large DeviceBuffer's memory is unmapped when it is freed or replace
   for (const std::size_t offset : {std::size_t{0}, kMapped - kPage}) {
     errno = 0;
     CHECK(msync(static_cast<char*>(old) + offset, kPage, MS_ASYNC) == -1);
+    CHECK(errno == ENOMEM);
+  }
+  // The same for a bf16 buffer of 3 MiB: its size in bytes, not in elements, decides the mapping.
+  zl::DeviceBuffer half(zl::DeviceKind::Cpu, (3 << 20) / 2, zl::DType::BF16);
+  void* const old_half = half.raw();
+  CHECK(reinterpret_cast<std::uintptr_t>(old_half) % (2 << 20) == 0);
+  REQUIRE(msync(old_half, kMapped, MS_ASYNC) == 0);
+  half = zl::DeviceBuffer(zl::DeviceKind::Cpu, 16, zl::DType::BF16);
+  for (const std::size_t offset : {std::size_t{0}, kMapped - kPage}) {
+    errno = 0;
+    CHECK(msync(static_cast<char*>(old_half) + offset, kPage, MS_ASYNC) == -1);
     CHECK(errno == ENOMEM);
   }
 }
