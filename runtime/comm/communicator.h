@@ -1,16 +1,26 @@
 // The communicator API: asynchronous collectives on flat float buffers, each returning a Work.
+// This comment is the contract of every backend; docs/design.md ("The communicator contract")
+// explains why it has this shape.
 //
-// Contract (all backends):
-// - Operations on one communicator run in issue order on its stream (CPU: a comm thread; CUDA: the
-//   comm stream). Every rank must issue the same collectives on a communicator in the same order
-//   (DESIGN.md invariant 1): callers issue from deterministic program order, never from completion
-//   order. Use one communicator per independent sequence of collectives.
-// - Communicator::then(cb) runs cb on the communicator's stream after every operation issued
-//   before it; cb may issue collectives on *another* communicator (that is how interleaved ZeRO
-//   broadcasts a bucket right after stepping it). CPU: cb runs on the comm thread once they have
-//   completed. CUDA: cb runs at once on the calling thread with the comm stream as the issuing
-//   stream, so the kernels and collectives it enqueues are stream-ordered after them (Note
-//   [Callbacks on CUDA] in nccl_communicator.h).
+// - Order: operations on one communicator run in issue order on its stream (CPU: a comm thread;
+//   CUDA: the comm stream). Every rank must issue the same collectives on a communicator in the
+//   same order (docs/design.md invariant 1): callers issue from deterministic program order, never
+//   from completion order. Use one communicator per independent sequence of collectives.
+// - Issuing stream: a collective reads its buffer once the work issued so far on its *issuing
+//   stream* has run. The default (null) is the compute stream the communicator was built with, the
+//   stream the model runs on; work issued from a then() continuation passes the continuation's
+//   stream instead. CPU: nothing to order (the issuing thread produced the buffer before calling).
+// - then(fn) issues fn as a continuation of everything issued on this communicator so far, and
+//   passes it the stream it continues (exec()): kernels fn launches go on that stream, and
+//   collectives fn issues on *another* communicator pass it as their issuing stream (that is how
+//   interleaved ZeRO broadcasts a bucket right after stepping it). What "continuation" means
+//   differs by backend, and callers must be correct under both:
+//     CPU:  fn runs on the comm thread *after* those operations completed; its host effects
+//           (reading results, timestamps) see them done.
+//     CUDA: fn runs *at once* on the calling thread, before those operations ran: it may only
+//           enqueue stream-ordered work on the stream it is given. Host effects happen at issue
+//           time; the returned Work completes when the enqueued work has (Note [Callbacks on
+//           CUDA] in nccl_communicator.h).
 // - A collective that does not complete within the timeout fails (RuntimeFailure), it never hangs.
 // - Float buffers live where the model does (CUDA: device memory); all_reduce_f64's is on the host.
 #pragma once
@@ -85,20 +95,26 @@ class Communicator {
   virtual int size() const = 0;
   virtual const std::string& name() const = 0;
 
-  virtual Work all_reduce(float* buf, std::int64_t n, ReduceOp op) = 0;
+  // `issuing_stream`: where `buf` was produced (see the contract above); null: the compute stream.
+  // Every override repeats the null default, so a call means the same through any static type.
+  virtual Work all_reduce(float* buf, std::int64_t n, ReduceOp op,
+                          const ExecContext* issuing_stream = nullptr) = 0;
   // After completion only `root`'s buffer holds the result; other ranks' buffers are unchanged.
-  virtual Work reduce(float* buf, std::int64_t n, int root, ReduceOp op) = 0;
-  virtual Work broadcast(float* buf, std::int64_t n, int root) = 0;
+  virtual Work reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+                      const ExecContext* issuing_stream = nullptr) = 0;
+  virtual Work broadcast(float* buf, std::int64_t n, int root,
+                         const ExecContext* issuing_stream = nullptr) = 0;
   // Sum of doubles (gradient-norm partial sums, metrics); small, and in *host* memory on every
   // backend (NCCL stages it through the device). The result is in buf once the Work is waited.
   virtual Work all_reduce_f64(double* buf, std::int64_t n) = 0;
-  // Runs `fn` on this communicator's stream after everything issued so far (see Work contract).
-  virtual Work then(std::function<void()> fn) = 0;
+  // The continuation of everything issued so far; fn gets the stream it continues (see the
+  // contract above: CPU after completion on the comm thread, CUDA at once, stream-ordered).
+  virtual Work then(std::function<void(const ExecContext& stream)> fn) = 0;
   // Waits for everything issued so far.
   virtual void synchronize() = 0;
 
-  // Where callbacks run: kernels launched from a callback use this context (CPU: the comm thread
-  // itself; CUDA: the comm stream).
+  // The stream continuations run on, the one then() passes to fn (CPU: the comm thread itself;
+  // CUDA: the comm stream).
   virtual ExecContext exec() const = 0;
 
   virtual CommStats stats() const = 0;

@@ -21,11 +21,19 @@ class ComputeOnlyCommunicator final : public Communicator {
   const std::string& name() const override { return inner_->name(); }
 
   // No data moves: each returns a no-op ordered after everything issued so far.
-  Work all_reduce(float*, std::int64_t, ReduceOp) override { return inner_->then([] {}); }
-  Work reduce(float*, std::int64_t, int, ReduceOp) override { return inner_->then([] {}); }
-  Work broadcast(float*, std::int64_t, int) override { return inner_->then([] {}); }
-  Work all_reduce_f64(double*, std::int64_t) override { return inner_->then([] {}); }
-  Work then(std::function<void()> fn) override { return inner_->then(std::move(fn)); }
+  Work all_reduce(float*, std::int64_t, ReduceOp, const ExecContext* = nullptr) override {
+    return no_op();
+  }
+  Work reduce(float*, std::int64_t, int, ReduceOp, const ExecContext* = nullptr) override {
+    return no_op();
+  }
+  Work broadcast(float*, std::int64_t, int, const ExecContext* = nullptr) override {
+    return no_op();
+  }
+  Work all_reduce_f64(double*, std::int64_t) override { return no_op(); }
+  Work then(std::function<void(const ExecContext& stream)> fn) override {
+    return inner_->then(std::move(fn));
+  }
   void synchronize() override { inner_->synchronize(); }
   ExecContext exec() const override { return inner_->exec(); }
 
@@ -34,6 +42,7 @@ class ComputeOnlyCommunicator final : public Communicator {
   void set_tracer(Tracer* tracer) override { inner_->set_tracer(tracer); }
 
  private:
+  Work no_op() { return inner_->then([](const ExecContext&) {}); }
   std::unique_ptr<Communicator> inner_;
 };
 

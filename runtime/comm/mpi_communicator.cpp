@@ -108,7 +108,7 @@ Work MpiCommunicator::submit(CollectiveOp op, std::int64_t payload_bytes, std::s
   return Work(std::make_shared<CompletionWork>(stream_->enqueue(std::move(task))));
 }
 
-Work MpiCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op) {
+Work MpiCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op, const ExecContext*) {
   const int count = checked_count(n, name_);
   return submit(CollectiveOp::AllReduce, n * 4, "all_reduce", [this, buf, n, count, op] {
     MPI_Request req;
@@ -118,7 +118,8 @@ Work MpiCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op) {
   });
 }
 
-Work MpiCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op) {
+Work MpiCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+                              const ExecContext*) {
   const int count = checked_count(n, name_);
   return submit(CollectiveOp::Reduce, n * 4, "reduce", [this, buf, n, count, root, op] {
     MPI_Request req;
@@ -133,7 +134,7 @@ Work MpiCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op) 
   });
 }
 
-Work MpiCommunicator::broadcast(float* buf, std::int64_t n, int root) {
+Work MpiCommunicator::broadcast(float* buf, std::int64_t n, int root, const ExecContext*) {
   const int count = checked_count(n, name_);
   return submit(CollectiveOp::Broadcast, n * 4, "broadcast", [this, buf, n, count, root] {
     MPI_Request req;
@@ -151,8 +152,10 @@ Work MpiCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
   });
 }
 
-Work MpiCommunicator::then(std::function<void()> fn) {
-  return Work(std::make_shared<CompletionWork>(stream_->enqueue(std::move(fn))));
+Work MpiCommunicator::then(std::function<void(const ExecContext& stream)> fn) {
+  // On the comm thread, after every operation enqueued before: the CPU meaning of a continuation.
+  return Work(std::make_shared<CompletionWork>(
+      stream_->enqueue([fn = std::move(fn)] { fn(ExecContext{}); })));
 }
 
 void MpiCommunicator::synchronize() { stream_->synchronize(); }

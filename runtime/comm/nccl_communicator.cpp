@@ -92,22 +92,6 @@ struct NcclCommunicator::Shared {
 
 namespace {
 
-// The stream whose work a collective issued on this thread must follow: set by then() for the
-// duration of its callback (Note [Callbacks on CUDA]); null means the communicator's compute
-// stream.
-thread_local cudaStream_t t_issuing_stream = nullptr;
-
-class IssuingStream {
- public:
-  explicit IssuingStream(cudaStream_t s) : previous_(t_issuing_stream) { t_issuing_stream = s; }
-  ~IssuingStream() { t_issuing_stream = previous_; }
-  IssuingStream(const IssuingStream&) = delete;
-  IssuingStream& operator=(const IssuingStream&) = delete;
-
- private:
-  cudaStream_t previous_;
-};
-
 class NcclWork final : public WorkImpl {
  public:
   NcclWork(std::shared_ptr<NcclCommunicator::Shared> shared,
@@ -224,14 +208,18 @@ ExecContext NcclCommunicator::exec() const {
   return ExecContext{DeviceKind::Cuda, stream_, nullptr};
 }
 
+cudaStream_t NcclCommunicator::issuer_of(const ExecContext* issuing_stream) const {
+  return issuing_stream != nullptr ? static_cast<cudaStream_t>(issuing_stream->stream)
+                                   : compute_stream_;
+}
+
 template <typename Launch>
 Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, const char* label,
-                               bool wait_for_issuer, Launch&& launch,
+                               cudaStream_t issuer, Launch&& launch,
                                std::function<void()> on_complete) {
   check_usable();
   const double begin_us = tracer_ ? tracer_->now_us() : 0.0;
-  const cudaStream_t issuer = t_issuing_stream != nullptr ? t_issuing_stream : compute_stream_;
-  if (wait_for_issuer && issuer != stream_) {
+  if (issuer != nullptr && issuer != stream_) {
     // The data is final on the issuing stream *now* (its producer kernels are enqueued): an
     // event there and a wait on ours, instead of a stream sync, so the host never blocks.
     // Re-recording issued_ later is safe: a wait binds to the record current at the call.
@@ -274,26 +262,32 @@ void NcclCommunicator::harvest_timings() const {
   }
 }
 
-Work NcclCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op) {
+Work NcclCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op,
+                                  const ExecContext* issuing_stream) {
   const std::size_t count = checked_count(n, name_);
-  return enqueue(CollectiveOp::AllReduce, n * 4, "all_reduce", true, [&](cudaStream_t s) {
-    ZL_NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat, nccl_op(op), shared_->comm, s));
-  });
+  return enqueue(CollectiveOp::AllReduce, n * 4, "all_reduce", issuer_of(issuing_stream),
+                 [&](cudaStream_t s) {
+                   ZL_NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat, nccl_op(op), shared_->comm, s));
+                 });
 }
 
-Work NcclCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op) {
+Work NcclCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+                              const ExecContext* issuing_stream) {
   const std::size_t count = checked_count(n, name_);
   // In place on the root; NCCL reads recvbuff on the root only, so other ranks' buffers stay.
-  return enqueue(CollectiveOp::Reduce, n * 4, "reduce", true, [&](cudaStream_t s) {
-    ZL_NCCL_CHECK(ncclReduce(buf, buf, count, ncclFloat, nccl_op(op), root, shared_->comm, s));
-  });
+  return enqueue(CollectiveOp::Reduce, n * 4, "reduce", issuer_of(issuing_stream),
+                 [&](cudaStream_t s) {
+                   ZL_NCCL_CHECK(ncclReduce(buf, buf, count, ncclFloat, nccl_op(op), root, shared_->comm, s));
+                 });
 }
 
-Work NcclCommunicator::broadcast(float* buf, std::int64_t n, int root) {
+Work NcclCommunicator::broadcast(float* buf, std::int64_t n, int root,
+                                 const ExecContext* issuing_stream) {
   const std::size_t count = checked_count(n, name_);
-  return enqueue(CollectiveOp::Broadcast, n * 4, "broadcast", true, [&](cudaStream_t s) {
-    ZL_NCCL_CHECK(ncclBroadcast(buf, buf, count, ncclFloat, root, shared_->comm, s));
-  });
+  return enqueue(CollectiveOp::Broadcast, n * 4, "broadcast", issuer_of(issuing_stream),
+                 [&](cudaStream_t s) {
+                   ZL_NCCL_CHECK(ncclBroadcast(buf, buf, count, ncclFloat, root, shared_->comm, s));
+                 });
 }
 
 Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
@@ -322,7 +316,7 @@ Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
   // Host data needs no event from the issuing stream; the pinned staging makes both copies
   // truly asynchronous, and the Work copies the sums out on the host once they are back.
   return enqueue(
-      CollectiveOp::AllReduce, n * 8, "all_reduce_f64", false,
+      CollectiveOp::AllReduce, n * 8, "all_reduce_f64", /*issuer=*/nullptr,
       [&](cudaStream_t s) {
         ZL_CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
         ZL_NCCL_CHECK(ncclAllReduce(dev, dev, count, ncclDouble, ncclSum, shared_->comm, s));
@@ -334,13 +328,10 @@ Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
       });
 }
 
-Work NcclCommunicator::then(std::function<void()> fn) {
+Work NcclCommunicator::then(std::function<void(const ExecContext& stream)> fn) {
   check_usable();
-  {
-    // Note [Callbacks on CUDA]: fn runs now, with this stream as the one its work follows.
-    IssuingStream issuing(stream_);
-    fn();
-  }
+  // Note [Callbacks on CUDA]: fn runs now and enqueues its work on (or after) this stream.
+  fn(exec());
   auto done = std::make_shared<Event>(false);
   ZL_CUDA_CHECK(cudaEventRecord(done->event, stream_));
   return Work(std::make_shared<NcclWork>(shared_, std::move(done), "callback", nullptr));

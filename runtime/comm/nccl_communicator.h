@@ -1,16 +1,17 @@
 // The NCCL backend of the communicator API (CUDA builds only): one ncclComm_t and one comm stream
 // per communicator, the unique id broadcast from rank 0 over MPI. A collective is enqueued on the
-// comm stream behind an event recorded on the *issuing stream* (the compute stream, or inside
-// then() the stream of the communicator running the callback), so it starts once the data it reads
-// is final and the host never blocks; its Work is an event recorded after it. Not thread-safe:
-// every call comes from the thread that drives the step (on CUDA no comm threads exist).
+// comm stream behind an event recorded on its *issuing stream* (the compute stream by default, or
+// the stream a continuation was given; communicator.h), so it starts once the data it reads is
+// final and the host never blocks; its Work is an event recorded after it. Not thread-safe: every
+// call comes from the thread that drives the step (on CUDA no comm threads exist).
 //
-// Note [Callbacks on CUDA]: on the CPU, then(fn) queues fn on the comm thread. A CUDA stream cannot
-// run such a host task (cudaLaunchHostFunc callbacks may not call CUDA), so fn runs *at once* on
-// the calling thread with this communicator's stream as the issuing stream: the kernels fn
-// launches on exec() and the collectives it issues on another communicator are stream-ordered
-// after everything issued here so far — the order the CPU comm thread gives, without waiting.
-// Host-side effects of fn (trace timestamps, test event notes) therefore happen at issue time.
+// Note [Callbacks on CUDA]: on the CPU, then(fn) queues fn on the comm thread, to run after the
+// operations before it completed. A CUDA stream cannot run such a host task (cudaLaunchHostFunc
+// callbacks may not call CUDA), so here fn runs *at once* on the calling thread and is handed this
+// communicator's stream: the kernels fn launches on it and the collectives it issues on another
+// communicator with it as their issuing stream are stream-ordered after everything issued here so
+// far - the order the CPU comm thread gives, without waiting. Host-side effects of fn (trace
+// timestamps, test event notes) therefore happen at issue time, before the work they follow ran.
 #pragma once
 
 #if defined(ZEROLAP_WITH_CUDA)
@@ -42,11 +43,14 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
 
-  Work all_reduce(float* buf, std::int64_t n, ReduceOp op) override;
-  Work reduce(float* buf, std::int64_t n, int root, ReduceOp op) override;
-  Work broadcast(float* buf, std::int64_t n, int root) override;
+  Work all_reduce(float* buf, std::int64_t n, ReduceOp op,
+                  const ExecContext* issuing_stream = nullptr) override;
+  Work reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+              const ExecContext* issuing_stream = nullptr) override;
+  Work broadcast(float* buf, std::int64_t n, int root,
+                 const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
-  Work then(std::function<void()> fn) override;
+  Work then(std::function<void(const ExecContext& stream)> fn) override;
   void synchronize() override;
   // The comm stream. No cuBLAS handle: callbacks run element-wise kernels (the fused optimizer
   // step), never a GEMM.
@@ -62,12 +66,14 @@ class NcclCommunicator final : public Communicator {
   struct Event;   // an owned cudaEvent_t
 
  private:
-  // Enqueues `launch` on the comm stream (behind the issuing stream's work when wait_for_issuer)
+  // Enqueues `launch` on the comm stream (behind the work issued so far on `issuer`, unless null)
   // between two timing events; returns a Work on the second. on_complete runs on the host once,
   // when the Work is first seen complete.
   template <typename Launch>
-  Work enqueue(CollectiveOp op, std::int64_t payload_bytes, const char* label,
-               bool wait_for_issuer, Launch&& launch, std::function<void()> on_complete = {});
+  Work enqueue(CollectiveOp op, std::int64_t payload_bytes, const char* label, cudaStream_t issuer,
+               Launch&& launch, std::function<void()> on_complete = {});
+  // The stream a collective must follow: `issuing_stream`'s, or the compute stream when null.
+  cudaStream_t issuer_of(const ExecContext* issuing_stream) const;
   void harvest_timings() const;  // finished collectives' GPU time into stats_; stats_mutex_ held
   void check_usable() const;
 

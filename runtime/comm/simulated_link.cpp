@@ -74,7 +74,7 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
         rank(), label, payload_bytes, name(), waited_s, link_->timeout_s(),
         link_->config().latency_us, link_->config().bandwidth_gbps));
   };
-  inner_->then([this, timing, seconds, check_deadline] {
+  inner_->then([this, timing, seconds, check_deadline](const ExecContext&) {
     timing->issued = SimulatedLink::Clock::now();
     check_deadline(seconds);
     timing->end = link_->reserve(timing->issued, seconds);
@@ -83,7 +83,7 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
     if (tracer_) timing->begin_us = tracer_->now_us();
   });
   collective();
-  return inner_->then([this, timing, seconds, op, payload_bytes, label] {
+  return inner_->then([this, timing, seconds, op, payload_bytes, label](const ExecContext&) {
     std::this_thread::sleep_until(timing->end);
     const double busy =
         std::chrono::duration<double>(SimulatedLink::Clock::now() - timing->issued).count();
@@ -102,19 +102,22 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
   });
 }
 
-Work SimulatedLinkCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op) {
+Work SimulatedLinkCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op,
+                                           const ExecContext* issuing_stream) {
   return modelled(CollectiveOp::AllReduce, n * 4, "all_reduce",
-                  [&] { inner_->all_reduce(buf, n, op); });
+                  [&] { inner_->all_reduce(buf, n, op, issuing_stream); });
 }
 
-Work SimulatedLinkCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op) {
+Work SimulatedLinkCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+                                       const ExecContext* issuing_stream) {
   return modelled(CollectiveOp::Reduce, n * 4, "reduce",
-                  [&] { inner_->reduce(buf, n, root, op); });
+                  [&] { inner_->reduce(buf, n, root, op, issuing_stream); });
 }
 
-Work SimulatedLinkCommunicator::broadcast(float* buf, std::int64_t n, int root) {
+Work SimulatedLinkCommunicator::broadcast(float* buf, std::int64_t n, int root,
+                                          const ExecContext* issuing_stream) {
   return modelled(CollectiveOp::Broadcast, n * 4, "broadcast",
-                  [&] { inner_->broadcast(buf, n, root); });
+                  [&] { inner_->broadcast(buf, n, root, issuing_stream); });
 }
 
 Work SimulatedLinkCommunicator::all_reduce_f64(double* buf, std::int64_t n) {

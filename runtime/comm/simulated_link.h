@@ -72,11 +72,16 @@ class SimulatedLinkCommunicator final : public Communicator {
   int size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
 
-  Work all_reduce(float* buf, std::int64_t n, ReduceOp op) override;
-  Work reduce(float* buf, std::int64_t n, int root, ReduceOp op) override;
-  Work broadcast(float* buf, std::int64_t n, int root) override;
+  Work all_reduce(float* buf, std::int64_t n, ReduceOp op,
+                  const ExecContext* issuing_stream = nullptr) override;
+  Work reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+              const ExecContext* issuing_stream = nullptr) override;
+  Work broadcast(float* buf, std::int64_t n, int root,
+                 const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
-  Work then(std::function<void()> fn) override { return inner_->then(std::move(fn)); }
+  Work then(std::function<void(const ExecContext& stream)> fn) override {
+    return inner_->then(std::move(fn));
+  }
   void synchronize() override { inner_->synchronize(); }
   ExecContext exec() const override { return inner_->exec(); }
 

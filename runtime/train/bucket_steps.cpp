@@ -37,12 +37,13 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
   if (observer_) observer_->on_step_event({StepEvent::Kind::StepEnd, bucket});
 }
 
-void BucketSteps::broadcast_bucket(int bucket) {
+void BucketSteps::broadcast_bucket(int bucket, const ExecContext* issuing_stream) {
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
   if (observer_) observer_->on_step_event({StepEvent::Kind::BroadcastLaunched, bucket});
   broadcast_work_[static_cast<std::size_t>(bucket)] =
       traced_collective(broadcast_comm_, tracer_, bucket, "broadcast", b.bytes(), [&] {
-        return broadcast_comm_.broadcast(store_.data() + b.offset, b.numel, b.assigned_rank);
+        return broadcast_comm_.broadcast(store_.data() + b.offset, b.numel, b.assigned_rank,
+                                         issuing_stream);
       });
 }
 

@@ -38,8 +38,9 @@ class BucketSteps {
   // `trace_thread` names the thread in the trace ("main" or the comm stream).
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                    const std::string& trace_thread);
-  // Issues bucket b's broadcast from its assigned rank on the broadcast communicator.
-  void broadcast_bucket(int bucket);
+  // Issues bucket b's broadcast from its assigned rank on the broadcast communicator, after the
+  // work issued so far on `issuing_stream` (null: the compute stream; communicator.h).
+  void broadcast_bucket(int bucket, const ExecContext* issuing_stream = nullptr);
   // Blocks until every bucket's broadcast completed.
   void wait_broadcasts();
 

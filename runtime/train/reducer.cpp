@@ -56,7 +56,7 @@ void Reducer::launch(int bucket) {
     // Waiting for the event's task (stream order: after the collective) keeps the recorded order
     // truthful: nothing that waits for this bucket runs before CollectiveDone is recorded.
     StepObserver* observer = observer_;
-    work = comm_.then([observer, bucket] {
+    work = comm_.then([observer, bucket](const ExecContext&) {
       observer->on_step_event({StepEvent::Kind::CollectiveDone, bucket});
     });
   }

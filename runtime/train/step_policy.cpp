@@ -65,9 +65,11 @@ class ZeroInterleavedPolicy final : public StepPolicy {
     // bucket right there, then issue its broadcast (Note [Two communicators] in reducer.h).
     Communicator& comm = ctx_.reduce_comm;
     BucketSteps& steps = ctx_.steps;
-    ctx_.steps.set_step_work(bucket, comm.then([&comm, &steps, bucket, scalars] {
-      steps.step_bucket(bucket, scalars, comm.exec(), comm.name());
-      steps.broadcast_bucket(bucket);
+    // CPU: the task runs on the comm thread once the collective completed; CUDA: it runs now
+    // and only enqueues the step kernel and the broadcast after the collective (communicator.h).
+    ctx_.steps.set_step_work(bucket, comm.then([&comm, &steps, bucket, scalars](const ExecContext& stream) {
+      steps.step_bucket(bucket, scalars, stream, comm.name());
+      steps.broadcast_bucket(bucket, &stream);
     }));
   }
   void finish_backward(const StepScalars&) override {

@@ -59,7 +59,7 @@ TEST_CASE("callbacks run in issue order and may issue collectives on another com
     grads[i].assign(n, 1.0f);
     params[i].assign(n, world.rank == i % world.size ? static_cast<float>(i) : -1.0f);
     reduce_comm.all_reduce(grads[i].data(), static_cast<std::int64_t>(n), ReduceOp::Sum);
-    callback_work[i] = reduce_comm.then([&, i] {
+    callback_work[i] = reduce_comm.then([&, i](const ExecContext& stream) {
       {
         std::lock_guard lock(order_mutex);
         callback_order.push_back(i);
@@ -67,7 +67,7 @@ TEST_CASE("callbacks run in issue order and may issue collectives on another com
       REQUIRE(grads[i][0] == static_cast<float>(world.size));  // its collective is complete
       bcast_work[i] = bcast_comm.broadcast(params[i].data(),
                                            static_cast<std::int64_t>(params[i].size()),
-                                           i % world.size);
+                                           i % world.size, &stream);
     });
   }
   for (int i = 0; i < kOps; ++i) {
@@ -89,7 +89,7 @@ TEST_CASE("comm_priority = realtime runs the comm thread under SCHED_FIFO where 
   const auto policy_and_slack = [](MpiCommunicator& comm) {
     int policy = -1;
     int slack_ns = -1;
-    comm.then([&] {
+    comm.then([&](const ExecContext&) {
           sched_param param{};
           pthread_getschedparam(pthread_self(), &policy, &param);
           slack_ns = prctl(PR_GET_TIMERSLACK);
@@ -123,7 +123,7 @@ TEST_CASE("a collective a peer never joins times out instead of hanging", "[comm
     const auto start = std::chrono::steady_clock::now();
     auto work = comm.all_reduce(x.data(), 16, ReduceOp::Sum);
     REQUIRE_THROWS_AS(work.wait(), RuntimeFailure);
-    REQUIRE_THROWS_WITH(comm.then([] {}).wait(), Catch::Contains("did not complete within"));
+    REQUIRE_THROWS_WITH(comm.then([](const ExecContext&) {}).wait(), Catch::Contains("did not complete within"));
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
   }
   MPI_Barrier(world.comm);

@@ -148,9 +148,9 @@ TEST_CASE("NCCL communicator on one rank: callbacks are stream-ordered, f64 sums
   reduce.all_reduce(buf.data(), 4, ReduceOp::Sum);
   // As interleaved ZeRO does: a kernel in the callback on the reduce stream, then a broadcast on
   // the other communicator that must follow it.
-  Work step = reduce.then([&] { scale(reduce.exec(), buf.data(), 4, 2.0f); });
+  Work step = reduce.then([&](const ExecContext& stream) { scale(stream, buf.data(), 4, 2.0f); });
   Work b;
-  reduce.then([&] { b = bcast.broadcast(buf.data(), 4, 0); });
+  reduce.then([&](const ExecContext& stream) { b = bcast.broadcast(buf.data(), 4, 0, &stream); });
   b.stream_wait(device.compute());
   scale(device.compute(), buf.data(), 4, 10.0f);  // compute-stream work after the broadcast
   synchronize_stream(device.compute());
