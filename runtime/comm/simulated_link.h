@@ -2,7 +2,7 @@
 // communicator so that each collective completes no earlier than the alpha-beta time of a ring /
 // chain on a link of `[link] bandwidth_gbps` and `latency_us`. The real collective still runs, so
 // results stay bitwise identical; only completion is delayed. Every figure taken with it must be
-// labelled with link_label() (DESIGN.md: "labelled as simulated wherever its numbers are printed").
+// labelled with link_label() (docs/design.md, "Modelled network").
 // It needs then() tasks that run in stream order on a host thread (the CPU backend); where a
 // backend's then() runs at once on the caller (CUDA), the delay must instead be a host function
 // enqueued on the comm stream, or it would block the issuing thread.

@@ -1,4 +1,4 @@
-// The run configuration: TOML files (see README "Config reference" and DESIGN.md's contract) plus
+// The run configuration: TOML files (see README "Config reference" and docs/design.md, "Config contract") plus
 // `--set section.key=value` overrides. Parsing validates everything up front: an unknown key, a
 // wrong type or an out-of-range value is a UserError that names the key and its file and line.
 #pragma once

@@ -52,7 +52,7 @@ void DataParallelStep::begin_backward(std::int64_t micro_batch) {
   micro_batch_ = micro_batch;
   if (micro_batch != options_.grad_accum - 1) return;
   // Gradients hold the sum over ranks and micro-batches of per-micro-batch mean gradients:
-  // averaging (invariant 6) is folded into the fused step as grad_scale.
+  // averaging (docs/design.md invariant 6) is folded into the fused step as grad_scale.
   const float grad_scale = 1.0f / static_cast<float>(
                                       static_cast<std::int64_t>(reduce_comm_.size()) * options_.grad_accum);
   scalars_ = optimizer_.next_step(grad_scale);

@@ -41,10 +41,10 @@ struct ModePlan {
   // zero: the assigned rank broadcasts the bucket's new parameters after stepping it.
   bool broadcast_after_step = false;
   // zero: optimizer state and the step of a bucket live on its assigned rank only; ddp: on every
-  // rank (invariant 5).
+  // rank (docs/design.md invariant 5).
   bool sharded_state = false;
   // after_backward and interleaved: the next forward waits per bucket for its broadcast, so the
-  // broadcasts overlap the forward's first layers (invariant 4).
+  // broadcasts overlap the forward's first layers.
   bool forward_waits_per_layer = false;
   // A clip norm needs every bucket reduced before any step; interleaved steps earlier.
   bool can_clip = true;
@@ -53,7 +53,9 @@ struct ModePlan {
   // "ddp" or "zero/<overlap>/<collective>", as the bench and logs name modes.
   std::string name() const;
   // Whether `rank` holds the optimizer state of bucket `b` and steps it.
-  bool steps_on(const Bucket& b, int rank) const { return !sharded_state || b.assigned_rank == rank; }
+  bool steps_on(const Bucket& b, int rank) const {
+    return !sharded_state || b.assigned_rank == rank;
+  }
   // Optimizer-state bytes `rank` allocates: what `zerolap plan` prints and
   // ShardedOptimizer::state_bytes() must report.
   std::int64_t state_bytes(const BucketPlan& plan, int rank) const;

@@ -7,8 +7,9 @@
 // Note [Two communicators]: bucket collectives are issued by the main thread in bucket order on
 // the reduce communicator; broadcasts go on the broadcast communicator, issued in bucket order too
 // - by the main thread, or in interleaved mode by the reduce stream's callbacks, which run in
-// completion = issue order. So each communicator sees the same sequence on every rank (invariant
-// 1) even though broadcasts are issued from another thread at timing-dependent moments.
+// completion = issue order. So each communicator sees the same sequence on every rank
+// (docs/design.md invariant 1) even though broadcasts are issued from another thread at
+// timing-dependent moments.
 #pragma once
 
 #include <functional>

@@ -1,5 +1,5 @@
 // The optimizer of a data-parallel run: the LR schedule, the step count, and optimizer state for
-// the buckets this rank steps — every bucket in ddp, only the assigned ones in zero (DESIGN.md
+// the buckets this rank steps — every bucket in ddp, only the assigned ones in zero (docs/design.md
 // invariant 5: state per rank ~ total / world size). State is one flat buffer per owned bucket
 // (the fused kernel makes one pass over the bucket's slice) and addressable per parameter, so
 // checkpoints store it by parameter name and can be resharded to another bucket plan.

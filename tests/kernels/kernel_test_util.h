@@ -1,5 +1,6 @@
 // Helpers of the kernel tests: seeded random inputs and the element-wise comparison of a float
-// kernel output with a double reference under DESIGN.md's tolerance |got - ref| <= atol + |ref|*rtol.
+// kernel output with a double reference under the tolerance of docs/design.md ("Tolerances"):
+// |got - ref| <= atol + |ref|*rtol.
 #pragma once
 
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// The fused optimizer kernels against a double-precision reference written here from DESIGN.md's
+// The fused optimizer kernels against a double-precision reference written here from docs/design.md's
 // "Optimizer math" (not from kernels/optim_math.h), over 10 steps with a changing lr, on odd lengths
 // so vector loop tails run; plus the padding invariance (zeros stay zeros) the bucket layout needs.
 #include <catch2/catch.hpp>
@@ -38,7 +38,7 @@ struct AdamRef {
   std::vector<double> p, m, v;
 };
 
-// DESIGN.md: Adam: g = grad + wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+// docs/design.md, "Optimizer math": Adam: g = grad + wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
 // p -= (lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps). AdamW: p *= (1 - lr*wd) first, no wd*p.
 // grad is the raw gradient times grad_scale.
 void adam_reference_step(AdamRef& r, const std::vector<float>& grad, const zl::AdamHyper& h,
@@ -65,7 +65,7 @@ struct SgdCase {
   float grad_scale;
 };
 
-// DESIGN.md: d = grad + wd*p; with momentum: buf = d at t=1, else buf = mom*buf + (1-damp)*d;
+// docs/design.md, "Optimizer math": d = grad + wd*p; with momentum: buf = d at t=1, else buf = mom*buf + (1-damp)*d;
 // d = nesterov ? d + mom*buf : buf; p -= lr*d.
 void sgd_reference_step(std::vector<double>& p, std::vector<double>& buf,
                         const std::vector<float>& grad, const zl::SgdHyper& h, double lr,

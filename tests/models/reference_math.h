@@ -1,5 +1,5 @@
 // Test support for the model tests: a plain double-precision reference of every layer, central
-// finite differences over it, and the comparison `|a - r| <= atol + rtol * |r|` (DESIGN.md).
+// finite differences over it, and the comparison `|a - r| <= atol + rtol * |r|` (docs/design.md, "Tolerances").
 // Why a double reference: finite differences of the float32 kernels themselves would be limited
 // by float rounding (~1e-7 / eps relative noise), so tolerances would have to be loose (~1e-2).
 // Differentiating a double reference with h = 1e-5 has truncation error ~h^2 ~ 1e-10 and rounding

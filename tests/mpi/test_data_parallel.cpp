@@ -1,4 +1,4 @@
-// Data-parallel equivalence (DESIGN.md invariants 2, 3, 4, 6): every mode, collective and
+// Data-parallel equivalence (docs/design.md invariants 2, 3, 4, 6): every mode, collective and
 // assignment on N ranks x local batch B gives the parameters of 1 rank x batch N*B with a local
 // optimizer on the same samples, within rtol 1e-5, for bucket caps from one layer per bucket
 // to a single bucket; all ranks hold bitwise-identical parameters after every step.
