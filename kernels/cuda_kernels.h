@@ -1,8 +1,8 @@
 // CUDA implementations of the kernels/ entry points, declared for the dispatchers (built only with
 // ZEROLAP_WITH_CUDA). Each `name_cuda` has the same contract as `name` in its public header and is
 // enqueued on the cudaStream_t in ctx.stream (cuBLAS: the handle in ctx.blas, bound to that stream).
-// Functions that return a host value (losses, sum_of_squares) synchronise ctx.stream: they are not
-// on the step path's hot loop (clipping reads one scalar per step by design).
+// Functions that return a host value (losses, sum_of_squares, take_device_sums) wait for
+// ctx.stream: the step path calls them at most once per step (the clip norm) or per log window.
 #pragma once
 
 #if defined(ZEROLAP_WITH_CUDA)
@@ -44,6 +44,16 @@ double squared_error_cuda(const ExecContext& ctx, const float* pred, const float
                           std::int64_t n, float* dpred, float grad_scale);
 double sum_of_squares_cuda(const ExecContext& ctx, const float* x, std::int64_t n);
 void scale_cuda(const ExecContext& ctx, float* x, std::int64_t n, float alpha);
+void softmax_cross_entropy_accumulate_cuda(const ExecContext& ctx, const float* logits,
+                                           const std::int32_t* labels, std::int64_t rows,
+                                           std::int64_t cols, float* dlogits, float grad_scale,
+                                           double* sums);
+void squared_error_accumulate_cuda(const ExecContext& ctx, const float* pred, const float* target,
+                                   std::int64_t n, float* dpred, float grad_scale, double divisor,
+                                   double* sums);
+void take_device_sums_cuda(const ExecContext& ctx, double* sums, double* host, int count);
+double total_sum_of_squares_cuda(const ExecContext& ctx, const FloatSpan* spans,
+                                 std::int64_t count);
 
 void adam_step_cuda(const ExecContext& ctx, float* p, const float* g, float* m, float* v,
                     std::int64_t n, const AdamStep& step);

@@ -390,6 +390,54 @@ void scale(const ExecContext& ctx, float* x, std::int64_t n, float alpha) {
   scale_cpu(x, n, alpha);
 }
 
+void softmax_cross_entropy_accumulate(const ExecContext& ctx, const float* logits,
+                                      const std::int32_t* labels, std::int64_t rows,
+                                      std::int64_t cols, float* dlogits, float grad_scale,
+                                      double* sums) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("softmax_cross_entropy_accumulate",
+                     softmax_cross_entropy_accumulate_cuda(ctx, logits, labels, rows, cols,
+                                                           dlogits, grad_scale, sums));
+  }
+  if (rows == 0) return;
+  std::int64_t correct = 0;
+  const double sum =
+      softmax_cross_entropy_cpu(logits, labels, rows, cols, dlogits, grad_scale, &correct);
+  sums[0] += sum / static_cast<double>(rows);
+  sums[1] += static_cast<double>(correct);
+}
+
+void squared_error_accumulate(const ExecContext& ctx, const float* pred, const float* target,
+                              std::int64_t n, float* dpred, float grad_scale, double divisor,
+                              double* sums) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("squared_error_accumulate",
+                     squared_error_accumulate_cuda(ctx, pred, target, n, dpred, grad_scale,
+                                                   divisor, sums));
+  }
+  sums[0] += squared_error_cpu(pred, target, n, dpred, grad_scale) / divisor;
+}
+
+void take_device_sums(const ExecContext& ctx, double* sums, double* host, int count) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("take_device_sums", take_device_sums_cuda(ctx, sums, host, count));
+  }
+  for (int i = 0; i < count; ++i) {
+    host[i] = sums[i];
+    sums[i] = 0.0;
+  }
+}
+
+double total_sum_of_squares(const ExecContext& ctx, const FloatSpan* spans,
+                            std::int64_t count) {
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("total_sum_of_squares", total_sum_of_squares_cuda(ctx, spans, count));
+  }
+  double total = 0.0;
+  for (std::int64_t i = 0; i < count; ++i) total += sum_of_squares_cpu(spans[i].data, spans[i].n);
+  return total;
+}
+
 #undef ZL_DISPATCH_CUDA
 
 }  // namespace zl

@@ -63,4 +63,42 @@ double sum_of_squares(const ExecContext& ctx, const float* x, std::int64_t n);
 // x (n) *= alpha.
 void scale(const ExecContext& ctx, float* x, std::int64_t n, float alpha);
 
+// --- Sums that stay where the model runs -------------------------------------------------------
+// The variants below never wait for the stream: on CUDA they add into doubles in device memory,
+// which the caller reads back once (take_device_sums) instead of once per call. On the CPU the
+// same doubles are host memory. Each add is done by one thread in stream order: bitwise
+// reproducible run to run.
+
+// The doubles of a loss window: [0] sum of per-call mean losses, [1] rows whose argmax equals the
+// label, [2] rows whose label is outside [0, cols) (CUDA; their dlogits rows are left unwritten;
+// the CPU throws UserError at once, as softmax_cross_entropy does).
+inline constexpr int kLossSumCount = 3;
+
+// As softmax_cross_entropy, but sums[0] += (sum of row losses) / rows and sums[1] += correct rows
+// (sums: kLossSumCount doubles on ctx.device).
+void softmax_cross_entropy_accumulate(const ExecContext& ctx, const float* logits,
+                                      const std::int32_t* labels, std::int64_t rows,
+                                      std::int64_t cols, float* dlogits, float grad_scale,
+                                      double* sums);
+
+// As squared_error, but sums[0] += (sum over the n elements) / divisor.
+void squared_error_accumulate(const ExecContext& ctx, const float* pred, const float* target,
+                              std::int64_t n, float* dpred, float grad_scale, double divisor,
+                              double* sums);
+
+// host (count) = sums (count doubles on ctx.device), then sums = 0: one read-back, which waits
+// for ctx.stream (for at most ctx.host_wait_timeout_s when set, Note [Host read-backs]).
+void take_device_sums(const ExecContext& ctx, double* sums, double* host, int count);
+
+// A read-only float range (n elements from data).
+struct FloatSpan {
+  const float* data = nullptr;
+  std::int64_t n = 0;
+};
+
+// Sum over `spans` of each span's sum of squares, in double, added in span order (the global
+// gradient norm over many buckets). Returns to the host: on CUDA with one read-back for all spans.
+double total_sum_of_squares(const ExecContext& ctx, const FloatSpan* spans,
+                            std::int64_t count);
+
 }  // namespace zl

@@ -1,10 +1,12 @@
-// CUDA implementations of the kernels/elementwise.h functions that return a host value: softmax
-// cross-entropy, squared error and sum of squares. Each writes per-row or per-block partials to
+// CUDA implementations of the kernels/elementwise.h reductions: softmax cross-entropy, squared
+// error and sum of squares that return a host value, and their variants that add into device sums
+// read back later (take_device_sums). Each writes per-row or per-block partials to
 // stream-ordered scratch, adds them in one block in an order fixed by the sizes alone (no atomics:
 // bitwise reproducible run to run), copies the scalars to the host and synchronises ctx.stream,
 // as the contract of a host return value requires. Formulas mirror kernels/elementwise.cpp.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -167,6 +169,47 @@ struct SquaredErrorTerm {
   }
 };
 
+// One block: sums[0] += (sum of row losses) / rows, sums[1] += correct rows, sums[2] += rows with
+// a bad label (kLossSumCount doubles). One thread adds, in stream order: reproducible.
+__global__ void loss_accumulate_kernel(const RowResult* rows_in, std::int64_t rows, double* sums) {
+  __shared__ double shared_d[kWarpsPerBlock];
+  __shared__ long long shared_i[kWarpsPerBlock];
+  double loss = 0.0;
+  long long correct = 0;
+  long long bad = 0;
+  for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    const RowResult r = rows_in[i];
+    loss += r.loss;
+    correct += r.correct;
+    bad += r.bad;
+  }
+  loss = block_reduce(loss, 0.0, shared_d, SumOp{});
+  correct = block_reduce(correct, 0LL, shared_i, SumOp{});
+  bad = block_reduce(bad, 0LL, shared_i, SumOp{});
+  if (threadIdx.x == 0) {
+    sums[0] += loss / static_cast<double>(rows);
+    sums[1] += static_cast<double>(correct);
+    sums[2] += static_cast<double>(bad);
+  }
+}
+
+// One block: *sum += (sum of partial (count), in a fixed order) / divisor.
+__global__ void finish_sum_accumulate_kernel(const double* partial, std::int64_t count,
+                                             double divisor, double* sum) {
+  __shared__ double shared[kWarpsPerBlock];
+  double acc = 0.0;
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  acc = block_reduce(acc, 0.0, shared, SumOp{});
+  if (threadIdx.x == 0) *sum += acc / divisor;
+}
+
+// One thread: *total = values[0] + values[1] + ... in index order (as a host loop would add them).
+__global__ void ordered_sum_kernel(const double* values, std::int64_t count, double* total) {
+  double acc = 0.0;
+  for (std::int64_t i = 0; i < count; ++i) acc += values[i];
+  *total = acc;
+}
+
 // Note [Host read-backs]: a reduction that returns a value to the host copies it into a small
 // pinned block of the calling thread, then waits for the stream by polling an event (poll_until)
 // when ctx.host_wait_timeout_s > 0. Both matter for a stream stuck behind a collective a dead peer
@@ -306,6 +349,99 @@ double sum_of_squares_cuda(const ExecContext& ctx, const float* x, std::int64_t 
   check_size(n, "sum_of_squares_cuda");
   if (n == 0) return 0.0;
   return device_sum(ctx, SquareTerm{x}, n, "sum_of_squares");
+}
+
+// Adds this batch's mean loss, correct rows and bad-label rows to sums (device doubles) on
+// ctx.stream; never waits. A bad label's row of dlogits is left unwritten, as in
+// softmax_cross_entropy_cuda; the caller reports sums[2] > 0 when it reads the sums back.
+void softmax_cross_entropy_accumulate_cuda(const ExecContext& ctx, const float* logits,
+                                           const std::int32_t* labels, std::int64_t rows,
+                                           std::int64_t cols, float* dlogits, float grad_scale,
+                                           double* sums) {
+  check_size(rows, "softmax_cross_entropy_accumulate_cuda");
+  check_size(cols, "softmax_cross_entropy_accumulate_cuda");
+  if (rows == 0) return;
+  ZL_CHECK(cols > 0, "softmax_cross_entropy: cols = 0 with rows = {}", rows);
+  const cudaStream_t stream = stream_of(ctx);
+  StreamScratch scratch(stream, sizeof(RowResult) * static_cast<std::size_t>(rows));
+  RowResult* row_results = scratch.as<RowResult>();
+  softmax_cross_entropy_rows_kernel<<<grid_for_rows(rows), kThreads, 0, stream>>>(
+      logits, labels, rows, cols, dlogits, grad_scale, row_results);
+  ZL_CUDA_CHECK(cudaGetLastError());
+  loss_accumulate_kernel<<<1, kThreads, 0, stream>>>(row_results, rows, sums);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}  // the scratch free is stream-ordered after the kernels
+
+// sums[0] += (sum of (pred - target)^2) / divisor on ctx.stream; dpred as squared_error_cuda.
+void squared_error_accumulate_cuda(const ExecContext& ctx, const float* pred, const float* target,
+                                   std::int64_t n, float* dpred, float grad_scale, double divisor,
+                                   double* sums) {
+  check_size(n, "squared_error_accumulate_cuda");
+  if (n == 0) return;
+  const cudaStream_t stream = stream_of(ctx);
+  const unsigned blocks = sum_blocks(n);
+  StreamScratch scratch(stream, sizeof(double) * blocks);
+  double* partial = scratch.as<double>();
+  partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(
+      SquaredErrorTerm{pred, target, dpred, 2.0f * grad_scale}, n, partial);
+  ZL_CUDA_CHECK(cudaGetLastError());
+  finish_sum_accumulate_kernel<<<1, kThreads, 0, stream>>>(partial, blocks, divisor, sums);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+
+// host (count) = sums, then sums = 0, both on ctx.stream; one wait (Note [Host read-backs]).
+void take_device_sums_cuda(const ExecContext& ctx, double* sums, double* host, int count) {
+  ZL_CHECK(count >= 0 && static_cast<std::size_t>(count) * sizeof(double) <= kReadBackBytes,
+           "take_device_sums: {} doubles do not fit the read-back block", count);
+  if (count == 0) return;
+  const cudaStream_t stream = stream_of(ctx);
+  const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(double);
+  auto* read_back = static_cast<double*>(read_back_block());
+  ZL_CUDA_CHECK(cudaMemcpyAsync(read_back, sums, bytes, cudaMemcpyDeviceToHost, stream));
+  ZL_CUDA_CHECK(cudaMemsetAsync(sums, 0, bytes, stream));
+  wait_for_stream(ctx, "take_device_sums");
+  std::memcpy(host, read_back, bytes);
+}
+
+// Sum over spans of each span's sum of squares: each span reduced as sum_of_squares_cuda does,
+// the span totals added in span order on the device, one read-back for all.
+double total_sum_of_squares_cuda(const ExecContext& ctx, const FloatSpan* spans,
+                                 std::int64_t count) {
+  check_size(count, "total_sum_of_squares_cuda");
+  if (count == 0) return 0.0;
+  std::int64_t partial_count = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    check_size(spans[i].n, "total_sum_of_squares_cuda");
+    if (spans[i].n > 0) partial_count += sum_blocks(spans[i].n);
+  }
+  const cudaStream_t stream = stream_of(ctx);
+  auto* read_back = static_cast<double*>(read_back_block());
+  {
+    // partials, then one total per span, then the grand total.
+    StreamScratch scratch(stream,
+                          sizeof(double) * static_cast<std::size_t>(partial_count + count + 1));
+    double* partial = scratch.as<double>();
+    double* span_totals = partial + partial_count;
+    double* total = span_totals + count;
+    ZL_CUDA_CHECK(cudaMemsetAsync(span_totals, 0, sizeof(double) * static_cast<std::size_t>(count),
+                                  stream));  // empty spans add 0
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (spans[i].n == 0) continue;
+      const unsigned blocks = sum_blocks(spans[i].n);
+      partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(SquareTerm{spans[i].data}, spans[i].n,
+                                                           partial);
+      ZL_CUDA_CHECK(cudaGetLastError());
+      finish_sum_kernel<<<1, kThreads, 0, stream>>>(partial, blocks, span_totals + i);
+      ZL_CUDA_CHECK(cudaGetLastError());
+      partial += blocks;
+    }
+    ordered_sum_kernel<<<1, 1, 0, stream>>>(span_totals, count, total);
+    ZL_CUDA_CHECK(cudaGetLastError());
+    ZL_CUDA_CHECK(
+        cudaMemcpyAsync(read_back, total, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  }  // the scratch free is stream-ordered after the copy
+  wait_for_stream(ctx, "total_sum_of_squares");
+  return *read_back;
 }
 
 }  // namespace zl

@@ -29,7 +29,6 @@ void run_training(Trainer& trainer) {
   }
   const auto start = Clock::now();
   auto window_start = Clock::now();
-  StepLoss window;
   std::int64_t window_steps = 0;
   const bool classification = trainer.task() == TaskKind::Classification;
   if (world.is_root() && !quiet) {
@@ -58,14 +57,12 @@ void run_training(Trainer& trainer) {
   };
 
   while (trainer.step() < total_steps) {
-    const StepLoss loss = trainer.train_step();
-    window.loss_sum += loss.loss_sum;
-    window.correct += loss.correct;
-    window.samples += loss.samples;
+    trainer.train_step();
     ++window_steps;
     const std::int64_t step = trainer.step();
     const bool last = step == total_steps;
     if (step % config.train.log_every == 0 || last) {
+      const StepLoss window = trainer.take_loss();  // the window's one read-back on CUDA
       const double seconds = seconds_since(window_start);
       const auto sums = trainer.sum_over_ranks({window.loss_sum, window.correct, window.samples});
       MetricsRow row;
@@ -81,7 +78,6 @@ void run_training(Trainer& trainer) {
                             step, total_steps, row.epoch, *row.train_loss,
                             classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",
                             *row.lr, *row.samples_per_s));
-      window = StepLoss{};
       window_steps = 0;
       window_start = Clock::now();
     }

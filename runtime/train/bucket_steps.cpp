@@ -1,4 +1,4 @@
-// BucketSteps: step, broadcast, per-layer wait and clip coefficient of a bucket (see bucket_steps.h).
+// BucketSteps: step, broadcast, per-layer wait and clip coefficient (see bucket_steps.h).
 #include "runtime/train/bucket_steps.h"
 
 #include <cmath>
@@ -30,8 +30,8 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
   if (!optimizer_.owns(bucket)) return;
   if (observer_) observer_->on_step_event({StepEvent::Kind::StepBegin, bucket});
   {
-    TraceSpan span(tracer_, trace_thread, "step",
-                   {{"bucket", bucket}, {"elements", plan_.buckets[static_cast<std::size_t>(bucket)].numel}});
+    const std::int64_t elements = plan_.buckets[static_cast<std::size_t>(bucket)].numel;
+    TraceSpan span(tracer_, trace_thread, "step", {{"bucket", bucket}, {"elements", elements}});
     optimizer_.step_bucket(bucket, scalars, exec);
   }
   if (observer_) observer_->on_step_event({StepEvent::Kind::StepEnd, bucket});
@@ -52,7 +52,8 @@ void BucketSteps::wait_broadcasts() {
 }
 
 void BucketSteps::wait_before_use(int param_id) {
-  const auto bucket = static_cast<std::size_t>(plan_.bucket_of_param[static_cast<std::size_t>(param_id)]);
+  const auto bucket =
+      static_cast<std::size_t>(plan_.bucket_of_param[static_cast<std::size_t>(param_id)]);
   if (!awaiting_[bucket]) return;
   // The step task publishes broadcast_work_[bucket]; waiting on it first orders that write
   // before the read below (on CUDA the task already ran when it was issued). On CUDA both are
@@ -70,11 +71,15 @@ void BucketSteps::wait_all_before_use() {
 }
 
 float BucketSteps::clip_coefficient(float max_norm, float grad_scale, Communicator& reduce_comm) {
-  double sum_sq = 0.0;
+  // One read-back for all of this rank's buckets (CUDA), added in bucket order.
+  norm_spans_.clear();
   for (const auto& b : plan_.buckets) {
-    if (!mode_.steps_on(b, reduce_comm.rank())) continue;
-    sum_sq += sum_of_squares(compute_, store_.grad() + b.offset, b.numel);
+    if (mode_.steps_on(b, reduce_comm.rank())) {
+      norm_spans_.push_back({store_.grad() + b.offset, b.numel});
+    }
   }
+  double sum_sq = total_sum_of_squares(compute_, norm_spans_.data(),
+                                       static_cast<std::int64_t>(norm_spans_.size()));
   if (mode_.sharded_state) reduce_comm.all_reduce_f64(&sum_sq, 1).wait();
   const double norm = std::sqrt(sum_sq) * static_cast<double>(grad_scale);
   last_grad_norm_ = norm;

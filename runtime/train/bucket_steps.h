@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/exec_context.h"
+#include "kernels/elementwise.h"
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
@@ -46,7 +47,9 @@ class BucketSteps {
 
   // Interleaved: the Work of the reduce-stream task that steps and broadcasts b. The per-layer
   // wait orders itself after it before reading b's broadcast Work, which that task publishes.
-  void set_step_work(int bucket, Work work) { step_work_[static_cast<std::size_t>(bucket)] = std::move(work); }
+  void set_step_work(int bucket, Work work) {
+    step_work_[static_cast<std::size_t>(bucket)] = std::move(work);
+  }
   // Main thread: the next forward must wait for b's broadcast before reading b's parameters.
   void expect_broadcast(int bucket) { awaiting_[static_cast<std::size_t>(bucket)] = 1; }
   // The per-layer wait, before the forward reads parameter `param_id` (the param-use hook).
@@ -76,6 +79,7 @@ class BucketSteps {
   std::vector<Work> broadcast_work_;  // written where broadcast_bucket runs
   std::vector<char> awaiting_;        // main thread: forward must wait for this bucket
   double last_grad_norm_ = 0.0;
+  std::vector<FloatSpan> norm_spans_;  // the clip norm's buckets, reused every step
 };
 
 }  // namespace zl

@@ -2,6 +2,7 @@
 #include "runtime/train/step_policy.h"
 
 #include <string>
+#include <utility>
 
 #include "base/errors.h"
 
@@ -67,10 +68,11 @@ class ZeroInterleavedPolicy final : public StepPolicy {
     BucketSteps& steps = ctx_.steps;
     // CPU: the task runs on the comm thread once the collective completed; CUDA: it runs now
     // and only enqueues the step kernel and the broadcast after the collective (communicator.h).
-    ctx_.steps.set_step_work(bucket, comm.then([&comm, &steps, bucket, scalars](const ExecContext& stream) {
+    Work work = comm.then([&comm, &steps, bucket, scalars](const ExecContext& stream) {
       steps.step_bucket(bucket, scalars, stream, comm.name());
       steps.broadcast_bucket(bucket, &stream);
-    }));
+    });
+    ctx_.steps.set_step_work(bucket, std::move(work));
   }
   void finish_backward(const StepScalars&) override {
     // Steps and broadcasts were issued from the collectives' tasks.

@@ -92,7 +92,8 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       compute_(with_host_wait_limit(device_.compute(), config.runtime.timeout_s)),
       tracer_(world.rank, config.output.trace),
       mode_plan_(make_mode_plan(config.parallel, config.optimizer)),
-      tape_(device_.compute()) {
+      tape_(device_.compute()),
+      loss_window_(compute_) {
   set_cpu_gemm_threads(config.runtime.threads);
   // Ranks that run another config or build would size their collectives differently (heap
   // corruption, a crash) or train apart: they must agree before anything sized by the config.
@@ -174,7 +175,7 @@ Trainer::~Trainer() {
   broadcast_comm_.reset();
 }
 
-std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss) {
+std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices) {
   const auto batch = static_cast<std::int64_t>(indices.size());
   const Dataset& train = data_.train;
   host_x_.resize(static_cast<std::size_t>(batch * train.feature_dim));
@@ -196,19 +197,12 @@ std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices,
                    : model_->forward(tape_, x, data_parallel_->param_use_hook());
   if (layer_trace_) layer_trace_->end_forward();
   if (classification) {
-    std::int64_t correct = 0;
-    const double sum =
-        softmax_cross_entropy(compute_, out.output.data, in.labels, batch,
-                              out.output.cols, out.grad_output.data, 1.0f / batch, &correct);
-    loss.loss_sum += sum / batch;
-    loss.correct += static_cast<double>(correct);
+    loss_window_.add_classification(out.output.data, in.labels, batch, out.output.cols,
+                                    out.grad_output.data);
   } else {
-    const std::int64_t n = out.output.numel();
-    const double sum = squared_error(compute_, out.output.data, in.targets, n,
-                                     out.grad_output.data, 1.0f / static_cast<float>(n));
-    loss.loss_sum += sum / static_cast<double>(n);
+    loss_window_.add_regression(out.output.data, in.targets, batch, out.output.numel(),
+                                out.grad_output.data);
   }
-  loss.samples += static_cast<double>(batch);
   return batch;
 }
 
@@ -238,8 +232,7 @@ Trainer::BatchOnDevice Trainer::batch_on_device(bool classification) {
   return b;
 }
 
-StepLoss Trainer::train_step() {
-  StepLoss loss;
+void Trainer::train_step() {
   const std::int64_t per_epoch = micro_batches_per_epoch(*sampler_);
   // A step's micro-batches come from one epoch (Note [Epochs and accumulation]).
   const std::int64_t left_in_epoch = per_epoch - position_.cursor % per_epoch;
@@ -250,7 +243,7 @@ StepLoss Trainer::train_step() {
     auto phase_start = Clock::now();
     {
       TraceSpan span(&tracer_, "main", "forward", {{"step", position_.step + 1}, {"micro_batch", micro}});
-      micro_batch_loss(indices_, loss);
+      micro_batch_loss(indices_);
     }
     phase_seconds_.forward += seconds_since(phase_start);
     phase_start = Clock::now();
@@ -270,8 +263,8 @@ StepLoss Trainer::train_step() {
     data_parallel_->finish_backward();
   }
   phase_seconds_.finish_backward += seconds_since(finish_start);
+  loss_window_.end_step();
   ++position_.step;
-  return loss;
 }
 
 std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {

@@ -29,6 +29,7 @@
 #include "runtime/comm/device.h"
 #include "runtime/trace/layer_trace.h"
 #include "runtime/train/data_parallel_step.h"
+#include "runtime/train/loss_window.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/sharded_optimizer.h"
 #include "runtime/train/training_state.h"
@@ -41,13 +42,6 @@ struct EvalResult {
   double loss = 0.0;      // mean over the test set
   double accuracy = 0.0;  // fraction in [0, 1]; 0 for regression
   std::int64_t samples = 0;
-};
-
-// Loss statistics of one step, summed over micro-batches on this rank.
-struct StepLoss {
-  double loss_sum = 0.0;  // sum of per-micro-batch mean losses
-  double correct = 0.0;
-  double samples = 0.0;
 };
 
 struct TrainerOptions {
@@ -69,8 +63,11 @@ class Trainer {
   Trainer(const Config& config, const World& world, TrainerOptions options = {});
   ~Trainer();
 
-  // One optimizer step (grad_accum micro-batches). Returns this rank's loss statistics.
-  StepLoss train_step();
+  // One optimizer step (grad_accum micro-batches). Its loss statistics join the window take_loss()
+  // returns; on CUDA no micro-batch reads anything back (docs/design.md, "Data flow of one step").
+  void train_step();
+  // This rank's loss statistics since the last call (one read-back on CUDA), summed over steps.
+  StepLoss take_loss() { return loss_window_.take(); }
   // Evaluates on the test split, sharded over ranks; every rank gets the reduced result.
   EvalResult evaluate();
   // Waits until all in-flight collectives, steps and broadcasts are done.
@@ -108,7 +105,7 @@ class Trainer {
  private:
   // Datasets, model, sampler and steps per epoch (UserError on bad data or shapes).
   void load_data_and_model();
-  std::int64_t micro_batch_loss(const std::vector<std::int64_t>& indices, StepLoss& loss);
+  std::int64_t micro_batch_loss(const std::vector<std::int64_t>& indices);
   // The gathered host batch where the model reads it: the host buffers themselves on the CPU;
   // on CUDA device copies enqueued on the compute stream (ordered after the previous batch's use).
   struct BatchOnDevice {
@@ -136,6 +133,7 @@ class Trainer {
   Tape tape_;
   std::unique_ptr<LayerTrace> layer_trace_;  // only when tracing
   PhaseSeconds phase_seconds_;
+  LossWindow loss_window_;
 
   std::int64_t steps_per_epoch_ = 0;  // optimizer steps
   std::int64_t total_steps_ = 0;

@@ -428,6 +428,69 @@ TEST_CASE("CUDA squared_error and sum_of_squares match the CPU", "[cuda][kernels
   CHECK(zl::squared_error(env.ctx(), nullptr, nullptr, 0, nullptr, 1.0f) == 0.0);
 }
 
+TEST_CASE("CUDA accumulating losses and total_sum_of_squares match the CPU; one read-back",
+          "[cuda][kernels]") {
+  if (!cuda_device_visible()) return;
+  CudaEnv env;
+  const zl::ExecContext cpu{};
+  std::mt19937 rng(29);
+  const std::int64_t rows = 300, cols = 10, n = rows * cols;
+  const std::vector<float> logits = random_floats(n, rng), target = random_floats(n, rng);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % cols);
+  }
+  double cpu_sums[zl::kLossSumCount] = {};
+  std::vector<float> dlogits_cpu(static_cast<std::size_t>(n));
+  std::vector<float> dpred_cpu(static_cast<std::size_t>(n));
+  for (int call = 0; call < 2; ++call) {
+    zl::softmax_cross_entropy_accumulate(cpu, logits.data(), labels.data(), rows, cols,
+                                         dlogits_cpu.data(), 0.5f, cpu_sums);
+    zl::squared_error_accumulate(cpu, logits.data(), target.data(), n, dpred_cpu.data(), 0.25f,
+                                 static_cast<double>(n), cpu_sums);
+  }
+  const DeviceBuffer dlogits = upload(logits), dtarget = upload(target);
+  DeviceBuffer dlabels(DeviceKind::Cuda, rows);
+  zl::copy_from_host(reinterpret_cast<const float*>(labels.data()), dlabels.data(),
+                     DeviceKind::Cuda, rows);
+  const DeviceBuffer dgrad(DeviceKind::Cuda, n), dpred(DeviceKind::Cuda, n);
+  DeviceBuffer sums(DeviceKind::Cuda, 2 * zl::kLossSumCount);
+  auto* dsums = reinterpret_cast<double*>(sums.data());
+  const auto* dl = reinterpret_cast<const std::int32_t*>(dlabels.data());
+  for (int call = 0; call < 2; ++call) {
+    zl::softmax_cross_entropy_accumulate(env.ctx(), dlogits.data(), dl, rows, cols, dgrad.data(),
+                                         0.5f, dsums);
+    zl::squared_error_accumulate(env.ctx(), dlogits.data(), dtarget.data(), n, dpred.data(),
+                                 0.25f, static_cast<double>(n), dsums);
+  }
+  double got[zl::kLossSumCount] = {};
+  zl::take_device_sums(env.ctx(), dsums, got, zl::kLossSumCount);
+  CHECK(got[0] == Approx(cpu_sums[0]).epsilon(1e-6).margin(1e-5));  // expf vs std::exp
+  CHECK(got[1] == cpu_sums[1]);
+  CHECK(got[2] == 0.0);
+  check_vs_cpu(download(env, dgrad.data(), n), dlogits_cpu, 1e-6, 1e-5, "accumulate dlogits");
+  check_vs_cpu(download(env, dpred.data(), n), dpred_cpu, 0.0, 1e-6, "accumulate dpred");
+  zl::take_device_sums(env.ctx(), dsums, got, zl::kLossSumCount);  // the take zeroed them
+  CHECK((got[0] == 0.0 && got[1] == 0.0 && got[2] == 0.0));
+
+  // A bad label is counted, not thrown: the caller reports it when it reads the sums.
+  labels[7] = static_cast<std::int32_t>(cols);
+  zl::copy_from_host(reinterpret_cast<const float*>(labels.data()), dlabels.data(),
+                     DeviceKind::Cuda, rows);
+  zl::softmax_cross_entropy_accumulate(env.ctx(), dlogits.data(), dl, rows, cols, dgrad.data(),
+                                       0.5f, dsums);
+  zl::take_device_sums(env.ctx(), dsums, got, zl::kLossSumCount);
+  CHECK(got[2] == 1.0);
+
+  // Spans: bitwise the in-order host sum of each span's sum_of_squares (the same kernels).
+  const std::vector<zl::FloatSpan> spans = {
+      {dlogits.data(), n}, {nullptr, 0}, {dtarget.data() + 5, 1000}};
+  const double expected = (0.0 + zl::sum_of_squares(env.ctx(), dlogits.data(), n)) + 0.0 +
+                          zl::sum_of_squares(env.ctx(), dtarget.data() + 5, 1000);
+  CHECK(zl::total_sum_of_squares(env.ctx(), spans.data(), 3) == expected);
+  CHECK(zl::total_sum_of_squares(env.ctx(), spans.data(), 0) == 0.0);
+}
+
 TEST_CASE("CUDA reductions are bitwise reproducible", "[cuda][kernels]") {
   if (!cuda_device_visible()) return;
   CudaEnv env;

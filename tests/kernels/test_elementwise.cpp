@@ -420,6 +420,60 @@ TEST_CASE("squared_error, sum_of_squares and scale", "[kernels][elementwise]") {
         static_cast<double>((1 << 24) + 1));
 }
 
+TEST_CASE("the accumulating losses add what the returning ones return; take_device_sums zeroes",
+          "[kernels][elementwise]") {
+  std::mt19937 rng(77);
+  const std::int64_t rows = 9, cols = 5, n = rows * cols;
+  const std::vector<float> logits = random_floats(n, rng, -2.0f, 2.0f);
+  const std::vector<float> target = random_floats(n, rng, -2.0f, 2.0f);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % cols);
+  }
+
+  std::int64_t correct = 0;
+  std::vector<float> dlogits_ref(static_cast<std::size_t>(n)), dlogits(dlogits_ref.size());
+  const double ce = zl::softmax_cross_entropy(kCpu, logits.data(), labels.data(), rows, cols,
+                                              dlogits_ref.data(), 0.5f, &correct);
+  std::vector<float> dpred_ref(static_cast<std::size_t>(n)), dpred(static_cast<std::size_t>(n));
+  const double se =
+      zl::squared_error(kCpu, logits.data(), target.data(), n, dpred_ref.data(), 0.25f);
+
+  double sums[zl::kLossSumCount] = {1.0, 2.0, 0.0};  // adds to what is there
+  zl::softmax_cross_entropy_accumulate(kCpu, logits.data(), labels.data(), rows, cols,
+                                       dlogits.data(), 0.5f, sums);
+  CHECK(sums[0] == 1.0 + ce / static_cast<double>(rows));
+  CHECK(sums[1] == 2.0 + static_cast<double>(correct));
+  CHECK(sums[2] == 0.0);
+  CHECK(dlogits == dlogits_ref);
+  zl::squared_error_accumulate(kCpu, logits.data(), target.data(), n, dpred.data(), 0.25f, 3.0,
+                               sums);
+  CHECK(sums[0] == (1.0 + ce / static_cast<double>(rows)) + se / 3.0);
+  CHECK(dpred == dpred_ref);
+
+  double host[zl::kLossSumCount] = {};
+  const double before0 = sums[0], before1 = sums[1];
+  zl::take_device_sums(kCpu, sums, host, zl::kLossSumCount);
+  CHECK(host[0] == before0);
+  CHECK(host[1] == before1);
+  CHECK((sums[0] == 0.0 && sums[1] == 0.0 && sums[2] == 0.0));
+
+  labels[3] = static_cast<std::int32_t>(cols);  // the CPU rejects a bad label at once
+  CHECK_THROWS_AS(zl::softmax_cross_entropy_accumulate(kCpu, logits.data(), labels.data(), rows,
+                                                       cols, dlogits.data(), 0.5f, sums),
+                  zl::UserError);
+}
+
+TEST_CASE("total_sum_of_squares adds the spans' sums in span order", "[kernels][elementwise]") {
+  std::mt19937 rng(78);
+  const std::vector<float> a = random_floats(1031, rng), b = random_floats(7, rng);
+  const std::vector<zl::FloatSpan> spans = {{a.data(), 1031}, {nullptr, 0}, {b.data(), 7}};
+  const double expected = (0.0 + zl::sum_of_squares(kCpu, a.data(), 1031)) + 0.0 +
+                          zl::sum_of_squares(kCpu, b.data(), 7);
+  CHECK(zl::total_sum_of_squares(kCpu, spans.data(), 3) == expected);  // bitwise: same order
+  CHECK(zl::total_sum_of_squares(kCpu, spans.data(), 0) == 0.0);
+}
+
 #if !defined(ZEROLAP_WITH_CUDA)
 TEST_CASE("elementwise kernels refuse CUDA contexts in a CPU-only build", "[kernels][elementwise]") {
   const zl::ExecContext cuda{zl::DeviceKind::Cuda, nullptr, nullptr};

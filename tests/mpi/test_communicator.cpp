@@ -123,7 +123,8 @@ TEST_CASE("a collective a peer never joins times out instead of hanging", "[comm
     const auto start = std::chrono::steady_clock::now();
     auto work = comm.all_reduce(x.data(), 16, ReduceOp::Sum);
     REQUIRE_THROWS_AS(work.wait(), RuntimeFailure);
-    REQUIRE_THROWS_WITH(comm.then([](const ExecContext&) {}).wait(), Catch::Contains("did not complete within"));
+    REQUIRE_THROWS_WITH(comm.then([](const ExecContext&) {}).wait(),
+                        Catch::Contains("did not complete within"));
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
   }
   MPI_Barrier(world.comm);

@@ -45,7 +45,10 @@ Outcome train(std::vector<std::string> overrides, const char* device, int steps)
   REQUIRE(trainer.model().store().device() ==
           (std::string(device) == "cuda" ? DeviceKind::Cuda : DeviceKind::Cpu));
   Outcome o;
-  for (int s = 0; s < steps; ++s) o.losses.push_back(trainer.train_step().loss_sum);
+  for (int s = 0; s < steps; ++s) {
+    trainer.train_step();
+    o.losses.push_back(trainer.take_loss().loss_sum);
+  }
   o.params = host_parameters(trainer);
   o.eval = trainer.evaluate();
   return o;

@@ -94,7 +94,8 @@ TEST_CASE("a step's collectives and each rank's optimizer state follow the mode"
   REQUIRE(zero_ops.size() == 6);
   for (int b = 0; b < 3; ++b) {
     CHECK(zero_ops[static_cast<std::size_t>(b)].op == CollectiveOp::Reduce);
-    CHECK(zero_ops[static_cast<std::size_t>(b)].root == plan.buckets[static_cast<std::size_t>(b)].assigned_rank);
+    CHECK(zero_ops[static_cast<std::size_t>(b)].root ==
+          plan.buckets[static_cast<std::size_t>(b)].assigned_rank);
     CHECK(zero_ops[static_cast<std::size_t>(b + 3)].op == CollectiveOp::Broadcast);
     CHECK(zero_ops[static_cast<std::size_t>(b + 3)].bucket == b);
   }

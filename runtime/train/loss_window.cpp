@@ -1,0 +1,66 @@
+// LossWindow: loss sums on the device, read back once per log window (see loss_window.h).
+#include "runtime/train/loss_window.h"
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+
+namespace zl {
+namespace {
+
+// kLossSumCount doubles in a float buffer (cudaMalloc aligns to 256 bytes).
+static_assert(sizeof(double) == 2 * sizeof(float));
+constexpr std::int64_t kSumFloats = 2 * kLossSumCount;
+
+}  // namespace
+
+LossWindow::LossWindow(ExecContext compute) : compute_(compute) {
+  if (compute_.device == DeviceKind::Cuda) device_sums_ = DeviceBuffer(compute_.device, kSumFloats);
+}
+
+void LossWindow::add_classification(const float* logits, const std::int32_t* labels,
+                                    std::int64_t batch, std::int64_t classes, float* dlogits) {
+  classes_ = classes;
+  double* sums = compute_.device == DeviceKind::Cuda
+                     ? reinterpret_cast<double*>(device_sums_.data())
+                     : step_;
+  softmax_cross_entropy_accumulate(compute_, logits, labels, batch, classes, dlogits,
+                                   1.0f / static_cast<float>(batch), sums);
+  window_.samples += static_cast<double>(batch);
+}
+
+void LossWindow::add_regression(const float* pred, const float* target, std::int64_t batch,
+                                std::int64_t n, float* dpred) {
+  double* sums = compute_.device == DeviceKind::Cuda
+                     ? reinterpret_cast<double*>(device_sums_.data())
+                     : step_;
+  squared_error_accumulate(compute_, pred, target, n, dpred, 1.0f / static_cast<float>(n),
+                           static_cast<double>(n), sums);
+  window_.samples += static_cast<double>(batch);
+}
+
+void LossWindow::end_step() {
+  if (compute_.device == DeviceKind::Cuda) return;  // the device sums are the window's already
+  window_.loss_sum += step_[0];
+  window_.correct += step_[1];
+  for (double& s : step_) s = 0.0;
+}
+
+StepLoss LossWindow::take() {
+  StepLoss out = window_;
+  window_ = StepLoss{};
+  if (compute_.device != DeviceKind::Cuda) return out;
+  double sums[kLossSumCount] = {};
+  take_device_sums(compute_, reinterpret_cast<double*>(device_sums_.data()), sums, kLossSumCount);
+  if (sums[2] > 0.0) {
+    throw UserError(fmt::format(
+        "softmax_cross_entropy: {} training labels since the last log step are outside [0, {}); "
+        "the data's labels do not match the model's number of classes (its last width)",
+        sums[2], classes_));
+  }
+  out.loss_sum = sums[0];
+  out.correct = sums[1];
+  return out;
+}
+
+}  // namespace zl

@@ -1,0 +1,48 @@
+// LossWindow: this rank's training-loss statistics over a log window (sum of per-micro-batch mean
+// losses, correct predictions, samples). On CUDA the sums stay on the device and take() reads them
+// back once per window, so no micro-batch stalls the host between forward and backward; on the
+// CPU they are host doubles, added per step and then per window in the order the run loop always
+// used (docs/design.md, "Data flow of one step").
+#pragma once
+
+#include <cstdint>
+
+#include "base/device_buffer.h"
+#include "base/exec_context.h"
+#include "kernels/elementwise.h"
+
+namespace zl {
+
+// Loss statistics summed over micro-batches on this rank.
+struct StepLoss {
+  double loss_sum = 0.0;  // sum of per-micro-batch mean losses
+  double correct = 0.0;
+  double samples = 0.0;
+};
+
+class LossWindow {
+ public:
+  explicit LossWindow(ExecContext compute);
+
+  // One micro-batch's loss, and its gradient into dlogits (batch, classes) = (softmax - onehot) /
+  // batch, the gradient of the mean loss.
+  void add_classification(const float* logits, const std::int32_t* labels, std::int64_t batch,
+                          std::int64_t classes, float* dlogits);
+  // The mean squared error over n = batch x outputs elements; dpred (n) = 2 (pred - target) / n.
+  void add_regression(const float* pred, const float* target, std::int64_t batch, std::int64_t n,
+                      float* dpred);
+  // After a step's last micro-batch.
+  void end_step();
+  // The window's sums since the last take (one read-back on CUDA), and a fresh window. A label
+  // outside [0, classes) found on CUDA is reported here (the CPU reports it at once).
+  StepLoss take();
+
+ private:
+  ExecContext compute_;
+  DeviceBuffer device_sums_;  // CUDA: kLossSumCount doubles, zeroed by each take
+  double step_[kLossSumCount] = {};  // CPU: this step's sums
+  StepLoss window_;                  // CPU: loss and correct; both: samples (known on the host)
+  std::int64_t classes_ = 0;         // for the bad-label message
+};
+
+}  // namespace zl
