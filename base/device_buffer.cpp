@@ -162,6 +162,15 @@ void copy_bytes_to_host(const void* src, DeviceKind src_device, void* host_dst,
   std::memmove(host_dst, src, static_cast<std::size_t>(bytes));
 }
 
+std::int64_t device_free_bytes(DeviceKind device) {
+  if (device != DeviceKind::Cuda) return -1;
+#if defined(ZEROLAP_WITH_CUDA)
+  return cuda_free_bytes();
+#else
+  throw_built_without_cuda("device_free_bytes");
+#endif
+}
+
 void copy_bytes_from_host(const void* host_src, void* dst, DeviceKind dst_device,
                           std::int64_t bytes) {
   ZL_CHECK(bytes >= 0, "copy_from_host: negative size {} bytes", bytes);

@@ -60,4 +60,8 @@ void copy_from_host(const T* host_src, T* dst, DeviceKind dst_device, std::int64
   copy_bytes_from_host(host_src, dst, dst_device, count * static_cast<std::int64_t>(sizeof(T)));
 }
 
+// Free memory of the current GPU in bytes (memory estimates); -1 for the CPU, whose memory the
+// caller reads from the OS.
+std::int64_t device_free_bytes(DeviceKind device);
+
 }  // namespace zl

@@ -39,6 +39,12 @@ void cuda_free(void* p) {
   }
 }
 
+std::int64_t cuda_free_bytes() {
+  std::size_t free = 0, total = 0;
+  ZL_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<std::int64_t>(free);
+}
+
 // Note [Blocking copies]: cudaMemcpy runs on the legacy default stream, which does not order
 // itself after streams created with cudaStreamNonBlocking (or a per-thread default stream). A
 // device-wide sync first makes the copy see every kernel enqueued before it on any stream (and,

@@ -54,29 +54,42 @@ struct Model::Layers {
   LinearLayer output;
 };
 
-Model::Model(const ModelSpec& spec, DeviceKind device)
-    : spec_(spec), layers_(std::make_unique<Layers>()) {
-  validate_model_spec(spec_);
-  const std::vector<std::int64_t>& w = spec_.widths;
+void Model::register_parameters(const ModelSpec& spec, ParameterStore& store, Layers& layers) {
+  const std::vector<std::int64_t>& w = spec.widths;
   const std::size_t n = w.size();
-  if (spec_.kind == ModelKind::Mlp) {
+  if (spec.kind == ModelKind::Mlp) {
     for (std::size_t i = 0; i + 1 < n; ++i) {
-      const Activation act = i + 2 < n ? spec_.activation : Activation::Identity;
-      layers_->linears.push_back(
-          add_linear(store_, fmt::format("layers.{}", i), w[i], w[i + 1], act));
+      const Activation act = i + 2 < n ? spec.activation : Activation::Identity;
+      layers.linears.push_back(
+          add_linear(store, fmt::format("layers.{}", i), w[i], w[i + 1], act));
     }
   } else {
     const std::int64_t d = w[1];
-    layers_->input = add_linear(store_, "input", w[0], d, Activation::Identity);
+    layers.input = add_linear(store, "input", w[0], d, Activation::Identity);
     for (std::size_t i = 2; i + 1 < n; ++i) {
-      layers_->blocks.push_back(add_residual_block(store_, fmt::format("blocks.{}", i - 2), d,
-                                                   spec_.activation, spec_.layernorm_eps));
+      layers.blocks.push_back(add_residual_block(store, fmt::format("blocks.{}", i - 2), d,
+                                                 spec.activation, spec.layernorm_eps));
     }
-    layers_->norm = add_layernorm(store_, "norm", d, spec_.layernorm_eps);
-    layers_->output = add_linear(store_, "output", d, w[n - 1], Activation::Identity);
+    layers.norm = add_layernorm(store, "norm", d, spec.layernorm_eps);
+    layers.output = add_linear(store, "output", d, w[n - 1], Activation::Identity);
   }
+}
+
+Model::Model(const ModelSpec& spec, DeviceKind device)
+    : spec_(spec), layers_(std::make_unique<Layers>()) {
+  validate_model_spec(spec_);
+  register_parameters(spec_, store_, *layers_);
   store_.finalize(device);
   initialize_parameters();
+}
+
+ParameterStore Model::parameter_layout(const ModelSpec& spec) {
+  validate_model_spec(spec);
+  ParameterStore store;
+  Layers layers;
+  register_parameters(spec, store, layers);
+  store.lay_out();
+  return store;
 }
 
 Model::~Model() = default;

@@ -51,6 +51,9 @@ class Model {
   // Linear weight and bias Kaiming-uniform as torch.nn.Linear's default (U(-1/sqrt(in), 1/sqrt(in))),
   // LayerNorm gamma = 1, beta = 0.
   Model(const ModelSpec& spec, DeviceKind device);
+  // The parameters this spec registers, laid out but not allocated (ParameterStore::lay_out):
+  // what plans and memory estimates need, for a model of any size.
+  static ParameterStore parameter_layout(const ModelSpec& spec);
   ~Model();
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
@@ -71,6 +74,7 @@ class Model {
 
  private:
   struct Layers;
+  static void register_parameters(const ModelSpec& spec, ParameterStore& store, Layers& layers);
   ModelSpec spec_;
   ParameterStore store_;
   std::unique_ptr<Layers> layers_;

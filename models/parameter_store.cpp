@@ -19,7 +19,7 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) {
 
 int ParameterStore::add(std::string name, std::vector<std::int64_t> shape) {
   // Models are built by code, not by users: a bad registration is a zerolap bug.
-  ZL_CHECK(!finalized_, "parameter '{}' registered after finalize()", name);
+  ZL_CHECK(!laid_out_, "parameter '{}' registered after lay_out() or finalize()", name);
   ZL_CHECK(!name.empty(), "empty parameter name");
   ZL_CHECK(find(name) < 0, "parameter '{}' registered twice", name);
   // Tensor is 2-D: a parameter is a vector (1-D) or a matrix (2-D).
@@ -38,8 +38,8 @@ int ParameterStore::add(std::string name, std::vector<std::int64_t> shape) {
   return count() - 1;
 }
 
-void ParameterStore::finalize(DeviceKind device) {
-  ZL_CHECK(!finalized_, "finalize() called twice");
+void ParameterStore::lay_out() {
+  ZL_CHECK(!finalized_, "lay_out() after finalize()");
   // Reverse registration order = the order backward finalises gradients (Note [Flat layout]).
   std::int64_t offset = 0;
   for (int id = count() - 1; id >= 0; --id) {
@@ -47,6 +47,12 @@ void ParameterStore::finalize(DeviceKind device) {
     offset += round_up(params_[id].numel, kAlignFloats);
   }
   total_ = offset;
+  laid_out_ = true;
+}
+
+void ParameterStore::finalize(DeviceKind device) {
+  ZL_CHECK(!finalized_, "finalize() called twice");
+  lay_out();
   device_ = device;
   if (total_ > 0) {
     // DeviceBuffer zero-fills: padding starts (and stays) zero, and so do the gradients.

@@ -31,8 +31,12 @@ class ParameterStore {
   // Registration happens while a model is built; finalize() lays out and allocates.
   // Returns the parameter id (index in registration order).
   int add(std::string name, std::vector<std::int64_t> shape);
+  // Lays the parameters out (offsets, total_numel) without allocating: a store that only
+  // describes a model, for plans and memory estimates of models too large to allocate.
+  void lay_out();
   void finalize(DeviceKind device);
   bool finalized() const { return finalized_; }
+  bool laid_out() const { return laid_out_; }  // lay_out() or finalize() ran
 
   const std::vector<ParameterInfo>& parameters() const { return params_; }  // registration order
   int count() const { return static_cast<int>(params_.size()); }
@@ -65,6 +69,7 @@ class ParameterStore {
   std::int64_t total_ = 0;
   DeviceKind device_ = DeviceKind::Cpu;
   bool finalized_ = false;
+  bool laid_out_ = false;
 };
 
 }  // namespace zl

@@ -12,6 +12,7 @@
 #include "models/model.h"
 #include "runtime/bench/scaling_model.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/memory_estimate.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/cli/commands.h"
 #include "runtime/comm/simulated_link.h"
@@ -22,14 +23,6 @@ namespace {
 
 double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-// Parameters + gradients + the largest optimizer state of any rank, in bytes (activations and
-// communication buffers not counted).
-std::int64_t memory_per_rank(const BucketPlan& plan, const ParameterStore& store,
-                             const ModePlan& mode) {
-  std::int64_t state = 0;
-  for (int r = 0; r < plan.world_size; ++r) state = std::max(state, mode.state_bytes(plan, r));
-  return 2 * store.total_numel() * static_cast<std::int64_t>(sizeof(float)) + state;
-}
 
 BucketPlan plan_at(const Config& config, const ParameterStore& store, int ranks) {
   return build_bucket_plan(store, config.parallel.bucket_cap_mb,
@@ -49,7 +42,7 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
   for (const ModePlan& m : all_mode_plans(config)) {
     const ModeComm c = modelled_mode_comm(m, plan, link, ranks);
     out += fmt::format("{:<39} {:>12.1f} {:>10.3f} {:>12.2f} {:>12.3f}\n", m.name(),
-                       mib(memory_per_rank(plan, store, m)), c.total_s * 1e3,
+                       mib(estimate_peak_rank_memory(config, store, plan, m).total()), c.total_s * 1e3,
                        static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
   }
   if (options.compute_ms <= 0.0) return out;
@@ -96,16 +89,19 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
   const int ranks = world_size > 0 ? world_size : world.size;
   // The prediction is for a cluster of `ranks` ranks: the link model's ranks are those.
   config.link.ranks = 0;
-  const Model model(config.model, DeviceKind::Cpu);
+  // Laid out, not allocated: a plan for a model too large for this machine still prints.
+  const ParameterStore layout = Model::parameter_layout(config.model);
   const ModePlan mode = make_mode_plan(config.parallel, config.optimizer);
-  const BucketPlan plan = plan_at(config, model.store(), ranks);
+  const BucketPlan plan = plan_at(config, layout, ranks);
   fmt::print("bucket plan of {} for {} rank{}: mode {}, bucket_cap_mb {}, first_bucket_cap_mb {}, "
              "assignment {}, optimizer {}\n\n",
              config.source_path, ranks, ranks == 1 ? "" : "s", to_string(mode.mode),
              config.parallel.bucket_cap_mb, config.parallel.first_bucket_cap_mb,
              to_string(config.parallel.assignment), to_string(config.optimizer.kind));
-  fmt::print("{}", format_bucket_plan(plan, model.store(), mode));
-  if (config.link.enabled()) fmt::print("{}", scaling_tables(config, model.store(), ranks, options));
+  fmt::print("{}", format_bucket_plan(plan, layout, mode));
+  fmt::print("\nestimated memory of the largest rank: {}\n",
+             describe_memory(estimate_peak_rank_memory(config, layout, plan, mode)));
+  if (config.link.enabled()) fmt::print("{}", scaling_tables(config, layout, ranks, options));
   return 0;
 }
 

@@ -57,7 +57,7 @@ bool same_module(const std::string& a, const std::string& b) {
 
 BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double first_cap_mb,
                              int world_size, AssignmentPolicy assignment) {
-  ZL_CHECK(store.finalized(), "bucket plan needs a finalized parameter store");
+  ZL_CHECK(store.laid_out(), "bucket plan needs a laid-out parameter store");
   ZL_CHECK(world_size >= 1, "world size {}", world_size);
   ZL_CHECK(cap_mb > 0 && first_cap_mb > 0, "caps {} {}", cap_mb, first_cap_mb);
   constexpr double kMiB = 1024.0 * 1024.0;

@@ -13,6 +13,7 @@
 #include "kernels/gemm.h"
 #include "base/clock.h"
 #include "runtime/train/datasets_from_config.h"
+#include "runtime/train/memory_estimate.h"
 #include "runtime/train/startup_facts.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
@@ -63,6 +64,15 @@ std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_ep
 
 void Trainer::load_data_and_model() {
   data_ = load_datasets(config_);
+  // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
+  const ParameterStore layout = Model::parameter_layout(config_.model);
+  const BucketPlan layout_plan =
+      build_bucket_plan(layout, config_.parallel.bucket_cap_mb,
+                        config_.parallel.first_bucket_cap_mb, world_.size,
+                        config_.parallel.assignment);
+  check_memory_fits(estimate_rank_memory(config_, layout, layout_plan, mode_plan_, world_.rank),
+                    config_, compute_.device, available_memory(compute_.device),
+                    world_.local_size);
   model_ = std::make_unique<Model>(config_.model, compute_.device);
 
   SamplerSpec sampler_spec;

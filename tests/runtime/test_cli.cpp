@@ -91,6 +91,15 @@ TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]")
     CHECK_THAT(r.output, Catch::Contains("train.epochs = 6654215044731940711") &&
                              Catch::Contains("lower train.epochs"));
   }
+  SECTION("a model larger than the machine") {
+    // Used to be OOM-killed minutes later, or to end in a bare std::bad_alloc.
+    const auto path = write_file("ok.toml", kSpirals);
+    const CliResult r = run_zerolap("train " + path + " --set model.widths=[2,1000000,1000000,3]");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("one rank needs an estimated") &&
+                             Catch::Contains("TiB") && Catch::Contains("(MemAvailable)") &&
+                             Catch::Contains("lower model.widths"));
+  }
   SECTION("a device as the config file") {
     // Used to read /dev/zero forever.
     const CliResult r = run_zerolap("train /dev/zero");
@@ -106,7 +115,19 @@ TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
                        "--set parallel.bucket_cap_mb=1e-9 --set parallel.first_bucket_cap_mb=1e-9");
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("2 buckets") && Catch::Contains("layers.1.weight") &&
-                           Catch::Contains("optimizer state"));
+                           Catch::Contains("optimizer state") &&
+                           Catch::Contains("estimated memory of the largest rank"));
+}
+
+TEST_CASE("plan lays out a model too large to allocate", "[cli]") {
+  // [784, 100000000, 10] used to print a bare std::bad_alloc.
+  const CliResult r = run_zerolap("plan " + std::string(ZEROLAP_SOURCE_DIR) +
+                                  "/configs/fashion_mnist_mlp.toml --set "
+                                  "model.widths=[784,100000000,10]");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("layers.0.weight") &&
+                           Catch::Contains("estimated memory of the largest rank") &&
+                           Catch::Contains("TiB"));
 }
 
 TEST_CASE("train runs and writes a metrics CSV with a header and rows", "[cli]") {

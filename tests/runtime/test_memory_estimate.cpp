@@ -1,0 +1,132 @@
+// The per-rank memory estimate (runtime/train/memory_estimate.h): its figures, and the refusal of
+// a run that does not fit, naming the key to change.
+#include <catch2/catch.hpp>
+
+#include "base/errors.h"
+#include "models/model.h"
+#include "runtime/config/config.h"
+#include "runtime/train/memory_estimate.h"
+
+using namespace zl;
+using Catch::Contains;
+
+namespace {
+
+Config config_of(const std::vector<std::string>& overrides) {
+  return parse_config(R"(
+[model]
+kind = "mlp"
+widths = [784, 256, 10]
+[data]
+kind = "fashion_mnist"
+batch_size = 64
+eval_batch_size = 1000
+[optimizer]
+kind = "adam"
+)",
+                      "x.toml", overrides);
+}
+
+MemoryEstimate estimate(const Config& c, int ranks, int rank = 0) {
+  const ParameterStore layout = Model::parameter_layout(c.model);
+  const BucketPlan plan = build_bucket_plan(layout, c.parallel.bucket_cap_mb,
+                                            c.parallel.first_bucket_cap_mb, ranks,
+                                            c.parallel.assignment);
+  return estimate_rank_memory(c, layout, plan, make_mode_plan(c.parallel, c.optimizer), rank);
+}
+
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+}  // namespace
+
+TEST_CASE("the estimate counts parameters, gradients, the rank's state and activations",
+          "[memory]") {
+  const Config c = config_of({});
+  const MemoryEstimate m = estimate(c, 1);
+  const std::int64_t numel = Model::parameter_layout(c.model).total_numel();
+  CHECK(numel >= 784 * 256 + 256 + 256 * 10 + 10);
+  CHECK(m.parameters == numel * 4);
+  CHECK(m.gradients == numel * 4);
+  CHECK(m.optimizer_state == 2 * numel * 4);  // Adam: exp_avg and exp_avg_sq
+  // Evaluation's 1000 samples outweigh training's 64: (784 + 2 * (256 + 10)) floats each.
+  CHECK(m.eval_activations);
+  CHECK(m.activations == 1000 * (784 + 2 * (256 + 10)) * 4);
+  CHECK(m.total() == m.parameters + m.gradients + m.optimizer_state + m.activations);
+  // zero shards the state: each of 4 ranks holds a part, never more than ddp's whole.
+  const Config zero = config_of({"parallel.mode=zero", "parallel.bucket_cap_mb=0.1"});
+  std::int64_t states = 0;
+  for (int r = 0; r < 4; ++r) states += estimate(zero, 4, r).optimizer_state;
+  CHECK(states == m.optimizer_state);
+}
+
+TEST_CASE("a model too large to allocate is still laid out and estimated", "[memory]") {
+  // [784, 100000000, 10] used to end `zerolap plan` with a bare std::bad_alloc.
+  const Config c = config_of({"model.widths=[784, 100000000, 10]"});
+  const MemoryEstimate m = estimate(c, 1);
+  CHECK(m.parameters > std::int64_t{784} * 100000000 * 4);
+  CHECK_THAT(describe_memory(m), Contains("TiB") && Contains("optimizer state"));
+}
+
+TEST_CASE("a run that does not fit is refused naming the figure and the key", "[memory]") {
+  AvailableMemory eight_gib;
+  eight_gib.host_bytes = 8 * kGiB;
+  SECTION("parameters: model.widths") {
+    // The OOM kill of the issue: 5e6 hidden units, ~100 GB per rank.
+    const Config c = config_of({"model.widths=[784, 5000000, 10]", "data.eval_batch_size=10"});
+    const MemoryEstimate m = estimate(c, 1);
+    CHECK_THROWS_AS(check_memory_fits(m, c, DeviceKind::Cpu, eight_gib, 1), UserError);
+    CHECK_THROWS_WITH(check_memory_fits(m, c, DeviceKind::Cpu, eight_gib, 1),
+                      Contains("x.toml: one rank needs an estimated") &&
+                          Contains("8.00 GiB available (MemAvailable)") &&
+                          Contains("lower model.widths"));
+  }
+  SECTION("both parts too large: both keys") {
+    const Config c = config_of({"model.widths=[784, 5000000, 10]"});
+    CHECK_THROWS_WITH(check_memory_fits(estimate(c, 1), c, DeviceKind::Cpu, eight_gib, 1),
+                      Contains("lower model.widths and data.eval_batch_size"));
+  }
+  SECTION("evaluation activations: data.eval_batch_size") {
+    const Config c = config_of({"data.eval_batch_size=10000000"});
+    CHECK_THROWS_WITH(check_memory_fits(estimate(c, 1), c, DeviceKind::Cpu, eight_gib, 1),
+                      Contains("data.eval_batch_size"));
+  }
+  SECTION("training activations: data.batch_size") {
+    const Config c = config_of({"data.batch_size=10000000"});
+    CHECK_THROWS_WITH(check_memory_fits(estimate(c, 1), c, DeviceKind::Cpu, eight_gib, 1),
+                      Contains("lower data.batch_size"));
+  }
+  SECTION("the node's ranks share its memory") {
+    const Config c = config_of({});
+    const MemoryEstimate m = estimate(c, 1);
+    AvailableMemory just;
+    just.host_bytes = m.total();
+    CHECK_NOTHROW(check_memory_fits(m, c, DeviceKind::Cpu, just, 1));
+    CHECK_THROWS_WITH(check_memory_fits(m, c, DeviceKind::Cpu, just, 2), Contains("for its 2 ranks"));
+  }
+  SECTION("on a GPU its free memory counts, and unknown memory is not checked") {
+    const Config c = config_of({"model.widths=[784, 5000000, 10]"});
+    AvailableMemory gpu;
+    gpu.device_bytes = kGiB;
+    CHECK_THROWS_WITH(check_memory_fits(estimate(c, 1), c, DeviceKind::Cuda, gpu, 8),
+                      Contains("the GPU has 1.00 GiB free"));
+    CHECK_NOTHROW(check_memory_fits(estimate(c, 1), c, DeviceKind::Cpu, AvailableMemory{}, 1));
+  }
+}
+
+TEST_CASE("the layout without allocation is the model's layout", "[memory]") {
+  ModelSpec mlp, residual;
+  mlp.widths = {6, 5, 4, 3};
+  residual.kind = ModelKind::ResidualMlp;
+  residual.widths = {6, 8, 8, 8, 3};
+  for (const ModelSpec& spec : {mlp, residual}) {
+    const ParameterStore layout = Model::parameter_layout(spec);
+    const Model model(spec, DeviceKind::Cpu);
+    REQUIRE(layout.count() == model.store().count());
+    CHECK(layout.total_numel() == model.store().total_numel());
+    for (int id = 0; id < layout.count(); ++id) {
+      CHECK(layout.info(id).name == model.store().info(id).name);
+      CHECK(layout.info(id).offset == model.store().info(id).offset);
+      CHECK(layout.info(id).shape == model.store().info(id).shape);
+    }
+  }
+}
