@@ -86,6 +86,7 @@ struct CommStats {
 std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world);
 
 class Tracer;
+class DeviceLink;
 
 class Communicator {
  public:
@@ -120,6 +121,14 @@ class Communicator {
   virtual CommStats stats() const = 0;
   virtual void reset_stats() = 0;
   virtual void set_tracer(Tracer* tracer) = 0;  // nullable; spans named per collective
+
+  // The simulated link on a device stream (Note [Link on the device], simulated_link.h): a
+  // backend whose collectives run on a device stream delays each one's completion there and
+  // returns true; the others return false (the link then wraps them in host tasks).
+  virtual bool model_link_on_stream(std::shared_ptr<DeviceLink> link) {
+    (void)link;
+    return false;
+  }
 };
 
 }  // namespace zl

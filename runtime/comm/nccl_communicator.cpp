@@ -14,6 +14,7 @@
 #include "runtime/comm/nccl_check.h"
 #include "base/errors.h"
 #include "runtime/comm/device.h"
+#include "runtime/comm/simulated_link.h"
 #include "base/poll.h"
 #include "runtime/comm/timed_mpi.h"
 #include "base/tracer.h"
@@ -228,14 +229,19 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
   }
   Timing t{std::make_shared<Event>(true), std::make_shared<Event>(true)};
   ZL_CUDA_CHECK(cudaEventRecord(t.start->event, stream_));
+  // Note [Link on the device]: the reservation starts when the stream gets here, after the wait
+  // for the data's producer; the wait holds the stream until the modelled transfer ends.
+  if (link_) link_->reserve(stream_, link_slot_, modelled_seconds(link_->config(), op, payload_bytes, size_));
   launch(stream_);
+  if (link_) link_->wait(stream_, link_slot_);
   ZL_CUDA_CHECK(cudaEventRecord(t.end->event, stream_));
   std::shared_ptr<Event> done = t.end;
   {
     std::lock_guard lock(stats_mutex_);
     stats_.ops += 1;
     stats_.payload_bytes += payload_bytes;
-    stats_.wire_bytes += wire_bytes(op, payload_bytes, size_);
+    stats_.wire_bytes +=
+        wire_bytes(op, payload_bytes, link_ ? modelled_ranks(link_->config(), size_) : size_);
     pending_timings_.push_back(std::move(t));
     harvest_timings();  // keeps the queue short
   }
@@ -326,6 +332,12 @@ Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
         std::memcpy(buf, host, bytes);
         *in_use = false;
       });
+}
+
+bool NcclCommunicator::model_link_on_stream(std::shared_ptr<DeviceLink> link) {
+  link_slot_ = link ? link->claim_slot() : -1;
+  link_ = std::move(link);
+  return true;
 }
 
 Work NcclCommunicator::then(std::function<void(const ExecContext& stream)> fn) {

@@ -61,6 +61,9 @@ class NcclCommunicator final : public Communicator {
   CommStats stats() const override;
   void reset_stats() override;
   void set_tracer(Tracer* tracer) override { tracer_ = tracer; }
+  // Note [Link on the device] (simulated_link.h): every later collective completes on the comm
+  // stream no earlier than the link model says; wire_bytes counts the modelled ranks.
+  bool model_link_on_stream(std::shared_ptr<DeviceLink> link) override;
 
   struct Shared;  // the ncclComm_t and its abort state, shared with outstanding Works
   struct Event;   // an owned cudaEvent_t
@@ -86,6 +89,8 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<Shared> shared_;
   cudaEvent_t issued_ = nullptr;  // re-recorded on the issuing stream before each collective
   Tracer* tracer_ = nullptr;
+  std::shared_ptr<DeviceLink> link_;  // null: no modelled link
+  int link_slot_ = -1;
 
   // all_reduce_f64 staging: pinned host and device doubles, reused by consecutive calls.
   double* f64_host_ = nullptr;

@@ -3,12 +3,20 @@
 #include "runtime/comm/simulated_link.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "base/errors.h"
 #include "base/tracer.h"
+
+#if defined(ZEROLAP_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "base/cuda_check.h"
+#include "runtime/comm/link_delay_kernels.h"
+#endif
 
 namespace zl {
 namespace {
@@ -42,6 +50,44 @@ SimulatedLink::Clock::time_point SimulatedLink::reserve(Clock::time_point issued
   busy_until_ = begin + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(seconds));
   return busy_until_;
+}
+
+std::shared_ptr<DeviceLink> SimulatedLink::device() {
+  std::lock_guard lock(mutex_);
+  if (!device_) device_ = std::make_shared<DeviceLink>(config_);
+  return device_;
+}
+
+#if defined(ZEROLAP_WITH_CUDA)
+DeviceLink::DeviceLink(const LinkConfig& config) : config_(config) {
+  const std::size_t bytes = (1 + kSlots) * sizeof(std::uint64_t);
+  ZL_CUDA_CHECK(cudaMalloc(&device_words_, bytes));
+  ZL_CUDA_CHECK(cudaMemset(device_words_, 0, bytes));
+  ZL_CUDA_CHECK(cudaDeviceSynchronize());  // the zeros are in place before any stream uses them
+}
+
+DeviceLink::~DeviceLink() {
+  if (device_words_ != nullptr) cudaFree(device_words_);  // after the communicators' streams drained
+}
+
+void DeviceLink::reserve(void* stream, int slot, double seconds) {
+  const auto ns = static_cast<std::uint64_t>(std::llround(std::max(seconds, 0.0) * 1e9));
+  launch_link_reserve(stream, device_words_, device_words_ + 1 + slot, ns);
+}
+
+void DeviceLink::wait(void* stream, int slot) { launch_link_wait(stream, device_words_ + 1 + slot); }
+#else
+DeviceLink::DeviceLink(const LinkConfig& config) : config_(config) {
+  throw InternalError("DeviceLink: the simulated link on a device stream needs a CUDA build");
+}
+DeviceLink::~DeviceLink() = default;
+void DeviceLink::reserve(void*, int, double) {}
+void DeviceLink::wait(void*, int) {}
+#endif
+
+int DeviceLink::claim_slot() {
+  ZL_CHECK(next_slot_ < kSlots, "DeviceLink: more than {} communicators on one link", kSlots);
+  return next_slot_++;
 }
 
 SimulatedLinkCommunicator::SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
@@ -148,6 +194,11 @@ void SimulatedLinkCommunicator::set_tracer(Tracer* tracer) {
 std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> comm,
                                                   const std::shared_ptr<SimulatedLink>& link) {
   if (!link || !link->config().enabled()) return comm;
+  if (comm->exec().device == DeviceKind::Cuda) {
+    ZL_CHECK(comm->model_link_on_stream(link->device()),
+             "communicator {} runs on a device stream but cannot model the link there", comm->name());
+    return comm;
+  }
   return std::make_unique<SimulatedLinkCommunicator>(std::move(comm), link);
 }
 

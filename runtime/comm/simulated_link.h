@@ -4,8 +4,19 @@
 // results stay bitwise identical; only completion is delayed. Every figure taken with it must be
 // labelled with link_label() (docs/design.md, "Modelled network").
 // It needs then() tasks that run in stream order on a host thread (the CPU backend); where a
-// backend's then() runs at once on the caller (CUDA), the delay must instead be a host function
-// enqueued on the comm stream, or it would block the issuing thread.
+// backend's then() runs at once on the caller (CUDA), the delay is instead two kernels on the comm
+// stream (Note [Link on the device]), or it would block the issuing thread.
+//
+// Note [Link on the device]: on CUDA, NcclCommunicator brackets each collective on its comm stream
+// with a 1-thread kernel that reserves the rank's link when the stream reaches it (after the wait
+// for the data's producer, so at the moment the real collective could start; FIFO with the other
+// stream through one 64-bit word of device memory) and a 1-thread kernel after the collective that
+// spins, sleeping, until the GPU's global timer passes the reservation's end. So a collective
+// completes on the stream at max(real end, start + modelled time), exactly as on the CPU, and
+// everything ordered after it by events (an interleaved step on the comm stream, the next layer's
+// wait for its broadcast on the compute stream) waits for the modelled link: the real overlap
+// machinery runs against it. The host never blocks; results are unchanged; the spinning thread
+// holds one SM slot, which compute kernels can share.
 #pragma once
 
 #include <chrono>
@@ -43,6 +54,8 @@ std::string link_label(const LinkConfig& link);
 // collective therefore overlaps that wait with its modelled transfer: the model never charges
 // more than real time + transfer time, and charges exactly the transfer time when peers arrive
 // together (bucket collectives are issued at the same point of backward on every rank).
+class DeviceLink;
+
 class SimulatedLink {
  public:
   using Clock = std::chrono::steady_clock;
@@ -56,12 +69,40 @@ class SimulatedLink {
   // Reserves the link for `seconds` from `issued` on (or from when it is free); returns the time
   // the transfer ends.
   Clock::time_point reserve(Clock::time_point issued, double seconds);
+  // The same link on the current CUDA device, for communicators on device streams.
+  std::shared_ptr<DeviceLink> device();
 
  private:
   LinkConfig config_;
   double timeout_s_;
+  std::shared_ptr<DeviceLink> device_;
   std::mutex mutex_;
   Clock::time_point busy_until_{};
+};
+
+// The link model's device side (Note [Link on the device]): one per rank, created on first use
+// by SimulatedLink::device() on the calling thread's CUDA device, shared by the rank's
+// communicators. Slots hold each communicator's reservation end (a stream runs one collective at
+// a time). CUDA builds only; elsewhere constructing it is an InternalError.
+class DeviceLink {
+ public:
+  static constexpr int kSlots = 16;
+  explicit DeviceLink(const LinkConfig& config);
+  ~DeviceLink();
+  DeviceLink(const DeviceLink&) = delete;
+  DeviceLink& operator=(const DeviceLink&) = delete;
+
+  const LinkConfig& config() const { return config_; }
+  int claim_slot();  // one per communicator, in construction order
+  // Enqueue on `stream` (a cudaStream_t): reserve the link for `seconds` into `slot`; hold the
+  // stream until that reservation ends.
+  void reserve(void* stream, int slot, double seconds);
+  void wait(void* stream, int slot);
+
+ private:
+  LinkConfig config_;
+  std::uint64_t* device_words_ = nullptr;  // [0]: the link busy until (ns); [1 + slot]: slot ends
+  int next_slot_ = 0;
 };
 
 class SimulatedLinkCommunicator final : public Communicator {
@@ -106,7 +147,8 @@ class SimulatedLinkCommunicator final : public Communicator {
   std::unique_ptr<Communicator> inner_;
 };
 
-// Wraps `comm` when `link` is enabled; returns it unchanged otherwise.
+// Wraps `comm` when `link` is enabled (on a device stream the backend models it itself, Note
+// [Link on the device]); returns it unchanged otherwise.
 std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> comm,
                                                   const std::shared_ptr<SimulatedLink>& link);
 

@@ -120,13 +120,6 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
     const std::string warning = comm_priority_warning(config_.runtime.comm_priority, compute_.device);
     if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
   }
-  if (config_.link.enabled() && compute_.device == DeviceKind::Cuda) {
-    // Its delays are host tasks on a CPU comm thread; on CUDA they would stall the main thread.
-    throw UserError(fmt::format(
-        "{}: [link] models a network for CPU runs and cannot be used with runtime.device = cuda; "
-        "remove [link] or set runtime.device = \"cpu\"",
-        config_.source_path));
-  }
   // Construction order is the same on every rank (each construction is a collective): MPI on the
   // CPU, NCCL on CUDA.
   reduce_comm_ =
@@ -134,7 +127,8 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   broadcast_comm_ =
       device_.make_communicator(world_.comm, "comm.broadcast", comm_options(config_.runtime));
   if (config_.link.enabled()) {
-    // One link per rank, shared by both streams (Note [Link occupancy]).
+    // One link per rank, shared by both streams (Note [Link occupancy]); on CUDA it delays the
+    // comm streams on the device (Note [Link on the device]).
     auto link = std::make_shared<SimulatedLink>(config_.link, config_.runtime.timeout_s);
     reduce_comm_ = with_simulated_link(std::move(reduce_comm_), link);
     broadcast_comm_ = with_simulated_link(std::move(broadcast_comm_), link);

@@ -230,6 +230,26 @@ TEST_CASE("a modelled wait longer than the timeout fails naming the rank and ope
   CHECK(seconds_since(start) < 5.0);
 }
 
+TEST_CASE("with link.ranks a collective takes an N-rank job's modelled time, also at one rank",
+          "[link]") {
+  const World world = test::world_of(MPI_COMM_WORLD);
+  LinkConfig config{2.0, 100.0};
+  config.ranks = 8;  // 2(p-1)/p * 1 MiB / 0.25 GB/s + 14 * 100 us = 8.7 ms whatever world.size is
+  auto link = std::make_shared<SimulatedLink>(config);
+  SimulatedLinkCommunicator comm(std::make_unique<MpiCommunicator>(world.comm, "link.r", 60.0), link);
+  const std::int64_t n = 1 << 18;
+  std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);
+  const double modelled = modelled_seconds(config, CollectiveOp::AllReduce, n * 4, world.size);
+  REQUIRE(modelled == Approx(2.0 * 7.0 / 8.0 * (n * 4) / 0.25e9 + 14 * 100e-6));
+  MPI_Barrier(world.comm);
+  const auto start = Clock::now();
+  comm.all_reduce(buf.data(), n, ReduceOp::Sum).wait();
+  CHECK(seconds_since(start) >= modelled);
+  CHECK(comm.stats().busy_seconds >= modelled);
+  CHECK(comm.stats().wire_bytes == wire_bytes(CollectiveOp::AllReduce, n * 4, 8));
+  CHECK(buf.front() == static_cast<float>(world.size));  // the real all-reduce ran
+}
+
 TEST_CASE("training on the simulated link gives bitwise the same parameters", "[link]") {
   const World world = test::world_of(MPI_COMM_WORLD);
   for (const char* mode : {"ddp", "zero/interleaved/reduce_broadcast", "zero/after_backward/allreduce_broadcast"}) {
