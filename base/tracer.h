@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/stream_timeline.h"
+
 namespace zl {
 
 class Tracer {
@@ -31,6 +33,11 @@ class Tracer {
   nlohmann::json events() const;
   void clear();
 
+  // The streams' own timeline (base/stream_timeline.h): everything that records spans for the
+  // Chrome trace also marks it, so it travels with the tracer. Independent of enabled(): the
+  // bench starts it whether or not output.trace is set.
+  StreamTimeline& timeline() { return timeline_; }
+
  private:
   int thread_id(const std::string& thread);  // caller holds mutex_
 
@@ -40,6 +47,7 @@ class Tracer {
   mutable std::mutex mutex_;
   std::vector<std::string> threads_;
   nlohmann::json events_ = nlohmann::json::array();
+  StreamTimeline timeline_;
 };
 
 // RAII span: records [construction, destruction) when the tracer is enabled.

@@ -19,6 +19,7 @@
 #include "runtime/comm/compute_only_communicator.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
+#include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
 #include "runtime/train/trainer.h"
 
@@ -70,7 +71,8 @@ struct RunFigures {
   double total_s = 0.0;
   std::vector<double> step_s;
   PhaseSeconds phases;
-  double optimizer_s = 0.0, comm_busy_s = 0.0;
+  TimelineSummary timeline;  // the streams' own spans (Note [Exposed communication])
+  double comm_busy_s = 0.0;
   std::int64_t wire_bytes = 0, payload_bytes = 0, state_bytes = 0, peak_rss = 0;
   DeviceKind device = DeviceKind::Cpu;  // where the trainer ran
 };
@@ -94,12 +96,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     trainer.synchronize();
     ZL_MPI_CHECK(MPI_Barrier(world.comm));
 
-    trainer.reduce_comm().reset_stats();
-    trainer.broadcast_comm().reset_stats();
-    trainer.optimizer().reset_timers();
-    trainer.reset_phase_seconds();
-    trainer.tracer().clear();
-    trainer.tracer().reset_origin();
+    trainer.reset_step_stats();
     const double trace_offset_us = bench_clock.now_us();
     const auto start = Clock::now();
     for (std::int64_t i = 0; i < config.bench.steps; ++i) {
@@ -111,15 +108,18 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     ZL_MPI_CHECK(MPI_Barrier(world.comm));
     f.total_s = seconds_since(start);
 
-    f.phases = trainer.phase_seconds();
-    f.optimizer_s = trainer.optimizer().optimizer_seconds();
-    const CommStats r = trainer.reduce_comm().stats(), b = trainer.broadcast_comm().stats();
+    const StepStats stats = trainer.step_stats();
+    f.phases = stats.host;
+    f.timeline = summarize_timeline(stats.timeline, static_cast<int>(trainer.plan().buckets.size()),
+                                    f.total_s);
+    const CommStats& r = stats.reduce;
+    const CommStats& b = stats.broadcast;
     f.comm_busy_s = r.busy_seconds + b.busy_seconds;
     f.wire_bytes = r.wire_bytes + b.wire_bytes;
     f.payload_bytes = r.payload_bytes + b.payload_bytes;
-    f.state_bytes = trainer.optimizer().state_bytes();
+    f.state_bytes = stats.optimizer_state_bytes;
     f.peak_rss = peak_rss_bytes();
-    if (trace && trainer.tracer().enabled()) trace->push_back({trainer.tracer().events(), trace_offset_us});
+    if (trace && !stats.trace_events.empty()) trace->push_back({stats.trace_events, trace_offset_us});
   });
   return f;
 }
@@ -275,23 +275,32 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                                          bench_clock, nullptr);
       if (report.rows.empty()) {  // the first run resolved runtime.device
         report.comm_priority = comm_priority_in_effect(config.runtime.comm_priority, real.device);
+        report.device = real.device;
         const std::string warning = comm_priority_warning(config.runtime.comm_priority, real.device);
         if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
       }
 
       const auto steps = static_cast<double>(config.bench.steps);
+      const TimelineSummary& t = real.timeline;
       std::vector<double> maxed{real.total_s,
-                                real.phases.forward,
-                                real.phases.backward,
+                                t.forward_s,
+                                t.backward_s,
                                 real.phases.finish_backward,
-                                real.optimizer_s,
+                                t.optimizer_s,
                                 real.comm_busy_s,
                                 alone.total_s,
-                                alone.phases.forward,
-                                alone.phases.backward,
-                                alone.optimizer_s,
+                                alone.timeline.forward_s,
+                                alone.timeline.backward_s,
+                                alone.timeline.optimizer_s,
                                 static_cast<double>(real.wire_bytes),
-                                static_cast<double>(real.payload_bytes)};
+                                static_cast<double>(real.payload_bytes),
+                                t.wait_s,
+                                t.reduction_s,
+                                t.broadcast_s,
+                                t.comm_s,
+                                t.hidden_comm_s,
+                                t.exposed_comm_s,
+                                t.idle_s};
       max_over_ranks(world, maxed);
       row.step_s = maxed[0] / steps;
       row.forward_s = maxed[1] / steps;
@@ -305,7 +314,25 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       row.compute_optimizer_s = maxed[9] / steps;
       row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[10] / steps));
       row.payload_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[11] / steps));
-      row.exposed_comm_s = row.step_s - row.compute_s;
+      row.wait_s = maxed[12] / steps;
+      row.reduction_s = maxed[13] / steps;
+      row.broadcast_s = maxed[14] / steps;
+      row.comm_s = maxed[15] / steps;
+      row.hidden_comm_s = maxed[16] / steps;
+      row.exposed_comm_s = maxed[17] / steps;
+      row.idle_s = maxed[18] / steps;
+      row.comm_overhead_s = row.step_s - row.compute_s;
+      row.phases_vs_step = row.step_s > 0.0
+                               ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
+                               : 0.0;
+      for (auto* v : {&t.bucket_reduction_s, &t.bucket_step_s, &t.bucket_broadcast_s}) {
+        std::vector<double> per_step = *v;
+        max_over_ranks(world, per_step);
+        for (double& x : per_step) x /= steps;
+        if (v == &t.bucket_reduction_s) row.bucket_reduction_s = per_step;
+        if (v == &t.bucket_step_s) row.bucket_step_s = per_step;
+        if (v == &t.bucket_broadcast_s) row.bucket_broadcast_s = per_step;
+      }
       row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
 
       row.step_times_s = real.step_s;

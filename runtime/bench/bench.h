@@ -47,14 +47,27 @@ struct BenchRow {
   double samples_per_s = 0.0;
   std::optional<double> speedup_vs_ddp;  // ddp's step_s at the same cap / step_s
 
-  // Main-thread phases of the timed run (forward includes waits for broadcasts), optimizer time
-  // on any thread, and the time the comm streams spent in collectives (both streams summed).
+  // Note [Phase times]: forward, backward and optimizer are busy times from the streams' own
+  // timeline (CUDA events where the model is on a GPU, the host clock of the thread that runs
+  // them on the CPU; runtime/trace/timeline_summary.h): forward without its waits for
+  // broadcasts (wait_s), optimizer on whichever stream stepped. finish_backward_s is the main
+  // thread's wall time in the mode's step policy; comm_busy_s the time both comm streams spent in
+  // collectives (their counters, summed).
   double forward_s = 0.0, backward_s = 0.0, finish_backward_s = 0.0, optimizer_s = 0.0;
+  double wait_s = 0.0;
   double comm_busy_s = 0.0;
-  // The compute-only run of the same mode (Note [Bench timing]).
+  // The compute-only run of the same mode (Note [Bench timing]); its phases from its timeline.
   double compute_s = 0.0, compute_forward_s = 0.0, compute_backward_s = 0.0,
          compute_optimizer_s = 0.0;
-  double exposed_comm_s = 0.0;  // step_s - compute_s (noise can make it slightly negative)
+  // Note [Exposed communication] (runtime/trace/timeline_summary.h), from the timeline: the
+  // union of the reductions' / broadcasts' / all collectives' spans, the part of it that compute
+  // covered (hidden) and did not (exposed, >= 0 by construction), and time when nothing ran.
+  double reduction_s = 0.0, broadcast_s = 0.0, comm_s = 0.0;
+  double hidden_comm_s = 0.0, exposed_comm_s = 0.0, idle_s = 0.0;
+  double comm_overhead_s = 0.0;  // step_s - compute_s: the two runs' difference (noisy, may be < 0)
+  double phases_vs_step = 0.0;   // (forward + backward + optimizer) / step_s
+  // Per bucket, per step (JSON only): its reduction, its optimizer step, its broadcast.
+  std::vector<double> bucket_reduction_s, bucket_step_s, bucket_broadcast_s;
 
   // Note [Ideal step]: comm_model_s = the mode's collectives per step timed alone at their sizes
   // (BenchLimits::collectives); nonoverlap_comm_s = the last bucket's collective (+ its
@@ -79,6 +92,7 @@ struct BenchReport {
   LinkConfig link;
   std::string link_label;    // empty: real communication
   CommPriority comm_priority = CommPriority::Normal;  // in effect (realtime may be refused)
+  DeviceKind device = DeviceKind::Cpu;  // where the runs' models were (runtime.device resolved)
   bool peak_rss_per_mode = true;  // false: VmHWM could not be reset, peaks are since start-up
   BenchLimits limits;
   std::vector<BenchRow> rows;  // caps outer, modes inner

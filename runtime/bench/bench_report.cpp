@@ -36,12 +36,20 @@ nlohmann::ordered_json row_scalars(const BenchRow& r) {
   j["backward_s"] = r.backward_s;
   j["finish_backward_s"] = r.finish_backward_s;
   j["optimizer_s"] = r.optimizer_s;
+  j["wait_s"] = r.wait_s;
   j["comm_busy_s"] = r.comm_busy_s;
   j["compute_s"] = r.compute_s;
   j["compute_forward_s"] = r.compute_forward_s;
   j["compute_backward_s"] = r.compute_backward_s;
   j["compute_optimizer_s"] = r.compute_optimizer_s;
+  j["reduction_s"] = r.reduction_s;
+  j["broadcast_s"] = r.broadcast_s;
+  j["comm_s"] = r.comm_s;
+  j["hidden_comm_s"] = r.hidden_comm_s;
   j["exposed_comm_s"] = r.exposed_comm_s;
+  j["idle_s"] = r.idle_s;
+  j["comm_overhead_s"] = r.comm_overhead_s;
+  j["phases_vs_step"] = r.phases_vs_step;
   j["comm_model_s"] = r.comm_model_s;
   j["nonoverlap_comm_s"] = r.nonoverlap_comm_s;
   j["ideal_step_s"] = r.ideal_step_s;
@@ -87,16 +95,22 @@ std::string format_bench_table(const BenchReport& rep) {
         r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.ideal_step_s * 1e3,
         r.vs_ideal);
   }
-  out += fmt::format("\n{:<39} {:>6} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>12} {:>10}\n", "mode",
-                     "cap", "forward", "backward", "finish", "optim", "comm busy", "wire MB/step",
-                     "opt state MiB", "peak MiB");
+  out += fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and the "
+                     "share of them compute covered\n",
+                     rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads");
+  out += fmt::format("{:<39} {:>6} {:>8} {:>8} {:>7} {:>6} {:>7} {:>8} {:>7} {:>8} {:>8} {:>7} "
+                     "{:>10} {:>9}\n",
+                     "mode", "cap", "forward", "backward", "optim", "wait", "f+b+o", "reduce",
+                     "bcast", "hidden", "exposed", "idle", "wire MB", "peak MiB");
   for (const BenchRow& r : rep.rows) {
-    out += fmt::format("{:<39} {:>6g} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f} {:>9.2f} {:>11.2f} {:>12.2f} "
-                       "{:>10.1f}\n",
+    out += fmt::format("{:<39} {:>6g} {:>8.2f} {:>8.2f} {:>7.2f} {:>6.2f} {:>6.0f}% {:>8.2f} {:>7.2f} "
+                       "{:>8.2f} {:>8.2f} {:>7.2f} {:>10.2f} {:>9.1f}\n",
                        r.mode, r.bucket_cap_mb, r.forward_s * 1e3, r.backward_s * 1e3,
-                       r.finish_backward_s * 1e3, r.optimizer_s * 1e3, r.comm_busy_s * 1e3,
+                       r.optimizer_s * 1e3, r.wait_s * 1e3, r.phases_vs_step * 100.0,
+                       r.reduction_s * 1e3, r.broadcast_s * 1e3, r.hidden_comm_s * 1e3,
+                       r.exposed_comm_s * 1e3, r.idle_s * 1e3,
                        static_cast<double>(r.wire_bytes_per_step) * 1e-6,
-                       mib(max_of(r.optimizer_state_bytes)), mib(max_of(r.peak_rss_bytes)));
+                       mib(max_of(r.peak_rss_bytes)));
   }
   const BenchLimits& l = rep.limits;
   out += fmt::format("\nlimits (per rank, all ranks at once): GEMM floor {:.2f} ms/step; triad {:.1f} "
@@ -132,6 +146,7 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
                                                      {"ranks", rep.link.ranks},
                                                      {"label", rep.link_label}};
   j["comm_priority"] = to_string(rep.comm_priority);
+  j["device"] = device_name(rep.device);
   j["peak_rss_per_mode"] = rep.peak_rss_per_mode;
   const BenchLimits& l = rep.limits;
   nlohmann::ordered_json limits;
@@ -159,6 +174,9 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
     row["planned_state_bytes"] = r.planned_state_bytes;
     row["peak_rss_bytes"] = r.peak_rss_bytes;
     row["step_times_s"] = r.step_times_s;
+    row["bucket_reduction_s"] = r.bucket_reduction_s;
+    row["bucket_step_s"] = r.bucket_step_s;
+    row["bucket_broadcast_s"] = r.bucket_broadcast_s;
     j["results"].push_back(std::move(row));
   }
   return j;

@@ -90,7 +90,11 @@ Work MpiCommunicator::submit(CollectiveOp op, std::int64_t payload_bytes, std::s
                issue_and_wait = std::move(issue_and_wait)] {
     const double begin_us = tracer_ ? tracer_->now_us() : 0.0;
     const auto start = std::chrono::steady_clock::now();
-    issue_and_wait();
+    {
+      // On the comm thread, which is this communicator's stream (base/stream_timeline.h).
+      TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, ExecContext{}, name_, label);
+      issue_and_wait();
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     {

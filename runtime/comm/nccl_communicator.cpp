@@ -229,11 +229,15 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
   }
   Timing t{std::make_shared<Event>(true), std::make_shared<Event>(true)};
   ZL_CUDA_CHECK(cudaEventRecord(t.start->event, stream_));
+  // The stream's own timeline (base/stream_timeline.h): GPU times, after the wait for the data.
+  StreamTimeline* timeline = tracer_ && tracer_->timeline().recording() ? &tracer_->timeline() : nullptr;
+  const StreamTimeline::Mark begin_mark = timeline ? timeline->mark(exec()) : StreamTimeline::Mark{};
   // Note [Link on the device]: the reservation starts when the stream gets here, after the wait
   // for the data's producer; the wait holds the stream until the modelled transfer ends.
   if (link_) link_->reserve(stream_, link_slot_, modelled_seconds(link_->config(), op, payload_bytes, size_));
   launch(stream_);
   if (link_) link_->wait(stream_, link_slot_);
+  if (timeline) timeline->span(name_, label, -1, begin_mark, timeline->mark(exec()));
   ZL_CUDA_CHECK(cudaEventRecord(t.end->event, stream_));
   std::shared_ptr<Event> done = t.end;
   {

@@ -102,6 +102,7 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
   struct Timing {
     SimulatedLink::Clock::time_point issued, end;
     double begin_us = 0.0;
+    StreamTimeline::Mark begin_mark;  // the modelled transfer on the stream's timeline
   };
   auto timing = std::make_shared<Timing>();
   const double seconds = modelled_seconds(link_->config(), op, payload_bytes, size());
@@ -126,7 +127,10 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
     timing->end = link_->reserve(timing->issued, seconds);
     // Queued behind earlier transfers (Note [Link occupancy]), it may end later still.
     check_deadline(std::chrono::duration<double>(timing->end - timing->issued).count());
-    if (tracer_) timing->begin_us = tracer_->now_us();
+    if (tracer_) {
+      timing->begin_us = tracer_->now_us();
+      timing->begin_mark = tracer_->timeline().mark(ExecContext{});  // on the comm thread
+    }
   });
   collective();
   return inner_->then([this, timing, seconds, op, payload_bytes, label](const ExecContext&) {
@@ -136,6 +140,12 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
     {
       std::lock_guard lock(stats_mutex_);
       busy_seconds_ += busy;
+    }
+    if (tracer_) {
+      // Encloses the inner communicator's span of the real collective (Note [Exposed
+      // communication], runtime/trace/timeline_summary.h).
+      tracer_->timeline().span(name(), label, -1, timing->begin_mark,
+                               tracer_->timeline().mark(ExecContext{}));
     }
     if (tracer_ && tracer_->enabled()) {
       // Encloses the real collective's span on the same thread: the modelled transfer.

@@ -32,6 +32,8 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
   {
     const std::int64_t elements = plan_.buckets[static_cast<std::size_t>(bucket)].numel;
     TraceSpan span(tracer_, trace_thread, "step", {{"bucket", bucket}, {"elements", elements}});
+    TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, exec,
+                        trace_thread == "main" ? "compute" : trace_thread, "optimizer", bucket);
     optimizer_.step_bucket(bucket, scalars, exec);
   }
   if (observer_) observer_->on_step_event({StepEvent::Kind::StepEnd, bucket});
@@ -59,6 +61,10 @@ void BucketSteps::wait_before_use(int param_id) {
   // before the read below (on CUDA the task already ran when it was issued). On CUDA both are
   // stream waits: only this layer's kernels on the compute stream wait for its bucket's
   // broadcast event, and the host goes on enqueueing the forward.
+  // The compute stream idles from here until the broadcast completed: a "wait" span, which the
+  // bench subtracts from forward (Note [Exposed communication], runtime/trace/timeline_summary.h).
+  TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, compute_, "compute", "wait",
+                      static_cast<int>(bucket));
   step_work_[bucket].stream_wait(compute_);
   broadcast_work_[bucket].stream_wait(compute_);
   awaiting_[bucket] = 0;

@@ -247,6 +247,7 @@ void Trainer::train_step() {
     auto phase_start = Clock::now();
     {
       TraceSpan span(&tracer_, "main", "forward", {{"step", position_.step + 1}, {"micro_batch", micro}});
+      TimelineScope timed(&tracer_.timeline(), compute_, "compute", "forward");
       micro_batch_loss(indices_);
     }
     phase_seconds_.forward += seconds_since(phase_start);
@@ -254,6 +255,7 @@ void Trainer::train_step() {
     data_parallel_->begin_backward(micro);
     {
       TraceSpan span(&tracer_, "main", "backward", {{"step", position_.step + 1}, {"micro_batch", micro}});
+      TimelineScope timed(&tracer_.timeline(), compute_, "compute", "backward");
       BackwardContext ctx;
       ctx.accumulate = data_parallel_->accumulate_mode();
       ctx.on_grad_ready = &data_parallel_->grad_ready_hook();
@@ -269,6 +271,41 @@ void Trainer::train_step() {
   phase_seconds_.finish_backward += seconds_since(finish_start);
   loss_window_.end_step();
   ++position_.step;
+}
+
+void Trainer::reset_step_stats() {
+  reduce_comm_->reset_stats();
+  broadcast_comm_->reset_stats();
+  optimizer_->reset_timers();
+  phase_seconds_ = PhaseSeconds{};
+  tracer_.clear();
+  tracer_.reset_origin();
+  tracer_.timeline().start(compute_);
+  timeline_origin_us_ = tracer_.now_us();
+}
+
+StepStats Trainer::step_stats() {
+  tracer_.timeline().stop();
+  StepStats s;
+  s.host = phase_seconds_;
+  s.optimizer_host_s = optimizer_->optimizer_seconds();
+  s.reduce = reduce_comm_->stats();
+  s.broadcast = broadcast_comm_->stats();
+  s.optimizer_state_bytes = optimizer_->state_bytes();
+  s.timeline = tracer_.timeline().spans();
+  s.timeline_origin_us = timeline_origin_us_;
+  if (tracer_.enabled() && compute_.device == DeviceKind::Cuda) {
+    // The GPU streams' spans beside the host's: their own threads in the Chrome trace, placed on
+    // the tracer's clock through the timeline's origin (aligned to a few us).
+    for (const TimelineSpan& t : s.timeline) {
+      tracer_.span("gpu " + t.stream, t.name, timeline_origin_us_ + t.begin_s * 1e6,
+                   timeline_origin_us_ + t.end_s * 1e6,
+                   t.bucket >= 0 ? nlohmann::json{{"bucket", t.bucket}, {"clock", "gpu"}}
+                                 : nlohmann::json{{"clock", "gpu"}});
+    }
+  }
+  if (tracer_.enabled()) s.trace_events = tracer_.events();
+  return s;
 }
 
 std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {

@@ -58,6 +58,21 @@ struct PhaseSeconds {
   double forward = 0.0, backward = 0.0, finish_backward = 0.0;
 };
 
+// What the steps since Trainer::reset_step_stats() did, in one snapshot (the bench reads this
+// instead of reaching into the communicators, the optimizer and the tracer). Take it after
+// synchronize(): the timeline's device marks must have been reached.
+struct StepStats {
+  PhaseSeconds host;               // main-thread wall time of the phases
+  double optimizer_host_s = 0.0;   // host time in the fused optimizer calls (enqueue time on CUDA)
+  CommStats reduce, broadcast;     // the two communicators' counters
+  std::int64_t optimizer_state_bytes = 0;
+  // Every stream's spans since the reset (base/stream_timeline.h), seconds since the reset, and
+  // the tracer's clock at that origin (to place device spans in the Chrome trace).
+  std::vector<TimelineSpan> timeline;
+  double timeline_origin_us = 0.0;
+  nlohmann::json trace_events;  // the tracer's events since the reset (empty when not tracing)
+};
+
 class Trainer {
  public:
   Trainer(const Config& config, const World& world, TrainerOptions options = {});
@@ -92,6 +107,10 @@ class Trainer {
   std::vector<double> sum_over_ranks(std::vector<double> values);
   TaskKind task() const { return data_.train.task; }
   double last_grad_norm() const { return data_parallel_->last_grad_norm(); }
+  // Zeroes every counter of StepStats and starts the stream timeline (call with nothing in
+  // flight: after synchronize()); step_stats() stops it and returns the snapshot.
+  void reset_step_stats();
+  StepStats step_stats();
   std::int64_t step() const { return position_.step; }  // optimizer steps completed
   std::int64_t total_steps() const { return total_steps_; }
   std::int64_t steps_per_epoch() const { return steps_per_epoch_; }
@@ -134,6 +153,7 @@ class Trainer {
   std::unique_ptr<LayerTrace> layer_trace_;  // only when tracing
   PhaseSeconds phase_seconds_;
   LossWindow loss_window_;
+  double timeline_origin_us_ = 0.0;
 
   std::int64_t steps_per_epoch_ = 0;  // optimizer steps
   std::int64_t total_steps_ = 0;

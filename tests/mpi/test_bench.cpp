@@ -22,6 +22,7 @@
 #include "runtime/bench/bench_report.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/comm/simulated_link.h"
+#include "runtime/train/bucket_plan.h"
 #include "runtime/trace/trace_writer.h"
 #include "tests/mpi/mpi_test_util.h"
 
@@ -52,7 +53,9 @@ const std::vector<std::string> kRowFields = {
     "mode", "bucket_cap_mb", "buckets", "samples_per_step", "step_s", "step_median_s",
     "step_p10_s", "step_p90_s", "samples_per_s", "speedup_vs_ddp", "forward_s", "backward_s",
     "finish_backward_s", "optimizer_s", "comm_busy_s", "compute_s", "compute_forward_s",
-    "compute_backward_s", "compute_optimizer_s", "exposed_comm_s", "comm_model_s",
+    "compute_backward_s", "compute_optimizer_s", "exposed_comm_s", "comm_model_s", "wait_s",
+    "reduction_s", "broadcast_s", "comm_s", "hidden_comm_s", "idle_s", "comm_overhead_s",
+    "phases_vs_step",
     "nonoverlap_comm_s", "ideal_step_s", "vs_ideal", "wire_bytes_per_step",
     "payload_bytes_per_step", "optimizer_state_bytes_max", "planned_state_bytes_max",
     "peak_rss_bytes_max"};
@@ -94,6 +97,19 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
     CHECK(row.peak_rss_bytes.size() == static_cast<std::size_t>(world.size));
     if (world.size > 1) CHECK(row.wire_bytes_per_step > 0);
   }
+  for (const BenchRow& row : report.rows) {
+    // The timeline's figures (Note [Exposed communication]) are lengths of sets of time; per
+    // rank exposed + hidden = comm, and each figure is the maximum over ranks.
+    INFO(row.mode << " @ " << row.bucket_cap_mb);
+    CHECK(row.exposed_comm_s >= 0.0);
+    CHECK(row.hidden_comm_s >= 0.0);
+    CHECK(row.exposed_comm_s <= row.comm_s + 1e-9);
+    CHECK(row.hidden_comm_s <= row.comm_s + 1e-9);
+    CHECK(row.exposed_comm_s + row.hidden_comm_s >= row.comm_s - 1e-9);
+    CHECK(row.forward_s > 0.0);
+    CHECK(row.backward_s > 0.0);
+    CHECK(row.bucket_reduction_s.size() == static_cast<std::size_t>(row.buckets));
+  }
   CHECK(report.rows[1].bucket_cap_mb == 0.002);
   CHECK(report.rows[1].buckets > 1);
 
@@ -113,7 +129,8 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
     for (const auto& row : json.at("results")) {
       for (const auto& field : kRowFields) CHECK(row.contains(field));
       for (const char* vec : {"optimizer_state_bytes", "planned_state_bytes", "peak_rss_bytes",
-                              "step_times_s"}) {
+                              "step_times_s", "bucket_reduction_s", "bucket_step_s",
+                              "bucket_broadcast_s"}) {
         CHECK(row.at(vec).is_array());
       }
     }
@@ -394,4 +411,56 @@ TEST_CASE("in overlap none every step starts after the step's last collective", 
   const nlohmann::json trace = traced_run(world, "none", 3);
   if (!world.is_root() || world.size == 1) return;
   CHECK_FALSE(step_overlaps_later_collective(trace, 3));
+}
+
+TEST_CASE("a one-rank bench with link.ranks = 8 is timed against an 8-rank job's link",
+          "[bench-link]") {
+  // One rank, every collective modelled as one of 8 ranks: the real collectives are local, the
+  // modelled ones are not. Assertions are on what the model and the timeline account for, never
+  // on how fast anything ran. Three buckets: the last layer alone (first_bucket_cap_mb), the
+  // 1024x1024 layer (whose backward, milliseconds long, runs while bucket 0 is on the link), the
+  // first layer.
+  const World world = test::world_of(MPI_COMM_WORLD);
+  REQUIRE(world.size == 1);
+  const std::string dir = fresh_dir("bench_link_ranks");
+  const Config config = test::small_config(
+      {"model.widths=[8, 1024, 1024, 4]", "data.batch_size=128", "bench.warmup=1",
+       "bench.steps=3", "bench.bucket_cap_mb=1.0", "parallel.first_bucket_cap_mb=0.05",
+       "bench.modes=[\"zero/none/reduce_broadcast\", \"zero/interleaved/reduce_broadcast\"]",
+       "link.ranks=8", "link.bandwidth_gbps=4", "link.latency_us=200",
+       "output.dir=\"" + dir + "\""});
+  BenchOptions options;
+  options.progress = false;
+  const BenchReport report = run_bench(config, world, options);
+  REQUIRE(report.rows.size() == 2);
+  CHECK(report.link.ranks == 8);
+
+  // The model's time of one step's collectives, by hand from the plan.
+  const Model model(config.model, DeviceKind::Cpu);
+  const BucketPlan plan = build_bucket_plan(model.store(), 1.0, 0.05, 1, config.parallel.assignment);
+  REQUIRE(plan.buckets.size() == 3);
+  double reduces = 0.0, broadcasts = 0.0;
+  for (const Bucket& b : plan.buckets) {
+    reduces += modelled_seconds(config.link, CollectiveOp::Reduce, b.bytes(), 1);
+    broadcasts += modelled_seconds(config.link, CollectiveOp::Broadcast, b.bytes(), 1);
+  }
+  REQUIRE(reduces > 0.0);  // at one real rank (p - 1) / p would have made it 0
+
+  const BenchRow& none = report.rows[0];
+  const BenchRow& interleaved = report.rows[1];
+  for (const BenchRow* row : {&none, &interleaved}) {
+    INFO(row->mode);
+    // Each collective, timed alone in the limits, took at least its modelled time, and so did
+    // every step's collectives on the timeline (one link: they cannot overlap each other).
+    CHECK(row->comm_model_s >= 0.999 * (reduces + broadcasts));
+    CHECK(row->comm_s >= 0.999 * (reduces + broadcasts));
+    CHECK(row->exposed_comm_s + row->hidden_comm_s == Approx(row->comm_s).margin(1e-9));
+    CHECK(row->wire_bytes_per_step > 0);  // the modelled ranks' bytes
+  }
+  // none: the broadcasts run after every step while the main thread waits, so at least all of
+  // their modelled time is exposed; the step is at least compute + that.
+  CHECK(none.exposed_comm_s >= 0.999 * broadcasts);
+  // interleaved: bucket 0 is on the link while backward computes the 1024x1024 layer.
+  CHECK(interleaved.hidden_comm_s > 0.0);
+  CHECK(interleaved.bucket_step_s.size() == 3);
 }

@@ -23,6 +23,7 @@ add_test(NAME mpi.plot_bench.np2
 set_tests_properties(mpi.plot_bench.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
   FAIL_REGULAR_EXPRESSION "FAIL")
 zerolap_add_mpi_test(link 1 "[link]" 300)
+zerolap_add_mpi_test(bench_link 1 "[bench-link]" 300)
 zerolap_add_mpi_test(link 2 "[link]" 300)
 zerolap_add_mpi_test(trace 2 "[trace]" 300)
 
