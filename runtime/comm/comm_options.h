@@ -24,7 +24,7 @@ inline constexpr double kMinLinkBandwidthGbps = 1e-6;
 inline constexpr double kMaxLinkBandwidthGbps = 1e6;
 inline constexpr double kMaxLinkLatencyUs = 1e7;
 
-// [link]: a modelled network for CPU runs (runtime/comm/simulated_link.h).
+// [link]: a modelled network, on the CPU or a GPU (runtime/comm/simulated_link.h).
 struct LinkConfig {
   double bandwidth_gbps = 0.0;  // 0: no network model
   double latency_us = 0.0;
