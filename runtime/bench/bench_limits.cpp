@@ -10,12 +10,14 @@
 #include <memory>
 #include <tuple>
 
+#include "base/device_buffer.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_info.h"
 #include "kernels/optimizer_kernels.h"
 #include "models/model.h"
 #include "base/clock.h"
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/device.h"
 #include "runtime/comm/simulated_link.h"
 
 namespace zl {
@@ -52,6 +54,24 @@ double time_collectively(const World& world, Fn&& fn) {
   return *std::min_element(runs.begin(), runs.end());
 }
 
+// time_collectively for work on `exec`'s stream: on the CPU the same; on CUDA each timed run
+// enqueues a batch of `fn` (about a millisecond of work) and waits for the stream, so the host's
+// launch and wait overheads are amortised; returns the time of one `fn`.
+template <typename Fn>
+double time_on(const ExecContext& exec, const World& world, Fn&& fn) {
+  if (exec.device != DeviceKind::Cuda) return time_collectively(world, fn);
+  auto start = Clock::now();
+  fn();
+  synchronize_stream(exec);
+  const double first = max_over_ranks(world, seconds_since(start));
+  const int batch = std::clamp(static_cast<int>(std::ceil(1e-3 / std::max(first, 1e-7))), 1, 100);
+  return time_collectively(world, [&] {
+           for (int i = 0; i < batch; ++i) fn();
+           synchronize_stream(exec);
+         }) /
+         batch;
+}
+
 std::vector<GemmLimit> model_gemm_shapes(const Config& config) {
   // Linear weights are the 2-D parameters, (out, in); the batch is data.batch_size per rank.
   const Model model(config.model, DeviceKind::Cpu);
@@ -76,18 +96,16 @@ std::vector<GemmLimit> model_gemm_shapes(const Config& config) {
   return out;
 }
 
-void measure_gemm(const World& world, GemmLimit& g) {
-  std::vector<float> a(static_cast<std::size_t>(g.m * g.k), 0.5f);
-  std::vector<float> b(static_cast<std::size_t>(g.k * g.n), 0.25f);
-  std::vector<float> c(static_cast<std::size_t>(g.m * g.n), 0.0f);
-  const ExecContext cpu{};
+// On `exec`: the CPU GEMM, or cuBLAS on the device's compute stream (the handle the layers use).
+void measure_gemm(const ExecContext& exec, const World& world, GemmLimit& g) {
+  const DeviceBuffer a(exec.device, g.m * g.k), b(exec.device, g.k * g.n), c(exec.device, g.m * g.n);
   // Same transposes as the layers: forward uses W^T, backward_weight dy^T.
   const Transpose ta = g.pass == "backward_weight" ? Transpose::Yes : Transpose::No;
   const Transpose tb = g.pass == "forward" ? Transpose::Yes : Transpose::No;
   const std::int64_t lda = ta == Transpose::Yes ? g.m : g.k;
   const std::int64_t ldb = tb == Transpose::Yes ? g.k : g.n;
-  const double s = time_collectively(world, [&] {
-    gemm(cpu, ta, tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n);
+  const double s = time_on(exec, world, [&] {
+    gemm(exec, ta, tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n);
   });
   g.gflops = 2.0 * static_cast<double>(g.m * g.n * g.k) / s * 1e-9;
 }
@@ -108,33 +126,45 @@ double measure_triad(const World& world) {
   return 3.0 * 4.0 * static_cast<double>(kElements) / s * 1e-9;
 }
 
-void measure_optimizer(const Config& config, const World& world, BenchLimits& out) {
+// The device's memory bandwidth: the `add` kernel (c = a + b: 12 bytes per element, STREAM's
+// "add"), over 3 x 1 GiB, well past any GPU's cache.
+double measure_device_bandwidth(const ExecContext& exec, const World& world) {
+  constexpr std::int64_t kElements = std::int64_t{256} << 20;
+  const DeviceBuffer a(exec.device, kElements), b(exec.device, kElements), c(exec.device, kElements);
+  const double s = time_on(exec, world, [&] { add(exec, a.data(), b.data(), c.data(), kElements); });
+  return 3.0 * 4.0 * static_cast<double>(kElements) / s * 1e-9;
+}
+
+void measure_optimizer(const Config& config, const ExecContext& exec, const World& world,
+                       BenchLimits& out) {
   const Model model(config.model, DeviceKind::Cpu);
-  // At least the triad's size, so that a small model's state does not fit in cache and the
-  // figure compares with the triad's memory bandwidth.
-  const std::int64_t n = std::max<std::int64_t>(model.store().total_numel(), kTriadElements);
-  std::vector<float> p(static_cast<std::size_t>(n), 0.1f), g(p.size(), 0.01f), m(p.size(), 0.0f),
-      v(p.size(), 0.0f);
+  // At least the triad's size (a GPU's: the bandwidth kernel's), so that a small model's state
+  // does not fit in cache and the figure compares with the memory bandwidth.
+  const std::int64_t floor = exec.device == DeviceKind::Cuda ? std::int64_t{64} << 20 : kTriadElements;
+  const std::int64_t n = std::max<std::int64_t>(model.store().total_numel(), floor);
+  const DeviceBuffer p(exec.device, n), g(exec.device, n), m(exec.device, n), v(exec.device, n);
   const OptimizerConfig& o = config.optimizer;
   double s = 0.0;
   if (o.kind == OptimizerKind::Sgd) {
     const SgdHyper h{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov};
     float* buf = o.momentum != 0.0f ? m.data() : nullptr;
-    s = time_collectively(world, [&] {
-      sgd_step_cpu(p.data(), g.data(), buf, n, make_sgd_step(h, o.lr, 2, 1.0f));
+    s = time_on(exec, world, [&] {
+      sgd_step(exec, p.data(), g.data(), buf, n, make_sgd_step(h, o.lr, 2, 1.0f));
     });
     out.optimizer_bytes_per_element = buf ? 20 : 12;  // p, g, buf read; p, buf written
   } else {
     const AdamHyper h{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.kind == OptimizerKind::AdamW};
-    s = time_collectively(world, [&] {
-      adam_step_cpu(p.data(), g.data(), m.data(), v.data(), n, make_adam_step(h, o.lr, 2, 1.0f));
+    s = time_on(exec, world, [&] {
+      adam_step(exec, p.data(), g.data(), m.data(), v.data(), n, make_adam_step(h, o.lr, 2, 1.0f));
     });
     out.optimizer_bytes_per_element = 28;  // p, g, m, v read; p, m, v written
   }
   out.optimizer_gbps = static_cast<double>(out.optimizer_bytes_per_element * n) / s * 1e-9;
 }
 
-void measure_collectives(const Config& config, const World& world,
+// On the device's communicator backend (NCCL on CUDA, MPI on the CPU) with buffers where the
+// model lives, through the link model when it is on.
+void measure_collectives(const Config& config, const Device& device, const World& world,
                          std::vector<CollectiveSize> sizes, BenchLimits& out) {
   std::sort(sizes.begin(), sizes.end(), [](const CollectiveSize& a, const CollectiveSize& b) {
     return std::tie(a.op, a.bytes) < std::tie(b.op, b.bytes);
@@ -147,11 +177,12 @@ void measure_collectives(const Config& config, const World& world,
   if (sizes.empty()) return;
   std::int64_t largest = 0;
   for (const auto& s : sizes) largest = std::max(largest, s.bytes);
-  std::unique_ptr<Communicator> comm = std::make_unique<MpiCommunicator>(
-      world.comm, "bench.limits", config.runtime.timeout_s, config.runtime.comm_priority);
+  std::unique_ptr<Communicator> comm =
+      device.make_communicator(world.comm, "bench.limits", comm_options(config.runtime));
   comm = with_simulated_link(std::move(comm), std::make_shared<SimulatedLink>(
                                                    config.link, config.runtime.timeout_s));
-  std::vector<float> buf(static_cast<std::size_t>(largest / 4 + 1), 1.0f);
+  const DeviceBuffer buf(device.kind(), largest / 4 + 1);
+  out.collectives_local = world.size == 1 && !config.link.enabled();
   for (const auto& s : sizes) {
     const std::int64_t n = s.bytes / 4;
     const CollectiveOp op = s.op == "all_reduce" ? CollectiveOp::AllReduce
@@ -188,18 +219,25 @@ double BenchLimits::collective_seconds(const std::string& op, std::int64_t bytes
 BenchLimits measure_limits(const Config& config, const World& world,
                            const std::vector<CollectiveSize>& sizes) {
   set_cpu_gemm_threads(config.runtime.threads);
+  // The device the runs will use (the same resolution of runtime.device as the Trainer's).
+  const Device device(config.runtime.device, world);
+  const ExecContext exec = device.compute();
   BenchLimits out;
-  out.gemm_kernel = describe_cpu_gemm(cpu_gemm_info());
+  out.device = device.kind();
+  out.device_summary = device.summary();
+  out.gemm_kernel = exec.device == DeviceKind::Cuda ? std::string("cuBLAS SGEMM (fp32, default math mode)")
+                                                    : describe_cpu_gemm(cpu_gemm_info());
   out.gemm = model_gemm_shapes(config);
   for (auto& g : out.gemm) {
-    measure_gemm(world, g);
+    measure_gemm(exec, world, g);
     out.gemm_step_s += g.count * 2.0 * static_cast<double>(g.m * g.n * g.k) / (g.gflops * 1e9);
   }
   out.gemm_step_s *= static_cast<double>(config.train.grad_accum);
-  out.triad_gbps = measure_triad(world);
-  measure_optimizer(config, world, out);
+  out.triad_gbps = exec.device == DeviceKind::Cuda ? measure_device_bandwidth(exec, world)
+                                                   : measure_triad(world);
+  measure_optimizer(config, exec, world, out);
   out.optimizer_vs_triad = out.triad_gbps > 0.0 ? out.optimizer_gbps / out.triad_gbps : 0.0;
-  measure_collectives(config, world, sizes, out);
+  measure_collectives(config, device, world, sizes, out);
   return out;
 }
 

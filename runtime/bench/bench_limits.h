@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/exec_context.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/world.h"
 
@@ -29,8 +30,14 @@ struct CollectiveLimit {
   double busbw_gbps = 0.0;  // wire_bytes() per rank / s: comparable with the link bandwidth
 };
 
+// Note [Limits on the device]: on CUDA every figure is the GPU's: cuBLAS at the model's shapes on
+// the compute stream, the `add` kernel's bandwidth (triad_gbps, STREAM add: 12 B/element) and
+// the fused optimizer kernel, each timed over a batch of launches ending in a stream wait; the
+// collectives on NCCL with device buffers. On the CPU: the CPU GEMM, a triad loop, MPI.
 struct BenchLimits {
-  std::string gemm_kernel;  // which CPU GEMM ran: describe_cpu_gemm() (kernels/gemm_info.h)
+  DeviceKind device = DeviceKind::Cpu;  // where they were measured
+  std::string device_summary;           // Device::summary(): which GPU, or why the CPU
+  std::string gemm_kernel;  // which GEMM ran: describe_cpu_gemm() (kernels/gemm_info.h) or cuBLAS
   std::vector<GemmLimit> gemm;
   double gemm_step_s = 0.0;     // all GEMMs of one step at the measured rates (compute floor)
   double triad_gbps = 0.0;      // per rank
@@ -38,6 +45,7 @@ struct BenchLimits {
   std::int64_t optimizer_bytes_per_element = 0;  // read + written
   double optimizer_vs_triad = 0.0;
   std::vector<CollectiveLimit> collectives;
+  bool collectives_local = false;  // one rank, no link model: copies on this rank, no network
 
   // Time of `op` on `bytes` from `collectives` (exact size; 0 when not measured).
   double collective_seconds(const std::string& op, std::int64_t bytes) const;

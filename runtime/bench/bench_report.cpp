@@ -113,14 +113,22 @@ std::string format_bench_table(const BenchReport& rep) {
                        mib(max_of(r.peak_rss_bytes)));
   }
   const BenchLimits& l = rep.limits;
-  out += fmt::format("\nlimits (per rank, all ranks at once): GEMM floor {:.2f} ms/step; triad {:.1f} "
-                     "GB/s; fused optimizer {:.1f} GB/s ({:.0f}% of triad, {} B/element)\n",
-                     l.gemm_step_s * 1e3, l.triad_gbps, l.optimizer_gbps,
-                     l.optimizer_vs_triad * 100.0, l.optimizer_bytes_per_element);
-  out += fmt::format("  CPU GEMM: {}\n", l.gemm_kernel);
+  const bool gpu = l.device == DeviceKind::Cuda;  // Note [Limits on the device]
+  const char* bandwidth = gpu ? "device add kernel" : "triad";
+  out += fmt::format("\nlimits (per rank, all ranks at once) measured on {}: GEMM floor {:.2f} ms/step; "
+                     "{} {:.1f} GB/s; fused optimizer {:.1f} GB/s ({:.0f}% of {}, {} B/element)\n",
+                     gpu ? "cuda" : "cpu", l.gemm_step_s * 1e3, bandwidth, l.triad_gbps,
+                     l.optimizer_gbps, l.optimizer_vs_triad * 100.0, bandwidth,
+                     l.optimizer_bytes_per_element);
+  if (gpu) out += fmt::format("  {}\n", l.device_summary);
+  out += fmt::format("  {} GEMM: {}\n", gpu ? "GPU" : "CPU", l.gemm_kernel);
   for (const GemmLimit& g : l.gemm) {
     out += fmt::format("  gemm {:<16} m={:<6} n={:<6} k={:<6} x{:<3} {:>7.1f} GFLOP/s\n", g.pass,
                        g.m, g.n, g.k, g.count, g.gflops);
+  }
+  if (l.collectives_local && !l.collectives.empty()) {
+    out += "  collectives: one rank and no link model, so local (no network; use link.ranks to "
+           "model one)\n";
   }
   for (const CollectiveLimit& c : l.collectives) {
     out += fmt::format("  {:<10} {:>10.3f} MiB  {:>9.3f} ms  algbw {:>7.2f} GB/s  busbw {:>7.2f} GB/s"
@@ -151,6 +159,9 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   const BenchLimits& l = rep.limits;
   nlohmann::ordered_json limits;
   limits["gemm_kernel"] = l.gemm_kernel;
+  limits["device"] = device_name(l.device);
+  limits["device_summary"] = l.device_summary;
+  limits["collectives_local"] = l.collectives_local;
   limits["gemm_step_s"] = l.gemm_step_s;
   limits["triad_gbps"] = l.triad_gbps;
   limits["optimizer_gbps"] = l.optimizer_gbps;

@@ -219,6 +219,16 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
                                cudaStream_t issuer, Launch&& launch,
                                std::function<void()> on_complete) {
   check_usable();
+  const double modelled_s = link_ ? modelled_seconds(link_->config(), op, payload_bytes, size_) : 0.0;
+  if (modelled_s > timeout_s_) {
+    // As on the CPU (simulated_link.cpp): the modelled wait has the deadline of a real one. A
+    // wait queued behind the other stream's transfers is bounded by the host's event wait.
+    throw RuntimeFailure(fmt::format(
+        "rank {}: {} of {} bytes on communicator '{}' would take {:.3g} s on the modelled link, "
+        "beyond runtime.timeout_s = {} s (link.latency_us = {}, link.bandwidth_gbps = {})",
+        rank_, label, payload_bytes, name_, modelled_s, timeout_s_, link_->config().latency_us,
+        link_->config().bandwidth_gbps));
+  }
   const double begin_us = tracer_ ? tracer_->now_us() : 0.0;
   if (issuer != nullptr && issuer != stream_) {
     // The data is final on the issuing stream *now* (its producer kernels are enqueued): an
@@ -234,7 +244,7 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
   const StreamTimeline::Mark begin_mark = timeline ? timeline->mark(exec()) : StreamTimeline::Mark{};
   // Note [Link on the device]: the reservation starts when the stream gets here, after the wait
   // for the data's producer; the wait holds the stream until the modelled transfer ends.
-  if (link_) link_->reserve(stream_, link_slot_, modelled_seconds(link_->config(), op, payload_bytes, size_));
+  if (link_) link_->reserve(stream_, link_slot_, modelled_s);
   launch(stream_);
   if (link_) link_->wait(stream_, link_slot_);
   if (timeline) timeline->span(name_, label, -1, begin_mark, timeline->mark(exec()));
