@@ -4,8 +4,9 @@
 # beforehand on a networked Debian 12 machine) into a private prefix, builds with CUDA, runs the
 # CUDA tests (kernels and models vs the CPU, one-rank training vs the CPU), trains the
 # Fashion-MNIST-shaped MLP on synthetic data on one GPU, runs `zerolap bench
-# configs/bench_large.toml` on one rank, and measures the fused Adam kernel's bandwidth against the
-# device's copy bandwidth. Results: $OUT/gpu_check.md (OUT defaults to ./gpu_check_out), logs in
+# configs/bench_large.toml` on one rank without and with a modelled 8-rank link and checks the
+# bench's figures (scripts/bench_gpu_checks.py), and measures the fused Adam kernel's bandwidth
+# against the device's copy bandwidth. Results: $OUT/gpu_check.md (OUT defaults to ./gpu_check_out), logs in
 # $OUT/logs. Exit 0 when every phase passed.
 #
 # Environment:
@@ -206,8 +207,20 @@ fi
 phase bandwidth 60 "$build/tests/zerolap_tests" "[gpu-bandwidth]" "${catch[@]}"
 if [[ "$dry" != 1 ]]; then
   if [[ -f "$root/configs/bench_large.toml" ]]; then
-    phase bench_large 240 "${mpirun_1[@]}" "$build/zerolap" bench "$root/configs/bench_large.toml" \
-      --set runtime.device=cuda --set output.dir="\"$OUT/bench_large\""
+    # The bench on one GPU, without and then with a modelled link (link.ranks = 8, a bandwidth at
+    # which one step's modelled reduce + broadcast take 0.9x the measured compute step), three
+    # modes at one cap; scripts/bench_gpu_checks.py prints both tables and the done-when checks.
+    bench_args=(bench "$root/configs/bench_large.toml" --set runtime.device=cuda
+      --set 'bench.bucket_cap_mb=[25.0]' --set bench.warmup=5 --set bench.steps=20
+      --set 'bench.modes=["ddp", "zero/none/reduce_broadcast", "zero/interleaved/reduce_broadcast"]')
+    phase bench_large 150 "${mpirun_1[@]}" "$build/zerolap" "${bench_args[@]}" \
+      --set output.dir="\"$OUT/bench_large\""
+    link_gbps=$(python3 "$root/scripts/bench_gpu_checks.py" link-bandwidth "$OUT/bench_large/bench.json" \
+      2>/dev/null | awk '{printf "%.6g", $1 / 0.9}')
+    phase bench_link8 150 "${mpirun_1[@]}" "$build/zerolap" "${bench_args[@]}" --set link.ranks=8 \
+      --set link.bandwidth_gbps="${link_gbps:-400}" --set output.dir="\"$OUT/bench_link8\""
+    phase bench_checks 30 python3 "$root/scripts/bench_gpu_checks.py" report \
+      "$OUT/bench_large/bench.json" "$OUT/bench_link8/bench.json"
   else
     rows+=("| bench_large | missing: configs/bench_large.toml is not in this tree | - |")
     failures=$((failures + 1))
@@ -271,10 +284,8 @@ final_line() { grep -h "^final step" "$OUT/logs/$1.log" 2>/dev/null | tail -1; }
     echo '```'
     grep -h "^GPU_BANDWIDTH" "$OUT/logs/bandwidth.log" 2>/dev/null || echo "no measurement"
     echo '```'
-    echo "## zerolap bench configs/bench_large.toml (1 rank)"
-    echo '```'
-    grep -vE "^\s*$" "$OUT/logs/bench_large.log" 2>/dev/null | tail -40
-    echo '```'
+    echo "## zerolap bench configs/bench_large.toml (1 rank, cap 25 MiB; the link: ${link_gbps:-?} Gb/s as 8 ranks)"
+    cat "$OUT/logs/bench_checks.log" 2>/dev/null || echo "no bench checks"
     echo "## zerolap vs PyTorch (scripts/compare_torch.py configs/bench_large.toml, 1 rank, cap 25 MiB)"
     echo '```'
     grep -vE "^\s*$" "$OUT/logs/compare_torch.log" 2>/dev/null | tail -20
