@@ -17,6 +17,9 @@ packages=(
   dataset-fashion-mnist
   python3-matplotlib
   procps   # pgrep, for the kill-a-rank test
+  # scripts/test_sanitizers.sh: clang with its sanitizer and libFuzzer runtimes, and
+  # llvm-symbolizer for readable sanitizer reports
+  clang libclang-rt-dev llvm
 )
 
 missing=()

@@ -185,8 +185,11 @@ void layernorm_row_ref(const double* x, const double* gamma, const double* beta,
 
 TEST_CASE("layernorm forward and backward", "[kernels][elementwise]") {
   const float eps = 1e-5f;
-  for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 2}, {3, 7}, {4, 33},
-                                   {2, 130}}) {
+  for (const auto& shape : {std::pair<std::int64_t, std::int64_t>{1, 2}, {3, 7}, {4, 33},
+                            {2, 130}}) {
+    // Plain variables, not a structured binding: the lambdas below capture them (clang < 16, used
+    // by the sanitizer build, cannot capture structured bindings).
+    const std::int64_t rows = shape.first, cols = shape.second;
     std::mt19937 rng(static_cast<unsigned>(rows * 1000 + cols));
     // An offset mean and a spread of scales, so mean subtraction and rstd both matter.
     std::vector<float> x = random_floats(rows * cols, rng, -3.0f, 5.0f);
