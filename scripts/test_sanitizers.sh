@@ -4,8 +4,10 @@
 #         and the fuzz corpus replays (ctest label `sanitize`), in build-asan;
 #   fuzz: each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 45) over its corpus,
 #         built in the same build-asan (the targets are instrumented with ASan + UBSan too);
-#   tsan: ThreadSanitizer over the comm-thread tests (ctest label `tsan`), in build-tsan.
-# Usage: bash scripts/test_sanitizers.sh [asan] [fuzz] [tsan]   (no argument: all three)
+#   tsan: ThreadSanitizer over the comm-thread tests (ctest label `tsan`), in build-tsan. Not in
+#         the default set yet: it has not had a clean run against Open MPI (uninstrumented, with
+#         its own progress threads) and oneDNN; run it by name.
+# Usage: bash scripts/test_sanitizers.sh [asan] [fuzz] [tsan]   (no argument: asan fuzz)
 # Run after scripts/setup.sh (scripts/test.sh does both). A failure in any job fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +15,7 @@ root=$PWD
 jobs=$(nproc)
 fuzz_seconds=${FUZZ_SECONDS:-45}
 steps=("$@")
-((${#steps[@]} > 0)) || steps=(asan fuzz tsan)
+((${#steps[@]} > 0)) || steps=(asan fuzz)
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI's start-up allocations are suppressed by name (tests/sanitizers/lsan.supp), leak
