@@ -8,12 +8,15 @@
 #         the default set yet: it has not had a clean run against Open MPI (uninstrumented, with
 #         its own progress threads) and oneDNN; run it by name.
 # Usage: bash scripts/test_sanitizers.sh [asan] [fuzz] [tsan]   (no argument: asan fuzz)
+# Environment: FUZZ_SECONDS; ASAN_BUILD_DIR, TSAN_BUILD_DIR (default build-asan, build-tsan).
 # Run after scripts/setup.sh (scripts/test.sh does both). A failure in any job fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=$(nproc)
 fuzz_seconds=${FUZZ_SECONDS:-45}
+asan_dir=${ASAN_BUILD_DIR:-build-asan}
+tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
 steps=("$@")
 ((${#steps[@]} > 0)) || steps=(asan fuzz)
 
@@ -37,31 +40,31 @@ for step in "${steps[@]}"; do
   case $step in
     asan)
       echo "== sanitizers: address,undefined"
-      configure build-asan address,undefined -DZEROLAP_FUZZ=ON
-      cmake --build build-asan -j "$jobs"
-      (cd build-asan && ctest -L sanitize -LE cuda --output-on-failure --timeout 900 -j "$jobs")
+      configure "$asan_dir" address,undefined -DZEROLAP_FUZZ=ON
+      cmake --build "$asan_dir" -j "$jobs"
+      (cd "$asan_dir" && ctest -L sanitize -LE cuda --output-on-failure --timeout 900 -j "$jobs")
       ;;
     fuzz)
       echo "== fuzz: ${fuzz_seconds} s per target"
-      configure build-asan address,undefined -DZEROLAP_FUZZ=ON
-      cmake --build build-asan -j "$jobs" --target fuzz_config fuzz_idx fuzz_safetensors
+      configure "$asan_dir" address,undefined -DZEROLAP_FUZZ=ON
+      cmake --build "$asan_dir" -j "$jobs" --target fuzz_config fuzz_idx fuzz_safetensors
       for target in config idx safetensors; do
         # New inputs go to a scratch folder; the corpus in the repo is only read. A crash leaves
-        # crash-<sha1> in build-asan/fuzz/: add it to tests/fuzz/corpus/<target>/ with a unit test.
-        work=build-asan/fuzz/$target
+        # crash-<sha1> in $asan_dir/fuzz/<target>/: add it to tests/fuzz/corpus/<target>/ with a unit test.
+        work=$asan_dir/fuzz/$target
         mkdir -p "$work/new"
         dict=()
         [[ -f tests/fuzz/$target.dict ]] && dict=(-dict="tests/fuzz/$target.dict")
-        build-asan/tests/fuzz/fuzz_$target -max_total_time="$fuzz_seconds" -timeout=10 \
+        "$asan_dir/tests/fuzz/fuzz_$target" -max_total_time="$fuzz_seconds" -timeout=10 \
           -rss_limit_mb=2560 -print_final_stats=1 -print_funcs=0 -artifact_prefix="$work/" \
           "${dict[@]}" "$work/new" "tests/fuzz/corpus/$target"
       done
       ;;
     tsan)
       echo "== sanitizers: thread"
-      configure build-tsan thread
-      cmake --build build-tsan -j "$jobs" --target zerolap_mpi_tests zerolap_tests
-      (cd build-tsan && ctest -L tsan --output-on-failure --timeout 900 -j "$jobs")
+      configure "$tsan_dir" thread
+      cmake --build "$tsan_dir" -j "$jobs" --target zerolap_mpi_tests zerolap_tests
+      (cd "$tsan_dir" && ctest -L tsan --output-on-failure --timeout 900 -j "$jobs")
       ;;
     *)
       echo "test_sanitizers.sh: unknown job '$step' (asan, fuzz or tsan)" >&2
