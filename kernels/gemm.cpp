@@ -132,4 +132,12 @@ void set_cpu_gemm_threads(int threads) {
   apply_threads();
 }
 
+bool cpu_gemm_has_bf16() {
+#if defined(ZEROLAP_HAVE_CPU_BF16_GEMM)
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace zl

@@ -19,4 +19,8 @@ void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int
 // Threads OpenBLAS may use in this process (default 1 per rank: ranks are the parallelism).
 void set_cpu_gemm_threads(int threads);
 
+// Whether this build's CPU GEMM has a bf16 path (bf16 inputs, fp32 accumulation): precision.compute
+// = "bf16" on the CPU needs one. Defined by the build (ZEROLAP_HAVE_CPU_BF16_GEMM).
+bool cpu_gemm_has_bf16();
+
 }  // namespace zl

@@ -13,6 +13,12 @@ namespace zl {
 
 enum class OptimizerKind { Adam, AdamW, Sgd };
 
+// How the owner of a bf16 bucket keeps its fp32 master weights (docs/design.md, "Precision"):
+// an fp32 copy (4 bytes per element) or the int16 remainder that, joined with the bf16 parameter,
+// rebuilds the fp32 value exactly (2 bytes; base/bf16.h Note [Remainders]). Both give bitwise
+// equal results.
+enum class MasterWeights { Fp32, Remainders };
+
 struct AdamHyper {
   float lr = 1e-3f;
   float beta1 = 0.9f;

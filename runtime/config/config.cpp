@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "base/errors.h"
+#include "kernels/gemm.h"
 #include "runtime/config/config_reader.h"
 
 namespace zl {
@@ -22,9 +23,9 @@ using namespace config_detail;
 
 namespace {
 
-constexpr std::string_view kSections[] = {"model", "data",       "optimizer", "parallel",
-                                          "train", "checkpoint", "runtime",   "bench",
-                                          "link",  "output"};
+constexpr std::string_view kSections[] = {"model",     "data",  "optimizer",  "parallel",
+                                          "precision", "train", "checkpoint", "runtime",
+                                          "bench",     "link",  "output"};
 
 toml::table parse_document(const std::string& text, const std::string& source_name) {
   try {
@@ -261,6 +262,33 @@ void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig
   r.finish();
 }
 
+void read_precision(const toml::table& root, ConfigSource& source, PrecisionConfig& p) {
+  SectionReader r(source, section_table(root, "precision"), "precision");
+  r.enumeration("compute", p.compute, kComputeNames);
+  r.enumeration("reduce_dtype", p.reduce_dtype, kReduceDtypeNames);
+  r.enumeration("master_weights", p.master_weights, kMasterWeightsNames);
+  r.finish();
+  if (p.master_weights == MasterWeights::Remainders && p.compute != ComputePrecision::Bf16) {
+    source.fail("precision.master_weights",
+                fmt::format("\"remainders\" keeps the 16 bits a bf16 parameter drops, so it needs "
+                            "compute = \"bf16\" (got compute = \"{}\"); use master_weights = "
+                            "\"fp32\"",
+                            to_string(p.compute)));
+  }
+  if (p.reduce_dtype == DType::BF16 && p.compute != ComputePrecision::Bf16) {
+    source.fail("precision.reduce_dtype",
+                fmt::format("\"bf16\" rounds bf16 gradients for the wire, so it needs compute = "
+                            "\"bf16\" (got compute = \"{}\"); use reduce_dtype = \"fp32\"",
+                            to_string(p.compute)));
+  }
+  if (p.compute == ComputePrecision::Bf16 && !cpu_gemm_has_bf16()) {
+    source.fail("precision.compute",
+                "\"bf16\" needs a bf16 GEMM on the CPU, and this build's BLAS has none "
+                "(OpenBLAS without sbgemm); use compute = \"fp32\" or rebuild against a BLAS with "
+                "bf16 GEMMs");
+  }
+}
+
 void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
   SectionReader r(source, section_table(root, "train"), "train");
   const bool has_steps = r.has("steps"), has_epochs = r.has("epochs");
@@ -449,6 +477,7 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   check_model_fits_data(c, source);
   read_optimizer(root, source, c.optimizer);
   read_parallel(root, source, c.parallel);
+  read_precision(root, source, c.precision);
   read_train(root, source, c.train);
   read_checkpoint(root, source, c.checkpoint);
   read_runtime(root, source, c.runtime);

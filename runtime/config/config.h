@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/dtype.h"
 #include "kernels/elementwise.h"
 #include "kernels/optim_math.h"
 #include "data/dataset.h"
@@ -22,6 +23,9 @@ enum class Overlap { None, AfterBackward, Interleaved };
 enum class CollectiveKind { AllreduceBroadcast, ReduceBroadcast };
 enum class AssignmentPolicy { RoundRobin, Greedy };
 enum class LrSchedule { Constant, Cosine };
+// What forward and backward compute in: fp32; fp32 storage with TF32 tensor-core GEMMs (CUDA; on
+// the CPU the same as fp32); bf16 parameters, activations and gradients with fp32 accumulation.
+enum class ComputePrecision { Fp32, Tf32, Bf16 };
 
 struct DataConfig {
   DataKind kind = DataKind::FashionMnist;
@@ -61,6 +65,13 @@ struct ParallelConfig {
   AssignmentPolicy assignment = AssignmentPolicy::RoundRobin;
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
+};
+
+// [precision] (docs/design.md, "Precision"). Defaults are plain fp32 training.
+struct PrecisionConfig {
+  ComputePrecision compute = ComputePrecision::Fp32;
+  DType reduce_dtype = DType::F32;  // of the gradient collectives; bf16 halves their bytes
+  MasterWeights master_weights = MasterWeights::Fp32;  // bf16 only: fp32 copy or int16 remainders
 };
 
 struct TrainConfig {
@@ -105,6 +116,7 @@ struct Config {
   DataConfig data;
   OptimizerConfig optimizer;
   ParallelConfig parallel;
+  PrecisionConfig precision;
   TrainConfig train;
   CheckpointConfig checkpoint;
   RuntimeConfig runtime;
@@ -151,5 +163,7 @@ const char* to_string(DataKind k);
 const char* to_string(LrSchedule s);
 const char* to_string(DeviceChoice d);
 const char* to_string(CommPriority p);
+const char* to_string(ComputePrecision c);
+const char* to_string(MasterWeights m);
 
 }  // namespace zl

@@ -47,6 +47,13 @@ inline constexpr EnumName<DeviceChoice> kDeviceNames[] = {
     {"auto", DeviceChoice::Auto}, {"cpu", DeviceChoice::Cpu}, {"cuda", DeviceChoice::Cuda}};
 inline constexpr EnumName<CommPriority> kCommPriorityNames[] = {
     {"normal", CommPriority::Normal}, {"realtime", CommPriority::Realtime}};
+inline constexpr EnumName<ComputePrecision> kComputeNames[] = {
+    {"fp32", ComputePrecision::Fp32}, {"tf32", ComputePrecision::Tf32},
+    {"bf16", ComputePrecision::Bf16}};
+inline constexpr EnumName<DType> kReduceDtypeNames[] = {{"fp32", DType::F32},
+                                                        {"bf16", DType::BF16}};
+inline constexpr EnumName<MasterWeights> kMasterWeightsNames[] = {
+    {"fp32", MasterWeights::Fp32}, {"remainders", MasterWeights::Remainders}};
 
 // The name of `value`; "?" only if a table misses an enumerator (a bug the round-trip test
 // catches).

@@ -102,6 +102,8 @@ const char* to_string(DataKind k) { return name_of(kDataKindNames, k); }
 const char* to_string(LrSchedule s) { return name_of(kLrScheduleNames, s); }
 const char* to_string(DeviceChoice d) { return name_of(kDeviceNames, d); }
 const char* to_string(CommPriority p) { return name_of(kCommPriorityNames, p); }
+const char* to_string(ComputePrecision c) { return name_of(kComputeNames, c); }
+const char* to_string(MasterWeights m) { return name_of(kMasterWeightsNames, m); }
 
 // Keys in the order of the structs in config.h; source_path is left out on purpose: the same
 // settings read from another file are the same run (and hash the same).
@@ -158,6 +160,11 @@ std::string to_toml(const Config& c) {
   w.string("assignment", to_string(p.assignment));
   w.number("bucket_cap_mb", p.bucket_cap_mb);
   w.number("first_bucket_cap_mb", p.first_bucket_cap_mb);
+
+  w.section("precision");
+  w.string("compute", to_string(c.precision.compute));
+  w.string("reduce_dtype", name_of(kReduceDtypeNames, c.precision.reduce_dtype));
+  w.string("master_weights", to_string(c.precision.master_weights));
 
   const TrainConfig& t = c.train;
   w.section("train");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "kernels/gemm.h"
 #include "runtime/config/config.h"
 
 using Catch::Contains;
@@ -75,6 +76,11 @@ collective = "reduce_broadcast"
 assignment = "greedy"
 bucket_cap_mb = 4
 first_bucket_cap_mb = 0.5
+
+[precision]
+compute = "tf32"
+reduce_dtype = "fp32"
+master_weights = "fp32"
 
 [train]
 steps = 200
@@ -199,6 +205,10 @@ TEST_CASE("config: every key parses", "[config]") {
   CHECK(c.parallel.bucket_cap_mb == 4.0);  // an integer where a float is expected
   CHECK(c.parallel.first_bucket_cap_mb == 0.5);
 
+  CHECK(c.precision.compute == zl::ComputePrecision::Tf32);
+  CHECK(c.precision.reduce_dtype == zl::DType::F32);
+  CHECK(c.precision.master_weights == zl::MasterWeights::Fp32);
+
   CHECK(c.train.steps == 200);
   CHECK(c.train.epochs == 0);
   CHECK(c.train.log_every == 10);
@@ -228,6 +238,52 @@ TEST_CASE("config: every key parses", "[config]") {
 
   CHECK(c.output.dir == "runs/all");
   CHECK(c.output.trace == true);
+}
+
+TEST_CASE("config: [precision] defaults, values and rejected combinations", "[config]") {
+  const Config d = parse(kMinimal);
+  CHECK(d.precision.compute == zl::ComputePrecision::Fp32);
+  CHECK(d.precision.reduce_dtype == zl::DType::F32);
+  CHECK(d.precision.master_weights == zl::MasterWeights::Fp32);
+  CHECK(parse(with("[precision]\ncompute = \"tf32\"\n")).precision.compute ==
+        zl::ComputePrecision::Tf32);
+  REQUIRE_THROWS_WITH(parse(with("[precision]\ncompute = \"fp16\"\n")),
+                      Contains("configs/x.toml:4: precision.compute: expected one of \"fp32\", "
+                               "\"tf32\", \"bf16\", got \"fp16\""));
+  REQUIRE_THROWS_WITH(parse(with("[precision]\nreduce_dtype = \"fp16\"\n")),
+                      Contains("configs/x.toml:4: precision.reduce_dtype: expected one of"));
+  REQUIRE_THROWS_WITH(parse(with("[precision]\nmaster_weights = \"none\"\n")),
+                      Contains("configs/x.toml:4: precision.master_weights: expected one of"));
+  REQUIRE_THROWS_WITH(parse(with("[precision]\nmaster = \"fp32\"\n")),
+                      Contains("unknown key 'master'"));
+  REQUIRE_THROWS_WITH(parse(with("[precision]\ncompute = \"tf32\"\nmaster_weights = "
+                                 "\"remainders\"\n")),
+                      Contains("configs/x.toml:5: precision.master_weights: \"remainders\" keeps "
+                               "the 16 bits a bf16 parameter drops, so it needs compute = \"bf16\" "
+                               "(got compute = \"tf32\")"));
+  REQUIRE_THROWS_WITH(parse(with("[precision]\nreduce_dtype = \"bf16\"\n")),
+                      Contains("configs/x.toml:4: precision.reduce_dtype: \"bf16\" rounds bf16 "
+                               "gradients for the wire, so it needs compute = \"bf16\""));
+  const std::string bf16 =
+      with("[precision]\ncompute = \"bf16\"\nreduce_dtype = \"bf16\"\n"
+           "master_weights = \"remainders\"\n");
+  if (zl::cpu_gemm_has_bf16()) {
+    const Config c = parse(bf16);
+    CHECK(c.precision.compute == zl::ComputePrecision::Bf16);
+    CHECK(c.precision.reduce_dtype == zl::DType::BF16);
+    CHECK(c.precision.master_weights == zl::MasterWeights::Remainders);
+    const Config back = zl::parse_config(zl::to_toml(c), "canonical.toml");
+    CHECK(zl::to_toml(back) == zl::to_toml(c));
+    CHECK(zl::config_hash(c) != zl::config_hash(d));  // precision changes results
+  } else {
+    REQUIRE_THROWS_WITH(parse(bf16), Contains("configs/x.toml:4: precision.compute: \"bf16\" "
+                                              "needs a bf16 GEMM on the CPU"));
+  }
+  Config tf32 = d;
+  tf32.precision.compute = zl::ComputePrecision::Tf32;
+  CHECK(zl::config_hash(tf32) != zl::config_hash(d));
+  CHECK_THAT(zl::to_toml(d), Contains("[precision]\ncompute = \"fp32\"\nreduce_dtype = "
+                                      "\"fp32\"\nmaster_weights = \"fp32\"\n"));
 }
 
 TEST_CASE("config: other accepted spellings", "[config]") {
@@ -595,7 +651,7 @@ TEST_CASE("config: to_toml round-trips through parse_config", "[config]") {
     CHECK_THAT(text, Contains("bucket_cap_mb = 25.0\n"));
     CHECK_THAT(text, Contains("widths = [784, 10]\n"));
     CHECK_THAT(text, Contains("resume = false\n"));
-    for (const char* section : {"[model]", "[data]", "[optimizer]", "[parallel]", "[train]",
+    for (const char* section : {"[model]", "[data]", "[optimizer]", "[parallel]", "[precision]", "[train]",
                                 "[checkpoint]", "[runtime]", "[bench]", "[link]", "[output]"}) {
       CHECK_THAT(text, Contains(section));
     }
