@@ -13,6 +13,7 @@
 #include "base/exec_context.h"
 #include "kernels/gemm.h"
 #include "kernels/optim_math.h"
+#include "kernels/optimizer_kernels.h"
 
 namespace zl {
 
@@ -59,6 +60,10 @@ void adam_step_cuda(const ExecContext& ctx, float* p, const float* g, float* m, 
                     std::int64_t n, const AdamStep& step);
 void sgd_step_cuda(const ExecContext& ctx, float* p, const float* g, float* momentum_buffer,
                    std::int64_t n, const SgdStep& step);
+void adam_step_bf16_cuda(const ExecContext& ctx, const Bf16OptimizerSlice& slice, std::int64_t n,
+                         const AdamStep& step);
+void sgd_step_bf16_cuda(const ExecContext& ctx, const Bf16OptimizerSlice& slice, std::int64_t n,
+                        const SgdStep& step);
 
 }  // namespace zl
 

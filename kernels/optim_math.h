@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/bf16.h"
 #include "base/host_device.h"
 
 namespace zl {
@@ -97,6 +98,47 @@ ZL_HD inline void sgd_update(float& p, float g, float& buf, const SgdStep& s) {
     d = s.nesterov ? d + s.momentum * buf : buf;
   }
   p -= s.lr * d;
+}
+
+// --- bf16 parameters with fp32 master weights (docs/design.md, "Precision") ---
+// The gradient is read as fp32 or bf16 (reduce_dtype = "bf16"); the update itself is the fp32
+// adam_update / sgd_update above, on the fp32 master. The bf16 parameter written next to it is
+// master_to_bf16(master) (base/bf16.h Note [Remainders]), the value an int16 remainder pairs with,
+// so MasterWeights::Fp32 and ::Remainders write bitwise-identical parameters.
+ZL_HD inline float grad_to_float(float g) { return g; }
+ZL_HD inline float grad_to_float(Bf16 g) { return bf16_to_float(g); }
+
+// MasterWeights::Fp32: master (fp32) and param (bf16) hold the same weight; both are written.
+template <class G>
+ZL_HD inline void adam_update_master(float& master, Bf16& param, G g, float& m, float& v,
+                                     const AdamStep& s) {
+  adam_update(master, grad_to_float(g), m, v, s);
+  param = master_to_bf16(master);
+}
+template <class G>
+ZL_HD inline void sgd_update_master(float& master, Bf16& param, G g, float& buf, const SgdStep& s) {
+  sgd_update(master, grad_to_float(g), buf, s);
+  param = master_to_bf16(master);
+}
+
+// MasterWeights::Remainders: join(param, remainder) is the fp32 master; both are rewritten.
+template <class G>
+ZL_HD inline void adam_update_remainder(Bf16& param, std::int16_t& remainder, G g, float& m,
+                                        float& v, const AdamStep& s) {
+  float x = join_master(param, remainder);
+  adam_update(x, grad_to_float(g), m, v, s);
+  const SplitMaster split = split_master(x);
+  param = split.hi;
+  remainder = split.lo;
+}
+template <class G>
+ZL_HD inline void sgd_update_remainder(Bf16& param, std::int16_t& remainder, G g, float& buf,
+                                       const SgdStep& s) {
+  float x = join_master(param, remainder);
+  sgd_update(x, grad_to_float(g), buf, s);
+  const SplitMaster split = split_master(x);
+  param = split.hi;
+  remainder = split.lo;
 }
 
 }  // namespace zl

@@ -31,7 +31,107 @@ void sgd_plain_loop(float* __restrict p, const float* __restrict g, std::int64_t
   for (std::int64_t i = 0; i < n; ++i) sgd_update(p[i], g[i], unused_buf, s);
 }
 
+// The bf16 loops: one instantiation per (gradient type, master layout), so the inner loop is
+// straight-line code over typed pointers.
+template <class G>
+void adam_bf16_loop(const Bf16OptimizerSlice& b, std::int64_t n, const AdamStep& step) {
+  const AdamStep s = step;
+  const G* __restrict g = static_cast<const G*>(b.grad);
+  Bf16* __restrict param = b.param;
+  float* __restrict m = b.m;
+  float* __restrict v = b.v;
+  if (b.master_weights == MasterWeights::Fp32) {
+    float* __restrict master = b.master;
+    for (std::int64_t i = 0; i < n; ++i) adam_update_master(master[i], param[i], g[i], m[i], v[i], s);
+  } else {
+    std::int16_t* __restrict rem = b.remainder;
+    for (std::int64_t i = 0; i < n; ++i) adam_update_remainder(param[i], rem[i], g[i], m[i], v[i], s);
+  }
+}
+
+template <class G>
+void sgd_bf16_loop(const Bf16OptimizerSlice& b, std::int64_t n, const SgdStep& step) {
+  const SgdStep s = step;
+  const G* __restrict g = static_cast<const G*>(b.grad);
+  Bf16* __restrict param = b.param;
+  const bool momentum = s.momentum != 0.0f;
+  float unused_buf = 0.0f;  // never read or written when momentum == 0 (sgd_update ignores it)
+  if (b.master_weights == MasterWeights::Fp32) {
+    float* __restrict master = b.master;
+    for (std::int64_t i = 0; i < n; ++i) {
+      sgd_update_master(master[i], param[i], g[i], momentum ? b.m[i] : unused_buf, s);
+    }
+  } else {
+    std::int16_t* __restrict rem = b.remainder;
+    for (std::int64_t i = 0; i < n; ++i) {
+      sgd_update_remainder(param[i], rem[i], g[i], momentum ? b.m[i] : unused_buf, s);
+    }
+  }
+}
+
+void check_bf16_slice(const Bf16OptimizerSlice& b, std::int64_t n, bool needs_m, bool needs_v,
+                      const char* what) {
+  ZL_CHECK(n >= 0, "{}: n = {}", what, n);
+  if (n == 0) return;
+  ZL_CHECK(b.grad != nullptr && b.param != nullptr, "{}: null gradient or parameter", what);
+  ZL_CHECK(b.master_weights == MasterWeights::Fp32 ? b.master != nullptr : b.remainder != nullptr,
+           "{}: the {} master weights are null", what,
+           b.master_weights == MasterWeights::Fp32 ? "fp32" : "remainder");
+  ZL_CHECK(!needs_m || b.m != nullptr, "{}: null first moment / momentum buffer", what);
+  ZL_CHECK(!needs_v || b.v != nullptr, "{}: null second moment", what);
+}
+
 }  // namespace
+
+void adam_step_bf16_cpu(const Bf16OptimizerSlice& slice, std::int64_t n, const AdamStep& step) {
+  check_bf16_slice(slice, n, true, true, "adam_step_bf16");
+  if (n == 0) return;
+  if (slice.grad_dtype == DType::F32) return adam_bf16_loop<float>(slice, n, step);
+  adam_bf16_loop<Bf16>(slice, n, step);
+}
+
+void sgd_step_bf16_cpu(const Bf16OptimizerSlice& slice, std::int64_t n, const SgdStep& step) {
+  check_bf16_slice(slice, n, step.momentum != 0.0f, false, "sgd_step_bf16");
+  if (n == 0) return;
+  if (slice.grad_dtype == DType::F32) return sgd_bf16_loop<float>(slice, n, step);
+  sgd_bf16_loop<Bf16>(slice, n, step);
+}
+
+void adam_step_bf16(const ExecContext& ctx, const Bf16OptimizerSlice& slice, std::int64_t n,
+                    const AdamStep& step) {
+  if (ctx.device == DeviceKind::Cuda) {
+#if defined(ZEROLAP_WITH_CUDA)
+    check_bf16_slice(slice, n, true, true, "adam_step_bf16");
+    return adam_step_bf16_cuda(ctx, slice, n, step);
+#else
+    throw_built_without_cuda("adam_step_bf16");
+#endif
+  }
+  adam_step_bf16_cpu(slice, n, step);
+}
+
+void sgd_step_bf16(const ExecContext& ctx, const Bf16OptimizerSlice& slice, std::int64_t n,
+                   const SgdStep& step) {
+  if (ctx.device == DeviceKind::Cuda) {
+#if defined(ZEROLAP_WITH_CUDA)
+    check_bf16_slice(slice, n, step.momentum != 0.0f, false, "sgd_step_bf16");
+    return sgd_step_bf16_cuda(ctx, slice, n, step);
+#else
+    throw_built_without_cuda("sgd_step_bf16");
+#endif
+  }
+  sgd_step_bf16_cpu(slice, n, step);
+}
+
+std::int64_t optimizer_step_bytes_per_element(OptimizerKind kind, bool momentum, DType param_dtype,
+                                              MasterWeights master, DType grad_dtype) {
+  const std::int64_t state = kind == OptimizerKind::Sgd ? (momentum ? 8 : 0) : 16;  // r + w
+  std::int64_t weights = 8;                                                         // fp32 p r + w
+  if (param_dtype == DType::BF16) {
+    weights = master == MasterWeights::Fp32 ? 8 + 2 : 4 + 4;  // master r+w + param w; param, rem r+w
+  }
+  return weights + state + dtype_size(grad_dtype);
+}
 
 // __restrict: p, g and the state are distinct slices of distinct flat buffers (bucket storage),
 // and telling the compiler so spares it runtime alias checks.

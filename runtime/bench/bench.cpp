@@ -130,7 +130,7 @@ ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
   parallel.mode = mode.mode;
   parallel.overlap = mode.overlap;
   parallel.collective = mode.collective;
-  return make_mode_plan(parallel, config.optimizer);
+  return make_mode_plan(parallel, config.optimizer, config.precision);
 }
 
 // Note [Ideal step] (bench.h).

@@ -11,13 +11,13 @@ std::vector<ModePlan> all_mode_plans(const Config& config) {
   std::vector<ModePlan> out;
   ParallelConfig parallel = config.parallel;
   parallel.mode = ParallelMode::Ddp;
-  out.push_back(make_mode_plan(parallel, config.optimizer));
+  out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
   parallel.mode = ParallelMode::Zero;
   for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
     for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast}) {
       parallel.overlap = o;
       parallel.collective = c;
-      out.push_back(make_mode_plan(parallel, config.optimizer));
+      out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
     }
   }
   return out;

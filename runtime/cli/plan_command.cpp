@@ -23,6 +23,32 @@ namespace {
 
 double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+const char* precision_name(const ModePlan& mode, ComputePrecision compute) {
+  if (mode.param_dtype == DType::F32) return compute == ComputePrecision::Tf32 ? "tf32" : "fp32";
+  return mode.master_weights == MasterWeights::Fp32 ? "bf16 + fp32 master"
+                                                    : "bf16 + remainders";
+}
+
+// The bytes per parameter of the config's mode and precision, as a formula in d and per rank.
+std::string memory_table(const Config& config, const BucketPlan& plan, const ParameterStore& store,
+                         const ModePlan& mode) {
+  const int d = plan.world_size;
+  const BytesPerParameter b = bytes_per_parameter(mode, d);
+  std::string out = fmt::format(
+      "\nbytes per parameter per rank ({}, reduce_dtype {}, {}, {}): parameters {:g} + gradients "
+      "{:g} + master {:g} + optimizer state {:g} = {:.2f} at d = {}; formula {}\n",
+      precision_name(mode, config.precision.compute), dtype_name(mode.reduce_dtype),
+      to_string(config.optimizer.kind), mode.name(), b.parameters, b.gradients, b.master, b.state,
+      b.total(), d, bytes_per_parameter_formula(mode));
+  out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}\n", "rank", "parameters",
+                     "gradients", "master", "optimizer state", "total");
+  for (int r = 0; r < d; ++r) {
+    const RankMemory m = rank_memory(mode, plan, store.total_numel(), r);
+    out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}\n", r, m.parameters,
+                       m.gradients, m.master, m.state, m.total());
+  }
+  return out;
+}
 
 BucketPlan plan_at(const Config& config, const ParameterStore& store, int ranks) {
   return build_bucket_plan(store, config.parallel.bucket_cap_mb,
@@ -91,7 +117,7 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
   config.link.ranks = 0;
   // Laid out, not allocated: a plan for a model too large for this machine still prints.
   const ParameterStore layout = Model::parameter_layout(config.model);
-  const ModePlan mode = make_mode_plan(config.parallel, config.optimizer);
+  const ModePlan mode = make_mode_plan(config.parallel, config.optimizer, config.precision);
   const BucketPlan plan = plan_at(config, layout, ranks);
   fmt::print("bucket plan of {} for {} rank{}: mode {}, bucket_cap_mb {}, first_bucket_cap_mb {}, "
              "assignment {}, optimizer {}\n\n",
@@ -99,6 +125,7 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
              config.parallel.bucket_cap_mb, config.parallel.first_bucket_cap_mb,
              to_string(config.parallel.assignment), to_string(config.optimizer.kind));
   fmt::print("{}", format_bucket_plan(plan, layout, mode));
+  fmt::print("{}", memory_table(config, plan, layout, mode));
   fmt::print("\nestimated memory of the largest rank: {}\n",
              describe_memory(estimate_peak_rank_memory(config, layout, plan, mode)));
   if (config.link.enabled()) fmt::print("{}", scaling_tables(config, layout, ranks, options));

@@ -1,6 +1,8 @@
 // Communicator-independent accounting (see communicator.h).
 #include "runtime/comm/communicator.h"
 
+#include "base/errors.h"
+
 namespace zl {
 
 const char* collective_name(CollectiveOp op) {
@@ -23,6 +25,13 @@ std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world) {
     case CollectiveOp::HostTask: return 0;
   }
   return 0;
+}
+
+void check_reduce_op(DType dtype, ReduceOp op, const std::string& comm) {
+  ZL_CHECK(dtype == DType::F32 || op == ReduceOp::Sum,
+           "communicator {}: ReduceOp::Average on a {} buffer (bf16 reductions are sums; fold "
+           "1/world into the consumer's scale)",
+           comm, dtype_name(dtype));
 }
 
 }  // namespace zl

@@ -23,6 +23,10 @@
 //           CUDA] in nccl_communicator.h).
 // - A collective that does not complete within the timeout fails (RuntimeFailure), it never hangs.
 // - Float buffers live where the model does (CUDA: device memory); all_reduce_f64's is on the host.
+// - Buffers hold n elements of a DType: fp32, or bf16 (docs/design.md, "Precision"). A bf16 sum
+//   adds in fp32 and rounds each partial sum to bf16 (MPI: a user-defined op; NCCL: ncclBfloat16);
+//   every rank receives the same bits. ReduceOp::Average is fp32 only (the fused optimizer step
+//   folds 1/world into its gradient scale instead).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,7 @@
 #include <memory>
 #include <string>
 
+#include "base/dtype.h"
 #include "base/exec_context.h"
 
 namespace zl {
@@ -85,6 +90,9 @@ struct CommStats {
 // broadcast moves what one all-reduce does, and an all-reduce then a broadcast moves 1.5x).
 std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world);
 
+// Throws InternalError for ReduceOp::Average on a bf16 buffer (see the contract above).
+void check_reduce_op(DType dtype, ReduceOp op, const std::string& comm);
+
 class Tracer;
 class DeviceLink;
 
@@ -98,13 +106,26 @@ class Communicator {
 
   // `issuing_stream`: where `buf` was produced (see the contract above); null: the compute stream.
   // Every override repeats the null default, so a call means the same through any static type.
-  virtual Work all_reduce(float* buf, std::int64_t n, ReduceOp op,
+  virtual Work all_reduce(void* buf, std::int64_t n, DType dtype, ReduceOp op,
                           const ExecContext* issuing_stream = nullptr) = 0;
   // After completion only `root`'s buffer holds the result; other ranks' buffers are unchanged.
-  virtual Work reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+  virtual Work reduce(void* buf, std::int64_t n, DType dtype, int root, ReduceOp op,
                       const ExecContext* issuing_stream = nullptr) = 0;
-  virtual Work broadcast(float* buf, std::int64_t n, int root,
+  virtual Work broadcast(void* buf, std::int64_t n, DType dtype, int root,
                          const ExecContext* issuing_stream = nullptr) = 0;
+  // The fp32 forms. (Backends add `using Communicator::all_reduce;` etc. so these stay visible.)
+  Work all_reduce(float* buf, std::int64_t n, ReduceOp op,
+                  const ExecContext* issuing_stream = nullptr) {
+    return all_reduce(buf, n, DType::F32, op, issuing_stream);
+  }
+  Work reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+              const ExecContext* issuing_stream = nullptr) {
+    return reduce(buf, n, DType::F32, root, op, issuing_stream);
+  }
+  Work broadcast(float* buf, std::int64_t n, int root,
+                 const ExecContext* issuing_stream = nullptr) {
+    return broadcast(buf, n, DType::F32, root, issuing_stream);
+  }
   // Sum of doubles (gradient-norm partial sums, metrics); small, and in *host* memory on every
   // backend (NCCL stages it through the device). The result is in buf once the Work is waited.
   virtual Work all_reduce_f64(double* buf, std::int64_t n) = 0;

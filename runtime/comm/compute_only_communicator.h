@@ -21,13 +21,16 @@ class ComputeOnlyCommunicator final : public Communicator {
   const std::string& name() const override { return inner_->name(); }
 
   // No data moves: each returns a no-op ordered after everything issued so far.
-  Work all_reduce(float*, std::int64_t, ReduceOp, const ExecContext* = nullptr) override {
+  using Communicator::all_reduce;
+  using Communicator::broadcast;
+  using Communicator::reduce;
+  Work all_reduce(void*, std::int64_t, DType, ReduceOp, const ExecContext* = nullptr) override {
     return no_op();
   }
-  Work reduce(float*, std::int64_t, int, ReduceOp, const ExecContext* = nullptr) override {
+  Work reduce(void*, std::int64_t, DType, int, ReduceOp, const ExecContext* = nullptr) override {
     return no_op();
   }
-  Work broadcast(float*, std::int64_t, int, const ExecContext* = nullptr) override {
+  Work broadcast(void*, std::int64_t, DType, int, const ExecContext* = nullptr) override {
     return no_op();
   }
   Work all_reduce_f64(double*, std::int64_t) override { return no_op(); }

@@ -153,6 +153,18 @@ Device::~Device() {
 #endif
 }
 
+bool Device::set_float_gemm_math(FloatGemmMath math) {
+  if (kind() != DeviceKind::Cuda) return math == FloatGemmMath::Fp32;
+#if defined(ZEROLAP_WITH_CUDA)
+  // CUBLAS_TF32_TENSOR_OP_MATH lets cublasSgemm and cublasGemmEx with CUBLAS_COMPUTE_32F round
+  // their inputs to TF32; CUBLAS_DEFAULT_MATH keeps them fp32.
+  ZL_CUBLAS_CHECK(cublasSetMathMode(static_cast<cublasHandle_t>(exec_.blas),
+                                    math == FloatGemmMath::Tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                : CUBLAS_DEFAULT_MATH));
+#endif
+  return true;
+}
+
 std::unique_ptr<Communicator> Device::make_communicator(MPI_Comm parent, std::string name,
                                                         const CommOptions& options) const {
 #if defined(ZEROLAP_WITH_CUDA)

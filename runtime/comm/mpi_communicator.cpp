@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/bf16.h"
 #include "kernels/elementwise.h"
 #include "base/errors.h"
 #include "base/poll.h"
@@ -41,6 +42,38 @@ void prepare_comm_thread(CommPriority priority) {
   if (priority == CommPriority::Realtime) make_current_thread_realtime();
 }
 
+// MPI has no bf16: a bf16 element travels as a 2-byte contiguous type, and sums go through a
+// user-defined op that adds in fp32 and rounds the partial sum to bf16 (round to nearest even), the
+// same arithmetic as NCCL's ncclBfloat16 sum. The op is commutative (rounded fp32 addition is), so
+// MPI may pick any algorithm; each partial sum is computed once and passed on, so every rank
+// receives the same bits (tests/mpi/test_communicator.cpp checks it).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const Bf16* a = static_cast<const Bf16*>(in);
+  Bf16* b = static_cast<Bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
+struct MpiBf16 {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op sum = MPI_OP_NULL;
+};
+
+// Created on first use (a communicator's constructor, after MPI_Init) and kept for the process:
+// MPI frees them at MPI_Finalize.
+const MpiBf16& mpi_bf16() {
+  static const MpiBf16 kBf16 = [] {
+    MpiBf16 t;
+    ZL_MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &t.type));
+    ZL_MPI_CHECK(MPI_Type_commit(&t.type));
+    ZL_MPI_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &t.sum));
+    return t;
+  }();
+  return kBf16;
+}
+
+MPI_Datatype mpi_type(DType dtype) { return dtype == DType::F32 ? MPI_FLOAT : mpi_bf16().type; }
+MPI_Op mpi_sum(DType dtype) { return dtype == DType::F32 ? MPI_SUM : mpi_bf16().sum; }
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s,
@@ -52,6 +85,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeo
                          fmt::format("creating communicator '{}'", name_));
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  mpi_bf16();  // creates the bf16 type and op here, on the constructing thread, in rank order
   stream_ = std::make_unique<CpuStream>(name_);
   stream_->enqueue([priority] { prepare_comm_thread(priority); });
 }
@@ -112,38 +146,51 @@ Work MpiCommunicator::submit(CollectiveOp op, std::int64_t payload_bytes, std::s
   return Work(std::make_shared<CompletionWork>(stream_->enqueue(std::move(task))));
 }
 
-Work MpiCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op, const ExecContext*) {
+// Average divides the fp32 sum on the host (check_reduce_op keeps it off bf16 buffers). The
+// issuing stream needs no ordering on the CPU: the caller produced the buffer before calling.
+Work MpiCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, ReduceOp op,
+                                 const ExecContext*) {
   const int count = checked_count(n, name_);
-  return submit(CollectiveOp::AllReduce, n * 4, "all_reduce", [this, buf, n, count, op] {
+  check_reduce_op(dtype, op, name_);
+  const std::int64_t bytes = n * dtype_size(dtype);
+  return submit(CollectiveOp::AllReduce, bytes, "all_reduce", [this, buf, n, count, dtype, op, bytes] {
     MPI_Request req;
-    ZL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, comm_, &req));
-    wait_request(req, "all_reduce", n * 4);
-    if (op == ReduceOp::Average && size_ > 1) scale(ExecContext{}, buf, n, 1.0f / size_);
-  });
-}
-
-Work MpiCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op,
-                              const ExecContext*) {
-  const int count = checked_count(n, name_);
-  return submit(CollectiveOp::Reduce, n * 4, "reduce", [this, buf, n, count, root, op] {
-    MPI_Request req;
-    // The root reduces in place; other ranks only send, their buffer stays as it was.
-    const void* send = rank_ == root ? MPI_IN_PLACE : buf;
-    void* recv = rank_ == root ? buf : nullptr;
-    ZL_MPI_CHECK(MPI_Ireduce(send, recv, count, MPI_FLOAT, MPI_SUM, root, comm_, &req));
-    wait_request(req, "reduce", n * 4);
-    if (op == ReduceOp::Average && size_ > 1 && rank_ == root) {
-      scale(ExecContext{}, buf, n, 1.0f / size_);
+    ZL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dtype), mpi_sum(dtype), comm_,
+                                &req));
+    wait_request(req, "all_reduce", bytes);
+    if (op == ReduceOp::Average && size_ > 1) {
+      scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
     }
   });
 }
 
-Work MpiCommunicator::broadcast(float* buf, std::int64_t n, int root, const ExecContext*) {
+Work MpiCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root, ReduceOp op,
+                             const ExecContext*) {
   const int count = checked_count(n, name_);
-  return submit(CollectiveOp::Broadcast, n * 4, "broadcast", [this, buf, n, count, root] {
+  check_reduce_op(dtype, op, name_);
+  const std::int64_t bytes = n * dtype_size(dtype);
+  return submit(CollectiveOp::Reduce, bytes, "reduce", [this, buf, n, count, dtype, root, op, bytes] {
     MPI_Request req;
-    ZL_MPI_CHECK(MPI_Ibcast(buf, count, MPI_FLOAT, root, comm_, &req));
-    wait_request(req, "broadcast", n * 4);
+    // The root reduces in place; other ranks only send, their buffer stays as it was.
+    const void* send = rank_ == root ? MPI_IN_PLACE : buf;
+    void* recv = rank_ == root ? buf : nullptr;
+    ZL_MPI_CHECK(MPI_Ireduce(send, recv, count, mpi_type(dtype), mpi_sum(dtype), root, comm_,
+                             &req));
+    wait_request(req, "reduce", bytes);
+    if (op == ReduceOp::Average && size_ > 1 && rank_ == root) {
+      scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
+    }
+  });
+}
+
+Work MpiCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int root,
+                                const ExecContext*) {
+  const int count = checked_count(n, name_);
+  const std::int64_t bytes = n * dtype_size(dtype);
+  return submit(CollectiveOp::Broadcast, bytes, "broadcast", [this, buf, count, dtype, root, bytes] {
+    MPI_Request req;
+    ZL_MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dtype), root, comm_, &req));
+    wait_request(req, "broadcast", bytes);
   });
 }
 

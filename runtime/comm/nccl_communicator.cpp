@@ -142,6 +142,8 @@ class NcclWork final : public WorkImpl {
 };
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Sum ? ncclSum : ncclAvg; }
+// bf16 sums: NCCL adds in fp32 and rounds each partial sum to bf16, as the MPI op does.
+ncclDataType_t nccl_type(DType dtype) { return dtype == DType::F32 ? ncclFloat : ncclBfloat16; }
 
 std::size_t checked_count(std::int64_t n, const std::string& comm) {
   if (n < 0) throw InternalError(fmt::format("communicator {}: negative count {}", comm, n));
@@ -282,31 +284,36 @@ void NcclCommunicator::harvest_timings() const {
   }
 }
 
-Work NcclCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op,
+Work NcclCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, ReduceOp op,
                                   const ExecContext* issuing_stream) {
   const std::size_t count = checked_count(n, name_);
-  return enqueue(CollectiveOp::AllReduce, n * 4, "all_reduce", issuer_of(issuing_stream),
-                 [&](cudaStream_t s) {
-                   ZL_NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat, nccl_op(op), shared_->comm, s));
+  check_reduce_op(dtype, op, name_);
+  return enqueue(CollectiveOp::AllReduce, n * dtype_size(dtype), "all_reduce",
+                 issuer_of(issuing_stream), [&](cudaStream_t s) {
+                   ZL_NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(dtype), nccl_op(op),
+                                               shared_->comm, s));
                  });
 }
 
-Work NcclCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+Work NcclCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root, ReduceOp op,
                               const ExecContext* issuing_stream) {
   const std::size_t count = checked_count(n, name_);
+  check_reduce_op(dtype, op, name_);
   // In place on the root; NCCL reads recvbuff on the root only, so other ranks' buffers stay.
-  return enqueue(CollectiveOp::Reduce, n * 4, "reduce", issuer_of(issuing_stream),
+  return enqueue(CollectiveOp::Reduce, n * dtype_size(dtype), "reduce", issuer_of(issuing_stream),
                  [&](cudaStream_t s) {
-                   ZL_NCCL_CHECK(ncclReduce(buf, buf, count, ncclFloat, nccl_op(op), root, shared_->comm, s));
+                   ZL_NCCL_CHECK(ncclReduce(buf, buf, count, nccl_type(dtype), nccl_op(op), root,
+                                            shared_->comm, s));
                  });
 }
 
-Work NcclCommunicator::broadcast(float* buf, std::int64_t n, int root,
+Work NcclCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int root,
                                  const ExecContext* issuing_stream) {
   const std::size_t count = checked_count(n, name_);
-  return enqueue(CollectiveOp::Broadcast, n * 4, "broadcast", issuer_of(issuing_stream),
-                 [&](cudaStream_t s) {
-                   ZL_NCCL_CHECK(ncclBroadcast(buf, buf, count, ncclFloat, root, shared_->comm, s));
+  return enqueue(CollectiveOp::Broadcast, n * dtype_size(dtype), "broadcast",
+                 issuer_of(issuing_stream), [&](cudaStream_t s) {
+                   ZL_NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(dtype), root,
+                                               shared_->comm, s));
                  });
 }
 

@@ -43,11 +43,14 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
 
-  Work all_reduce(float* buf, std::int64_t n, ReduceOp op,
+  using Communicator::all_reduce;
+  using Communicator::broadcast;
+  using Communicator::reduce;
+  Work all_reduce(void* buf, std::int64_t n, DType dtype, ReduceOp op,
                   const ExecContext* issuing_stream = nullptr) override;
-  Work reduce(float* buf, std::int64_t n, int root, ReduceOp op,
+  Work reduce(void* buf, std::int64_t n, DType dtype, int root, ReduceOp op,
               const ExecContext* issuing_stream = nullptr) override;
-  Work broadcast(float* buf, std::int64_t n, int root,
+  Work broadcast(void* buf, std::int64_t n, DType dtype, int root,
                  const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
   Work then(std::function<void(const ExecContext& stream)> fn) override;

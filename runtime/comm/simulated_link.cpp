@@ -158,22 +158,22 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
   });
 }
 
-Work SimulatedLinkCommunicator::all_reduce(float* buf, std::int64_t n, ReduceOp op,
+Work SimulatedLinkCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, ReduceOp op,
                                            const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::AllReduce, n * 4, "all_reduce",
-                  [&] { inner_->all_reduce(buf, n, op, issuing_stream); });
+  return modelled(CollectiveOp::AllReduce, n * dtype_size(dtype), "all_reduce",
+                  [&] { inner_->all_reduce(buf, n, dtype, op, issuing_stream); });
 }
 
-Work SimulatedLinkCommunicator::reduce(float* buf, std::int64_t n, int root, ReduceOp op,
-                                       const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::Reduce, n * 4, "reduce",
-                  [&] { inner_->reduce(buf, n, root, op, issuing_stream); });
+Work SimulatedLinkCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root,
+                                       ReduceOp op, const ExecContext* issuing_stream) {
+  return modelled(CollectiveOp::Reduce, n * dtype_size(dtype), "reduce",
+                  [&] { inner_->reduce(buf, n, dtype, root, op, issuing_stream); });
 }
 
-Work SimulatedLinkCommunicator::broadcast(float* buf, std::int64_t n, int root,
+Work SimulatedLinkCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int root,
                                           const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::Broadcast, n * 4, "broadcast",
-                  [&] { inner_->broadcast(buf, n, root, issuing_stream); });
+  return modelled(CollectiveOp::Broadcast, n * dtype_size(dtype), "broadcast",
+                  [&] { inner_->broadcast(buf, n, dtype, root, issuing_stream); });
 }
 
 Work SimulatedLinkCommunicator::all_reduce_f64(double* buf, std::int64_t n) {

@@ -101,13 +101,20 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       device_(config.runtime.device, world, config.runtime.timeout_s),
       compute_(with_host_wait_limit(device_.compute(), config.runtime.timeout_s)),
       tracer_(world.rank, config.output.trace),
-      mode_plan_(make_mode_plan(config.parallel, config.optimizer)),
+      mode_plan_(make_mode_plan(config.parallel, config.optimizer, config.precision)),
       tape_(device_.compute()),
       loss_window_(compute_) {
   set_cpu_gemm_threads(config.runtime.threads);
   // Ranks that run another config or build would size their collectives differently (heap
   // corruption, a crash) or train apart: they must agree before anything sized by the config.
   agree_on_facts(world_, config_facts(config_), config_.runtime.timeout_s);
+  // tf32 sets the GEMM math of the device's handle; the CPU has no TF32 and stays fp32 (said once).
+  const bool tf32_applies = config.precision.compute != ComputePrecision::Tf32 ||
+                            device_.set_float_gemm_math(FloatGemmMath::Tf32);
+  if (!tf32_applies && world_.is_root() && !options_.quiet) {
+    fmt::print("zerolap: precision.compute = \"tf32\" on the CPU: TF32 is a CUDA tensor-core "
+               "format, so this run computes in fp32\n");
+  }
   // Bad data (a missing file on one node, a model that does not fit) must end every rank before
   // any of them enters the communicator set-up below.
   agree_on_user_errors(world_, [&] { load_data_and_model(); }, config_.runtime.timeout_s);

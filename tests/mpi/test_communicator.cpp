@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/bf16.h"
 #include "base/errors.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/comm/thread_priority.h"
@@ -41,6 +43,54 @@ TEST_CASE("collectives compute sums, reductions to a root and broadcasts", "[com
   const CommStats stats = comm.stats();
   CHECK(stats.ops == 3);
   CHECK(stats.payload_bytes == static_cast<std::int64_t>((a.size() + r.size() + b.size()) * 4));
+}
+
+TEST_CASE("bf16 collectives: sums round in fp32 per partial sum, every rank gets the same bits",
+          "[comm]") {
+  const World world = describe_world();
+  MpiCommunicator comm(world.comm, "bf16", 60.0);
+  // Exact case: small integers, whose sums bf16 represents exactly (< 256).
+  std::vector<Bf16> exact(1001), root(77), bcast(33);
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    exact[i] = float_to_bf16(static_cast<float>((world.rank + 1) * (i % 17)));
+  }
+  for (auto& x : root) x = float_to_bf16(static_cast<float>(world.rank + 1));
+  for (auto& x : bcast) x = float_to_bf16(world.rank == world.size - 1 ? 7.5f : -1.0f);
+  const auto n = [](const std::vector<Bf16>& v) { return static_cast<std::int64_t>(v.size()); };
+  comm.all_reduce(exact.data(), n(exact), DType::BF16, ReduceOp::Sum);
+  comm.reduce(root.data(), n(root), DType::BF16, 0, ReduceOp::Sum);
+  comm.broadcast(bcast.data(), n(bcast), DType::BF16, world.size - 1).wait();
+  const float ranks_sum = world.size * (world.size + 1) / 2.0f;
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    REQUIRE(bf16_to_float(exact[i]) == ranks_sum * static_cast<float>(i % 17));
+  }
+  for (const Bf16 x : root) REQUIRE(bf16_to_float(x) == (world.rank == 0 ? ranks_sum : world.rank + 1.0f));
+  for (const Bf16 x : bcast) REQUIRE(bf16_to_float(x) == 7.5f);
+  CHECK(comm.stats().payload_bytes == (n(exact) + n(root) + n(bcast)) * 2);
+
+  // Inexact case: random values; each partial sum rounds to bf16, so the result is the fp32 sum
+  // within (world - 1) roundings of 2^-9 relative each; and it is bitwise the same on every rank.
+  std::vector<Bf16> x(4099);
+  std::vector<float> exact_sum(x.size(), 0.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    for (int r = 0; r < world.size; ++r) {
+      const float v = round_to_bf16(std::sin(0.37f * static_cast<float>(i) + static_cast<float>(r)));
+      exact_sum[i] += v;
+      if (r == world.rank) x[i] = float_to_bf16(v);
+    }
+  }
+  comm.all_reduce(x.data(), n(x), DType::BF16, ReduceOp::Sum).wait();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double tol = (world.size - 1) * std::ldexp(1.0, -8) * world.size;  // |terms| <= 1
+    REQUIRE(std::abs(bf16_to_float(x[i]) - exact_sum[i]) <= tol);
+  }
+  std::vector<std::uint16_t> mine(x.size()), first(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) mine[i] = first[i] = x[i].bits;
+  MPI_Bcast(first.data(), static_cast<int>(first.size()), MPI_UINT16_T, 0, world.comm);
+  CHECK(mine == first);
+
+  // Average is fp32 only: bf16 reductions are sums.
+  REQUIRE_THROWS_AS(comm.all_reduce(x.data(), n(x), DType::BF16, ReduceOp::Average), InternalError);
 }
 
 TEST_CASE("callbacks run in issue order and may issue collectives on another communicator",

@@ -117,6 +117,14 @@ TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   CHECK_THAT(r.output, Catch::Contains("2 buckets") && Catch::Contains("layers.1.weight") &&
                            Catch::Contains("optimizer state") &&
                            Catch::Contains("estimated memory of the largest rank"));
+  // The bytes per parameter of the config's precision and mode, as a formula in d.
+  CHECK_THAT(r.output, Catch::Contains("bytes per parameter per rank (fp32, reduce_dtype fp32, "
+                                       "adam, zero/none/allreduce_broadcast)") &&
+                           Catch::Contains("formula 4 + 4 + 8/d"));
+  const CliResult tf32 = run_zerolap("plan " + path + " --set precision.compute=tf32");
+  CHECK(tf32.exit_code == 0);
+  CHECK_THAT(tf32.output, Catch::Contains("(tf32, reduce_dtype fp32, adam, ddp)") &&
+                              Catch::Contains("formula 4 + 4 + 8 = 16"));
 }
 
 TEST_CASE("plan lays out a model too large to allocate", "[cli]") {

@@ -255,7 +255,7 @@ TEST_CASE("config: [precision] defaults, values and rejected combinations", "[co
   REQUIRE_THROWS_WITH(parse(with("[precision]\nmaster_weights = \"none\"\n")),
                       Contains("configs/x.toml:4: precision.master_weights: expected one of"));
   REQUIRE_THROWS_WITH(parse(with("[precision]\nmaster = \"fp32\"\n")),
-                      Contains("unknown key 'master'"));
+                      Contains("unknown key 'precision.master'"));
   REQUIRE_THROWS_WITH(parse(with("[precision]\ncompute = \"tf32\"\nmaster_weights = "
                                  "\"remainders\"\n")),
                       Contains("configs/x.toml:5: precision.master_weights: \"remainders\" keeps "

@@ -112,3 +112,61 @@ TEST_CASE("a step's collectives and each rank's optimizer state follow the mode"
   }
   CHECK(shards == ddp.state_bytes(plan, 0));
 }
+
+TEST_CASE("precision: wire and broadcast bytes, masters, bytes per parameter", "[mode_plan]") {
+  const Model model = small_model();
+  const OptimizerConfig adam;
+  const ParallelConfig zero =
+      parallel(ParallelMode::Zero, Overlap::None, CollectiveKind::AllreduceBroadcast);
+  const BucketPlan plan = build_bucket_plan(model.store(), 1e-9, 1e-9, 2, AssignmentPolicy::RoundRobin);
+  REQUIRE(plan.buckets.size() >= 2);
+
+  // fp32 (and tf32): 4-byte collectives, no masters; the formula of today's zero + Adam.
+  PrecisionConfig tf32;
+  tf32.compute = ComputePrecision::Tf32;
+  const ModePlan fp32 = make_mode_plan(zero, adam, tf32);
+  CHECK(fp32.param_dtype == DType::F32);
+  CHECK(fp32.master_bytes(plan, 0) == 0);
+  for (const PlannedCollective& c : fp32.collectives(plan)) {
+    CHECK(c.bytes == plan.buckets[static_cast<std::size_t>(c.bucket)].numel * 4);
+  }
+  CHECK(bytes_per_parameter_formula(fp32) == "4 + 4 + 8/d");
+  CHECK(bytes_per_parameter(fp32, 4).total() == 10.0);
+
+  // bf16, fp32 reduce: 4-byte gradient collectives, 2-byte broadcasts, 4-byte masters on owners.
+  PrecisionConfig bf16;
+  bf16.compute = ComputePrecision::Bf16;
+  const ModePlan m = make_mode_plan(zero, adam, bf16);
+  CHECK(m.param_dtype == DType::BF16);
+  for (const PlannedCollective& c : m.collectives(plan)) {
+    const std::int64_t numel = plan.buckets[static_cast<std::size_t>(c.bucket)].numel;
+    CHECK(c.bytes == numel * (c.op == CollectiveOp::Broadcast ? 2 : 4));
+  }
+  for (int r = 0; r < 2; ++r) {
+    CHECK(m.master_bytes(plan, r) == plan.numel_assigned_to(r) * 4);
+    const RankMemory mem = rank_memory(m, plan, model.store().total_numel(), r);
+    CHECK(mem.parameters == model.store().total_numel() * 2);
+    CHECK(mem.gradients == model.store().total_numel() * 4);
+    CHECK(mem.state == plan.numel_assigned_to(r) * 8);
+  }
+  CHECK(bytes_per_parameter_formula(m) == "2 + 4 + 12/d");
+  CHECK(bytes_per_parameter(m, 4).total() == 9.0);
+
+  // bf16 reduce and remainders: 2-byte gradient collectives (plus the wire buffer), 2-byte masters.
+  bf16.reduce_dtype = DType::BF16;
+  bf16.master_weights = MasterWeights::Remainders;
+  const ModePlan r = make_mode_plan(zero, adam, bf16);
+  for (const PlannedCollective& c : r.collectives(plan)) {
+    CHECK(c.bytes == plan.buckets[static_cast<std::size_t>(c.bucket)].numel * 2);
+  }
+  CHECK(r.master_bytes(plan, 1) == plan.numel_assigned_to(1) * 2);
+  CHECK(bytes_per_parameter_formula(r) == "2 + 4 + 2 + 10/d");
+
+  // ddp replicates masters and state: Megatron's 18 bytes for bf16 + fp32 master + Adam.
+  const ModePlan ddp = make_mode_plan(ParallelConfig{}, adam, PrecisionConfig{ComputePrecision::Bf16});
+  CHECK(bytes_per_parameter_formula(ddp) == "2 + 4 + 12 = 18");
+  CHECK(bytes_per_parameter(ddp, 8).total() == 18.0);
+  CHECK(ddp.master_bytes(plan, 1) == model.store().total_numel() * 4);
+  // The precision of fp32 compute leaves reduce_dtype and master_weights inert.
+  CHECK(make_mode_plan(zero, adam).master_bytes_per_element() == 0);
+}
