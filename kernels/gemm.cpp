@@ -133,11 +133,23 @@ void set_cpu_gemm_threads(int threads) {
 }
 
 bool cpu_gemm_has_bf16() {
-#if defined(ZEROLAP_HAVE_CPU_BF16_GEMM)
-  return true;
-#else
-  return false;
-#endif
+  // oneDNN implements bf16 matmul (bf16 inputs, fp32 accumulation and output) on CPUs from
+  // AVX-512 up; where it has none, creating the primitive descriptor throws. Asked once.
+  static const bool has = [] {
+    try {
+      const auto desc = [](dnnl::memory::data_type type) {
+        return dnnl::memory::desc({2, 2}, type, dnnl::memory::format_tag::ab);
+      };
+      const auto bf16 = dnnl::memory::data_type::bf16;
+      const dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(desc(bf16), desc(bf16), desc(dnnl::memory::data_type::f32)),
+          cpu_gemm_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return has;
 }
 
 }  // namespace zl

@@ -20,7 +20,7 @@ void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int
 void set_cpu_gemm_threads(int threads);
 
 // Whether this build's CPU GEMM has a bf16 path (bf16 inputs, fp32 accumulation): precision.compute
-// = "bf16" on the CPU needs one. Defined by the build (ZEROLAP_HAVE_CPU_BF16_GEMM).
+// = "bf16" on the CPU needs one. oneDNN decides by the CPU's instruction set.
 bool cpu_gemm_has_bf16();
 
 }  // namespace zl
