@@ -152,6 +152,11 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingState& stat
       {"mode", to_string(c.parallel.mode)},
       {"overlap", to_string(c.parallel.overlap)},
       {"bucket_cap_mb", str(c.parallel.bucket_cap_mb)},
+      // The run's precision; the parameter tensors are fp32 (masters) in every precision, so a
+      // checkpoint resumes into any precision and loads into PyTorch as it is.
+      {"precision", to_string(c.precision.compute)},
+      {"reduce_dtype", dtype_name(c.precision.reduce_dtype)},
+      {"master_weights", to_string(c.precision.master_weights)},
       {"buckets", str(state.plan.buckets.size())},
       {"config_hash", config_hash(c)},
       {"config", to_toml(c)},

@@ -108,6 +108,13 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   // Ranks that run another config or build would size their collectives differently (heap
   // corruption, a crash) or train apart: they must agree before anything sized by the config.
   agree_on_facts(world_, config_facts(config_), config_.runtime.timeout_s);
+  if (mode_plan_.param_dtype == DType::BF16) {
+    // The fused bf16 step, bf16 collectives and masters exist (README "Mixed precision"); the bf16
+    // model (parameter buffer, GEMMs) does not yet, and a run must not train fp32 under a bf16 name.
+    throw UserError(fmt::format("{}: precision.compute = \"bf16\": this build cannot train in bf16 "
+                                "yet (no bf16 model path); use compute = \"fp32\" or \"tf32\"",
+                                config_.source_path));
+  }
   // tf32 sets the GEMM math of the device's handle; the CPU has no TF32 and stays fp32 (said once).
   const bool tf32_applies = config.precision.compute != ComputePrecision::Tf32 ||
                             device_.set_float_gemm_math(FloatGemmMath::Tf32);

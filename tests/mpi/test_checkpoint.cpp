@@ -113,6 +113,11 @@ void check_file_matches(Trainer& trainer, const std::string& path) {
   }
   CHECK(file.metadata().at("step") == std::to_string(trainer.step()));
   CHECK(file.metadata().at("sampler_position") == std::to_string(trainer.batch_cursor()));
+  // The precision the run trained in (`zerolap inspect` prints it); the tensors are fp32 masters.
+  const PrecisionConfig& precision = trainer.config().precision;
+  CHECK(file.metadata().at("precision") == to_string(precision.compute));
+  CHECK(file.metadata().at("reduce_dtype") == dtype_name(precision.reduce_dtype));
+  CHECK(file.metadata().at("master_weights") == to_string(precision.master_weights));
 }
 
 std::vector<float> train_to(Trainer& trainer, std::int64_t steps) {

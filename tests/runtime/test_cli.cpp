@@ -138,6 +138,22 @@ TEST_CASE("plan lays out a model too large to allocate", "[cli]") {
                            Catch::Contains("TiB"));
 }
 
+TEST_CASE("train with tf32 on the CPU says it is fp32; bf16 is refused until its model exists",
+          "[cli]") {
+  const auto out = temp_dir("train_tf32");
+  const auto path = write_file("ok.toml", kSpirals);
+  const CliResult tf32 = run_zerolap("train " + path + " --set output.dir=\"" + out +
+                                     "\" --set train.steps=2 --set precision.compute=tf32");
+  INFO(tf32.output);
+  CHECK(tf32.exit_code == 0);
+  CHECK_THAT(tf32.output, Catch::Contains("precision.compute = \"tf32\" on the CPU"));
+  const CliResult bf16 = run_zerolap("train " + path + " --set output.dir=\"" + out +
+                                     "\" --set train.steps=2 --set precision.compute=bf16");
+  INFO(bf16.output);
+  CHECK(bf16.exit_code == 2);
+  CHECK_THAT(bf16.output, Catch::Contains("precision.compute"));
+}
+
 TEST_CASE("train runs and writes a metrics CSV with a header and rows", "[cli]") {
   const auto out = temp_dir("train_out");
   std::filesystem::remove(std::filesystem::path(out) / "metrics.csv");
