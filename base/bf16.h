@@ -59,6 +59,22 @@ ZL_HD inline Bf16 float_to_bf16(float x) {
 // Rounds x to the nearest bf16 value, returned as a float (what a bf16 store then load gives).
 ZL_HD inline float round_to_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
 
+// Loads and stores of the kernels templated on their storage type T (float or Bf16): arithmetic
+// is fp32; for T = float both are the identity, so an fp32 instance computes what plain fp32
+// code computes.
+ZL_HD inline float to_f32(float v) { return v; }
+ZL_HD inline float to_f32(Bf16 v) { return bf16_to_float(v); }
+template <class T>
+ZL_HD inline T from_f32(float v);
+template <>
+ZL_HD inline float from_f32<float>(float v) {
+  return v;
+}
+template <>
+ZL_HD inline Bf16 from_f32<Bf16>(float v) {
+  return float_to_bf16(v);
+}
+
 // Note [Remainders]: an fp32 master weight x is kept as its bf16 value hi plus an int16 lo, so an
 // owner keeps 2 bytes per element instead of 4 beside the bf16 parameter it already has. hi is x
 // rounded to nearest with ties AWAY from zero on the bit pattern (hi = top 16 bits, plus one when

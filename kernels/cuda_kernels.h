@@ -20,31 +20,51 @@ namespace zl {
 void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
                std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
                const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+               std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
+               const Bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+               std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
+               const Bf16* b, std::int64_t ldb, float beta, Bf16* c, std::int64_t ldc);
 
-void bias_activation_forward_cuda(const ExecContext& ctx, Activation act, const float* x,
-                                  const float* bias, float* y, std::int64_t rows,
-                                  std::int64_t cols);
-void activation_backward_cuda(const ExecContext& ctx, Activation act, const float* pre,
-                              const float* dy, float* dx, std::int64_t n);
-void bias_backward_cuda(const ExecContext& ctx, const float* dy, float* dbias, std::int64_t rows,
+// The element-wise kernels are templates on the storage type T (float or Bf16), instantiated for
+// both in kernels/elementwise*.cu.
+template <class T>
+void bias_activation_forward_cuda(const ExecContext& ctx, Activation act, const T* x,
+                                  const T* bias, T* y, std::int64_t rows, std::int64_t cols);
+template <class T>
+void activation_backward_cuda(const ExecContext& ctx, Activation act, const T* pre, const T* dy,
+                              T* dx, std::int64_t n);
+template <class T>
+void bias_backward_cuda(const ExecContext& ctx, const T* dy, float* dbias, std::int64_t rows,
                         std::int64_t cols, Accumulate acc);
-void add_cuda(const ExecContext& ctx, const float* a, const float* b, float* out, std::int64_t n);
-void accumulate_cuda(const ExecContext& ctx, const float* a, float* out, std::int64_t n,
-                     Accumulate acc);
-void layernorm_forward_cuda(const ExecContext& ctx, const float* x, const float* gamma,
-                            const float* beta, float* y, float* mean, float* rstd,
-                            std::int64_t rows, std::int64_t cols, float eps);
-void layernorm_backward_cuda(const ExecContext& ctx, const float* x, const float* gamma,
-                             const float* mean, const float* rstd, const float* dy, float* dx,
+template <class T>
+void add_cuda(const ExecContext& ctx, const T* a, const T* b, T* out, std::int64_t n);
+template <class T>
+void accumulate_cuda(const ExecContext& ctx, const T* a, T* out, std::int64_t n, Accumulate acc);
+template <class T>
+void layernorm_forward_cuda(const ExecContext& ctx, const T* x, const T* gamma, const T* beta,
+                            T* y, float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
+                            float eps);
+template <class T>
+void layernorm_backward_cuda(const ExecContext& ctx, const T* x, const T* gamma,
+                             const float* mean, const float* rstd, const T* dy, T* dx,
                              float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols,
                              Accumulate acc);
-double softmax_cross_entropy_cuda(const ExecContext& ctx, const float* logits,
+template <class T>
+double softmax_cross_entropy_cuda(const ExecContext& ctx, const T* logits,
                                   const std::int32_t* labels, std::int64_t rows, std::int64_t cols,
-                                  float* dlogits, float grad_scale, std::int64_t* correct);
-double squared_error_cuda(const ExecContext& ctx, const float* pred, const float* target,
-                          std::int64_t n, float* dpred, float grad_scale);
-double sum_of_squares_cuda(const ExecContext& ctx, const float* x, std::int64_t n);
-void scale_cuda(const ExecContext& ctx, float* x, std::int64_t n, float alpha);
+                                  T* dlogits, float grad_scale, std::int64_t* correct);
+template <class T>
+double squared_error_cuda(const ExecContext& ctx, const T* pred, const float* target,
+                          std::int64_t n, T* dpred, float grad_scale);
+template <class T>
+double sum_of_squares_cuda(const ExecContext& ctx, const T* x, std::int64_t n);
+template <class T>
+void scale_cuda(const ExecContext& ctx, T* x, std::int64_t n, float alpha);
+void cast_cuda(const ExecContext& ctx, const float* src, Bf16* dst, std::int64_t n);
+void cast_cuda(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n);
+// fp32 only so far (the loss window and the clip norm of fp32 training):
 void softmax_cross_entropy_accumulate_cuda(const ExecContext& ctx, const float* logits,
                                            const std::int32_t* labels, std::int64_t rows,
                                            std::int64_t cols, float* dlogits, float grad_scale,

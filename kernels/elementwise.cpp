@@ -1,11 +1,15 @@
 // CPU implementations of the element-wise and row-wise kernels in kernels/elementwise.h, and the
 // dispatch of every entry point to its CUDA twin (kernels/cuda_kernels.h). Reductions accumulate in
 // a fixed order (deterministic run to run); the inner loops are written so GCC vectorises them
-// (activation and mode switches sit outside the loops).
+// (activation and mode switches sit outside the loops). Each kernel is a template on the storage
+// type T (float or Bf16) that loads with to_f32 and stores with from_f32<T> (base/bf16.h): for
+// T = float both are the identity, so the fp32 instances compute exactly what they did before
+// bf16 existed.
 #include "kernels/elementwise.h"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "base/errors.h"
 #if defined(ZEROLAP_WITH_CUDA)
@@ -37,21 +41,23 @@ struct TanhOp {
 };
 
 // y (rows, cols) = op(x + bias); x and y may alias (each element is read before it is written).
-template <class Op>
-void bias_act_rows(const float* x, const float* bias, float* y, std::int64_t rows,
-                   std::int64_t cols, Op op) {
+template <class T, class Op>
+void bias_act_rows(const T* x, const T* bias, T* y, std::int64_t rows, std::int64_t cols, Op op) {
   for (std::int64_t i = 0; i < rows; ++i) {
-    const float* xr = x + i * cols;
-    float* yr = y + i * cols;
+    const T* xr = x + i * cols;
+    T* yr = y + i * cols;
     if (bias != nullptr) {
-      for (std::int64_t j = 0; j < cols; ++j) yr[j] = op(xr[j] + bias[j]);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        yr[j] = from_f32<T>(op(to_f32(xr[j]) + to_f32(bias[j])));
+      }
     } else {
-      for (std::int64_t j = 0; j < cols; ++j) yr[j] = op(xr[j]);
+      for (std::int64_t j = 0; j < cols; ++j) yr[j] = from_f32<T>(op(to_f32(xr[j])));
     }
   }
 }
 
-void bias_activation_forward_cpu(Activation act, const float* x, const float* bias, float* y,
+template <class T>
+void bias_activation_forward_cpu(Activation act, const T* x, const T* bias, T* y,
                                  std::int64_t rows, std::int64_t cols) {
   switch (act) {
     case Activation::Identity: return bias_act_rows(x, bias, y, rows, cols, IdentityOp{});
@@ -63,8 +69,8 @@ void bias_activation_forward_cpu(Activation act, const float* x, const float* bi
 }
 
 // dx = dy * act'(pre); dx may alias dy, so no __restrict on those two.
-void activation_backward_cpu(Activation act, const float* pre, const float* dy, float* dx,
-                             std::int64_t n) {
+template <class T>
+void activation_backward_cpu(Activation act, const T* pre, const T* dy, T* dx, std::int64_t n) {
   switch (act) {
     case Activation::Identity:
       if (dx != dy) std::copy(dy, dy + n, dx);
@@ -73,26 +79,26 @@ void activation_backward_cpu(Activation act, const float* pre, const float* dy, 
       // Derivative 0 at pre == 0, as PyTorch's threshold_backward.
       // dy is loaded unconditionally so the select if-converts and the loop vectorises.
       for (std::int64_t i = 0; i < n; ++i) {
-        const float d = dy[i];
-        dx[i] = pre[i] > 0.0f ? d : 0.0f;
+        const T d = dy[i];
+        dx[i] = to_f32(pre[i]) > 0.0f ? d : from_f32<T>(0.0f);
       }
       return;
     case Activation::Gelu:
       // d/dx [0.5 x (1 + tanh(u))], u = beta (x + kappa x^3): PyTorch's GeluBackward (tanh).
       for (std::int64_t i = 0; i < n; ++i) {
-        const float v = pre[i];
+        const float v = to_f32(pre[i]);
         const float v2 = v * v;
         const float t = std::tanh(kGeluBeta * (v + kGeluKappa * v2 * v));
         const float left_derivative = 0.5f * (1.0f + t);
         const float right_derivative =
             0.5f * v * (1.0f - t * t) * kGeluBeta * (1.0f + 3.0f * kGeluKappa * v2);
-        dx[i] = dy[i] * (left_derivative + right_derivative);
+        dx[i] = from_f32<T>(to_f32(dy[i]) * (left_derivative + right_derivative));
       }
       return;
     case Activation::Tanh:
       for (std::int64_t i = 0; i < n; ++i) {
-        const float t = std::tanh(pre[i]);
-        dx[i] = dy[i] * (1.0f - t * t);
+        const float t = std::tanh(to_f32(pre[i]));
+        dx[i] = from_f32<T>(to_f32(dy[i]) * (1.0f - t * t));
       }
       return;
   }
@@ -100,41 +106,44 @@ void activation_backward_cpu(Activation act, const float* pre, const float* dy, 
 }
 
 // Column sums row by row, so the inner loop runs along contiguous memory and vectorises.
-void bias_backward_cpu(const float* __restrict dy, float* __restrict dbias, std::int64_t rows,
+template <class T>
+void bias_backward_cpu(const T* __restrict dy, float* __restrict dbias, std::int64_t rows,
                        std::int64_t cols, Accumulate acc) {
   if (acc == Accumulate::Overwrite) std::fill(dbias, dbias + cols, 0.0f);
   for (std::int64_t i = 0; i < rows; ++i) {
-    const float* __restrict row = dy + i * cols;
-    for (std::int64_t j = 0; j < cols; ++j) dbias[j] += row[j];
+    const T* __restrict row = dy + i * cols;
+    for (std::int64_t j = 0; j < cols; ++j) dbias[j] += to_f32(row[j]);
   }
 }
 
-void add_cpu(const float* a, const float* b, float* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+template <class T>
+void add_cpu(const T* a, const T* b, T* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
 }
 
-void accumulate_cpu(const float* a, float* out, std::int64_t n, Accumulate acc) {
+template <class T>
+void accumulate_cpu(const T* a, T* out, std::int64_t n, Accumulate acc) {
   if (acc == Accumulate::Overwrite) {
     if (out != a) std::copy(a, a + n, out);
     return;
   }
-  for (std::int64_t i = 0; i < n; ++i) out[i] += a[i];
+  for (std::int64_t i = 0; i < n; ++i) out[i] = from_f32<T>(to_f32(out[i]) + to_f32(a[i]));
 }
 
 // Two passes per row in double (mean, then the biased variance), as accurate as PyTorch's Welford
 // and simpler; the normalising pass is float and vectorises.
-void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, float* y,
-                           float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                           float eps) {
+template <class T>
+void layernorm_forward_cpu(const T* x, const T* gamma, const T* beta, T* y, float* mean,
+                           float* rstd, std::int64_t rows, std::int64_t cols, float eps) {
   ZL_CHECK(cols > 0 || rows == 0, "layernorm_forward: cols = 0 with rows = {}", rows);
   for (std::int64_t i = 0; i < rows; ++i) {
-    const float* xr = x + i * cols;
+    const T* xr = x + i * cols;
     double sum = 0.0;
-    for (std::int64_t j = 0; j < cols; ++j) sum += xr[j];
+    for (std::int64_t j = 0; j < cols; ++j) sum += to_f32(xr[j]);
     const double mu = sum / static_cast<double>(cols);
     double sq = 0.0;
     for (std::int64_t j = 0; j < cols; ++j) {
-      const double d = xr[j] - mu;
+      const double d = to_f32(xr[j]) - mu;
       sq += d * d;
     }
     const double var = sq / static_cast<double>(cols);
@@ -142,17 +151,20 @@ void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta
     const float rs_f = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
     mean[i] = mu_f;
     rstd[i] = rs_f;
-    float* yr = y + i * cols;
-    for (std::int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - mu_f) * rs_f * gamma[j] + beta[j];
+    T* yr = y + i * cols;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      yr[j] = from_f32<T>((to_f32(xr[j]) - mu_f) * rs_f * to_f32(gamma[j]) + to_f32(beta[j]));
+    }
   }
 }
 
 // With xhat = (x - mean) * rstd and g = dy * gamma:
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dgamma += sum_rows dy * xhat,
 //   dbeta += sum_rows dy.
-void layernorm_backward_cpu(const float* __restrict x, const float* __restrict gamma,
+template <class T>
+void layernorm_backward_cpu(const T* __restrict x, const T* __restrict gamma,
                             const float* __restrict mean, const float* __restrict rstd,
-                            const float* dy, float* dx, float* __restrict dgamma,
+                            const T* dy, T* dx, float* __restrict dgamma,
                             float* __restrict dbeta, std::int64_t rows, std::int64_t cols,
                             Accumulate acc) {
   if (acc == Accumulate::Overwrite) {
@@ -160,34 +172,36 @@ void layernorm_backward_cpu(const float* __restrict x, const float* __restrict g
     std::fill(dbeta, dbeta + cols, 0.0f);
   }
   for (std::int64_t i = 0; i < rows; ++i) {
-    const float* xr = x + i * cols;
-    const float* dyr = dy + i * cols;
+    const T* xr = x + i * cols;
+    const T* dyr = dy + i * cols;
     const float mu = mean[i];
     const float rs = rstd[i];
     double sum_g = 0.0;
     double sum_g_xhat = 0.0;
     for (std::int64_t j = 0; j < cols; ++j) {
-      const float xhat = (xr[j] - mu) * rs;
-      const float g = dyr[j] * gamma[j];
+      const float xhat = (to_f32(xr[j]) - mu) * rs;
+      const float dyj = to_f32(dyr[j]);
+      const float g = dyj * to_f32(gamma[j]);
       sum_g += g;
       sum_g_xhat += static_cast<double>(g) * xhat;
-      dgamma[j] += dyr[j] * xhat;
-      dbeta[j] += dyr[j];
+      dgamma[j] += dyj * xhat;
+      dbeta[j] += dyj;
     }
     const float mean_g = static_cast<float>(sum_g / static_cast<double>(cols));
     const float mean_g_xhat = static_cast<float>(sum_g_xhat / static_cast<double>(cols));
     // dx is written after every read of this row's dy, so dx may alias dy.
-    float* dxr = dx + i * cols;
+    T* dxr = dx + i * cols;
     for (std::int64_t j = 0; j < cols; ++j) {
-      const float xhat = (xr[j] - mu) * rs;
-      dxr[j] = rs * (dyr[j] * gamma[j] - mean_g - xhat * mean_g_xhat);
+      const float xhat = (to_f32(xr[j]) - mu) * rs;
+      dxr[j] = from_f32<T>(rs * (to_f32(dyr[j]) * to_f32(gamma[j]) - mean_g - xhat * mean_g_xhat));
     }
   }
 }
 
-double softmax_cross_entropy_cpu(const float* logits, const std::int32_t* labels,
-                                 std::int64_t rows, std::int64_t cols, float* dlogits,
-                                 float grad_scale, std::int64_t* correct) {
+template <class T>
+double softmax_cross_entropy_cpu(const T* logits, const std::int32_t* labels, std::int64_t rows,
+                                 std::int64_t cols, T* dlogits, float grad_scale,
+                                 std::int64_t* correct) {
   // Validate every label first, so a bad label leaves no half-written dlogits behind.
   for (std::int64_t i = 0; i < rows; ++i) {
     if (labels[i] < 0 || labels[i] >= cols) {
@@ -200,34 +214,45 @@ double softmax_cross_entropy_cpu(const float* logits, const std::int32_t* labels
   double loss_sum = 0.0;
   std::int64_t n_correct = 0;
   for (std::int64_t i = 0; i < rows; ++i) {
-    const float* xr = logits + i * cols;
+    const T* xr = logits + i * cols;
     const std::int32_t label = labels[i];
     // argmax: the first maximal index, as torch.argmax.
-    float max_v = xr[0];
+    float max_v = to_f32(xr[0]);
     std::int64_t argmax = 0;
     for (std::int64_t j = 1; j < cols; ++j) {
-      if (xr[j] > max_v) {
-        max_v = xr[j];
+      if (to_f32(xr[j]) > max_v) {
+        max_v = to_f32(xr[j]);
         argmax = j;
       }
     }
     if (argmax == label) ++n_correct;
-    const float label_logit = xr[label];
+    const float label_logit = to_f32(xr[label]);
     // log-sum-exp shifted by the max: exp never overflows, however large the logits; the sum of
     // the (float) exponentials is taken in double.
     double sum_exp = 0.0;
-    if (dlogits != nullptr) {
+    if (dlogits != nullptr && std::is_same_v<T, float>) {
       // Every read of xr[j] precedes the write of dr[j]: dlogits may alias logits.
-      float* dr = dlogits + i * cols;
+      T* dr = dlogits + i * cols;
       for (std::int64_t j = 0; j < cols; ++j) {
-        dr[j] = std::exp(xr[j] - max_v);
-        sum_exp += dr[j];
+        dr[j] = from_f32<T>(std::exp(to_f32(xr[j]) - max_v));
+        sum_exp += to_f32(dr[j]);
       }
       const float norm_scale = static_cast<float>(static_cast<double>(grad_scale) / sum_exp);
-      for (std::int64_t j = 0; j < cols; ++j) dr[j] *= norm_scale;
-      dr[label] -= grad_scale;
+      for (std::int64_t j = 0; j < cols; ++j) dr[j] = from_f32<T>(to_f32(dr[j]) * norm_scale);
+      dr[label] = from_f32<T>(to_f32(dr[label]) - grad_scale);
+    } else if (dlogits != nullptr) {
+      // bf16: the exponentials are not parked in dlogits (that would round them before the
+      // normalisation); they are recomputed, and each gradient is rounded once, as on CUDA.
+      T* dr = dlogits + i * cols;
+      for (std::int64_t j = 0; j < cols; ++j) sum_exp += std::exp(to_f32(xr[j]) - max_v);
+      const float norm_scale = static_cast<float>(static_cast<double>(grad_scale) / sum_exp);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        float d = std::exp(to_f32(xr[j]) - max_v) * norm_scale;
+        if (j == label) d -= grad_scale;
+        dr[j] = from_f32<T>(d);
+      }
     } else {
-      for (std::int64_t j = 0; j < cols; ++j) sum_exp += std::exp(xr[j] - max_v);
+      for (std::int64_t j = 0; j < cols; ++j) sum_exp += std::exp(to_f32(xr[j]) - max_v);
     }
     loss_sum += std::log(sum_exp) - (static_cast<double>(label_logit) - max_v);
   }
@@ -240,49 +265,59 @@ double softmax_cross_entropy_cpu(const float* logits, const std::int32_t* labels
 constexpr int kLanes = 8;
 
 // dpred may alias pred or target: it is written in a separate pass after the sum.
-double squared_error_cpu(const float* pred, const float* target, std::int64_t n, float* dpred,
+template <class T>
+double squared_error_cpu(const T* pred, const float* target, std::int64_t n, T* dpred,
                          float grad_scale) {
   double lanes[kLanes] = {};
   const std::int64_t n_blocked = n - n % kLanes;
   for (std::int64_t i = 0; i < n_blocked; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
-      const double d = static_cast<double>(pred[i + l]) - target[i + l];
+      const double d = static_cast<double>(to_f32(pred[i + l])) - target[i + l];
       lanes[l] += d * d;
     }
   }
   double total = 0.0;
   for (std::int64_t i = n_blocked; i < n; ++i) {
-    const double d = static_cast<double>(pred[i]) - target[i];
+    const double d = static_cast<double>(to_f32(pred[i])) - target[i];
     total += d * d;
   }
   for (int l = 0; l < kLanes; ++l) total += lanes[l];
   if (dpred != nullptr) {
     const float two_scale = 2.0f * grad_scale;
-    for (std::int64_t i = 0; i < n; ++i) dpred[i] = two_scale * (pred[i] - target[i]);
+    for (std::int64_t i = 0; i < n; ++i) {
+      dpred[i] = from_f32<T>(two_scale * (to_f32(pred[i]) - target[i]));
+    }
   }
   return total;
 }
 
-double sum_of_squares_cpu(const float* __restrict x, std::int64_t n) {
+template <class T>
+double sum_of_squares_cpu(const T* __restrict x, std::int64_t n) {
   double lanes[kLanes] = {};
   const std::int64_t n_blocked = n - n % kLanes;
   for (std::int64_t i = 0; i < n_blocked; i += kLanes) {
     for (int l = 0; l < kLanes; ++l) {
-      const double v = x[i + l];
+      const double v = to_f32(x[i + l]);
       lanes[l] += v * v;
     }
   }
   double total = 0.0;
   for (std::int64_t i = n_blocked; i < n; ++i) {
-    const double v = x[i];
+    const double v = to_f32(x[i]);
     total += v * v;
   }
   for (int l = 0; l < kLanes; ++l) total += lanes[l];
   return total;
 }
 
-void scale_cpu(float* __restrict x, std::int64_t n, float alpha) {
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+template <class T>
+void scale_cpu(T* __restrict x, std::int64_t n, float alpha) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = from_f32<T>(to_f32(x[i]) * alpha);
+}
+
+template <class From, class To>
+void cast_cpu(const From* __restrict src, To* __restrict dst, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = from_f32<To>(to_f32(src[i]));
 }
 
 }  // namespace
@@ -295,97 +330,106 @@ void scale_cpu(float* __restrict x, std::int64_t n, float alpha) {
 #define ZL_DISPATCH_CUDA(name, call) throw_built_without_cuda(name)
 #endif
 
-void bias_activation_forward(const ExecContext& ctx, Activation act, const float* x,
-                             const float* bias, float* y, std::int64_t rows, std::int64_t cols) {
+template <class T>
+void bias_activation_forward(const ExecContext& ctx, Activation act, const T* x,
+                             const NoDeduce<T>* bias, T* y, std::int64_t rows, std::int64_t cols) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("bias_activation_forward",
-                     bias_activation_forward_cuda(ctx, act, x, bias, y, rows, cols));
+                     bias_activation_forward_cuda<T>(ctx, act, x, bias, y, rows, cols));
   }
   bias_activation_forward_cpu(act, x, bias, y, rows, cols);
 }
 
-void activation_backward(const ExecContext& ctx, Activation act, const float* pre,
-                         const float* dy, float* dx, std::int64_t n) {
+template <class T>
+void activation_backward(const ExecContext& ctx, Activation act, const T* pre, const T* dy, T* dx,
+                         std::int64_t n) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("activation_backward", activation_backward_cuda(ctx, act, pre, dy, dx, n));
+    ZL_DISPATCH_CUDA("activation_backward", activation_backward_cuda<T>(ctx, act, pre, dy, dx, n));
   }
   activation_backward_cpu(act, pre, dy, dx, n);
 }
 
-void bias_backward(const ExecContext& ctx, const float* dy, float* dbias, std::int64_t rows,
+template <class T>
+void bias_backward(const ExecContext& ctx, const T* dy, float* dbias, std::int64_t rows,
                    std::int64_t cols, Accumulate acc) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("bias_backward", bias_backward_cuda(ctx, dy, dbias, rows, cols, acc));
+    ZL_DISPATCH_CUDA("bias_backward", bias_backward_cuda<T>(ctx, dy, dbias, rows, cols, acc));
   }
   bias_backward_cpu(dy, dbias, rows, cols, acc);
 }
 
-void add(const ExecContext& ctx, const float* a, const float* b, float* out, std::int64_t n) {
+template <class T>
+void add(const ExecContext& ctx, const T* a, const T* b, T* out, std::int64_t n) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("add", add_cuda(ctx, a, b, out, n));
+    ZL_DISPATCH_CUDA("add", add_cuda<T>(ctx, a, b, out, n));
   }
   add_cpu(a, b, out, n);
 }
 
-void accumulate(const ExecContext& ctx, const float* a, float* out, std::int64_t n,
-                Accumulate acc) {
+template <class T>
+void accumulate(const ExecContext& ctx, const T* a, T* out, std::int64_t n, Accumulate acc) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("accumulate", accumulate_cuda(ctx, a, out, n, acc));
+    ZL_DISPATCH_CUDA("accumulate", accumulate_cuda<T>(ctx, a, out, n, acc));
   }
   accumulate_cpu(a, out, n, acc);
 }
 
-void layernorm_forward(const ExecContext& ctx, const float* x, const float* gamma,
-                       const float* beta, float* y, float* mean, float* rstd, std::int64_t rows,
-                       std::int64_t cols, float eps) {
+template <class T>
+void layernorm_forward(const ExecContext& ctx, const T* x, const T* gamma, const T* beta, T* y,
+                       float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("layernorm_forward",
-                     layernorm_forward_cuda(ctx, x, gamma, beta, y, mean, rstd, rows, cols, eps));
+    ZL_DISPATCH_CUDA("layernorm_forward", layernorm_forward_cuda<T>(ctx, x, gamma, beta, y, mean,
+                                                                    rstd, rows, cols, eps));
   }
   layernorm_forward_cpu(x, gamma, beta, y, mean, rstd, rows, cols, eps);
 }
 
-void layernorm_backward(const ExecContext& ctx, const float* x, const float* gamma,
-                        const float* mean, const float* rstd, const float* dy, float* dx,
-                        float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols,
-                        Accumulate acc) {
+template <class T>
+void layernorm_backward(const ExecContext& ctx, const T* x, const T* gamma, const float* mean,
+                        const float* rstd, const T* dy, T* dx, float* dgamma, float* dbeta,
+                        std::int64_t rows, std::int64_t cols, Accumulate acc) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("layernorm_backward",
-                     layernorm_backward_cuda(ctx, x, gamma, mean, rstd, dy, dx, dgamma, dbeta,
-                                             rows, cols, acc));
+                     layernorm_backward_cuda<T>(ctx, x, gamma, mean, rstd, dy, dx, dgamma, dbeta,
+                                                rows, cols, acc));
   }
   layernorm_backward_cpu(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, rows, cols, acc);
 }
 
-double softmax_cross_entropy(const ExecContext& ctx, const float* logits,
-                             const std::int32_t* labels, std::int64_t rows, std::int64_t cols,
-                             float* dlogits, float grad_scale, std::int64_t* correct) {
+template <class T>
+double softmax_cross_entropy(const ExecContext& ctx, const T* logits, const std::int32_t* labels,
+                             std::int64_t rows, std::int64_t cols, NoDeduce<T>* dlogits,
+                             float grad_scale, std::int64_t* correct) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("softmax_cross_entropy",
-                     softmax_cross_entropy_cuda(ctx, logits, labels, rows, cols, dlogits,
-                                                grad_scale, correct));
+                     softmax_cross_entropy_cuda<T>(ctx, logits, labels, rows, cols, dlogits,
+                                                   grad_scale, correct));
   }
   return softmax_cross_entropy_cpu(logits, labels, rows, cols, dlogits, grad_scale, correct);
 }
 
-double squared_error(const ExecContext& ctx, const float* pred, const float* target,
-                     std::int64_t n, float* dpred, float grad_scale) {
+template <class T>
+double squared_error(const ExecContext& ctx, const T* pred, const float* target, std::int64_t n,
+                     NoDeduce<T>* dpred, float grad_scale) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("squared_error", squared_error_cuda(ctx, pred, target, n, dpred, grad_scale));
+    ZL_DISPATCH_CUDA("squared_error",
+                     squared_error_cuda<T>(ctx, pred, target, n, dpred, grad_scale));
   }
   return squared_error_cpu(pred, target, n, dpred, grad_scale);
 }
 
-double sum_of_squares(const ExecContext& ctx, const float* x, std::int64_t n) {
+template <class T>
+double sum_of_squares(const ExecContext& ctx, const T* x, std::int64_t n) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("sum_of_squares", sum_of_squares_cuda(ctx, x, n));
+    ZL_DISPATCH_CUDA("sum_of_squares", sum_of_squares_cuda<T>(ctx, x, n));
   }
   return sum_of_squares_cpu(x, n);
 }
 
-void scale(const ExecContext& ctx, float* x, std::int64_t n, float alpha) {
+template <class T>
+void scale(const ExecContext& ctx, T* x, std::int64_t n, float alpha) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("scale", scale_cuda(ctx, x, n, alpha));
+    ZL_DISPATCH_CUDA("scale", scale_cuda<T>(ctx, x, n, alpha));
   }
   scale_cpu(x, n, alpha);
 }
@@ -438,6 +482,49 @@ double total_sum_of_squares(const ExecContext& ctx, const FloatSpan* spans,
   return total;
 }
 
+void cast(const ExecContext& ctx, const float* src, Bf16* dst, std::int64_t n) {
+  ZL_CHECK(n >= 0, "cast: negative size {}", n);
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("cast", cast_cuda(ctx, src, dst, n));
+  }
+  cast_cpu(src, dst, n);
+}
+
+void cast(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n) {
+  ZL_CHECK(n >= 0, "cast: negative size {}", n);
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("cast", cast_cuda(ctx, src, dst, n));
+  }
+  cast_cpu(src, dst, n);
+}
+
 #undef ZL_DISPATCH_CUDA
+
+// The instances: fp32 and bf16 storage.
+#define ZL_ELEMENTWISE_INSTANCES(T)                                                              \
+  template void bias_activation_forward<T>(const ExecContext&, Activation, const T*, const T*,   \
+                                           T*, std::int64_t, std::int64_t);                      \
+  template void activation_backward<T>(const ExecContext&, Activation, const T*, const T*, T*,   \
+                                       std::int64_t);                                            \
+  template void bias_backward<T>(const ExecContext&, const T*, float*, std::int64_t,             \
+                                 std::int64_t, Accumulate);                                      \
+  template void add<T>(const ExecContext&, const T*, const T*, T*, std::int64_t);               \
+  template void accumulate<T>(const ExecContext&, const T*, T*, std::int64_t, Accumulate);      \
+  template void layernorm_forward<T>(const ExecContext&, const T*, const T*, const T*, T*,       \
+                                     float*, float*, std::int64_t, std::int64_t, float);         \
+  template void layernorm_backward<T>(const ExecContext&, const T*, const T*, const float*,      \
+                                      const float*, const T*, T*, float*, float*, std::int64_t,  \
+                                      std::int64_t, Accumulate);                                 \
+  template double softmax_cross_entropy<T>(const ExecContext&, const T*, const std::int32_t*,   \
+                                           std::int64_t, std::int64_t, T*, float,               \
+                                           std::int64_t*);                                       \
+  template double squared_error<T>(const ExecContext&, const T*, const float*, std::int64_t, T*, \
+                                   float);                                                       \
+  template double sum_of_squares<T>(const ExecContext&, const T*, std::int64_t);                \
+  template void scale<T>(const ExecContext&, T*, std::int64_t, float);
+
+ZL_ELEMENTWISE_INSTANCES(float)
+ZL_ELEMENTWISE_INSTANCES(Bf16)
+#undef ZL_ELEMENTWISE_INSTANCES
 
 }  // namespace zl

@@ -3,12 +3,16 @@
 // formulas mirror kernels/elementwise.cpp (same constants, same double accumulations). Column sums
 // combine values in an order fixed by the shapes alone, without float atomics, so results are
 // bitwise reproducible run to run. The losses and sum_of_squares are in elementwise_reductions.cu.
+// Every kernel is a template on the storage type T (float or Bf16): loads go through to_f32 and
+// stores through from_f32<T> (base/bf16.h), the identity for float, so the fp32 instances are the
+// fp32 kernels as they were; arithmetic and sums stay fp32/double for both.
 #include <algorithm>
 #include <cstdint>
 
+#include "base/bf16.h"
+#include "base/errors.h"
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_kernels.h"
-#include "base/errors.h"
 
 namespace zl {
 namespace {
@@ -68,37 +72,58 @@ __device__ __forceinline__ float activation_grad(Activation act, float v, float 
 
 // y (rows, cols) = act(x + bias[cols]); `act` is uniform over the grid, so the switch does not
 // diverge. x and y may alias: each element is read, then written, by one thread.
-__global__ void bias_activation_kernel(Activation act, const float* x, const float* bias,
-                                       float* y, std::int64_t n, std::int64_t cols) {
+template <class T>
+__global__ void bias_activation_kernel(Activation act, const T* x, const T* bias, T* y,
+                                       std::int64_t n, std::int64_t cols) {
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const float b = bias != nullptr ? bias[i % cols] : 0.0f;
-    y[i] = activate(act, bias != nullptr ? x[i] + b : x[i]);
+    const float b = bias != nullptr ? to_f32(bias[i % cols]) : 0.0f;
+    const float v = to_f32(x[i]);
+    y[i] = from_f32<T>(activate(act, bias != nullptr ? v + b : v));
   }
 }
 
 // dx (n) = dy * act'(pre); dx may alias dy.
-__global__ void activation_backward_kernel(Activation act, const float* pre, const float* dy,
-                                           float* dx, std::int64_t n) {
+template <class T>
+__global__ void activation_backward_kernel(Activation act, const T* pre, const T* dy, T* dx,
+                                           std::int64_t n) {
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
-    dx[i] = activation_grad(act, act == Activation::Identity ? 0.0f : pre[i], dy[i]);
+    dx[i] = from_f32<T>(
+        activation_grad(act, act == Activation::Identity ? 0.0f : to_f32(pre[i]), to_f32(dy[i])));
   }
 }
 
 // --- element-wise -----------------------------------------------------------------------------
 
 // out (n) = a + b; out may alias a or b.
-__global__ void add_kernel(const float* a, const float* b, float* out, std::int64_t n) {
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = a[i] + b[i];
+template <class T>
+__global__ void add_kernel(const T* a, const T* b, T* out, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    out[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+  }
 }
 
 // out (n) += a.
-__global__ void accumulate_add_kernel(const float* a, float* out, std::int64_t n) {
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) out[i] += a[i];
+template <class T>
+__global__ void accumulate_add_kernel(const T* a, T* out, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    out[i] = from_f32<T>(to_f32(out[i]) + to_f32(a[i]));
+  }
 }
 
 // x (n) *= alpha.
-__global__ void scale_kernel(float* x, std::int64_t n, float alpha) {
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) x[i] *= alpha;
+template <class T>
+__global__ void scale_kernel(T* x, std::int64_t n, float alpha) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    x[i] = from_f32<T>(to_f32(x[i]) * alpha);
+  }
+}
+
+// dst (n) = src, converted.
+template <class From, class To>
+__global__ void cast_kernel(const From* src, To* dst, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    dst[i] = from_f32<To>(to_f32(src[i]));
+  }
 }
 
 // --- deterministic column sums (bias and LayerNorm parameter gradients) -------------------------
@@ -127,27 +152,30 @@ struct ColumnOut {
 };
 
 // bias_backward's source: dy (rows, cols).
+template <class T>
 struct DyColumns {
   static constexpr int kN = 1;
-  const float* dy;
+  const T* dy;
   std::int64_t cols;
   __device__ ColumnTerms<1> operator()(std::int64_t r, std::int64_t c) const {
-    return {{dy[r * cols + c]}};
+    return {{to_f32(dy[r * cols + c])}};
   }
 };
 
 // layernorm_backward's sources: dgamma terms dy * xhat and dbeta terms dy.
+template <class T>
 struct LayerNormParamColumns {
   static constexpr int kN = 2;
-  const float* x;
-  const float* dy;
+  const T* x;
+  const T* dy;
   const float* mean;
   const float* rstd;
   std::int64_t cols;
   __device__ ColumnTerms<2> operator()(std::int64_t r, std::int64_t c) const {
     const std::int64_t i = r * cols + c;
-    const float xhat = (x[i] - mean[r]) * rstd[r];
-    return {{dy[i] * xhat, dy[i]}};
+    const float xhat = (to_f32(x[i]) - mean[r]) * rstd[r];
+    const float d = to_f32(dy[i]);
+    return {{d * xhat, d}};
   }
 };
 
@@ -227,19 +255,20 @@ void launch_column_sums(cudaStream_t stream, const Source& src, std::int64_t row
 // --- LayerNorm: one warp per row, sums in double as on the CPU -------------------------------
 
 // y (rows, cols) = (x - mean) * rstd * gamma + beta; mean, rstd (rows) =.
-__global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta,
-                                         float* y, float* mean, float* rstd, std::int64_t rows,
+template <class T>
+__global__ void layernorm_forward_kernel(const T* x, const T* gamma, const T* beta, T* y,
+                                         float* mean, float* rstd, std::int64_t rows,
                                          std::int64_t cols, float eps) {
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
   for (std::int64_t row = global_thread() / kWarpSize; row < rows; row += warps) {
-    const float* xr = x + row * cols;
+    const T* xr = x + row * cols;
     double sum = 0.0;
-    for (std::int64_t j = lane; j < cols; j += kWarpSize) sum += xr[j];
+    for (std::int64_t j = lane; j < cols; j += kWarpSize) sum += to_f32(xr[j]);
     const double mu = warp_reduce(sum, SumOp{}) / static_cast<double>(cols);
     double sq = 0.0;
     for (std::int64_t j = lane; j < cols; j += kWarpSize) {
-      const double d = xr[j] - mu;
+      const double d = to_f32(xr[j]) - mu;
       sq += d * d;
     }
     const double var = warp_reduce(sq, SumOp{}) / static_cast<double>(cols);
@@ -252,30 +281,31 @@ __global__ void layernorm_forward_kernel(const float* x, const float* gamma, con
     // y may alias x: every lane has finished reading the row (the reductions above), and each
     // lane writes only the columns it read.
     __syncwarp();
-    float* yr = y + row * cols;
+    T* yr = y + row * cols;
     for (std::int64_t j = lane; j < cols; j += kWarpSize) {
-      yr[j] = (xr[j] - mu_f) * rs_f * gamma[j] + beta[j];
+      yr[j] = from_f32<T>((to_f32(xr[j]) - mu_f) * rs_f * to_f32(gamma[j]) + to_f32(beta[j]));
     }
   }
 }
 
 // dx (rows, cols) = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma,
 // xhat = (x - mean) * rstd. dx may alias dy (each lane reads its columns before writing them).
-__global__ void layernorm_dx_kernel(const float* x, const float* gamma, const float* mean,
-                                    const float* rstd, const float* dy, float* dx,
-                                    std::int64_t rows, std::int64_t cols) {
+template <class T>
+__global__ void layernorm_dx_kernel(const T* x, const T* gamma, const float* mean,
+                                    const float* rstd, const T* dy, T* dx, std::int64_t rows,
+                                    std::int64_t cols) {
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
   for (std::int64_t row = global_thread() / kWarpSize; row < rows; row += warps) {
-    const float* xr = x + row * cols;
-    const float* dyr = dy + row * cols;
+    const T* xr = x + row * cols;
+    const T* dyr = dy + row * cols;
     const float mu = mean[row];
     const float rs = rstd[row];
     double sum_g = 0.0;
     double sum_g_xhat = 0.0;
     for (std::int64_t j = lane; j < cols; j += kWarpSize) {
-      const float xhat = (xr[j] - mu) * rs;
-      const float g = dyr[j] * gamma[j];
+      const float xhat = (to_f32(xr[j]) - mu) * rs;
+      const float g = to_f32(dyr[j]) * to_f32(gamma[j]);
       sum_g += g;
       sum_g_xhat += static_cast<double>(g) * xhat;
     }
@@ -284,13 +314,14 @@ __global__ void layernorm_dx_kernel(const float* x, const float* gamma, const fl
     const float mean_g_xhat =
         static_cast<float>(warp_reduce(sum_g_xhat, SumOp{}) / static_cast<double>(cols));
     __syncwarp();
-    float* dxr = dx + row * cols;
+    T* dxr = dx + row * cols;
     for (std::int64_t j = lane; j < cols; j += kWarpSize) {
-      const float xhat = (xr[j] - mu) * rs;
+      const float xhat = (to_f32(xr[j]) - mu) * rs;
       // __fmul_rn keeps nvcc from fusing the products into the subtractions: g - mean(g) cancels
       // (exactly, for cols == 1), and a fused product would leave its rounding error there, to be
       // amplified by rstd. Rounded products give the CPU's result.
-      dxr[j] = rs * (__fmul_rn(dyr[j], gamma[j]) - mean_g - __fmul_rn(xhat, mean_g_xhat));
+      dxr[j] = from_f32<T>(rs * (__fmul_rn(to_f32(dyr[j]), to_f32(gamma[j])) - mean_g -
+                                 __fmul_rn(xhat, mean_g_xhat)));
     }
   }
 }
@@ -298,9 +329,9 @@ __global__ void layernorm_dx_kernel(const float* x, const float* gamma, const fl
 }  // namespace
 
 // y (rows, cols) = act(x + bias (cols)); bias may be null; x and y may alias.
-void bias_activation_forward_cuda(const ExecContext& ctx, Activation act, const float* x,
-                                  const float* bias, float* y, std::int64_t rows,
-                                  std::int64_t cols) {
+template <class T>
+void bias_activation_forward_cuda(const ExecContext& ctx, Activation act, const T* x,
+                                  const T* bias, T* y, std::int64_t rows, std::int64_t cols) {
   check_size(rows, "bias_activation_forward_cuda");
   check_size(cols, "bias_activation_forward_cuda");
   const std::int64_t n = rows * cols;
@@ -310,8 +341,9 @@ void bias_activation_forward_cuda(const ExecContext& ctx, Activation act, const 
 }
 
 // dx (n) = dy (n) * act'(pre (n)); dx may alias dy.
-void activation_backward_cuda(const ExecContext& ctx, Activation act, const float* pre,
-                              const float* dy, float* dx, std::int64_t n) {
+template <class T>
+void activation_backward_cuda(const ExecContext& ctx, Activation act, const T* pre, const T* dy,
+                              T* dx, std::int64_t n) {
   check_size(n, "activation_backward_cuda");
   if (n == 0) return;
   activation_backward_kernel<<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(act, pre, dy, dx, n);
@@ -319,7 +351,8 @@ void activation_backward_cuda(const ExecContext& ctx, Activation act, const floa
 }
 
 // dbias (cols) =/+= column sums of dy (rows, cols); Note [Column sums].
-void bias_backward_cuda(const ExecContext& ctx, const float* dy, float* dbias, std::int64_t rows,
+template <class T>
+void bias_backward_cuda(const ExecContext& ctx, const T* dy, float* dbias, std::int64_t rows,
                         std::int64_t cols, Accumulate acc) {
   check_size(rows, "bias_backward_cuda");
   check_size(cols, "bias_backward_cuda");
@@ -333,12 +366,13 @@ void bias_backward_cuda(const ExecContext& ctx, const float* dy, float* dbias, s
     }
     return;
   }
-  launch_column_sums(stream, DyColumns{dy, cols}, rows, cols,
+  launch_column_sums(stream, DyColumns<T>{dy, cols}, rows, cols,
                      ColumnOut<1>{{dbias}, acc == Accumulate::Add});
 }
 
 // out (n) = a (n) + b (n); out may alias a or b.
-void add_cuda(const ExecContext& ctx, const float* a, const float* b, float* out, std::int64_t n) {
+template <class T>
+void add_cuda(const ExecContext& ctx, const T* a, const T* b, T* out, std::int64_t n) {
   check_size(n, "add_cuda");
   if (n == 0) return;
   add_kernel<<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(a, b, out, n);
@@ -346,14 +380,14 @@ void add_cuda(const ExecContext& ctx, const float* a, const float* b, float* out
 }
 
 // out (n) =/+= a (n).
-void accumulate_cuda(const ExecContext& ctx, const float* a, float* out, std::int64_t n,
-                     Accumulate acc) {
+template <class T>
+void accumulate_cuda(const ExecContext& ctx, const T* a, T* out, std::int64_t n, Accumulate acc) {
   check_size(n, "accumulate_cuda");
   if (n == 0) return;
   const cudaStream_t stream = stream_of(ctx);
   if (acc == Accumulate::Overwrite) {
     if (out != a) {
-      ZL_CUDA_CHECK(cudaMemcpyAsync(out, a, sizeof(float) * static_cast<std::size_t>(n),
+      ZL_CUDA_CHECK(cudaMemcpyAsync(out, a, sizeof(T) * static_cast<std::size_t>(n),
                                     cudaMemcpyDeviceToDevice, stream));
     }
     return;
@@ -363,9 +397,10 @@ void accumulate_cuda(const ExecContext& ctx, const float* a, float* out, std::in
 }
 
 // y (rows, cols) = LayerNorm(x) * gamma (cols) + beta (cols); mean, rstd (rows) =.
-void layernorm_forward_cuda(const ExecContext& ctx, const float* x, const float* gamma,
-                            const float* beta, float* y, float* mean, float* rstd,
-                            std::int64_t rows, std::int64_t cols, float eps) {
+template <class T>
+void layernorm_forward_cuda(const ExecContext& ctx, const T* x, const T* gamma, const T* beta,
+                            T* y, float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
+                            float eps) {
   check_size(rows, "layernorm_forward_cuda");
   check_size(cols, "layernorm_forward_cuda");
   if (rows == 0) return;
@@ -377,8 +412,9 @@ void layernorm_forward_cuda(const ExecContext& ctx, const float* x, const float*
 
 // dx (rows, cols) =; dgamma, dbeta (cols) =/+= column sums of dy * xhat and dy.
 // The column sums run first: they read dy, which dx may alias.
-void layernorm_backward_cuda(const ExecContext& ctx, const float* x, const float* gamma,
-                             const float* mean, const float* rstd, const float* dy, float* dx,
+template <class T>
+void layernorm_backward_cuda(const ExecContext& ctx, const T* x, const T* gamma,
+                             const float* mean, const float* rstd, const T* dy, T* dx,
                              float* dgamma, float* dbeta, std::int64_t rows, std::int64_t cols,
                              Accumulate acc) {
   check_size(rows, "layernorm_backward_cuda");
@@ -393,7 +429,7 @@ void layernorm_backward_cuda(const ExecContext& ctx, const float* x, const float
     }
     return;
   }
-  launch_column_sums(stream, LayerNormParamColumns{x, dy, mean, rstd, cols}, rows, cols,
+  launch_column_sums(stream, LayerNormParamColumns<T>{x, dy, mean, rstd, cols}, rows, cols,
                      ColumnOut<2>{{dgamma, dbeta}, acc == Accumulate::Add});
   layernorm_dx_kernel<<<grid_for_rows(rows), kThreads, 0, stream>>>(x, gamma, mean, rstd, dy, dx,
                                                                     rows, cols);
@@ -401,11 +437,50 @@ void layernorm_backward_cuda(const ExecContext& ctx, const float* x, const float
 }
 
 // x (n) *= alpha.
-void scale_cuda(const ExecContext& ctx, float* x, std::int64_t n, float alpha) {
+template <class T>
+void scale_cuda(const ExecContext& ctx, T* x, std::int64_t n, float alpha) {
   check_size(n, "scale_cuda");
   if (n == 0) return;
   scale_kernel<<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(x, n, alpha);
   ZL_CUDA_CHECK(cudaGetLastError());
 }
+
+namespace {
+template <class From, class To>
+void launch_cast(const ExecContext& ctx, const From* src, To* dst, std::int64_t n) {
+  check_size(n, "cast_cuda");
+  if (n == 0) return;
+  cast_kernel<<<grid_for(n), kThreads, 0, stream_of(ctx)>>>(src, dst, n);
+  ZL_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace
+
+// dst (n) = src converted (fp32 -> bf16 to nearest even; bf16 -> fp32 exact).
+void cast_cuda(const ExecContext& ctx, const float* src, Bf16* dst, std::int64_t n) {
+  launch_cast(ctx, src, dst, n);
+}
+void cast_cuda(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n) {
+  launch_cast(ctx, src, dst, n);
+}
+
+#define ZL_ELEMENTWISE_CUDA_INSTANCES(T)                                                         \
+  template void bias_activation_forward_cuda<T>(const ExecContext&, Activation, const T*,        \
+                                                const T*, T*, std::int64_t, std::int64_t);       \
+  template void activation_backward_cuda<T>(const ExecContext&, Activation, const T*, const T*,  \
+                                            T*, std::int64_t);                                   \
+  template void bias_backward_cuda<T>(const ExecContext&, const T*, float*, std::int64_t,        \
+                                      std::int64_t, Accumulate);                                 \
+  template void add_cuda<T>(const ExecContext&, const T*, const T*, T*, std::int64_t);          \
+  template void accumulate_cuda<T>(const ExecContext&, const T*, T*, std::int64_t, Accumulate); \
+  template void layernorm_forward_cuda<T>(const ExecContext&, const T*, const T*, const T*, T*,  \
+                                          float*, float*, std::int64_t, std::int64_t, float);    \
+  template void layernorm_backward_cuda<T>(const ExecContext&, const T*, const T*,               \
+                                           const float*, const float*, const T*, T*, float*,     \
+                                           float*, std::int64_t, std::int64_t, Accumulate);      \
+  template void scale_cuda<T>(const ExecContext&, T*, std::int64_t, float);
+
+ZL_ELEMENTWISE_CUDA_INSTANCES(float)
+ZL_ELEMENTWISE_CUDA_INSTANCES(Bf16)
+#undef ZL_ELEMENTWISE_CUDA_INSTANCES
 
 }  // namespace zl

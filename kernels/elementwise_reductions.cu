@@ -4,15 +4,17 @@
 // stream-ordered scratch, adds them in one block in an order fixed by the sizes alone (no atomics:
 // bitwise reproducible run to run), copies the scalars to the host and synchronises ctx.stream,
 // as the contract of a host return value requires. Formulas mirror kernels/elementwise.cpp.
+// Templates on the storage type T (float or Bf16) as in elementwise.cu; sums are double for both.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "base/bf16.h"
+#include "base/errors.h"
 #include "kernels/cuda_common.cuh"
 #include "kernels/cuda_kernels.h"
-#include "base/errors.h"
 #include "base/poll.h"
 
 namespace zl {
@@ -46,9 +48,10 @@ struct LossTotals {
 
 // One warp per row of logits (rows, cols): rows_out (rows) = loss, argmax check; if dlogits:
 // dlogits (rows, cols) = (softmax - onehot) * grad_scale (same float steps as the CPU).
-__global__ void softmax_cross_entropy_rows_kernel(const float* logits, const std::int32_t* labels,
+template <class T>
+__global__ void softmax_cross_entropy_rows_kernel(const T* logits, const std::int32_t* labels,
                                                   std::int64_t rows, std::int64_t cols,
-                                                  float* dlogits, float grad_scale,
+                                                  T* dlogits, float grad_scale,
                                                   RowResult* rows_out) {
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
@@ -58,16 +61,17 @@ __global__ void softmax_cross_entropy_rows_kernel(const float* logits, const std
       if (lane == 0) rows_out[row] = RowResult{0.0, 0, 1};
       continue;
     }
-    const float* xr = logits + row * cols;
+    const T* xr = logits + row * cols;
     // Read before any lane writes dlogits, which may alias logits (see the __syncwarp below).
-    const float label_logit = xr[label];
+    const float label_logit = to_f32(xr[label]);
     // argmax: each lane keeps its first maximum (strict >, increasing j), then the warp keeps the
     // larger value and, on ties, the smaller index: the first maximal index, as torch.argmax.
-    float max_v = xr[lane < cols ? lane : 0];
+    float max_v = to_f32(xr[lane < cols ? lane : 0]);
     std::int64_t argmax = lane < cols ? lane : 0;
     for (std::int64_t j = lane + kWarpSize; j < cols; j += kWarpSize) {
-      if (xr[j] > max_v) {
-        max_v = xr[j];
+      const float v = to_f32(xr[j]);
+      if (v > max_v) {
+        max_v = v;
         argmax = j;
       }
     }
@@ -80,7 +84,7 @@ __global__ void softmax_cross_entropy_rows_kernel(const float* logits, const std
       }
     }
     double sum_exp = 0.0;
-    for (std::int64_t j = lane; j < cols; j += kWarpSize) sum_exp += expf(xr[j] - max_v);
+    for (std::int64_t j = lane; j < cols; j += kWarpSize) sum_exp += expf(to_f32(xr[j]) - max_v);
     sum_exp = warp_reduce(sum_exp, SumOp{});
     if (lane == 0) {
       const double loss = log(sum_exp) - (static_cast<double>(label_logit) - max_v);
@@ -89,11 +93,11 @@ __global__ void softmax_cross_entropy_rows_kernel(const float* logits, const std
     if (dlogits != nullptr) {
       __syncwarp();  // every lane's reads of the row (label_logit included) precede any write
       const float norm_scale = static_cast<float>(static_cast<double>(grad_scale) / sum_exp);
-      float* dr = dlogits + row * cols;
+      T* dr = dlogits + row * cols;
       for (std::int64_t j = lane; j < cols; j += kWarpSize) {
-        float d = expf(xr[j] - max_v) * norm_scale;
+        float d = expf(to_f32(xr[j]) - max_v) * norm_scale;
         if (j == label) d -= grad_scale;
-        dr[j] = d;
+        dr[j] = from_f32<T>(d);
       }
     }
   }
@@ -145,26 +149,28 @@ __global__ void finish_sum_kernel(const double* partial, std::int64_t count, dou
   if (threadIdx.x == 0) *total = acc;
 }
 
+template <class T>
 struct SquareTerm {
-  const float* x;
+  const T* x;
   __device__ double operator()(std::int64_t i) const {
-    const double v = x[i];
+    const double v = to_f32(x[i]);
     return v * v;
   }
 };
 
 // (pred - target)^2 in double; also dpred (n) = 2 * grad_scale * (pred - target) when dpred is not
 // null. dpred may alias pred or target: each element is read, then written, by one thread.
+template <class T>
 struct SquaredErrorTerm {
-  const float* pred;
+  const T* pred;
   const float* target;
-  float* dpred;
+  T* dpred;
   float two_scale;
   __device__ double operator()(std::int64_t i) const {
-    const float p = pred[i];
+    const float p = to_f32(pred[i]);
     const float t = target[i];
     const double d = static_cast<double>(p) - t;
-    if (dpred != nullptr) dpred[i] = two_scale * (p - t);
+    if (dpred != nullptr) dpred[i] = from_f32<T>(two_scale * (p - t));
     return d * d;
   }
 };
@@ -292,9 +298,10 @@ double device_sum(const ExecContext& ctx, const Term& term, std::int64_t n, cons
 // rows whose first argmax is the label; dlogits (rows, cols) = (softmax - onehot) * grad_scale if
 // not null. Synchronises ctx.stream. A label outside [0, cols) is a UserError, as on the CPU (its
 // row of dlogits is left unwritten; the other rows are written).
-double softmax_cross_entropy_cuda(const ExecContext& ctx, const float* logits,
+template <class T>
+double softmax_cross_entropy_cuda(const ExecContext& ctx, const T* logits,
                                   const std::int32_t* labels, std::int64_t rows, std::int64_t cols,
-                                  float* dlogits, float grad_scale, std::int64_t* correct) {
+                                  T* dlogits, float grad_scale, std::int64_t* correct) {
   check_size(rows, "softmax_cross_entropy_cuda");
   check_size(cols, "softmax_cross_entropy_cuda");
   if (rows == 0) {
@@ -336,19 +343,21 @@ double softmax_cross_entropy_cuda(const ExecContext& ctx, const float* logits,
 
 // Returns sum of (pred - target)^2 over n elements (double); dpred (n) = 2 * (pred - target) *
 // grad_scale if not null. Synchronises ctx.stream.
-double squared_error_cuda(const ExecContext& ctx, const float* pred, const float* target,
-                          std::int64_t n, float* dpred, float grad_scale) {
+template <class T>
+double squared_error_cuda(const ExecContext& ctx, const T* pred, const float* target,
+                          std::int64_t n, T* dpred, float grad_scale) {
   check_size(n, "squared_error_cuda");
   if (n == 0) return 0.0;
-  return device_sum(ctx, SquaredErrorTerm{pred, target, dpred, 2.0f * grad_scale}, n,
+  return device_sum(ctx, SquaredErrorTerm<T>{pred, target, dpred, 2.0f * grad_scale}, n,
                     "squared_error");
 }
 
 // Returns sum of x^2 over x (n), in double. Synchronises ctx.stream.
-double sum_of_squares_cuda(const ExecContext& ctx, const float* x, std::int64_t n) {
+template <class T>
+double sum_of_squares_cuda(const ExecContext& ctx, const T* x, std::int64_t n) {
   check_size(n, "sum_of_squares_cuda");
   if (n == 0) return 0.0;
-  return device_sum(ctx, SquareTerm{x}, n, "sum_of_squares");
+  return device_sum(ctx, SquareTerm<T>{x}, n, "sum_of_squares");
 }
 
 // Adds this batch's mean loss, correct rows and bad-label rows to sums (device doubles) on
@@ -383,7 +392,7 @@ void squared_error_accumulate_cuda(const ExecContext& ctx, const float* pred, co
   StreamScratch scratch(stream, sizeof(double) * blocks);
   double* partial = scratch.as<double>();
   partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(
-      SquaredErrorTerm{pred, target, dpred, 2.0f * grad_scale}, n, partial);
+      SquaredErrorTerm<float>{pred, target, dpred, 2.0f * grad_scale}, n, partial);
   ZL_CUDA_CHECK(cudaGetLastError());
   finish_sum_accumulate_kernel<<<1, kThreads, 0, stream>>>(partial, blocks, divisor, sums);
   ZL_CUDA_CHECK(cudaGetLastError());
@@ -428,7 +437,7 @@ double total_sum_of_squares_cuda(const ExecContext& ctx, const FloatSpan* spans,
     for (std::int64_t i = 0; i < count; ++i) {
       if (spans[i].n == 0) continue;
       const unsigned blocks = sum_blocks(spans[i].n);
-      partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(SquareTerm{spans[i].data}, spans[i].n,
+      partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(SquareTerm<float>{spans[i].data}, spans[i].n,
                                                            partial);
       ZL_CUDA_CHECK(cudaGetLastError());
       finish_sum_kernel<<<1, kThreads, 0, stream>>>(partial, blocks, span_totals + i);
@@ -443,5 +452,17 @@ double total_sum_of_squares_cuda(const ExecContext& ctx, const FloatSpan* spans,
   wait_for_stream(ctx, "total_sum_of_squares");
   return *read_back;
 }
+
+#define ZL_REDUCTION_CUDA_INSTANCES(T)                                                           \
+  template double softmax_cross_entropy_cuda<T>(const ExecContext&, const T*,                    \
+                                                const std::int32_t*, std::int64_t, std::int64_t, \
+                                                T*, float, std::int64_t*);                       \
+  template double squared_error_cuda<T>(const ExecContext&, const T*, const float*,              \
+                                        std::int64_t, T*, float);                                \
+  template double sum_of_squares_cuda<T>(const ExecContext&, const T*, std::int64_t);
+
+ZL_REDUCTION_CUDA_INSTANCES(float)
+ZL_REDUCTION_CUDA_INSTANCES(Bf16)
+#undef ZL_REDUCTION_CUDA_INSTANCES
 
 }  // namespace zl

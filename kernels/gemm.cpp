@@ -1,7 +1,10 @@
-// Row-major single-precision GEMM. CPU: oneDNN matmul primitives, which pick their kernel from the
-// CPU's instruction set at run time (kernels/gemm_info.h says which); CUDA contexts go to cuBLAS
-// (gemm_cuda). C = alpha * op(A) * op(B) + beta * C; beta == 0 overwrites C without reading it
-// (BLAS semantics), so C may hold garbage (even NaN) when the caller overwrites.
+// Row-major GEMM, fp32 or bf16 operands. CPU: oneDNN matmul primitives, which pick their kernel
+// from the CPU's instruction set at run time (kernels/gemm_info.h says which); CUDA contexts go to
+// cuBLAS (gemm_cuda). C = alpha * op(A) * op(B) + beta * C; beta == 0 overwrites C without reading
+// it (BLAS semantics), so C may hold garbage (even NaN) when the caller overwrites. bf16 operands:
+// oneDNN's bf16 matmul multiplies and accumulates in fp32 and writes an fp32 C, or a bf16 C
+// rounded once to nearest even. ctx.gemm_math (TF32) does not apply on the CPU: oneDNN computes
+// fp32 matmuls in fp32.
 #include "kernels/gemm.h"
 
 #include <omp.h>
@@ -10,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 #include <dnnl.hpp>
 
@@ -37,19 +41,26 @@ void apply_threads() {
 
 // One primitive per call shape: creating one costs far more than running a small GEMM, and a
 // model has a handful of shapes (3 per Linear layer).
+using DataType = dnnl::memory::data_type;
 using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                       std::int64_t, std::int64_t, float, float>;
+                       std::int64_t, std::int64_t, float, float, DataType, DataType>;
 
 struct Matmul {
   dnnl::memory::desc a, b, c;
   dnnl::matmul primitive;
 };
 
-dnnl::memory::desc matrix(std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t ld) {
+dnnl::memory::desc matrix(std::int64_t rows, std::int64_t cols, bool transposed, std::int64_t ld,
+                          DataType type) {
   // A logical (rows, cols) matrix stored row-major with row stride ld, or transposed: stored
   // (cols, rows), so element (i, j) sits at j * ld + i.
-  return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::f32,
+  return dnnl::memory::desc({rows, cols}, type,
                             transposed ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
+}
+
+template <class T>
+constexpr DataType data_type() {
+  return std::is_same_v<T, float> ? DataType::f32 : DataType::bf16;
 }
 
 const Matmul& matmul_for(const Key& key) {
@@ -58,11 +69,11 @@ const Matmul& matmul_for(const Key& key) {
   const std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+  const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, in_type, out_type] = key;
   Matmul mm;
-  mm.a = matrix(m, k, ta, lda);
-  mm.b = matrix(k, n, tb, ldb);
-  mm.c = matrix(m, n, false, ldc);
+  mm.a = matrix(m, k, ta, lda, in_type);
+  mm.b = matrix(k, n, tb, ldb, in_type);
+  mm.c = matrix(m, n, false, ldc, out_type);
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
@@ -70,22 +81,33 @@ const Matmul& matmul_for(const Key& key) {
     ops.append_sum(beta);  // C = alpha * A B + beta * C_old
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr,
-                                        cpu_gemm_engine());
-  mm.primitive = dnnl::matmul(pd);
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr,
+                                          cpu_gemm_engine());
+    mm.primitive = dnnl::matmul(pd);
+  } catch (const dnnl::error& e) {
+    // A bf16 matmul needs AVX-512 (oneDNN 2.6 emulates bf16 on avx512_core): a CPU or a library
+    // without it cannot train in bf16. The runtime checks cpu_bf16_gemm_available() up front.
+    const auto name = [](DataType t) { return t == DataType::bf16 ? "bf16" : "fp32"; };
+    throw UserError(fmt::format("gemm: oneDNN has no {} x {} -> {} matmul on this CPU ({})",
+                                name(in_type), name(in_type), name(out_type), e.what()));
+  }
   return cache.emplace(key, std::move(mm)).first->second;
 }
 
+template <class TA, class TC>
 void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
-              std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
-              std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+              std::int64_t k, float alpha, const TA* a, std::int64_t lda, const TA* b,
+              std::int64_t ldb, float beta, TC* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
   ZL_CHECK(ldc >= n, "gemm: ldc = {} < n = {}", ldc, n);
   if (k == 0) {
     // op(A) * op(B) is the zero matrix: C = beta * C (a matmul with K = 0 is not defined).
     for (std::int64_t i = 0; i < m; ++i) {
-      float* row = c + i * ldc;
-      for (std::int64_t j = 0; j < n; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+      TC* row = c + i * ldc;
+      for (std::int64_t j = 0; j < n; ++j) {
+        row[j] = from_f32<TC>(beta == 0.0f ? 0.0f : beta * to_f32(row[j]));
+      }
     }
     return;
   }
@@ -94,12 +116,13 @@ void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t
   ZL_CHECK(lda >= (ta ? m : k), "gemm: lda = {} too small", lda);
   ZL_CHECK(ldb >= (tb ? k : n), "gemm: ldb = {} too small", ldb);
   apply_threads();
-  const Matmul& mm = matmul_for(Key{ta, tb, m, n, k, lda, ldb, ldc, alpha, beta});
+  const Matmul& mm = matmul_for(
+      Key{ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, data_type<TA>(), data_type<TC>()});
   const dnnl::engine& engine = cpu_gemm_engine();
   thread_local dnnl::stream stream(engine);
   // oneDNN's memory objects take non-const pointers; the sources are only read.
-  dnnl::memory am(mm.a, engine, const_cast<float*>(a));
-  dnnl::memory bm(mm.b, engine, const_cast<float*>(b));
+  dnnl::memory am(mm.a, engine, const_cast<TA*>(a));
+  dnnl::memory bm(mm.b, engine, const_cast<TA*>(b));
   dnnl::memory cm(mm.c, engine, c);
   mm.primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
@@ -124,6 +147,48 @@ void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int
 #endif
   }
   gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+          std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
+          const Bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (ctx.device == DeviceKind::Cuda) {
+#if defined(ZEROLAP_WITH_CUDA)
+    gemm_cuda(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+#else
+    throw_built_without_cuda("gemm");
+#endif
+  }
+  gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+          std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
+          const Bf16* b, std::int64_t ldb, float beta, Bf16* c, std::int64_t ldc) {
+  if (ctx.device == DeviceKind::Cuda) {
+#if defined(ZEROLAP_WITH_CUDA)
+    gemm_cuda(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+#else
+    throw_built_without_cuda("gemm");
+#endif
+  }
+  gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool cpu_bf16_gemm_available() {
+  static const bool available = [] {
+    try {
+      const dnnl::memory::desc a({2, 2}, DataType::bf16, dnnl::memory::dims{2, 1});
+      const dnnl::memory::desc c({2, 2}, DataType::f32, dnnl::memory::dims{2, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), cpu_gemm_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
 }
 
 void set_cpu_gemm_threads(int threads) {

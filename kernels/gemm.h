@@ -1,11 +1,15 @@
-// Row-major single-precision GEMM: C = alpha * op(A) * op(B) + beta * C.
-// CPU: oneDNN matmul, its kernel chosen from the CPU's instruction set (kernels/gemm_info.h);
-// CUDA: cuBLAS on ctx.stream. Shapes: op(A) (m, k), op(B) (k, n), C (m, n); lda/ldb/ldc are row
-// strides of the stored (untransposed) matrices.
+// Row-major GEMM: C = alpha * op(A) * op(B) + beta * C, accumulating in fp32.
+// fp32 A, B, C: CPU oneDNN matmul, its kernel chosen from the CPU's instruction set
+// (kernels/gemm_info.h); CUDA cuBLAS, full fp32 or TF32 per ctx.gemm_math.
+// bf16 A, B with an fp32 or bf16 C (docs/design.md, "Precision"): CPU oneDNN's bf16 matmul; CUDA
+// cublasGemmEx with CUDA_R_16BF inputs and CUBLAS_COMPUTE_32F. Products and sums are fp32 and a
+// bf16 C is the fp32 result rounded once to nearest even. Shapes: op(A) (m, k), op(B) (k, n),
+// C (m, n); lda/ldb/ldc are row strides of the stored (untransposed) matrices.
 #pragma once
 
 #include <cstdint>
 
+#include "base/bf16.h"
 #include "base/exec_context.h"
 
 namespace zl {
@@ -16,7 +20,20 @@ void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int
           std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
           const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 
-// Threads OpenBLAS may use in this process (default 1 per rank: ranks are the parallelism).
+void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+          std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
+          const Bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+          std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
+          const Bf16* b, std::int64_t ldb, float beta, Bf16* c, std::int64_t ldc);
+
+// Whether this CPU and oneDNN build run bf16 matmuls (oneDNN 2.6 needs AVX-512; natively with
+// AVX512-BF16 or AMX, emulated on plain AVX-512). Without it, precision.compute = "bf16" on the CPU
+// is bad input. Asked once per process.
+bool cpu_bf16_gemm_available();
+
+// Threads the CPU GEMM may use in this process (default 1 per rank: ranks are the parallelism).
 void set_cpu_gemm_threads(int threads);
 
 // Whether this build's CPU GEMM has a bf16 path (bf16 inputs, fp32 accumulation): precision.compute

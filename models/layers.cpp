@@ -10,6 +10,12 @@
 //      gradients become ready in exactly the flat-layout order of Note [Flat layout].
 // Closures never write what they read (saved activations, d(output)), so a tape may run backward
 // more than once (Accumulate::Add tests rely on it).
+//
+// Each layer is a template on the storage type T of its activations and parameters (float or
+// Bf16, the store's param_dtype()); the public functions dispatch once per call. The fp32 instance
+// is the fp32 code as it was. For bf16 the GEMMs take bf16 operands and accumulate in fp32
+// (kernels/gemm.h): activations and d(input) come out rounded to bf16 once, weight gradients go
+// straight into the fp32 gradient buffer (beta = 1 accumulates there in fp32).
 #include "models/layers.h"
 
 #include <cmath>
@@ -25,23 +31,27 @@ void use(const LayerCall& call, int param_id) {
   if (call.before_use && *call.before_use) (*call.before_use)(param_id);
 }
 
-Tensor out_grad_slot(Tape& tape, const LayerCall& call, std::int64_t rows, std::int64_t cols) {
-  if (call.out_grad.data == nullptr) return tape.alloc(rows, cols);
-  ZL_CHECK(call.out_grad.rows == rows && call.out_grad.cols == cols,
-           "out_grad slot ({}, {}) for an output ({}, {})", call.out_grad.rows, call.out_grad.cols,
-           rows, cols);
+Tensor out_grad_slot(Tape& tape, const LayerCall& call, std::int64_t rows, std::int64_t cols,
+                     DType dtype) {
+  if (call.out_grad.ptr == nullptr) return tape.alloc(rows, cols, dtype);
+  ZL_CHECK(call.out_grad.rows == rows && call.out_grad.cols == cols && call.out_grad.dtype == dtype,
+           "out_grad slot ({}, {}) {} for an output ({}, {}) {}", call.out_grad.rows,
+           call.out_grad.cols, dtype_name(call.out_grad.dtype), rows, cols, dtype_name(dtype));
   return call.out_grad;
 }
 
 void check_input(const Tape& tape, const Value& x, std::int64_t features, const LayerCall& call,
-                 const char* layer) {
+                 const char* layer, DType dtype) {
+  ZL_CHECK(x.value.dtype == dtype && (x.grad.ptr == nullptr || x.grad.dtype == dtype),
+           "{} (layer {}) computes in {} but its input is {}", layer, call.layer,
+           dtype_name(dtype), dtype_name(x.value.dtype));
   ZL_CHECK(x.value.cols == features, "{} (layer {}) expects {} features, got {}", layer, call.layer,
            features, x.value.cols);
   ZL_CHECK(x.value.device == tape.exec().device, "{} input on {}, tape on {}", layer,
            device_name(x.value.device), device_name(tape.exec().device));
-  ZL_CHECK(x.grad.data == nullptr || (x.grad.rows == x.value.rows && x.grad.cols == features),
+  ZL_CHECK(x.grad.ptr == nullptr || (x.grad.rows == x.value.rows && x.grad.cols == features),
            "{}: input gradient slot has the wrong shape", layer);
-  ZL_CHECK(call.skip_grad == nullptr || x.grad.data != nullptr,
+  ZL_CHECK(call.skip_grad == nullptr || x.grad.ptr != nullptr,
            "{}: skip_grad given for an input without a gradient slot", layer);
 }
 
@@ -88,7 +98,7 @@ LinearLayer add_linear(ParameterStore& store, const std::string& prefix, std::in
   return l;
 }
 
-void init_linear(ParameterStore& store, const LinearLayer& l, std::uint64_t seed,
+void init_linear(const ParameterStore& store, const LinearLayer& l, std::uint64_t seed,
                  float* host_params) {
   // torch.nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) on the weight reduces to
   // U(-1/sqrt(in), 1/sqrt(in)), and the bias uses the same bound.
@@ -99,41 +109,45 @@ void init_linear(ParameterStore& store, const LinearLayer& l, std::uint64_t seed
   }
 }
 
-Value linear_forward(Tape& tape, ParameterStore& store, const LinearLayer& l, const Value& x,
-                     const LayerCall& call) {
-  check_input(tape, x, l.in, call, "linear");
+namespace {
+
+template <class T>
+Value linear_forward_as(Tape& tape, ParameterStore& store, const LinearLayer& l, const Value& x,
+                        const LayerCall& call) {
+  constexpr DType kDType = dtype_of<T>;
+  check_input(tape, x, l.in, call, "linear", kDType);
   use(call, l.weight);
   use(call, l.bias);
   const ExecContext ctx = tape.exec();
   const std::int64_t rows = x.value.rows, in = l.in, out = l.out;
   const Activation act = l.act;
-  const float* w = store.param_data(l.weight);
-  const float* b = store.param_data(l.bias);
+  const T* w = store.param_as<T>(l.weight);
+  const T* b = store.param_as<T>(l.bias);
 
   // pre (rows, out) = x (rows, in) W^T (in, out) + b. activation_backward needs pre itself, so it
   // is kept and the activation is a second pass, rather than fusing bias + activation into y and
   // recomputing pre (the same traffic, plus a write over a saved tensor) in backward.
-  Tensor pre = tape.alloc(rows, out);
-  gemm(ctx, Transpose::No, Transpose::Yes, rows, out, in, 1.0f, x.value.data, in, w, in, 0.0f,
-       pre.data, out);
-  bias_activation_forward(ctx, Activation::Identity, pre.data, b, pre.data, rows, out);
+  Tensor pre = tape.alloc(rows, out, kDType);
+  gemm(ctx, Transpose::No, Transpose::Yes, rows, out, in, 1.0f, x.value.as<T>(), in, w, in, 0.0f,
+       pre.as<T>(), out);
+  bias_activation_forward(ctx, Activation::Identity, pre.as<T>(), b, pre.as<T>(), rows, out);
 
   Value y;
-  y.grad = out_grad_slot(tape, call, rows, out);
-  const float* dy = y.grad.data;
-  float* dpre = y.grad.data;  // Identity: d(pre) is d(y), read in place
+  y.grad = out_grad_slot(tape, call, rows, out, kDType);
+  const T* dy = y.grad.as<T>();
+  T* dpre = y.grad.as<T>();  // Identity: d(pre) is d(y), read in place
   if (act == Activation::Identity) {
     y.value = pre;
   } else {
-    y.value = tape.alloc(rows, out);
-    bias_activation_forward(ctx, act, pre.data, nullptr, y.value.data, rows, out);
-    dpre = tape.alloc(rows, out).data;  // never written over dy: dy may be read again
+    y.value = tape.alloc(rows, out, kDType);
+    bias_activation_forward(ctx, act, pre.as<T>(), nullptr, y.value.as<T>(), rows, out);
+    dpre = tape.alloc(rows, out, kDType).as<T>();  // never written over dy: dy may be read again
   }
 
-  const float* xv = x.value.data;
-  float* dx = x.grad.data;
-  const float* skip = call.skip_grad;
-  const float* pre_v = pre.data;
+  const T* xv = x.value.as<T>();
+  T* dx = x.grad.as<T>();
+  const T* skip = static_cast<const T*>(call.skip_grad);
+  const T* pre_v = pre.as<T>();
   float* dw = store.param_grad(l.weight);
   float* db = store.param_grad(l.bias);
   const int weight_id = l.weight, bias_id = l.bias;
@@ -157,6 +171,14 @@ Value linear_forward(Tape& tape, ParameterStore& store, const LinearLayer& l, co
   return y;
 }
 
+}  // namespace
+
+Value linear_forward(Tape& tape, ParameterStore& store, const LinearLayer& l, const Value& x,
+                     const LayerCall& call) {
+  return store.param_dtype() == DType::BF16 ? linear_forward_as<Bf16>(tape, store, l, x, call)
+                                            : linear_forward_as<float>(tape, store, l, x, call);
+}
+
 // --- LayerNorm ----------------------------------------------------------------------------------
 
 LayerNormLayer add_layernorm(ParameterStore& store, const std::string& prefix, std::int64_t dim,
@@ -169,7 +191,7 @@ LayerNormLayer add_layernorm(ParameterStore& store, const std::string& prefix, s
   return l;
 }
 
-void init_layernorm(ParameterStore& store, const LayerNormLayer& l, float* host_params) {
+void init_layernorm(const ParameterStore& store, const LayerNormLayer& l, float* host_params) {
   float* gamma = host_params + store.info(l.weight).offset;
   float* beta = host_params + store.info(l.bias).offset;
   for (std::int64_t i = 0; i < l.dim; ++i) {
@@ -178,31 +200,35 @@ void init_layernorm(ParameterStore& store, const LayerNormLayer& l, float* host_
   }
 }
 
-Value layernorm_forward(Tape& tape, ParameterStore& store, const LayerNormLayer& l, const Value& x,
-                        const LayerCall& call) {
-  check_input(tape, x, l.dim, call, "layernorm");
+namespace {
+
+template <class T>
+Value layernorm_forward_as(Tape& tape, ParameterStore& store, const LayerNormLayer& l,
+                           const Value& x, const LayerCall& call) {
+  constexpr DType kDType = dtype_of<T>;
+  check_input(tape, x, l.dim, call, "layernorm", kDType);
   use(call, l.weight);
   use(call, l.bias);
   const ExecContext ctx = tape.exec();
   const std::int64_t rows = x.value.rows, dim = l.dim;
-  const float* gamma = store.param_data(l.weight);
-  const float* beta = store.param_data(l.bias);
+  const T* gamma = store.param_as<T>(l.weight);
+  const T* beta = store.param_as<T>(l.bias);
 
   Value y;
-  y.value = tape.alloc(rows, dim);
-  Tensor mean = tape.alloc(1, rows);
+  y.value = tape.alloc(rows, dim, kDType);
+  Tensor mean = tape.alloc(1, rows);  // statistics stay fp32
   Tensor rstd = tape.alloc(1, rows);
-  layernorm_forward(ctx, x.value.data, gamma, beta, y.value.data, mean.data, rstd.data, rows, dim,
-                    l.eps);
-  y.grad = out_grad_slot(tape, call, rows, dim);
+  layernorm_forward(ctx, x.value.as<T>(), gamma, beta, y.value.as<T>(), mean.f32(), rstd.f32(),
+                    rows, dim, l.eps);
+  y.grad = out_grad_slot(tape, call, rows, dim, kDType);
 
   // The kernel always writes dx; without a gradient slot for x it goes to scratch.
-  float* dx = x.grad.data != nullptr ? x.grad.data : tape.alloc(rows, dim).data;
-  const float* xv = x.value.data;
-  const float* dy = y.grad.data;
-  const float* skip = call.skip_grad;
-  const float* mean_v = mean.data;
-  const float* rstd_v = rstd.data;
+  T* dx = x.grad.ptr != nullptr ? x.grad.as<T>() : tape.alloc(rows, dim, kDType).as<T>();
+  const T* xv = x.value.as<T>();
+  const T* dy = y.grad.as<T>();
+  const T* skip = static_cast<const T*>(call.skip_grad);
+  const float* mean_v = mean.f32();
+  const float* rstd_v = rstd.f32();
   float* dgamma = store.param_grad(l.weight);
   float* dbeta = store.param_grad(l.bias);
   const int weight_id = l.weight, bias_id = l.bias;
@@ -218,16 +244,31 @@ Value layernorm_forward(Tape& tape, ParameterStore& store, const LayerNormLayer&
   return y;
 }
 
+}  // namespace
+
+Value layernorm_forward(Tape& tape, ParameterStore& store, const LayerNormLayer& l, const Value& x,
+                        const LayerCall& call) {
+  return store.param_dtype() == DType::BF16
+             ? layernorm_forward_as<Bf16>(tape, store, l, x, call)
+             : layernorm_forward_as<float>(tape, store, l, x, call);
+}
+
 // --- Residual -----------------------------------------------------------------------------------
 
 Value residual_add_forward(Tape& tape, const Value& skip, const Value& branch, int layer) {
   ZL_CHECK(skip.value.rows == branch.value.rows && skip.value.cols == branch.value.cols,
            "residual add of ({}, {}) and ({}, {})", skip.value.rows, skip.value.cols,
            branch.value.rows, branch.value.cols);
-  ZL_CHECK(branch.grad.data != nullptr, "residual branch without a gradient slot");
+  ZL_CHECK(branch.grad.ptr != nullptr, "residual branch without a gradient slot");
+  ZL_CHECK(skip.value.dtype == branch.value.dtype, "residual add of {} and {}",
+           dtype_name(skip.value.dtype), dtype_name(branch.value.dtype));
   Value y;
-  y.value = tape.alloc(skip.value.rows, skip.value.cols);
-  add(tape.exec(), skip.value.data, branch.value.data, y.value.data, skip.value.numel());
+  y.value = tape.alloc(skip.value.rows, skip.value.cols, skip.value.dtype);
+  if (y.value.dtype == DType::BF16) {
+    add(tape.exec(), skip.value.bf16(), branch.value.bf16(), y.value.bf16(), skip.value.numel());
+  } else {
+    add(tape.exec(), skip.value.f32(), branch.value.f32(), y.value.f32(), skip.value.numel());
+  }
   y.grad = branch.grad;
   // No backward work: d(branch) = d(out) by aliasing, d(skip) is added by skip's first consumer.
   tape.record(TapeNode{"residual_add", layer, {}});
@@ -247,12 +288,12 @@ Value residual_block_forward(Tape& tape, ParameterStore& store, const ResidualBl
                              const Value& x, int first_layer, const ParamUseHook* before_use) {
   // d(block output) is one slot shared by fc2's output and the add's output. The norm, whose
   // backward runs last in the block, adds it to its own d(x): the fan-in of the skip path.
-  Tensor dout = tape.alloc(x.value.rows, b.fc2.out);
+  Tensor dout = tape.alloc(x.value.rows, b.fc2.out, x.value.dtype);
   LayerCall call;
   call.before_use = before_use;
 
   call.layer = first_layer;
-  call.skip_grad = x.grad.data != nullptr ? dout.data : nullptr;
+  call.skip_grad = x.grad.ptr != nullptr ? dout.ptr : nullptr;
   Value h = layernorm_forward(tape, store, b.norm, x, call);
   call.skip_grad = nullptr;
 

@@ -3,6 +3,9 @@
 // allocates its output and the output's gradient slot from the tape, and records one TapeNode whose
 // backward writes d(input) and the parameter gradients, then reports the parameters ready
 // (Note [Grad-ready hook]). Layers hold parameter ids only; values live in the ParameterStore.
+// Layers compute in the store's parameter dtype (docs/design.md, "Precision"): activations, their
+// gradients and the parameters read are fp32 or bf16 alike; parameter gradients are always fp32
+// (GEMMs and column sums accumulate into the fp32 gradient buffer).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +19,7 @@
 namespace zl {
 
 // An activation and the slot for d(loss)/d(activation), both (batch, features) from the tape.
-// grad.data == nullptr: nobody needs this gradient (the model input), so it is not computed.
+// grad.ptr == nullptr: nobody needs this gradient (the model input), so it is not computed.
 struct Value {
   Tensor value;
   Tensor grad;
@@ -31,7 +34,8 @@ struct LayerCall {
   Tensor out_grad;
   // Gradient fan-in: when set, d(input) = (this layer's contribution) + skip_grad[i]. The residual
   // block's first layer adds the skip path here: its backward runs last among the block's nodes.
-  const float* skip_grad = nullptr;
+  // Its elements have the store's parameter dtype, as every activation gradient.
+  const void* skip_grad = nullptr;
 };
 
 // Linear: y = act(x W^T + b), W (out, in) as torch.nn.Linear, b (out).
@@ -46,7 +50,7 @@ struct LinearLayer {
 LinearLayer add_linear(ParameterStore& store, const std::string& prefix, std::int64_t in,
                        std::int64_t out, Activation act);
 // Torch's default init: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), drawn from `seed`.
-void init_linear(ParameterStore& store, const LinearLayer& l, std::uint64_t seed,
+void init_linear(const ParameterStore& store, const LinearLayer& l, std::uint64_t seed,
                  float* host_params);
 Value linear_forward(Tape& tape, ParameterStore& store, const LinearLayer& l, const Value& x,
                      const LayerCall& call);
@@ -61,7 +65,7 @@ struct LayerNormLayer {
 };
 LayerNormLayer add_layernorm(ParameterStore& store, const std::string& prefix, std::int64_t dim,
                              float eps);
-void init_layernorm(ParameterStore& store, const LayerNormLayer& l, float* host_params);
+void init_layernorm(const ParameterStore& store, const LayerNormLayer& l, float* host_params);
 Value layernorm_forward(Tape& tape, ParameterStore& store, const LayerNormLayer& l, const Value& x,
                         const LayerCall& call);
 

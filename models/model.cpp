@@ -79,7 +79,7 @@ Model::Model(const ModelSpec& spec, DeviceKind device)
     : spec_(spec), layers_(std::make_unique<Layers>()) {
   validate_model_spec(spec_);
   register_parameters(spec_, store_, *layers_);
-  store_.finalize(device);
+  store_.finalize(device, spec_.dtype);
   initialize_parameters();
 }
 
@@ -105,6 +105,18 @@ int Model::num_layers() const {
 void Model::initialize_parameters() {
   // One host image of the whole flat buffer, padding included: re-initialising also restores the
   // zero padding (Note [Flat layout]), and the device sees a single copy.
+  const std::vector<float> host = initial_parameters();
+  if (store_.param_dtype() == DType::BF16) {
+    std::vector<Bf16> rounded(host.size());
+    for (std::size_t i = 0; i < host.size(); ++i) rounded[i] = master_to_bf16(host[i]);
+    copy_from_host(rounded.data(), store_.params_as<Bf16>(), store_.device(),
+                   store_.total_numel());
+    return;
+  }
+  copy_from_host(host.data(), store_.data(), store_.device(), store_.total_numel());
+}
+
+std::vector<float> Model::initial_parameters() const {
   std::vector<float> host(static_cast<std::size_t>(store_.total_numel()), 0.0f);
   const std::uint64_t seed = spec_.seed;
   if (spec_.kind == ModelKind::Mlp) {
@@ -119,7 +131,7 @@ void Model::initialize_parameters() {
     init_layernorm(store_, layers_->norm, host.data());
     init_linear(store_, layers_->output, seed, host.data());
   }
-  copy_from_host(host.data(), store_.data(), store_.device(), store_.total_numel());
+  return host;
 }
 
 ForwardResult Model::forward(Tape& tape, const Tensor& input, const ParamUseHook& before_use) {
@@ -131,8 +143,16 @@ ForwardResult Model::forward(Tape& tape, const Tensor& input, const ParamUseHook
   }
   ZL_CHECK(tape.exec().device == store_.device(), "tape on {}, model on {}",
            device_name(tape.exec().device), device_name(store_.device()));
+  const DType dtype = store_.param_dtype();
+  Tensor x = input;
+  if (input.dtype != dtype) {
+    ZL_CHECK(input.dtype == DType::F32 && dtype == DType::BF16, "a {} model given {} input",
+             dtype_name(dtype), dtype_name(input.dtype));
+    x = tape.alloc(input.rows, input.cols, dtype);
+    cast(tape.exec(), input.f32(), x.bf16(), input.numel());
+  }
   // Nobody needs d(input): the first layer skips its dx GEMM.
-  Value h{input, Tensor{nullptr, input.rows, input.cols, input.device}};
+  Value h{x, Tensor{nullptr, x.rows, x.cols, x.device, dtype}};
   const ParamUseHook* hook = before_use ? &before_use : nullptr;
   LayerCall call;
   call.before_use = hook;

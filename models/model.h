@@ -35,14 +35,17 @@ struct ModelSpec {
   Activation activation = Activation::Relu;
   std::uint64_t seed = 0;
   float layernorm_eps = 1e-5f;
+  // Storage of parameters, activations and activation gradients (docs/design.md, "Precision"):
+  // F32 for compute = "fp32" / "tf32", BF16 for compute = "bf16". Gradients are fp32 either way.
+  DType dtype = DType::F32;
 };
 
 // Checks a spec; throws UserError naming the problem (the caller adds the config key and file).
 void validate_model_spec(const ModelSpec& spec);
 
 struct ForwardResult {
-  Tensor output;       // (batch, out): logits or predictions
-  Tensor grad_output;  // (batch, out): the caller writes d(loss)/d(output) here before backward
+  Tensor output;       // (batch, out): logits or predictions, in the model's dtype
+  Tensor grad_output;  // (batch, out), same dtype: the caller writes d(loss)/d(output) here
 };
 
 class Model {
@@ -67,10 +70,17 @@ class Model {
 
   // Records the forward of input (batch, input_dim) on `tape` (reset by the caller) and returns
   // the output and the slot for its gradient. Calls before_use(id) before reading parameter id.
+  // The input is fp32 or the model's dtype; a bf16 model rounds an fp32 input to bf16 first.
   ForwardResult forward(Tape& tape, const Tensor& input, const ParamUseHook& before_use = {});
 
   // Re-initialises every parameter from spec.seed (used by tests; the constructor already does).
+  // A bf16 store receives master_to_bf16 of the fp32 values (base/bf16.h, Note [Remainders]), the
+  // bf16 parameter that an fp32 master initialised from initial_parameters() goes with.
   void initialize_parameters();
+
+  // The fp32 initial values of the whole flat buffer (total_numel(), padding zero): what an
+  // optimizer keeping fp32 master weights of a bf16 model starts from.
+  std::vector<float> initial_parameters() const;
 
  private:
   struct Layers;

@@ -50,14 +50,16 @@ void ParameterStore::lay_out() {
   laid_out_ = true;
 }
 
-void ParameterStore::finalize(DeviceKind device) {
+void ParameterStore::finalize(DeviceKind device, DType param_dtype) {
   ZL_CHECK(!finalized_, "finalize() called twice");
   lay_out();
   device_ = device;
   if (total_ > 0) {
     // DeviceBuffer zero-fills: padding starts (and stays) zero, and so do the gradients.
-    data_ = DeviceBuffer(device, total_);
+    data_ = DeviceBuffer(device, total_, param_dtype);
     grad_ = DeviceBuffer(device, total_);
+  } else {
+    data_ = DeviceBuffer(device, 0, param_dtype);  // remembers the dtype
   }
   finalized_ = true;
 }
@@ -85,22 +87,23 @@ std::int64_t ParameterStore::parameter_numel() const {
 
 namespace {
 
-Tensor view_of(const ParameterInfo& info, float* base, DeviceKind device) {
+Tensor view_of(const ParameterInfo& info, const DeviceBuffer& buffer, DeviceKind device) {
   const bool matrix = info.shape.size() == 2;
-  return Tensor{base + info.offset, matrix ? info.shape[0] : 1,
-                matrix ? info.shape[1] : info.shape[0], device};
+  char* base = static_cast<char*>(buffer.raw());
+  return Tensor{base + info.offset * dtype_size(buffer.dtype()), matrix ? info.shape[0] : 1,
+                matrix ? info.shape[1] : info.shape[0], device, buffer.dtype()};
 }
 
 }  // namespace
 
 Tensor ParameterStore::param_tensor(int id) {
   ZL_CHECK(finalized_, "param_tensor({}) before finalize()", id);
-  return view_of(params_.at(id), data_.data(), device_);
+  return view_of(params_.at(id), data_, device_);
 }
 
 Tensor ParameterStore::grad_tensor(int id) {
   ZL_CHECK(finalized_, "grad_tensor({}) before finalize()", id);
-  return view_of(params_.at(id), grad_.data(), device_);
+  return view_of(params_.at(id), grad_, device_);
 }
 
 }  // namespace zl

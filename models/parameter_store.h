@@ -6,6 +6,12 @@
 // (built in that same order) is one contiguous slice [offset, offset + numel). Each parameter starts
 // on a kAlignFloats boundary (CUDA float4 loads); padding elements stay zero in params, grads and
 // optimizer state (every update maps 0 -> 0 when g = 0 and p = 0).
+//
+// Precision (docs/design.md, "Precision"): the parameter buffer holds the model's dtype (fp32, or
+// bf16 for a bf16 model: what forward and backward read and the optimizer's owner writes); the
+// gradient buffer is always fp32 (weight-gradient GEMMs accumulate into it with beta = 1). The
+// layout in elements is the same for both dtypes, so a bucket [offset, offset + numel) is the
+// same slice of both; in bytes it starts at offset * dtype_size(param_dtype()) in the parameters.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +40,7 @@ class ParameterStore {
   // Lays the parameters out (offsets, total_numel) without allocating: a store that only
   // describes a model, for plans and memory estimates of models too large to allocate.
   void lay_out();
-  void finalize(DeviceKind device);
+  void finalize(DeviceKind device, DType param_dtype = DType::F32);
   bool finalized() const { return finalized_; }
   bool laid_out() const { return laid_out_; }  // lay_out() or finalize() ran
 
@@ -49,6 +55,19 @@ class ParameterStore {
   std::int64_t total_numel() const { return total_; }  // including alignment padding
   std::int64_t parameter_numel() const;                // excluding padding
   DeviceKind device() const { return device_; }
+  DType param_dtype() const { return data_.dtype(); }
+
+  // The flat parameters as T (float or Bf16; must be param_dtype(), else InternalError) and
+  // untyped (collectives, checkpoints). The fp32 accessors below are for fp32 stores only.
+  template <class T>
+  T* params_as() const {
+    return data_.data<T>();
+  }
+  template <class T>
+  T* param_as(int id) const {
+    return data_.data<T>() + params_.at(id).offset;
+  }
+  void* raw_data() const { return data_.raw(); }
 
   float* data() { return data_.data(); }
   float* grad() { return grad_.data(); }
@@ -58,7 +77,8 @@ class ParameterStore {
   float* param_grad(int id) { return grad_.data() + params_.at(id).offset; }
   const float* param_data(int id) const { return data_.data() + params_.at(id).offset; }
   const float* param_grad(int id) const { return grad_.data() + params_.at(id).offset; }
-  // The parameter as a (rows, cols) view: 2-D shapes as they are, 1-D as (1, n).
+  // The parameter as a (rows, cols) view of param_dtype(): 2-D shapes as they are, 1-D as (1, n).
+  // The gradient view is fp32.
   Tensor param_tensor(int id);
   Tensor grad_tensor(int id);
 

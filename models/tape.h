@@ -50,8 +50,9 @@ class Tape {
   // Forgets the recorded nodes; keeps the arena for the next step.
   void reset();
 
-  // A (rows, cols) tensor from the arena, valid until the next reset(). Contents unspecified.
-  Tensor alloc(std::int64_t rows, std::int64_t cols);
+  // A (rows, cols) tensor of `dtype` from the arena, valid until the next reset(). Contents
+  // unspecified. Every tensor starts on a 64-byte boundary, whatever its dtype.
+  Tensor alloc(std::int64_t rows, std::int64_t cols, DType dtype = DType::F32);
 
   void record(TapeNode node) { nodes_.push_back(std::move(node)); }
   std::size_t size() const { return nodes_.size(); }
@@ -68,7 +69,7 @@ class Tape {
   std::vector<TapeNode> nodes_;
   std::vector<DeviceBuffer> arena_;  // chunks; never shrinks
   std::size_t arena_chunk_ = 0;      // chunk currently being filled
-  std::int64_t arena_used_ = 0;      // floats used in that chunk
+  std::int64_t arena_used_ = 0;      // bytes used in that chunk
 };
 
 }  // namespace zl

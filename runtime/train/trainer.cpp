@@ -11,6 +11,7 @@
 #include "base/errors.h"
 #include "base/fault_stop.h"
 #include "kernels/gemm.h"
+#include "models/losses.h"
 #include "base/clock.h"
 #include "runtime/train/datasets_from_config.h"
 #include "runtime/train/memory_estimate.h"
@@ -215,11 +216,11 @@ std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices)
                    : model_->forward(tape_, x, data_parallel_->param_use_hook());
   if (layer_trace_) layer_trace_->end_forward();
   if (classification) {
-    loss_window_.add_classification(out.output.data, in.labels, batch, out.output.cols,
-                                    out.grad_output.data);
+    loss_window_.add_classification(out.output.f32(), in.labels, batch, out.output.cols,
+                                    out.grad_output.f32());
   } else {
-    loss_window_.add_regression(out.output.data, in.targets, batch, out.output.numel(),
-                                out.grad_output.data);
+    loss_window_.add_regression(out.output.f32(), in.targets, batch, out.output.numel(),
+                                out.grad_output.f32());
   }
   return batch;
 }
@@ -349,13 +350,11 @@ EvalResult Trainer::evaluate() {
     const ForwardResult out = model_->forward(tape_, x);
     if (classification) {
       std::int64_t c = 0;
-      loss_sum += softmax_cross_entropy(compute_, out.output.data, in.labels, batch,
-                                        out.output.cols, nullptr, 1.0f, &c);
+      loss_sum += cross_entropy_loss(compute_, out.output, in.labels, Tensor{}, 1.0f, &c);
       correct += static_cast<double>(c);
     } else {
       // Per-sample loss: the mean squared error over that sample's outputs.
-      loss_sum += squared_error(compute_, out.output.data, in.targets, out.output.numel(),
-                                nullptr, 1.0f) /
+      loss_sum += squared_error_loss(compute_, out.output, in.targets, Tensor{}, 1.0f) /
                   static_cast<double>(out.output.cols);
     }
   }

@@ -93,18 +93,19 @@ TEST_CASE("gemm matches the naive reference for every transpose combination",
 
 TEST_CASE("gemm edge cases: empty output, k = 0, bad arguments", "[kernels][gemm]") {
   const zl::ExecContext cpu{};
+  const float* const none = nullptr;  // typed: gemm is overloaded on fp32 and bf16 operands
   // k = 0: op(A) * op(B) is zero, so C = beta * C (and beta = 0 clears even NaN).
   std::vector<float> c = {1.0f, 2.0f, std::numeric_limits<float>::quiet_NaN(), 4.0f};
-  zl::gemm(cpu, Transpose::No, Transpose::No, 2, 2, 0, 1.0f, nullptr, 0, nullptr, 2, 0.0f,
+  zl::gemm(cpu, Transpose::No, Transpose::No, 2, 2, 0, 1.0f, none, 0, none, 2, 0.0f,
            c.data(), 2);
   CHECK(c == std::vector<float>(4, 0.0f));
   c = {1.0f, 2.0f, 3.0f, 4.0f};
-  zl::gemm(cpu, Transpose::No, Transpose::No, 2, 2, 0, 1.0f, nullptr, 0, nullptr, 2, 0.5f,
+  zl::gemm(cpu, Transpose::No, Transpose::No, 2, 2, 0, 1.0f, none, 0, none, 2, 0.5f,
            c.data(), 2);
   CHECK(c == std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f});
   // m = 0 or n = 0: nothing to do, nothing touched.
-  zl::gemm(cpu, Transpose::No, Transpose::No, 0, 2, 3, 1.0f, nullptr, 3, nullptr, 2, 0.0f,
-           nullptr, 2);
+  zl::gemm(cpu, Transpose::No, Transpose::No, 0, 2, 3, 1.0f, none, 3, none, 2, 0.0f,
+           static_cast<float*>(nullptr), 2);
   // A row stride smaller than the stored row is a bug in the caller.
   std::vector<float> a(6, 1.0f), b(6, 1.0f);
   REQUIRE_THROWS_AS(zl::gemm(cpu, Transpose::No, Transpose::No, 2, 2, 3, 1.0f, a.data(), 2,

@@ -67,7 +67,7 @@ inline std::vector<float> to_host(const float* src, DeviceKind device, std::int6
   return out;
 }
 
-inline std::vector<float> to_host(const Tensor& t) { return to_host(t.data, t.device, t.numel()); }
+inline std::vector<float> to_host(const Tensor& t) { return to_host(t.f32(), t.device, t.numel()); }
 
 inline Mat to_mat(const Tensor& t) {
   Mat m(t.rows, t.cols);

@@ -61,10 +61,10 @@ void gradcheck(LayerCase& c, std::uint64_t seed) {
   REQUIRE(y.value.cols == c.out);
 
   std::vector<float> probe = rng.floats(c.batch * c.out, -1.0, 1.0);
-  copy_from_host(probe.data(), y.grad.data, DeviceKind::Cpu, y.grad.numel());
+  copy_from_host(probe.data(), y.grad.f32(), DeviceKind::Cpu, y.grad.numel());
   for (int id = 0; id < c.store.count(); ++id)
     fill_nan(c.store.param_grad(id), c.store.info(id).numel);
-  fill_nan(x.grad.data, x.grad.numel());
+  fill_nan(x.grad.f32(), x.grad.numel());
 
   std::vector<int> ready;
   const GradReadyHook hook = [&](int id) { ready.push_back(id); };
@@ -179,7 +179,7 @@ TEST_CASE("residual add sums the skip and branch gradients", "[models]") {
     LayerCall call;
     call.layer = 0;
     call.out_grad = dout;
-    call.skip_grad = dout.data;
+    call.skip_grad = dout.ptr;
     const Value branch = linear_forward(tape, store, l, x, call);
     return residual_add_forward(tape, x, branch, 1);
   };

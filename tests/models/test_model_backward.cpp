@@ -88,7 +88,7 @@ struct Fixture {
     ForwardResult r = model.forward(tape, input(), use);
     REQUIRE(r.output.rows == kBatch);
     REQUIRE(r.output.cols == model.output_dim());
-    copy_from_host(probe.data(), r.grad_output.data, DeviceKind::Cpu, r.grad_output.numel());
+    copy_from_host(probe.data(), r.grad_output.f32(), DeviceKind::Cpu, r.grad_output.numel());
     return r;
   }
   std::vector<float> grads() {
@@ -251,7 +251,7 @@ TEST_CASE("micro-batches accumulated with '+=' equal the whole batch", "[models]
     tape.reset();
     const Tensor x{f.x.data() + begin * in, rows, in, DeviceKind::Cpu};
     const ForwardResult r = f.model.forward(tape, x);
-    copy_from_host(f.probe.data() + begin * out, r.grad_output.data, DeviceKind::Cpu, rows * out);
+    copy_from_host(f.probe.data() + begin * out, r.grad_output.f32(), DeviceKind::Cpu, rows * out);
     tape.backward(BackwardContext{begin == 0 ? Accumulate::Overwrite : Accumulate::Add});
   }
   const std::vector<float> accumulated = f.grads();
@@ -277,8 +277,8 @@ TEST_CASE("model forward records num_layers nodes and reuses the arena", "[model
   CHECK(layers == expected);
 
   const ForwardResult second = f.forward(tape);  // same batch size: same arena addresses
-  CHECK(second.output.data == first.output.data);
-  CHECK(second.grad_output.data == first.grad_output.data);
+  CHECK(second.output.ptr == first.output.ptr);
+  CHECK(second.grad_output.ptr == first.grad_output.ptr);
 }
 
 TEST_CASE("model forward rejects an input of the wrong width", "[models]") {

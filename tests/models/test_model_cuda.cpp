@@ -52,7 +52,7 @@ Run run(Model& m, Tape& tape, const Tensor& x, const std::vector<float>& probe) 
   const GradReadyHook hook = [&](int id) { r.ready.push_back(id); };
   tape.reset();
   const ForwardResult f = m.forward(tape, x);
-  copy_from_host(probe.data(), f.grad_output.data, f.grad_output.device, f.grad_output.numel());
+  copy_from_host(probe.data(), f.grad_output.f32(), f.grad_output.device, f.grad_output.numel());
   tape.backward(BackwardContext{Accumulate::Overwrite, &hook});
   // copy_to_host synchronises the device, so every kernel on the tape's stream has finished.
   r.output = to_host(f.output);
@@ -102,7 +102,7 @@ TEST_CASE("models on CUDA match the CPU", "[models][cuda]") {
   CHECK(std::memcmp(again.grads.data(), g.grads.data(), sizeof(float) * g.grads.size()) == 0);
   const Tensor t = gpu_tape.alloc(3, 7);
   CHECK(t.device == DeviceKind::Cuda);
-  CHECK(reinterpret_cast<std::uintptr_t>(t.data) % 64 == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(t.ptr) % 64 == 0);
 }
 
 }  // namespace zl::test

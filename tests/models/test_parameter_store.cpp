@@ -63,13 +63,13 @@ TEST_CASE("parameter store lookups and views", "[models]") {
   const Tensor w = store.param_tensor(0);
   CHECK(w.rows == 4);
   CHECK(w.cols == 3);
-  CHECK(w.data == store.param_data(0));
-  CHECK(w.data == store.data() + store.info(0).offset);
+  CHECK(w.f32() == store.param_data(0));
+  CHECK(w.f32() == store.data() + store.info(0).offset);
   const Tensor gb = store.grad_tensor(1);
   CHECK(gb.rows == 1);
   CHECK(gb.cols == 4);
-  CHECK(gb.data == store.param_grad(1));
-  CHECK(gb.data == store.grad() + store.info(1).offset);
+  CHECK(gb.f32() == store.param_grad(1));
+  CHECK(gb.f32() == store.grad() + store.info(1).offset);
 }
 
 TEST_CASE("parameter store rejects registration mistakes as internal errors", "[models]") {

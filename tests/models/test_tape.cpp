@@ -22,43 +22,43 @@ TEST_CASE("tape arena: aligned, disjoint, same addresses after reset", "[models]
     CHECK(t.cols == shapes[i].second);
     CHECK(t.device == DeviceKind::Cpu);
     if (t.numel() == 0) continue;
-    CHECK(reinterpret_cast<std::uintptr_t>(t.data) % 64 == 0);  // 16 floats
+    CHECK(reinterpret_cast<std::uintptr_t>(t.f32()) % 64 == 0);  // 16 floats
     for (std::size_t j = 0; j < i; ++j) {
       const Tensor& u = first[j];
       if (u.numel() == 0) continue;
-      const bool disjoint = t.data + t.numel() <= u.data || u.data + u.numel() <= t.data;
+      const bool disjoint = t.f32() + t.numel() <= u.f32() || u.f32() + u.numel() <= t.f32();
       CHECK(disjoint);
     }
   }
   // Contents are writable over the whole extent.
   for (const Tensor& t : first) {
-    for (std::int64_t k = 0; k < t.numel(); ++k) t.data[k] = static_cast<float>(k);
+    for (std::int64_t k = 0; k < t.numel(); ++k) t.f32()[k] = static_cast<float>(k);
   }
 
   tape.reset();
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const Tensor t = tape.alloc(shapes[i].first, shapes[i].second);
-    if (t.numel() > 0) CHECK(t.data == first[i].data);
+    if (t.numel() > 0) CHECK(t.f32() == first[i].f32());
   }
 }
 
 TEST_CASE("tape arena grows for large requests and keeps earlier tensors in place", "[models]") {
   Tape tape;
   Tensor small = tape.alloc(4, 4);
-  small.data[0] = 42.0f;
+  small.f32()[0] = 42.0f;
   // Larger than any first chunk: forces a new chunk.
   Tensor big = tape.alloc(1 << 12, 1 << 10);
-  big.data[big.numel() - 1] = 1.0f;
+  big.f32()[big.numel() - 1] = 1.0f;
   Tensor after = tape.alloc(8, 8);
-  CHECK(small.data[0] == 42.0f);
-  CHECK(reinterpret_cast<std::uintptr_t>(big.data) % 64 == 0);
-  CHECK(reinterpret_cast<std::uintptr_t>(after.data) % 64 == 0);
+  CHECK(small.f32()[0] == 42.0f);
+  CHECK(reinterpret_cast<std::uintptr_t>(big.f32()) % 64 == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(after.f32()) % 64 == 0);
 
   // The same sequence after reset lands on the same addresses: no allocation in steady state.
   tape.reset();
-  CHECK(tape.alloc(4, 4).data == small.data);
-  CHECK(tape.alloc(1 << 12, 1 << 10).data == big.data);
-  CHECK(tape.alloc(8, 8).data == after.data);
+  CHECK(tape.alloc(4, 4).f32() == small.f32());
+  CHECK(tape.alloc(1 << 12, 1 << 10).f32() == big.f32());
+  CHECK(tape.alloc(8, 8).f32() == after.f32());
 }
 
 TEST_CASE("tape backward runs nodes in reverse with the observer around each", "[models]") {
