@@ -67,6 +67,9 @@ class CudaEnv {
   cublasHandle_t blas_ = nullptr;
 };
 
+// A typed null: gemm and the kernels are overloaded / templated on fp32 and bf16 operands.
+constexpr const float* kNoFloats = nullptr;
+
 std::int64_t size_of(const std::vector<float>& v) { return static_cast<std::int64_t>(v.size()); }
 
 DeviceBuffer upload(const std::vector<float>& host) {
@@ -180,9 +183,9 @@ TEST_CASE("CUDA gemm matches the CPU gemm for every transpose combination", "[cu
       std::vector<float> c = random_floats(m * n, rng);
       if (beta == 0.0f) c[5] = std::numeric_limits<float>::quiet_NaN();
       const DeviceBuffer dc = upload(c);
-      zl::gemm(env.ctx(), Transpose::No, Transpose::No, m, n, 0, alpha, nullptr, 1, nullptr, 1,
+      zl::gemm(env.ctx(), Transpose::No, Transpose::No, m, n, 0, alpha, kNoFloats, 1, kNoFloats, 1,
                beta, dc.data(), n);
-      zl::gemm(cpu, Transpose::No, Transpose::No, m, n, 0, alpha, nullptr, 1, nullptr, 1, beta,
+      zl::gemm(cpu, Transpose::No, Transpose::No, m, n, 0, alpha, kNoFloats, 1, kNoFloats, 1, beta,
                c.data(), n);
       check_vs_cpu(download(env, dc), c, 0.0, 0.0, "gemm k=0 beta=" + std::to_string(beta));
     }
@@ -424,8 +427,8 @@ TEST_CASE("CUDA squared_error and sum_of_squares match the CPU", "[cuda][kernels
       if (variant != 0) check_vs_cpu(download(env, grad, n), grad_cpu, 0.0, 1e-6, label);
     }
   }
-  CHECK(zl::sum_of_squares(env.ctx(), nullptr, 0) == 0.0);
-  CHECK(zl::squared_error(env.ctx(), nullptr, nullptr, 0, nullptr, 1.0f) == 0.0);
+  CHECK(zl::sum_of_squares(env.ctx(), kNoFloats, 0) == 0.0);
+  CHECK(zl::squared_error(env.ctx(), kNoFloats, nullptr, 0, nullptr, 1.0f) == 0.0);
 }
 
 TEST_CASE("CUDA accumulating losses and total_sum_of_squares match the CPU; one read-back",
