@@ -87,7 +87,7 @@ const Matmul& matmul_for(const Key& key) {
     mm.primitive = dnnl::matmul(pd);
   } catch (const dnnl::error& e) {
     // A bf16 matmul needs AVX-512 (oneDNN 2.6 emulates bf16 on avx512_core): a CPU or a library
-    // without it cannot train in bf16. The runtime checks cpu_bf16_gemm_available() up front.
+    // without it cannot train in bf16. The runtime checks cpu_gemm_has_bf16() up front.
     const auto name = [](DataType t) { return t == DataType::bf16 ? "bf16" : "fp32"; };
     throw UserError(fmt::format("gemm: oneDNN has no {} x {} -> {} matmul on this CPU ({})",
                                 name(in_type), name(in_type), name(out_type), e.what()));
@@ -128,6 +128,23 @@ void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t
   stream.wait();
 }
 
+// The device dispatch of every gemm overload: cuBLAS (gemm_cuda, same overloads) on CUDA contexts,
+// oneDNN otherwise.
+template <class TA, class TC>
+void gemm_on_device(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
+                    std::int64_t n, std::int64_t k, float alpha, const TA* a, std::int64_t lda,
+                    const TA* b, std::int64_t ldb, float beta, TC* c, std::int64_t ldc) {
+  if (ctx.device == DeviceKind::Cuda) {
+#if defined(ZEROLAP_WITH_CUDA)
+    gemm_cuda(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+#else
+    throw_built_without_cuda("gemm");
+#endif
+  }
+  gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace
 
 const dnnl::engine& cpu_gemm_engine() {
@@ -138,57 +155,19 @@ const dnnl::engine& cpu_gemm_engine() {
 void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
           std::int64_t n, std::int64_t k, float alpha, const float* a, std::int64_t lda,
           const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  if (ctx.device == DeviceKind::Cuda) {
-#if defined(ZEROLAP_WITH_CUDA)
-    gemm_cuda(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-#else
-    throw_built_without_cuda("gemm");
-#endif
-  }
-  gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_on_device(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
           std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
           const Bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  if (ctx.device == DeviceKind::Cuda) {
-#if defined(ZEROLAP_WITH_CUDA)
-    gemm_cuda(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-#else
-    throw_built_without_cuda("gemm");
-#endif
-  }
-  gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_on_device(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
           std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
           const Bf16* b, std::int64_t ldb, float beta, Bf16* c, std::int64_t ldc) {
-  if (ctx.device == DeviceKind::Cuda) {
-#if defined(ZEROLAP_WITH_CUDA)
-    gemm_cuda(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-#else
-    throw_built_without_cuda("gemm");
-#endif
-  }
-  gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-bool cpu_bf16_gemm_available() {
-  static const bool available = [] {
-    try {
-      const dnnl::memory::desc a({2, 2}, DataType::bf16, dnnl::memory::dims{2, 1});
-      const dnnl::memory::desc c({2, 2}, DataType::f32, dnnl::memory::dims{2, 1});
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), cpu_gemm_engine());
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return available;
+  gemm_on_device(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void set_cpu_gemm_threads(int threads) {

@@ -28,16 +28,12 @@ void gemm(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int
           std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
           const Bf16* b, std::int64_t ldb, float beta, Bf16* c, std::int64_t ldc);
 
-// Whether this CPU and oneDNN build run bf16 matmuls (oneDNN 2.6 needs AVX-512; natively with
-// AVX512-BF16 or AMX, emulated on plain AVX-512). Without it, precision.compute = "bf16" on the CPU
-// is bad input. Asked once per process.
-bool cpu_bf16_gemm_available();
-
 // Threads the CPU GEMM may use in this process (default 1 per rank: ranks are the parallelism).
 void set_cpu_gemm_threads(int threads);
 
-// Whether this build's CPU GEMM has a bf16 path (bf16 inputs, fp32 accumulation): precision.compute
-// = "bf16" on the CPU needs one. oneDNN decides by the CPU's instruction set.
+// Whether this CPU and oneDNN build run bf16 matmuls (bf16 inputs, fp32 accumulation; oneDNN 2.6
+// needs AVX-512: natively with AVX512-BF16 or AMX, emulated on plain AVX-512). Without it,
+// precision.compute = "bf16" on the CPU is bad input. Asked once per process.
 bool cpu_gemm_has_bf16();
 
 }  // namespace zl
