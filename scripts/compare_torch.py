@@ -165,6 +165,8 @@ def torch_rank(rank, world, port, config, device_kind, result_path):
     backend = "nccl" if device_kind == "cuda" else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=world)
     # zerolap runs runtime.threads GEMM threads per rank (1 by default: ranks are the parallelism).
+    # set_num_threads is PyTorch's intra-op pool; the BLAS's own pool was pinned by the parent
+    # (pin_blas_threads), and the report records what this process saw.
     torch.set_num_threads(int(get(config, "runtime", "threads", 1)))
     if device_kind == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
@@ -244,8 +246,25 @@ def torch_rank(rank, world, port, config, device_kind, result_path):
             dist.barrier()
     if rank == 0:
         with open(result_path, "w") as f:
-            json.dump(dict(torch=torch.__version__, backend=backend, results=results), f)
+            json.dump(dict(torch=torch.__version__, backend=backend, results=results,
+                           intra_op_threads=torch.get_num_threads(),
+                           blas_threads=os.environ.get("OPENBLAS_NUM_THREADS")), f)
     dist.destroy_process_group()
+
+
+def pin_blas_threads(config):
+    """Give PyTorch the cores zerolap gets: runtime.threads per rank.
+
+    torch.set_num_threads bounds PyTorch's own (OpenMP) pool only. A PyTorch that multiplies
+    through a pthreads OpenBLAS (Debian's python3-torch) also runs OpenBLAS's pool, one thread per
+    core by default, so "1 thread" PyTorch used every core while zerolap used one: at 1 rank on
+    2 cores its GEMMs ran about 2x faster than a fair comparison allows. The pools read these
+    variables when the library loads, so they are set here, before mp.spawn starts the ranks.
+    """
+    threads = str(int(get(config, "runtime", "threads", 1)))
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = threads
+    return threads
 
 
 def free_port():
@@ -299,7 +318,8 @@ def print_world(world, torch_report, zl_report, config, device_kind):
     batch = int(get(config, "data", "batch_size", 64))
     print(f"\n{world} rank(s), {device_kind}, batch {batch} per rank, "
           f"{get(config, 'optimizer', 'kind', 'adam')}; PyTorch {torch_report['torch']} "
-          f"({torch_report['backend']}); zerolap: {zl_report['command']}")
+          f"({torch_report['backend']}, threads: intra-op {torch_report['intra_op_threads']}, BLAS "
+          f"{torch_report['blas_threads']}); zerolap: {zl_report['command']}")
     if zl_report.get("simulated_link"):
         print(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
               "PyTorch on the real one")
@@ -362,6 +382,9 @@ def main():
     print(f"compare_torch: {args.config}, {get(config, 'bench', 'warmup', 5)} warm-up + "
           f"{get(config, 'bench', 'steps', 30)} timed steps per mode (hooks: >= 3 warm-up); "
           "step time = the slowest rank's; medians, p10-p90")
+    threads = pin_blas_threads(config)
+    print(f"threads per rank: {threads} (runtime.threads) for zerolap's GEMMs and for PyTorch's "
+          "intra-op and BLAS pools (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS)")
     summary = []
     with tempfile.TemporaryDirectory(prefix="compare_torch_") as workdir:
         for world in worlds:

@@ -2,7 +2,8 @@
 # scripts/compare_torch.py: (1) without PyTorch (a PYTHONPATH shim whose `import torch` fails) it
 # exits 2 and says how to install it; (2) where PyTorch is installed, a tiny run at 1 and 2 ranks
 # prints both frameworks' rows, gloo's refusal of the ZeRO overlap hooks, the best-mode ratio and
-# the weak-scaling line. Prints PASS or FAIL.
+# the weak-scaling line, and that each PyTorch rank ran with runtime.threads BLAS threads (as many
+# as zerolap gets) rather than OpenBLAS's default of one per core. Prints PASS or FAIL.
 # Usage: compare_torch_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
 set -u
 zerolap=$1
@@ -35,7 +36,7 @@ fi
 for want in "^PyTorch +ddp " "^PyTorch +ZeroRedundancyOptimizer " \
     "^PyTorch +hook_with_zero_step .*refused on gloo" "^zerolap +ddp " \
     "^zerolap +zero/interleaved/reduce_broadcast " "^best: zerolap .* vs PyTorch .*x$" \
-    "^weak scaling 1 -> 2 ranks"; do
+    "^weak scaling 1 -> 2 ranks" "\(gloo, threads: intra-op 1, BLAS 1\)"; do
   if ! grep -Eq "$want" "$work/smoke.log"; then
     echo "FAIL: no line matching '$want' in:"; cat "$work/smoke.log"; exit 1
   fi
