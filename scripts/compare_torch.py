@@ -3,7 +3,9 @@
 
     scripts/compare_torch.py CONFIG [--world N[,M...]] [--device cpu|cuda] [--set key=value ...]
 
-For each world size it trains CONFIG's model in PyTorch under DistributedDataParallel with
+For each world size it trains CONFIG's model in PyTorch, in CONFIG's precision.compute (fp32;
+tf32: TF32 matmuls on CUDA; bf16: autocast to bf16 with fp32 parameters and optimizer) and with
+the fused Adam/AdamW kernel on CUDA where PyTorch has one, under DistributedDataParallel with
   ddp                              the config's optimizer, stepped after backward
   ZeroRedundancyOptimizer          the same optimizer, sharded (step after backward)
   hook_with_zero_step              ZeRO step overlapped with DDP's bucket all-reduces
@@ -126,15 +128,32 @@ def build_model(torch, config):
                          nn.LayerNorm(d, eps=eps), nn.Linear(d, widths[-1]))
 
 
-def optimizer_class_and_args(torch, config):
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def precision_of(config):
+    """precision.compute, as zerolap reads it: fp32 (default), tf32 or bf16."""
+    compute = get(config, "precision", "compute", "fp32")
+    if compute not in PRECISIONS:
+        fail(f"precision.compute = {compute!r}: expected one of {', '.join(PRECISIONS)}")
+    return compute
+
+
+def optimizer_class_and_args(torch, config, device_kind):
+    """The config's optimizer in PyTorch, at its fastest: Adam/AdamW on CUDA use the fused
+    (single-kernel) implementation where this PyTorch has one, as zerolap's step is fused."""
+    import inspect
     o = config.get("optimizer", {})
     kind = o.get("kind", "adam")
     lr = o.get("lr", 1e-3)
     wd = o.get("weight_decay", 0.0)
     if kind in ("adam", "adamw"):
         cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
-        return cls, dict(lr=lr, betas=tuple(o.get("betas", [0.9, 0.999])), eps=o.get("eps", 1e-8),
-                         weight_decay=wd)
+        args = dict(lr=lr, betas=tuple(o.get("betas", [0.9, 0.999])), eps=o.get("eps", 1e-8),
+                    weight_decay=wd)
+        if device_kind == "cuda" and "fused" in inspect.signature(cls).parameters:
+            args["fused"] = True
+        return cls, args
     if kind == "sgd":
         return torch.optim.SGD, dict(lr=lr, momentum=o.get("momentum", 0.0),
                                      dampening=o.get("dampening", 0.0), weight_decay=wd,
@@ -182,7 +201,14 @@ def torch_rank(rank, world, port, config, device_kind, result_path):
     steps = int(get(config, "bench", "steps", 30))
     caps = get(config, "bench", "bucket_cap_mb", get(config, "parallel", "bucket_cap_mb", 25.0))
     caps = caps if isinstance(caps, list) else [caps]
-    opt_cls, opt_args = optimizer_class_and_args(torch, config)
+    opt_cls, opt_args = optimizer_class_and_args(torch, config, device_kind)
+    # precision.compute as PyTorch users run it: tf32 lets cuBLAS use TF32 tensor cores for fp32
+    # matmuls; bf16 is autocast (bf16 matmuls, fp32 parameters, gradients and optimizer), the
+    # usual mixed-precision recipe. On the CPU tf32 changes nothing, as in zerolap.
+    precision = precision_of(config)
+    if device_kind == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    autocast_bf16 = precision == "bf16"
 
     gen = torch.Generator().manual_seed(1234 + rank)
     x = torch.randn(batch, widths[0], generator=gen).to(device)
@@ -225,7 +251,8 @@ def torch_rank(rank, world, port, config, device_kind, result_path):
             for i in range(mode_warmup + steps):
                 sync()
                 start = time.perf_counter()
-                loss = loss_fn(ddp(x), y)
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast_bf16):
+                    loss = loss_fn(ddp(x), y)
                 loss.backward()
                 if step_after_backward is not None:
                     step_after_backward.step()
@@ -247,6 +274,7 @@ def torch_rank(rank, world, port, config, device_kind, result_path):
     if rank == 0:
         with open(result_path, "w") as f:
             json.dump(dict(torch=torch.__version__, backend=backend, results=results,
+                           precision=precision, fused=bool(opt_args.get("fused")),
                            intra_op_threads=torch.get_num_threads(),
                            blas_threads=os.environ.get("OPENBLAS_NUM_THREADS")), f)
     dist.destroy_process_group()
@@ -312,13 +340,19 @@ def best(rows):
 
 def print_world(world, torch_report, zl_report, config, device_kind):
     torch_rows = torch_report["results"]
+    precision = precision_of(config)
+    # A bench that sweeps precisions reports a row per precision: compare PyTorch's like with like.
     zl_rows = [dict(mode=r["mode"], bucket_cap_mb=r["bucket_cap_mb"], median_s=r["step_median_s"],
-                    p10_s=r["step_p10_s"], p90_s=r["step_p90_s"]) for r in zl_report["results"]]
+                    p10_s=r["step_p10_s"], p90_s=r["step_p90_s"]) for r in zl_report["results"]
+               if r.get("precision", precision) == precision]
     torch_best, zl_best = best(torch_rows), best(zl_rows)
     batch = int(get(config, "data", "batch_size", 64))
     print(f"\n{world} rank(s), {device_kind}, batch {batch} per rank, "
           f"{get(config, 'optimizer', 'kind', 'adam')}; PyTorch {torch_report['torch']} "
-          f"({torch_report['backend']}, threads: intra-op {torch_report['intra_op_threads']}, BLAS "
+          f"({torch_report['backend']}, {torch_report['precision']}"
+          f"{' autocast' if torch_report['precision'] == 'bf16' else ''}"
+          f"{', fused optimizer' if torch_report['fused'] else ''}, threads: intra-op "
+          f"{torch_report['intra_op_threads']}, BLAS "
           f"{torch_report['blas_threads']}); zerolap: {zl_report['command']}")
     if zl_report.get("simulated_link"):
         print(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
@@ -379,6 +413,7 @@ def main():
 
     config = load_config(args.config, args.overrides)
     build_model(torch, config)  # a config this script cannot build fails before any run
+    precision_of(config)
     print(f"compare_torch: {args.config}, {get(config, 'bench', 'warmup', 5)} warm-up + "
           f"{get(config, 'bench', 'steps', 30)} timed steps per mode (hooks: >= 3 warm-up); "
           "step time = the slowest rank's; medians, p10-p90")

@@ -228,11 +228,16 @@ if [[ "$dry" != 1 ]]; then
 fi
 
 # --- 7. zerolap against PyTorch (scripts/compare_torch.py; needs PyTorch with CUDA here) ---------
-# One bucket cap keeps it under a minute: 4 PyTorch modes (DDP, ZeroRedundancyOptimizer and both
-# ddp_zero_hook overlap hooks on NCCL) and zerolap's 7 modes, 1 rank.
+# fp32, then bf16 (PyTorch: autocast + fused AdamW), 1 rank, one cap and zerolap's three modes of
+# the bench phases: PyTorch's 4 modes (DDP, ZeroRedundancyOptimizer and both ddp_zero_hook overlap
+# hooks on NCCL) and zerolap's 3 take well under a minute each on an H200.
 if [[ "$dry" != 1 && -f "$root/configs/bench_large.toml" ]]; then
-  phase compare_torch 90 python3 "$root/scripts/compare_torch.py" "$root/configs/bench_large.toml" \
-    --device cuda --world 1 --zerolap "$build/zerolap" --set 'bench.bucket_cap_mb=[25.0]'
+  for precision in fp32 bf16; do
+    phase "compare_torch_$precision" 120 python3 "$root/scripts/compare_torch.py" \
+      "$root/configs/bench_large.toml" --device cuda --world 1 --zerolap "$build/zerolap" \
+      --set 'bench.bucket_cap_mb=[25.0]' --set precision.compute="$precision" \
+      --set 'bench.modes=["ddp", "zero/none/reduce_broadcast", "zero/interleaved/reduce_broadcast"]'
+  done
 fi
 
 skipped=$(grep -l "no CUDA device visible" "$OUT"/logs/{test_cuda_units,test_cuda_train,bandwidth}.log \
@@ -286,10 +291,12 @@ final_line() { grep -h "^final step" "$OUT/logs/$1.log" 2>/dev/null | tail -1; }
     echo '```'
     echo "## zerolap bench configs/bench_large.toml (1 rank, cap 25 MiB; the link: ${link_gbps:-?} Gb/s as 8 ranks)"
     cat "$OUT/logs/bench_checks.log" 2>/dev/null || echo "no bench checks"
-    echo "## zerolap vs PyTorch (scripts/compare_torch.py configs/bench_large.toml, 1 rank, cap 25 MiB)"
-    echo '```'
-    grep -vE "^\s*$" "$OUT/logs/compare_torch.log" 2>/dev/null | tail -20
-    echo '```'
+    for precision in fp32 bf16; do
+      echo "## zerolap vs PyTorch, $precision (scripts/compare_torch.py configs/bench_large.toml, 1 rank, cap 25 MiB)"
+      echo '```'
+      grep -vE "^\s*$" "$OUT/logs/compare_torch_$precision.log" 2>/dev/null | tail -12
+      echo '```'
+    done
   else
     echo "## CPU training under the unpacked Open MPI (2 ranks)"
     echo '```'

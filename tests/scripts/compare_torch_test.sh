@@ -36,7 +36,7 @@ fi
 for want in "^PyTorch +ddp " "^PyTorch +ZeroRedundancyOptimizer " \
     "^PyTorch +hook_with_zero_step .*refused on gloo" "^zerolap +ddp " \
     "^zerolap +zero/interleaved/reduce_broadcast " "^best: zerolap .* vs PyTorch .*x$" \
-    "^weak scaling 1 -> 2 ranks" "\(gloo, threads: intra-op 1, BLAS 1\)"; do
+    "^weak scaling 1 -> 2 ranks" "\(gloo, fp32, threads: intra-op 1, BLAS 1\)"; do
   if ! grep -Eq "$want" "$work/smoke.log"; then
     echo "FAIL: no line matching '$want' in:"; cat "$work/smoke.log"; exit 1
   fi
