@@ -297,6 +297,16 @@ final_line() { grep -h "^final step" "$OUT/logs/$1.log" 2>/dev/null | tail -1; }
       grep -vE "^\s*$" "$OUT/logs/compare_torch_$precision.log" 2>/dev/null | tail -12
       echo '```'
     done
+    # The mixed-precision goal on bench_large at 1 rank: bf16 <= 1.5 ms per step and <= 0.8x
+    # PyTorch's best (bf16 autocast + fused AdamW), from the bf16 comparison's "best:" line.
+    awk '/^best: zerolap/ {
+           for (i = 1; i <= NF; ++i) if ($i == "ms") { ms = (ms == "" ? $(i - 1) : ms) }
+           ratio = $NF; sub(/x$/, "", ratio)
+           printf "bf16 goal: best %s ms per step (<= 1.5: %s), %sx PyTorch (<= 0.8: %s)\n", ms,
+                  (ms + 0 <= 1.5 ? "PASS" : "FAIL"), ratio, (ratio + 0 <= 0.8 ? "PASS" : "FAIL")
+           found = 1 }
+         END { if (!found) print "bf16 goal: no comparison (see compare_torch_bf16.log)" }' \
+      "$OUT/logs/compare_torch_bf16.log" 2>/dev/null
   else
     echo "## CPU training under the unpacked Open MPI (2 ranks)"
     echo '```'
