@@ -1,4 +1,4 @@
-// ShardedOptimizer: LR schedule, per-bucket state ownership and the fused bucket step.
+// ShardedOptimizer: LR schedule, per-bucket state and master ownership, the fused bucket step.
 #include "runtime/train/sharded_optimizer.h"
 
 #include <algorithm>
@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "base/bf16.h"
 #include "base/errors.h"
 #include "kernels/optimizer_kernels.h"
 
@@ -29,16 +30,36 @@ float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t t
                             0.5 * (base - min_lr) * (1.0 + std::cos(std::numbers::pi * progress)));
 }
 
+namespace {
+
+// The remainders live in a 2-byte DeviceBuffer (there is no int16 DType): its bits are int16.
+std::int16_t* remainders_of(const DeviceBuffer& buf) {
+  return static_cast<std::int16_t*>(buf.raw());
+}
+
+}  // namespace
+
 ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPlan& plan,
                                    ParameterStore& store, int rank, const ModePlan& mode,
-                                   std::int64_t total_steps)
+                                   std::int64_t total_steps, std::span<const float> initial_fp32)
     : config_(config), plan_(plan), store_(store), total_steps_(total_steps) {
+  ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
+           dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   if (config.kind == OptimizerKind::Sgd) {
     if (config.momentum != 0.0f) state_names_ = {"momentum_buffer"};
   } else {
     state_names_ = {"exp_avg", "exp_avg_sq"};
   }
+  has_masters_ = store.param_dtype() == DType::BF16;
+  master_weights_ = mode.master_weights;
+  if (has_masters_) {
+    ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
+             "bf16 masters need the {} fp32 initial values (got {})", store.total_numel(),
+             initial_fp32.size());
+  }
   state_.resize(plan.buckets.size());
+  masters_.resize(plan.buckets.size());
+  std::vector<std::int16_t> host_remainder;
   for (const auto& b : plan.buckets) {
     if (!mode.steps_on(b, rank)) continue;
     auto& buffers = state_[static_cast<std::size_t>(b.index)];
@@ -47,6 +68,22 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPl
     }
     // An owned bucket with no state (plain SGD) still needs to read as owned.
     if (buffers.empty()) buffers.emplace_back();
+    if (!has_masters_) continue;
+    // Exactly the fp32 initial values: the store holds master_to_bf16 of them (Model::
+    // initialize_parameters), so the fp32 master, or the bf16 parameter joined with the
+    // remainder, is the fp32 initial value bit for bit.
+    const std::span<const float> init = initial_fp32.subspan(static_cast<std::size_t>(b.offset),
+                                                             static_cast<std::size_t>(b.numel));
+    auto& master = masters_[static_cast<std::size_t>(b.index)];
+    if (master_weights_ == MasterWeights::Fp32) {
+      master = DeviceBuffer(store.device(), b.numel, DType::F32);
+      copy_from_host(init.data(), master.data(), store.device(), b.numel);
+    } else {
+      master = DeviceBuffer(store.device(), b.numel, DType::BF16);
+      host_remainder.resize(init.size());
+      for (std::size_t i = 0; i < init.size(); ++i) host_remainder[i] = split_master(init[i]).lo;
+      copy_from_host(host_remainder.data(), remainders_of(master), store.device(), b.numel);
+    }
   }
 }
 
@@ -56,32 +93,119 @@ StepScalars ShardedOptimizer::next_step(float grad_scale) {
 }
 
 void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec) {
+  const Bucket& b = plan_.buckets.at(static_cast<std::size_t>(bucket));
+  step_bucket(bucket, s, exec, BucketGradient{store_.grad() + b.offset, DType::F32});
+}
+
+void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,
+                                   const BucketGradient& grad) {
   const auto start = std::chrono::steady_clock::now();
   const Bucket& b = plan_.buckets.at(static_cast<std::size_t>(bucket));
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
   ZL_CHECK(!buffers.empty(), "bucket {} stepped on a rank that does not own it", bucket);
-  float* p = store_.data() + b.offset;
-  const float* g = store_.grad() + b.offset;
-  switch (config_.kind) {
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW: {
-      AdamHyper h{config_.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay,
-                  config_.kind == OptimizerKind::AdamW};
-      adam_step(exec, p, g, buffers[0].data(), buffers[1].data(), b.numel,
-                make_adam_step(h, s.lr, s.t, s.grad_scale));
-      break;
+  const bool adam = config_.kind != OptimizerKind::Sgd;
+  const AdamHyper adam_hyper{config_.lr,           config_.beta1,       config_.beta2,
+                             config_.eps,          config_.weight_decay,
+                             config_.kind == OptimizerKind::AdamW};
+  const SgdHyper sgd_hyper{config_.lr, config_.momentum, config_.dampening, config_.weight_decay,
+                           config_.nesterov};
+  float* m = buffers[0].data();  // Adam's m or SGD's momentum buffer; null for plain SGD
+  if (has_masters_) {
+    const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
+    Bf16OptimizerSlice slice;
+    slice.grad = grad.data;
+    slice.grad_dtype = grad.dtype;
+    slice.param = store_.params_as<Bf16>() + b.offset;
+    slice.master_weights = master_weights_;
+    if (master_weights_ == MasterWeights::Fp32) {
+      slice.master = master.data();
+    } else {
+      slice.remainder = remainders_of(master);
     }
-    case OptimizerKind::Sgd: {
-      SgdHyper h{config_.lr, config_.momentum, config_.dampening, config_.weight_decay,
-                 config_.nesterov};
-      float* buf = config_.momentum != 0.0f ? buffers[0].data() : nullptr;
-      sgd_step(exec, p, g, buf, b.numel, make_sgd_step(h, s.lr, s.t, s.grad_scale));
-      break;
+    slice.m = m;
+    if (adam) {
+      slice.v = buffers[1].data();
+      adam_step_bf16(exec, slice, b.numel, make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
+    } else {
+      sgd_step_bf16(exec, slice, b.numel, make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
+    }
+  } else {
+    ZL_CHECK(grad.dtype == DType::F32, "bucket {}: {} gradients for fp32 parameters", bucket,
+             dtype_name(grad.dtype));
+    float* p = store_.data() + b.offset;
+    const auto* g = static_cast<const float*>(grad.data);
+    if (adam) {
+      adam_step(exec, p, g, m, buffers[1].data(), b.numel,
+                make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
+    } else {
+      sgd_step(exec, p, g, config_.momentum != 0.0f ? m : nullptr, b.numel,
+               make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
     }
   }
   optimizer_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now() - start)
                        .count();
+}
+
+int ShardedOptimizer::stepped_bucket_of(int param_id, const char* what) const {
+  ZL_CHECK(param_id >= 0 && param_id < store_.count(), "{}: no parameter {}", what, param_id);
+  const int bucket = plan_.bucket_of_param.at(static_cast<std::size_t>(param_id));
+  ZL_CHECK(owns(bucket), "{}: parameter '{}' (bucket {}) is not stepped on this rank", what,
+           store_.info(param_id).name, bucket);
+  return bucket;
+}
+
+void ShardedOptimizer::read_master(int param_id, float* out) const {
+  const int bucket = stepped_bucket_of(param_id, "read_master");
+  const ParameterInfo& p = store_.info(param_id);
+  const DeviceKind device = store_.device();
+  if (!has_masters_) {
+    copy_to_host(store_.params_as<float>() + p.offset, device, out, p.numel);
+    return;
+  }
+  const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
+  const std::int64_t within = p.offset - plan_.buckets[static_cast<std::size_t>(bucket)].offset;
+  if (master_weights_ == MasterWeights::Fp32) {
+    copy_to_host(master.data() + within, device, out, p.numel);
+    return;
+  }
+  std::vector<Bf16> hi(static_cast<std::size_t>(p.numel));
+  std::vector<std::int16_t> lo(hi.size());
+  copy_to_host(store_.param_as<Bf16>(param_id), device, hi.data(), p.numel);
+  copy_to_host(remainders_of(master) + within, device, lo.data(), p.numel);
+  for (std::size_t i = 0; i < hi.size(); ++i) out[i] = join_master(hi[i], lo[i]);
+}
+
+void ShardedOptimizer::write_master(int param_id, const float* values) {
+  const int bucket = stepped_bucket_of(param_id, "write_master");
+  const ParameterInfo& p = store_.info(param_id);
+  const DeviceKind device = store_.device();
+  if (!has_masters_) {
+    copy_from_host(values, store_.params_as<float>() + p.offset, device, p.numel);
+    return;
+  }
+  const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
+  const std::int64_t within = p.offset - plan_.buckets[static_cast<std::size_t>(bucket)].offset;
+  // Both layouts give the parameter master_to_bf16(value) = split_master(value).hi.
+  std::vector<Bf16> hi(static_cast<std::size_t>(p.numel));
+  std::vector<std::int16_t> lo(hi.size());
+  for (std::size_t i = 0; i < hi.size(); ++i) {
+    const SplitMaster split = split_master(values[i]);
+    hi[i] = split.hi;
+    lo[i] = split.lo;
+  }
+  copy_from_host(hi.data(), store_.param_as<Bf16>(param_id), device, p.numel);
+  if (master_weights_ == MasterWeights::Fp32) {
+    copy_from_host(values, master.data() + within, device, p.numel);
+  } else {
+    copy_from_host(lo.data(), remainders_of(master) + within, device, p.numel);
+  }
+}
+
+std::int64_t ShardedOptimizer::master_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& buf : masters_) bytes += buf.bytes();
+  return bytes;
 }
 
 float* ShardedOptimizer::param_state(int param_id, int which) {

@@ -3,14 +3,19 @@
 // invariant 5: state per rank ~ total / world size). State is one flat buffer per owned bucket
 // (the fused kernel makes one pass over the bucket's slice) and addressable per parameter, so
 // checkpoints store it by parameter name and can be resharded to another bucket plan.
+// bf16 parameters (docs/design.md "Precision"): each stepped bucket also keeps its fp32 masters
+// (4 B per element) or their int16 remainders (2 B), exactly ModePlan::master_bytes; the step
+// writes the bf16 parameter straight into the store's parameter buffer, which the broadcast sends.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/device_buffer.h"
+#include "base/dtype.h"
 #include "base/exec_context.h"
 #include "kernels/optim_math.h"
 #include "models/parameter_store.h"
@@ -28,6 +33,13 @@ struct StepScalars {
   float grad_scale = 1.0f;  // 1 / (world size * grad_accum) * clip coefficient
 };
 
+// A bucket's reduced gradients as the step reads them: the bucket's numel elements of `dtype`
+// (the store's fp32 gradients, or the bf16 wire buffer with reduce_dtype = "bf16").
+struct BucketGradient {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+};
+
 // Learning rate at step t (from 1): linear warm-up over warmup_steps, then constant or cosine
 // decay towards min_lr as torch's CosineAnnealingLR (step t after warm-up at progress
 // (t - warmup - 1) / (total_steps - warmup): lr first, min_lr reached after the last step).
@@ -35,8 +47,12 @@ float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t t
 
 class ShardedOptimizer {
  public:
+  // `initial_fp32`: the fp32 values the store's parameters were initialised from
+  // (Model::initial_parameters(), total_numel() elements); required for a bf16 store, whose masters
+  // start from them exactly (the bf16 parameters must be master_to_bf16 of them), ignored for fp32.
   ShardedOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
-                   int rank, const ModePlan& mode, std::int64_t total_steps);
+                   int rank, const ModePlan& mode, std::int64_t total_steps,
+                   std::span<const float> initial_fp32 = {});
 
   const OptimizerConfig& config() const { return config_; }
   bool owns(int bucket) const { return !state_[static_cast<std::size_t>(bucket)].empty(); }
@@ -47,9 +63,13 @@ class ShardedOptimizer {
   std::int64_t step_count() const { return t_; }
   void set_step_count(std::int64_t t) { t_ = t; }
 
-  // The fused update of bucket b's slice: reads p, g, state; writes p, state. Runs on `exec`
-  // (the main thread / compute stream, or the comm thread / comm stream in interleaved mode).
+  // The fused update of bucket b's slice: reads p (or its master), g, state; writes p, its master
+  // and state. Runs on `exec` (the main thread / compute stream, or the comm thread / comm stream
+  // in interleaved mode). The first form reads the store's fp32 gradients; the second `grad`
+  // (bf16 gradients need bf16 parameters).
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec);
+  void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
+                   const BucketGradient& grad);
 
   // Names of the per-element state tensors, as in torch.optim's state_dict:
   // Adam/AdamW {"exp_avg", "exp_avg_sq"}, SGD with momentum {"momentum_buffer"}, else {}.
@@ -59,18 +79,39 @@ class ShardedOptimizer {
   float* param_state(int param_id, int which);
   std::int64_t state_bytes() const;  // allocated on this rank
 
+  // Master weights (bf16 parameters only; an fp32 store's parameters are their own masters).
+  bool has_masters() const { return has_masters_; }
+  MasterWeights master_weights() const { return master_weights_; }
+  std::int64_t master_bytes() const;  // allocated on this rank: ModePlan::master_bytes
+  // out (the parameter's numel, host) = its fp32 master: the fp32 master, or the bf16 parameter
+  // joined with its remainder (for an fp32 store: the parameter). Only on a rank that steps the
+  // parameter's bucket (InternalError otherwise); blocking, call with nothing in flight.
+  void read_master(int param_id, float* out) const;
+  // Sets the parameter's master (or remainder) to `values` (numel, host) and its bf16 parameter to
+  // master_to_bf16 of them (fp32 store: the parameter to the values). Same conditions as
+  // read_master.
+  void write_master(int param_id, const float* values);
+
   // Seconds spent in step_bucket since the last reset (any thread).
   double optimizer_seconds() const { return optimizer_ns_.load() * 1e-9; }
   void reset_timers() { optimizer_ns_ = 0; }
 
  private:
+  // The bucket holding param_id, checked to be stepped here; `what` names the caller.
+  int stepped_bucket_of(int param_id, const char* what) const;
+
   OptimizerConfig config_;
   const BucketPlan& plan_;
   ParameterStore& store_;
   std::int64_t total_steps_;
   std::int64_t t_ = 0;
+  bool has_masters_ = false;
+  MasterWeights master_weights_ = MasterWeights::Fp32;
   std::vector<std::string> state_names_;
   std::vector<std::vector<DeviceBuffer>> state_;  // [bucket][which]; empty when not owned
+  // [bucket]: fp32 masters (F32) or int16 remainders (held in a 2-byte BF16 buffer, reinterpreted);
+  // empty when not stepped here or without masters.
+  std::vector<DeviceBuffer> masters_;
   std::atomic<std::int64_t> optimizer_ns_{0};
 };
 

@@ -74,7 +74,10 @@ void Trainer::load_data_and_model() {
   check_memory_fits(estimate_rank_memory(config_, layout, layout_plan, mode_plan_, world_.rank),
                     config_, compute_.device, available_memory(compute_.device),
                     world_.local_size);
-  model_ = std::make_unique<Model>(config_.model, compute_.device);
+  // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for compute = "bf16".
+  ModelSpec spec = config_.model;
+  spec.dtype = mode_plan_.param_dtype;
+  model_ = std::make_unique<Model>(spec, compute_.device);
 
   SamplerSpec sampler_spec;
   sampler_spec.num_samples = data_.train.num_samples;
@@ -158,8 +161,12 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   plan_ = build_bucket_plan(model_->store(), config_.parallel.bucket_cap_mb,
                             config_.parallel.first_bucket_cap_mb, world_.size,
                             config_.parallel.assignment);
+  // bf16: the masters start from the fp32 values the bf16 parameters were rounded from.
+  const std::vector<float> initial_fp32 =
+      mode_plan_.param_dtype == DType::BF16 ? model_->initial_parameters() : std::vector<float>{};
   optimizer_ = std::make_unique<ShardedOptimizer>(config_.optimizer, plan_, model_->store(),
-                                                  world_.rank, mode_plan_, total_steps_);
+                                                  world_.rank, mode_plan_, total_steps_,
+                                                  initial_fp32);
   data_parallel_ = std::make_unique<DataParallelStep>(
       mode_plan_, DataParallelOptions{config_.train.clip_grad_norm, config_.train.grad_accum},
       plan_, model_->store(), *optimizer_, *reduce_comm_, *broadcast_comm_, compute_, &tracer_);
