@@ -56,6 +56,9 @@ class ParameterStore {
   std::int64_t parameter_numel() const;                // excluding padding
   DeviceKind device() const { return device_; }
   DType param_dtype() const { return data_.dtype(); }
+  // Bytes allocated for the flat parameters and gradients (0 before finalize()).
+  std::int64_t param_bytes() const { return data_.bytes(); }
+  std::int64_t grad_bytes() const { return grad_.bytes(); }
 
   // The flat parameters as T (float or Bf16; must be param_dtype(), else InternalError) and
   // untyped (collectives, checkpoints). The fp32 accessors below are for fp32 stores only.

@@ -23,13 +23,9 @@ namespace {
 
 double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-const char* precision_name(const ModePlan& mode, ComputePrecision compute) {
-  if (mode.param_dtype == DType::F32) return compute == ComputePrecision::Tf32 ? "tf32" : "fp32";
-  return mode.master_weights == MasterWeights::Fp32 ? "bf16 + fp32 master"
-                                                    : "bf16 + remainders";
-}
-
-// The bytes per parameter of the config's mode and precision, as a formula in d and per rank.
+// The bytes per parameter of the config's mode and precision, as a formula in d, and per rank the
+// memory estimate (runtime/train/memory_estimate.h): the model's buffers as ModePlan::rank_memory
+// counts them, which the trainer allocates, and the activations. The one memory figure plan prints.
 std::string memory_table(const Config& config, const BucketPlan& plan, const ParameterStore& store,
                          const ModePlan& mode) {
   const int d = plan.world_size;
@@ -37,16 +33,21 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   std::string out = fmt::format(
       "\nbytes per parameter per rank ({}, reduce_dtype {}, {}, {}): parameters {:g} + gradients "
       "{:g} + master {:g} + optimizer state {:g} = {:.2f} at d = {}; formula {}\n",
-      precision_name(mode, config.precision.compute), dtype_name(mode.reduce_dtype),
+      precision_label(config.precision), dtype_name(mode.reduce_dtype),
       to_string(config.optimizer.kind), mode.name(), b.parameters, b.gradients, b.master, b.state,
       b.total(), d, bytes_per_parameter_formula(mode));
-  out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}\n", "rank", "parameters",
-                     "gradients", "master", "optimizer state", "total");
+  out += fmt::format("\nmemory per rank in bytes (estimated before allocation; the trainer checks it "
+                     "against the node's memory)\n");
+  out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}  {:>14}\n", "rank",
+                     "parameters", "gradients", "master", "optimizer state", "activations",
+                     "total");
   for (int r = 0; r < d; ++r) {
-    const RankMemory m = rank_memory(mode, plan, store.total_numel(), r);
-    out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}\n", r, m.parameters,
-                       m.gradients, m.master, m.state, m.total());
+    const MemoryEstimate m = estimate_rank_memory(config, store, plan, mode, r);
+    out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}  {:>14}\n", r, m.parameters,
+                       m.gradients, m.master, m.optimizer_state, m.activations, m.total());
   }
+  out += fmt::format("largest rank: {}\n",
+                     describe_memory(estimate_peak_rank_memory(config, store, plan, mode)));
   return out;
 }
 
@@ -126,8 +127,6 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
              to_string(config.parallel.assignment), to_string(config.optimizer.kind));
   fmt::print("{}", format_bucket_plan(plan, layout, mode));
   fmt::print("{}", memory_table(config, plan, layout, mode));
-  fmt::print("\nestimated memory of the largest rank: {}\n",
-             describe_memory(estimate_peak_rank_memory(config, layout, plan, mode)));
   if (config.link.enabled()) fmt::print("{}", scaling_tables(config, layout, ranks, options));
   return 0;
 }

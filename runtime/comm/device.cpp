@@ -136,7 +136,8 @@ Device::Device(DeviceChoice choice, const World& world, double timeout_s) {
   cublasHandle_t blas = nullptr;
   ZL_CUBLAS_CHECK(cublasCreate(&blas));
   exec_.blas = blas;
-  // Default math mode (no TF32): results stay comparable with the CPU path within float rounding.
+  // Default math mode, never changed: TF32 is chosen per call (ExecContext::gemm_math), so fp32
+  // GEMMs stay comparable with the CPU path within float rounding unless a context asks for TF32.
   ZL_CUBLAS_CHECK(cublasSetStream(blas, stream));
   summary_ = fmt::format("device cuda (runtime.device = {}: one GPU per rank on {} rank{}; rank 0 "
                          "uses {})",
@@ -151,18 +152,6 @@ Device::~Device() {
   if (exec_.blas != nullptr) cublasDestroy(static_cast<cublasHandle_t>(exec_.blas));
   if (exec_.stream != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(exec_.stream));
 #endif
-}
-
-bool Device::set_float_gemm_math(FloatGemmMath math) {
-  if (kind() != DeviceKind::Cuda) return math == FloatGemmMath::Fp32;
-#if defined(ZEROLAP_WITH_CUDA)
-  // CUBLAS_TF32_TENSOR_OP_MATH lets cublasSgemm and cublasGemmEx with CUBLAS_COMPUTE_32F round
-  // their inputs to TF32; CUBLAS_DEFAULT_MATH keeps them fp32.
-  ZL_CUBLAS_CHECK(cublasSetMathMode(static_cast<cublasHandle_t>(exec_.blas),
-                                    math == FloatGemmMath::Tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                : CUBLAS_DEFAULT_MATH));
-#endif
-  return true;
 }
 
 std::unique_ptr<Communicator> Device::make_communicator(MPI_Comm parent, std::string name,

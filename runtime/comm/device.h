@@ -18,10 +18,6 @@
 
 namespace zl {
 
-// How fp32 GEMMs run on the device (precision.compute = "tf32" picks Tf32): plain fp32, or on TF32
-// tensor cores (10-bit mantissa inputs, fp32 accumulation). bf16 GEMMs are not affected.
-enum class FloatGemmMath { Fp32, Tf32 };
-
 class Device {
  public:
   // Collective over world.comm in CUDA builds: every rank ends with the same kind (a job whose
@@ -40,10 +36,6 @@ class Device {
   ExecContext compute() const { return exec_; }
   // One line for rank 0's log: what was chosen and why.
   const std::string& summary() const { return summary_; }
-
-  // Sets the math of fp32 GEMMs on the compute handle (cuBLAS math mode). Returns false on the
-  // CPU, which has no TF32: its GEMMs stay fp32 (the caller says so once).
-  bool set_float_gemm_math(FloatGemmMath math);
 
   // A communicator of this device's backend, a collective over `parent` (construct in the same
   // order on every rank): MpiCommunicator on the CPU; on CUDA an NcclCommunicator whose

@@ -23,7 +23,7 @@ std::string human(std::int64_t bytes) {
 
 // Note [Activation estimate]: per sample, the tape keeps each layer's output, and backward
 // writes a gradient of the same size; the elementwise activation keeps its input too. So an mlp
-// layer of width w holds about 3w floats per training sample (2w in evaluation, which keeps no
+// layer of width w holds about 3w elements per training sample (2w in evaluation, which keeps no
 // gradients), and a residual block of width d (LayerNorm, two Linears, an activation, the add)
 // about 8d. The input batch is counted once.
 std::int64_t activation_elements(const ModelSpec& spec, std::int64_t batch, bool training) {
@@ -55,25 +55,23 @@ std::int64_t read_mem_available() {
 
 }  // namespace
 
-ElementSizes element_sizes(const Config& config) {
-  (void)config;  // fp32 everywhere; a precision setting would choose sizes here
-  return ElementSizes{};
-}
-
 MemoryEstimate estimate_rank_memory(const Config& config, const ParameterStore& layout,
                                     const BucketPlan& plan, const ModePlan& mode, int rank) {
-  const ElementSizes size = element_sizes(config);
+  // The buffers from the one place that sizes them (the allocations are tested against it).
+  const RankMemory buffers = rank_memory(mode, plan, layout.total_numel(), rank);
   MemoryEstimate m;
-  m.parameters = layout.total_numel() * size.parameter;
-  m.gradients = layout.total_numel() * size.gradient;
-  // state_bytes counts 4-byte floats; rescaled to the state's element size.
-  m.optimizer_state = mode.state_bytes(plan, rank) / 4 * size.optimizer_state;
+  m.parameters = buffers.parameters;
+  m.gradients = buffers.gradients;
+  m.master = buffers.master;
+  m.optimizer_state = buffers.state;
   const std::int64_t train =
       activation_elements(config.model, config.data.batch_size, /*training=*/true);
   const std::int64_t eval =
       activation_elements(config.model, config.data.eval_batch_size, /*training=*/false);
   m.eval_activations = eval > train;
-  m.activations = std::max(train, eval) * size.activation;
+  // The tape stores activations and their gradients in the parameters' dtype (docs/design.md,
+  // "Precision"); the fp32 LayerNorm statistics are a few floats per row and not counted.
+  m.activations = std::max(train, eval) * dtype_size(mode.param_dtype);
   return m;
 }
 
@@ -88,8 +86,9 @@ MemoryEstimate estimate_peak_rank_memory(const Config& config, const ParameterSt
 }
 
 std::string describe_memory(const MemoryEstimate& m) {
-  return fmt::format("{} (parameters {}, gradients {}, optimizer state {}, activations {})",
+  return fmt::format("{} (parameters {}, gradients {}, {}optimizer state {}, activations {})",
                      human(m.total()), human(m.parameters), human(m.gradients),
+                     m.master > 0 ? fmt::format("master {}, ", human(m.master)) : "",
                      human(m.optimizer_state), human(m.activations));
 }
 
@@ -110,7 +109,7 @@ void check_memory_fits(const MemoryEstimate& need, const Config& config, DeviceK
   // The keys to change: the larger part of the estimate first (the model's buffers or the
   // activations), and the other too when it alone exceeds the memory there is.
   const std::int64_t per_rank = have / sharing;
-  const std::int64_t model_part = need.parameters + need.gradients + need.optimizer_state;
+  const std::int64_t model_part = need.buffers();
   const std::string batch_key =
       need.eval_activations ? "data.eval_batch_size (the evaluation batch per rank)"
                             : "data.batch_size (or keep the global batch with train.grad_accum)";

@@ -77,13 +77,13 @@ std::int64_t ModePlan::master_bytes(const BucketPlan& plan, int rank) const {
 std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) const {
   std::vector<PlannedCollective> out;
   for (const Bucket& b : plan.buckets) {
-    out.push_back({bucket_collective, b.index, b.numel * dtype_size(reduce_dtype),
+    out.push_back({bucket_collective, b.index, reduce_dtype, b.numel * dtype_size(reduce_dtype),
                    bucket_collective == CollectiveOp::Reduce ? b.assigned_rank : -1});
   }
   if (broadcast_after_step) {
     for (const Bucket& b : plan.buckets) {
-      out.push_back({CollectiveOp::Broadcast, b.index, b.numel * dtype_size(param_dtype),
-                     b.assigned_rank});
+      out.push_back({CollectiveOp::Broadcast, b.index, param_dtype,
+                     b.numel * dtype_size(param_dtype), b.assigned_rank});
     }
   }
   return out;
@@ -107,6 +107,12 @@ RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_
   m.master = mode.master_bytes(plan, rank);
   m.state = mode.state_bytes(plan, rank);
   return m;
+}
+
+std::string precision_label(const PrecisionConfig& precision) {
+  if (precision.compute != ComputePrecision::Bf16) return to_string(precision.compute);
+  return precision.master_weights == MasterWeights::Fp32 ? "bf16 + fp32 master"
+                                                         : "bf16 + remainders";
 }
 
 std::string bytes_per_parameter_formula(const ModePlan& mode) {

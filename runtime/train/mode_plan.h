@@ -27,6 +27,7 @@ enum class StepSchedule {
 struct PlannedCollective {
   CollectiveOp op = CollectiveOp::AllReduce;
   int bucket = 0;
+  DType dtype = DType::F32;  // gradients: reduce_dtype; broadcasts: param_dtype
   std::int64_t bytes = 0;
   int root = -1;  // reduce / broadcast: the bucket's assigned rank; -1 for all-reduce
 };
@@ -102,6 +103,10 @@ RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_
 // The same as a formula in d (the world size), e.g. "2 + 4 + 12/d" for bf16 + fp32 master +
 // Adam under zero with fp32 gradients.
 std::string bytes_per_parameter_formula(const ModePlan& mode);
+
+// The precision as `zerolap plan` and the bench name it: "fp32", "tf32", "bf16 + fp32 master" or
+// "bf16 + remainders" (reduce_dtype is named beside it).
+std::string precision_label(const PrecisionConfig& precision);
 
 // Optimizer-state floats per parameter element: Adam/AdamW 2 (exp_avg, exp_avg_sq), SGD 1 with
 // momentum, 0 without.

@@ -23,10 +23,14 @@
 namespace zl {
 namespace {
 
-// The compute context with runtime.timeout_s as the limit on the host's waits for its stream (a
-// loss or a norm read back on CUDA): a stream stuck behind a dead peer's collective is an error.
-ExecContext with_host_wait_limit(ExecContext exec, double timeout_s) {
-  exec.host_wait_timeout_s = timeout_s;
+// The compute context of the run: runtime.timeout_s limits the host's waits for its stream (a
+// loss or a norm read back on CUDA), so a stream stuck behind a dead peer's collective is an
+// error; precision.compute = "tf32" lets fp32 GEMMs use TF32 tensor cores (ExecContext::gemm_math:
+// a property of the calls made with this context, not of a shared cuBLAS handle; the CPU has no
+// TF32 and computes those GEMMs in fp32).
+ExecContext run_context(ExecContext exec, const Config& config) {
+  exec.host_wait_timeout_s = config.runtime.timeout_s;
+  if (config.precision.compute == ComputePrecision::Tf32) exec.gemm_math = GemmMath::Tf32;
   return exec;
 }
 
@@ -103,10 +107,10 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       world_(world),
       options_(options),
       device_(config.runtime.device, world, config.runtime.timeout_s),
-      compute_(with_host_wait_limit(device_.compute(), config.runtime.timeout_s)),
+      compute_(run_context(device_.compute(), config)),
       tracer_(world.rank, config.output.trace),
       mode_plan_(make_mode_plan(config.parallel, config.optimizer, config.precision)),
-      tape_(device_.compute()),
+      tape_(compute_),
       loss_window_(compute_) {
   set_cpu_gemm_threads(config.runtime.threads);
   // Ranks that run another config or build would size their collectives differently (heap
@@ -119,10 +123,9 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                 "yet (no bf16 model path); use compute = \"fp32\" or \"tf32\"",
                                 config_.source_path));
   }
-  // tf32 sets the GEMM math of the device's handle; the CPU has no TF32 and stays fp32 (said once).
-  const bool tf32_applies = config.precision.compute != ComputePrecision::Tf32 ||
-                            device_.set_float_gemm_math(FloatGemmMath::Tf32);
-  if (!tf32_applies && world_.is_root() && !options_.quiet) {
+  // tf32 is the compute context's GEMM math (run_context); the CPU stays fp32, said once.
+  if (config.precision.compute == ComputePrecision::Tf32 && compute_.device == DeviceKind::Cpu &&
+      world_.is_root() && !options_.quiet) {
     fmt::print("zerolap: precision.compute = \"tf32\" on the CPU: TF32 is a CUDA tensor-core "
                "format, so this run computes in fp32\n");
   }
@@ -306,6 +309,16 @@ void Trainer::reset_step_stats() {
   timeline_origin_us_ = tracer_.now_us();
 }
 
+RankMemory Trainer::allocated_memory() const {
+  const ParameterStore& store = model_->store();
+  RankMemory m;
+  m.parameters = store.param_bytes();
+  m.gradients = store.grad_bytes();
+  m.master = 0;  // fp32 parameters are their own masters
+  m.state = optimizer_->state_bytes();
+  return m;
+}
+
 StepStats Trainer::step_stats() {
   tracer_.timeline().stop();
   StepStats s;
@@ -314,6 +327,7 @@ StepStats Trainer::step_stats() {
   s.reduce = reduce_comm_->stats();
   s.broadcast = broadcast_comm_->stats();
   s.optimizer_state_bytes = optimizer_->state_bytes();
+  s.allocated = allocated_memory();
   s.timeline = tracer_.timeline().spans();
   s.timeline_origin_us = timeline_origin_us_;
   if (tracer_.enabled() && compute_.device == DeviceKind::Cuda) {

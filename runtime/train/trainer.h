@@ -66,6 +66,7 @@ struct StepStats {
   double optimizer_host_s = 0.0;   // host time in the fused optimizer calls (enqueue time on CUDA)
   CommStats reduce, broadcast;     // the two communicators' counters
   std::int64_t optimizer_state_bytes = 0;
+  RankMemory allocated;  // Trainer::allocated_memory()
   // Every stream's spans since the reset (base/stream_timeline.h), seconds since the reset, and
   // the tracer's clock at that origin (to place device spans in the Chrome trace).
   std::vector<TimelineSpan> timeline;
@@ -94,6 +95,13 @@ class Trainer {
   const BucketPlan& plan() const { return plan_; }
   ShardedOptimizer& optimizer() { return *optimizer_; }
   const ModePlan& mode_plan() const { return mode_plan_; }
+  // Where the model computes: the device's compute stream, with the run's GEMM math (tf32) and
+  // host-wait limit.
+  const ExecContext& compute_context() const { return compute_; }
+  // What this rank allocated for the model's buffers, in the terms of ModePlan's rank_memory
+  // (which `zerolap plan`, the memory check and the bench print; tested equal): the flat
+  // parameters and gradients, the optimizer's masters and state.
+  RankMemory allocated_memory() const;
   // Tests: the order of each step's collectives, steps and broadcasts (null: none).
   void set_step_observer(StepObserver* observer) { data_parallel_->set_observer(observer); }
   Communicator& reduce_comm() { return *reduce_comm_; }

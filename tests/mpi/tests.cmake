@@ -42,6 +42,10 @@ add_test(NAME mpi.checkpoint_crash.np4
 set_tests_properties(mpi.checkpoint_crash.np4 PROPERTIES TIMEOUT 600 LABELS mpi
   PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 
+# The allocations equal the plan's memory figures (tests/mpi/test_rank_memory.cpp).
+zerolap_add_mpi_test(rank_memory 1 "[rank-memory]" 300)
+zerolap_add_mpi_test(rank_memory 2 "[rank-memory]" 300)
+
 # Device selection (tests/mpi/test_device.cpp) runs everywhere; CUDA training against the CPU
 # (tests/mpi/test_cuda_train.cpp) needs a GPU per rank, so one rank, and skips with a WARN without.
 zerolap_add_mpi_test(device 1 "[device]" 120)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli_test_util.h"
+#include "kernels/gemm.h"
 
 using zl::test::CliResult;
 using zl::test::run_zerolap;
@@ -116,7 +117,7 @@ TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("2 buckets") && Catch::Contains("layers.1.weight") &&
                            Catch::Contains("optimizer state") &&
-                           Catch::Contains("estimated memory of the largest rank"));
+                           Catch::Contains("largest rank: "));
   // The bytes per parameter of the config's precision and mode, as a formula in d.
   CHECK_THAT(r.output, Catch::Contains("bytes per parameter per rank (fp32, reduce_dtype fp32, "
                                        "adam, zero/none/allreduce_broadcast)") &&
@@ -125,6 +126,18 @@ TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   CHECK(tf32.exit_code == 0);
   CHECK_THAT(tf32.output, Catch::Contains("(tf32, reduce_dtype fp32, adam, ddp)") &&
                               Catch::Contains("formula 4 + 4 + 8 = 16"));
+  // One memory table: per rank the plan's buffers (masters too in bf16) and the activations.
+  CHECK_THAT(r.output, Catch::Contains("memory per rank in bytes") &&
+                           Catch::Contains("activations"));
+  if (zl::cpu_gemm_has_bf16()) {
+    const CliResult bf16 = run_zerolap("plan " + path + " --world 8 --set parallel.mode=zero "
+                                       "--set precision.compute=bf16");
+    CHECK(bf16.exit_code == 0);
+    CHECK_THAT(bf16.output, Catch::Contains("(bf16 + fp32 master, reduce_dtype fp32, adam, "
+                                            "zero/none/allreduce_broadcast)") &&
+                                Catch::Contains("= 7.50 at d = 8; formula 2 + 4 + 12/d") &&
+                                Catch::Contains("master "));
+  }
 }
 
 TEST_CASE("plan lays out a model too large to allocate", "[cli]") {
@@ -134,7 +147,7 @@ TEST_CASE("plan lays out a model too large to allocate", "[cli]") {
                                   "model.widths=[784,100000000,10]");
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("layers.0.weight") &&
-                           Catch::Contains("estimated memory of the largest rank") &&
+                           Catch::Contains("largest rank: ") &&
                            Catch::Contains("TiB"));
 }
 

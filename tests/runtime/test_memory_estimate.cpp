@@ -1,5 +1,7 @@
-// The per-rank memory estimate (runtime/train/memory_estimate.h): its figures, and the refusal of
-// a run that does not fit, naming the key to change.
+// The per-rank memory estimate (runtime/train/memory_estimate.h): its figures, which are ModePlan's
+// rank_memory plus activations and follow the precision, and the refusal of a run that does not
+// fit, naming the key to change. (That the trainer allocates these figures: tests/mpi/
+// test_rank_memory.cpp.)
 #include <catch2/catch.hpp>
 
 #include "base/errors.h"
@@ -32,7 +34,8 @@ MemoryEstimate estimate(const Config& c, int ranks, int rank = 0) {
   const BucketPlan plan = build_bucket_plan(layout, c.parallel.bucket_cap_mb,
                                             c.parallel.first_bucket_cap_mb, ranks,
                                             c.parallel.assignment);
-  return estimate_rank_memory(c, layout, plan, make_mode_plan(c.parallel, c.optimizer), rank);
+  return estimate_rank_memory(c, layout, plan,
+                              make_mode_plan(c.parallel, c.optimizer, c.precision), rank);
 }
 
 constexpr std::int64_t kGiB = std::int64_t{1} << 30;
@@ -57,6 +60,52 @@ TEST_CASE("the estimate counts parameters, gradients, the rank's state and activ
   std::int64_t states = 0;
   for (int r = 0; r < 4; ++r) states += estimate(zero, 4, r).optimizer_state;
   CHECK(states == m.optimizer_state);
+}
+
+TEST_CASE("the estimate follows the precision: ModePlan's rank_memory plus activations",
+          "[memory]") {
+  const Config fp32 = config_of({});
+  const MemoryEstimate base = estimate(fp32, 1);
+  const std::int64_t numel = Model::parameter_layout(fp32.model).total_numel();
+  // tf32 stores fp32: the same bytes.
+  const MemoryEstimate tf32 = estimate(config_of({"precision.compute=tf32"}), 1);
+  CHECK(tf32.total() == base.total());
+  CHECK(tf32.master == 0);
+  // bf16 (set directly: the config refuses bf16 where the CPU GEMM has none, and the figures do
+  // not depend on the GEMM): bf16 parameters and activations, fp32 gradients, fp32 masters.
+  Config bf16 = fp32;
+  bf16.precision.compute = ComputePrecision::Bf16;
+  const MemoryEstimate b = estimate(bf16, 1);
+  CHECK(b.parameters == numel * 2);
+  CHECK(b.gradients == numel * 4);
+  CHECK(b.master == numel * 4);
+  CHECK(b.optimizer_state == numel * 8);
+  CHECK(b.activations * 2 == base.activations);
+  CHECK(b.total() == b.parameters + b.gradients + b.master + b.optimizer_state + b.activations);
+  CHECK_THAT(describe_memory(b), Contains("master "));
+  CHECK_THAT(describe_memory(base), !Contains("master"));
+  // bf16 gradients on the wire add their buffer; remainders halve the masters.
+  bf16.precision.reduce_dtype = DType::BF16;
+  bf16.precision.master_weights = MasterWeights::Remainders;
+  const MemoryEstimate r = estimate(bf16, 1);
+  CHECK(r.gradients == numel * 6);
+  CHECK(r.master == numel * 2);
+  // zero shards the masters with the state; every rank's figures are rank_memory's.
+  bf16.parallel.mode = ParallelMode::Zero;
+  bf16.parallel.bucket_cap_mb = 0.1;
+  const ParameterStore layout = Model::parameter_layout(bf16.model);
+  const BucketPlan plan = build_bucket_plan(layout, 0.1, bf16.parallel.first_bucket_cap_mb, 4,
+                                            bf16.parallel.assignment);
+  const ModePlan mode = make_mode_plan(bf16.parallel, bf16.optimizer, bf16.precision);
+  std::int64_t masters = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    const MemoryEstimate m = estimate_rank_memory(bf16, layout, plan, mode, rank);
+    const RankMemory want = rank_memory(mode, plan, layout.total_numel(), rank);
+    CHECK(m.buffers() == want.total());
+    CHECK(m.master == want.master);
+    masters += m.master;
+  }
+  CHECK(masters == numel * 2);
 }
 
 TEST_CASE("a model too large to allocate is still laid out and estimated", "[memory]") {
