@@ -53,9 +53,11 @@ def table(bench, title):
                      f"{ms(r['exposed_comm_s'])} {ms(r['hidden_comm_s'])} {100 * fbo:5.0f}% "
                      f"{r['step_s'] / serial if serial > 0 else 0:13.2f}")
     limits = bench["limits"]
-    lines.append(f"limits on {limits.get('device', '?')}: GEMM floor {1e3 * limits['gemm_step_s']:.2f} ms/step, "
-                 f"bandwidth {limits['triad_gbps']:.0f} GB/s, fused optimizer {limits['optimizer_gbps']:.0f} GB/s"
+    lines.append(f"limits on {limits.get('device', '?')}: bandwidth {limits['triad_gbps']:.0f} GB/s"
                  f"{'; collectives local (1 rank)' if limits.get('collectives_local') else ''}")
+    for p in limits["precisions"]:
+        lines.append(f"  {p['precision']}: GEMM floor {1e3 * p['gemm_step_s']:.2f} ms/step, "
+                     f"fused optimizer {p['optimizer_gbps']:.0f} GB/s")
     link = bench.get("simulated_link")
     if link:
         lines.append(f"*** {link['label']} ***")

@@ -61,17 +61,25 @@ def hidden_label(row):
     return f", {min(1.0, max(0.0, 1.0 - row['exposed_comm_s'] / comm)):.0%} hidden"
 
 
+def row_name(rows):
+    """A row's name in the charts: its mode, prefixed by its precision when bench.precision swept
+    several (older bench.json files have no precision: fp32)."""
+    several = len({r.get("precision", "fp32") for r in rows}) > 1
+    return lambda r: f"{r.get('precision', 'fp32')} {r['mode']}" if several else r["mode"]
+
+
 def plot_step_time(bench, path):
     rows = bench["results"]
+    name = row_name(rows)
     caps = sorted({r["bucket_cap_mb"] for r in rows})
-    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    modes = list(dict.fromkeys(name(r) for r in rows))
     fig, axes = plt.subplots(len(caps), 1, figsize=(10, 1.2 + 0.45 * len(modes) * len(caps)),
                              squeeze=False, sharex=True)
     # Labels sit just right of each bar, offset by a share of the widest bar so sub-millisecond
     # steps keep their labels inside the chart.
     widest_ms = max([sum(phase_ms(r)) for r in rows] + [1e3 * r["ideal_step_s"] for r in rows] + [1e-9])
     for ax, cap in zip(axes[:, 0], caps):
-        by_mode = {r["mode"]: r for r in rows if r["bucket_cap_mb"] == cap}
+        by_mode = {name(r): r for r in rows if r["bucket_cap_mb"] == cap}
         for y, mode in enumerate(modes):
             row = by_mode.get(mode)
             if row is None:
@@ -102,17 +110,18 @@ def plot_step_time(bench, path):
 
 def plot_speedup(bench, path):
     rows = bench["results"]
-    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    name = row_name(rows)
+    modes = list(dict.fromkeys(name(r) for r in rows))
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for mode in modes:
         pts = sorted((r["bucket_cap_mb"], r["speedup_vs_ddp"]) for r in rows
-                     if r["mode"] == mode and r["speedup_vs_ddp"] is not None)
+                     if name(r) == mode and r["speedup_vs_ddp"] is not None)
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("bucket_cap_mb")
-    ax.set_ylabel("speed-up over ddp (same bucket cap)")
+    ax.set_ylabel("speed-up over ddp (same bucket cap and precision)")
     ax.set_title("Speed-up against bucket size: " + title_suffix(bench), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)

@@ -1,5 +1,5 @@
-// run_bench: the timed runs of every (mode, bucket cap), their compute-only twins, and the
-// derived figures (see bench.h, Note [Bench timing] and Note [Ideal step]).
+// run_bench: the timed runs of every (precision, bucket cap, mode), their compute-only twins, and
+// the derived figures (see bench.h, Note [Bench timing] and Note [Ideal step]).
 #include "runtime/bench/bench.h"
 
 #include <algorithm>
@@ -47,10 +47,11 @@ double percentile(std::vector<double> values, double p) {
   return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
 }
 
-// The config of one run: the mode and cap overridden, exactly warmup + steps steps, no
+// The config of one run: the precision, mode and cap overridden, exactly warmup + steps steps, no
 // checkpoints; the compute-only twin runs without the link model and untraced.
-Config run_config(const Config& base, const BenchMode& mode, double cap_mb, bool compute_only) {
-  Config c = base;
+Config run_config(const Config& base, const PrecisionConfig& precision, const BenchMode& mode,
+                  double cap_mb, bool compute_only) {
+  Config c = with_precision(base, precision);
   c.parallel.mode = mode.mode;
   c.parallel.overlap = mode.overlap;
   c.parallel.collective = mode.collective;
@@ -73,7 +74,8 @@ struct RunFigures {
   PhaseSeconds phases;
   TimelineSummary timeline;  // the streams' own spans (Note [Exposed communication])
   double comm_busy_s = 0.0;
-  std::int64_t wire_bytes = 0, payload_bytes = 0, state_bytes = 0, peak_rss = 0;
+  std::int64_t wire_bytes = 0, payload_bytes = 0, peak_rss = 0;
+  RankMemory allocated;  // parameters, gradients, masters, optimizer state
   DeviceKind device = DeviceKind::Cpu;  // where the trainer ran
 };
 
@@ -117,20 +119,24 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     f.comm_busy_s = r.busy_seconds + b.busy_seconds;
     f.wire_bytes = r.wire_bytes + b.wire_bytes;
     f.payload_bytes = r.payload_bytes + b.payload_bytes;
-    f.state_bytes = stats.optimizer_state_bytes;
+    f.allocated = stats.allocated;
     f.peak_rss = peak_rss_bytes();
     if (trace && !stats.trace_events.empty()) trace->push_back({stats.trace_events, trace_offset_us});
   });
   return f;
 }
 
-// The mode's facts (ModePlan) for a bench mode and the config's optimizer.
-ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
+// The mode's facts (ModePlan) for a bench mode, the config's optimizer and a precision.
+ModePlan mode_plan_of(const BenchMode& mode, const Config& config,
+                      const PrecisionConfig& precision) {
   ParallelConfig parallel = config.parallel;
   parallel.mode = mode.mode;
   parallel.overlap = mode.overlap;
   parallel.collective = mode.collective;
-  return make_mode_plan(parallel, config.optimizer, config.precision);
+  return make_mode_plan(parallel, config.optimizer, precision);
+}
+ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
+  return mode_plan_of(mode, config, config.precision);
 }
 
 // Note [Ideal step] (bench.h).
@@ -138,7 +144,7 @@ void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
                 const BenchLimits& limits) {
   double comm = 0.0, last = 0.0;
   for (const PlannedCollective& c : mode.collectives(plan)) {
-    const double seconds = limits.collective_seconds(collective_name(c.op), c.bytes);
+    const double seconds = limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes);
     comm += seconds;
     // The last bucket holds the first layers: its gradients are final only when backward ends
     // and the next forward needs its parameters first.
@@ -199,6 +205,28 @@ std::vector<BenchMode> bench_modes(const Config& config) {
   return out;
 }
 
+std::vector<PrecisionConfig> bench_precisions(const Config& config) {
+  if (config.bench.precision.empty()) return {config.precision};
+  std::vector<PrecisionConfig> out;
+  for (ComputePrecision compute : config.bench.precision) {
+    PrecisionConfig p;  // fp32 wire and masters: the only ones fp32 and tf32 accept
+    p.compute = compute;
+    if (compute == ComputePrecision::Bf16) {
+      // The config accepts bf16 wire or remainders only with compute = "bf16": else fp32 here.
+      p.reduce_dtype = config.precision.reduce_dtype;
+      p.master_weights = config.precision.master_weights;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+Config with_precision(Config config, const PrecisionConfig& precision) {
+  config.precision = precision;
+  config.model.dtype = precision.compute == ComputePrecision::Bf16 ? DType::BF16 : DType::F32;
+  return config;
+}
+
 std::int64_t peak_rss_bytes() {
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -220,6 +248,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   const std::vector<double> caps = config.bench.bucket_cap_mb.empty()
                                        ? std::vector<double>{config.parallel.bucket_cap_mb}
                                        : config.bench.bucket_cap_mb;
+  const std::vector<PrecisionConfig> precisions = bench_precisions(config);
   const bool root_prints = options.progress && world.is_root();
   const Model model(config.model, DeviceKind::Cpu);
 
@@ -232,10 +261,11 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   report.link = config.link;
   report.link_label = link_label(config.link);
   if (root_prints) {
-    fmt::print("zerolap bench: {} ({} parameters) on {} rank{}, {} mode{} x {} bucket cap{}, "
+    fmt::print("zerolap bench: {} ({} parameters) on {} rank{}, {} mode{} x {} bucket cap{}{}, "
                "{} warmup + {} timed steps each{}\n",
                config.source_path, report.parameters, world.size, world.size == 1 ? "" : "s",
                modes.size(), modes.size() == 1 ? "" : "s", caps.size(), caps.size() == 1 ? "" : "s",
+               precisions.size() == 1 ? "" : fmt::format(" x {} precisions", precisions.size()),
                config.bench.warmup, config.bench.steps,
                report.link_label.empty() ? "" : "; " + report.link_label);
     fmt::print("measuring limits (GEMM, triad, optimizer, collectives)...\n");
@@ -243,125 +273,142 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   }
 
   std::vector<CollectiveSize> sizes;
-  for (double cap : caps) {
-    const BucketPlan plan = plan_for(config, model, cap, world.size);
-    for (const auto& m : modes) {
-      for (const PlannedCollective& c : mode_plan_of(m, config).collectives(plan)) {
-        sizes.push_back({collective_name(c.op), c.bytes});
+  for (const PrecisionConfig& precision : precisions) {
+    for (double cap : caps) {
+      const BucketPlan plan = plan_for(config, model, cap, world.size);
+      for (const auto& m : modes) {
+        for (const PlannedCollective& c : mode_plan_of(m, config, precision).collectives(plan)) {
+          sizes.push_back({collective_name(c.op), c.dtype, c.bytes});
+        }
       }
     }
   }
-  report.limits = measure_limits(config, world, sizes);
+  report.limits = measure_limits(config, world, precisions, sizes);
 
   Tracer bench_clock(world.rank, config.output.trace);  // the bench's trace timeline
   std::vector<TraceSource> trace;
-  const std::size_t total_runs = modes.size() * caps.size();
-  for (double cap : caps) {
-    const BucketPlan plan = plan_for(config, model, cap, world.size);
-    for (const auto& mode : modes) {
-      BenchRow row;
-      row.mode = mode.name;
-      row.bucket_cap_mb = cap;
-      row.buckets = static_cast<int>(plan.buckets.size());
-      row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
+  const std::size_t total_runs = precisions.size() * modes.size() * caps.size();
+  for (const PrecisionConfig& precision : precisions) {
+    for (double cap : caps) {
+      const BucketPlan plan = plan_for(config, model, cap, world.size);
+      for (const auto& mode : modes) {
+        const ModePlan mode_plan = mode_plan_of(mode, config, precision);
+        BenchRow row;
+        row.precision = to_string(precision.compute);
+        row.reduce_dtype = dtype_name(mode_plan.reduce_dtype);
+        row.master_weights = to_string(mode_plan.master_weights);
+        row.mode = mode.name;
+        row.bucket_cap_mb = cap;
+        row.buckets = static_cast<int>(plan.buckets.size());
+        row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
 
-      report.peak_rss_per_mode = reset_peak_rss() && report.peak_rss_per_mode;
-      const double run_begin_us = bench_clock.now_us();
-      const RunFigures real = timed_run(run_config(config, mode, cap, false), world, false,
-                                        bench_clock, &trace);
-      bench_clock.span("bench", fmt::format("{} @ {:g} MiB", mode.name, cap), run_begin_us,
-                       bench_clock.now_us(), {{"mode", mode.name}, {"bucket_cap_mb", cap}});
-      const RunFigures alone = timed_run(run_config(config, mode, cap, true), world, true,
-                                         bench_clock, nullptr);
-      if (report.rows.empty()) {  // the first run resolved runtime.device
-        report.comm_priority = comm_priority_in_effect(config.runtime.comm_priority, real.device);
-        report.device = real.device;
-        const std::string warning = comm_priority_warning(config.runtime.comm_priority, real.device);
-        if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
-      }
+        report.peak_rss_per_mode = reset_peak_rss() && report.peak_rss_per_mode;
+        const double run_begin_us = bench_clock.now_us();
+        const RunFigures real = timed_run(run_config(config, precision, mode, cap, false), world,
+                                          false, bench_clock, &trace);
+        bench_clock.span("bench", fmt::format("{} {} @ {:g} MiB", row.precision, mode.name, cap),
+                         run_begin_us, bench_clock.now_us(),
+                         {{"precision", row.precision},
+                          {"mode", mode.name},
+                          {"bucket_cap_mb", cap}});
+        const RunFigures alone = timed_run(run_config(config, precision, mode, cap, true), world,
+                                           true, bench_clock, nullptr);
+        if (report.rows.empty()) {  // the first run resolved runtime.device
+          report.comm_priority = comm_priority_in_effect(config.runtime.comm_priority, real.device);
+          report.device = real.device;
+          const std::string warning = comm_priority_warning(config.runtime.comm_priority, real.device);
+          if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
+        }
 
-      const auto steps = static_cast<double>(config.bench.steps);
-      const TimelineSummary& t = real.timeline;
-      std::vector<double> maxed{real.total_s,
-                                t.forward_s,
-                                t.backward_s,
-                                real.phases.finish_backward,
-                                t.optimizer_s,
-                                real.comm_busy_s,
-                                alone.total_s,
-                                alone.timeline.forward_s,
-                                alone.timeline.backward_s,
-                                alone.timeline.optimizer_s,
-                                static_cast<double>(real.wire_bytes),
-                                static_cast<double>(real.payload_bytes),
-                                t.wait_s,
-                                t.reduction_s,
-                                t.broadcast_s,
-                                t.comm_s,
-                                t.hidden_comm_s,
-                                t.exposed_comm_s,
-                                t.idle_s};
-      max_over_ranks(world, maxed);
-      row.step_s = maxed[0] / steps;
-      row.forward_s = maxed[1] / steps;
-      row.backward_s = maxed[2] / steps;
-      row.finish_backward_s = maxed[3] / steps;
-      row.optimizer_s = maxed[4] / steps;
-      row.comm_busy_s = maxed[5] / steps;
-      row.compute_s = maxed[6] / steps;
-      row.compute_forward_s = maxed[7] / steps;
-      row.compute_backward_s = maxed[8] / steps;
-      row.compute_optimizer_s = maxed[9] / steps;
-      row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[10] / steps));
-      row.payload_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[11] / steps));
-      row.wait_s = maxed[12] / steps;
-      row.reduction_s = maxed[13] / steps;
-      row.broadcast_s = maxed[14] / steps;
-      row.comm_s = maxed[15] / steps;
-      row.hidden_comm_s = maxed[16] / steps;
-      row.exposed_comm_s = maxed[17] / steps;
-      row.idle_s = maxed[18] / steps;
-      row.comm_overhead_s = row.step_s - row.compute_s;
-      row.phases_vs_step = row.step_s > 0.0
-                               ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
-                               : 0.0;
-      for (auto* v : {&t.bucket_reduction_s, &t.bucket_step_s, &t.bucket_broadcast_s}) {
-        std::vector<double> per_step = *v;
-        max_over_ranks(world, per_step);
-        for (double& x : per_step) x /= steps;
-        if (v == &t.bucket_reduction_s) row.bucket_reduction_s = per_step;
-        if (v == &t.bucket_step_s) row.bucket_step_s = per_step;
-        if (v == &t.bucket_broadcast_s) row.bucket_broadcast_s = per_step;
-      }
-      row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
+        const auto steps = static_cast<double>(config.bench.steps);
+        const TimelineSummary& t = real.timeline;
+        std::vector<double> maxed{real.total_s,
+                                  t.forward_s,
+                                  t.backward_s,
+                                  real.phases.finish_backward,
+                                  t.optimizer_s,
+                                  real.comm_busy_s,
+                                  alone.total_s,
+                                  alone.timeline.forward_s,
+                                  alone.timeline.backward_s,
+                                  alone.timeline.optimizer_s,
+                                  static_cast<double>(real.wire_bytes),
+                                  static_cast<double>(real.payload_bytes),
+                                  t.wait_s,
+                                  t.reduction_s,
+                                  t.broadcast_s,
+                                  t.comm_s,
+                                  t.hidden_comm_s,
+                                  t.exposed_comm_s,
+                                  t.idle_s};
+        max_over_ranks(world, maxed);
+        row.step_s = maxed[0] / steps;
+        row.forward_s = maxed[1] / steps;
+        row.backward_s = maxed[2] / steps;
+        row.finish_backward_s = maxed[3] / steps;
+        row.optimizer_s = maxed[4] / steps;
+        row.comm_busy_s = maxed[5] / steps;
+        row.compute_s = maxed[6] / steps;
+        row.compute_forward_s = maxed[7] / steps;
+        row.compute_backward_s = maxed[8] / steps;
+        row.compute_optimizer_s = maxed[9] / steps;
+        row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[10] / steps));
+        row.payload_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[11] / steps));
+        row.wait_s = maxed[12] / steps;
+        row.reduction_s = maxed[13] / steps;
+        row.broadcast_s = maxed[14] / steps;
+        row.comm_s = maxed[15] / steps;
+        row.hidden_comm_s = maxed[16] / steps;
+        row.exposed_comm_s = maxed[17] / steps;
+        row.idle_s = maxed[18] / steps;
+        row.comm_overhead_s = row.step_s - row.compute_s;
+        row.phases_vs_step = row.step_s > 0.0
+                                 ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
+                                 : 0.0;
+        for (auto* v : {&t.bucket_reduction_s, &t.bucket_step_s, &t.bucket_broadcast_s}) {
+          std::vector<double> per_step = *v;
+          max_over_ranks(world, per_step);
+          for (double& x : per_step) x /= steps;
+          if (v == &t.bucket_reduction_s) row.bucket_reduction_s = per_step;
+          if (v == &t.bucket_step_s) row.bucket_step_s = per_step;
+          if (v == &t.bucket_broadcast_s) row.bucket_broadcast_s = per_step;
+        }
+        row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
 
-      row.step_times_s = real.step_s;
-      max_over_ranks(world, row.step_times_s);
-      row.step_median_s = percentile(row.step_times_s, 0.5);
-      row.step_p10_s = percentile(row.step_times_s, 0.1);
-      row.step_p90_s = percentile(row.step_times_s, 0.9);
+        row.step_times_s = real.step_s;
+        max_over_ranks(world, row.step_times_s);
+        row.step_median_s = percentile(row.step_times_s, 0.5);
+        row.step_p10_s = percentile(row.step_times_s, 0.1);
+        row.step_p90_s = percentile(row.step_times_s, 0.9);
 
-      row.optimizer_state_bytes = gather_to_all(world, real.state_bytes);
-      row.peak_rss_bytes = gather_to_all(world, real.peak_rss);
-      for (int r = 0; r < world.size; ++r) {
-        row.planned_state_bytes.push_back(mode_plan_of(mode, config).state_bytes(plan, r));
-      }
-      ideal_step(row, mode_plan_of(mode, config), plan, report.limits);
-      report.rows.push_back(std::move(row));
-      if (root_prints) {
-        const BenchRow& done = report.rows.back();
-        fmt::print("[{}/{}] {} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm {:.2f} "
-                   "ms\n",
-                   report.rows.size(), total_runs, mode.name, cap, done.step_s * 1e3,
-                   done.compute_s * 1e3, done.exposed_comm_s * 1e3);
-        std::fflush(stdout);
+        row.optimizer_state_bytes = gather_to_all(world, real.allocated.state);
+        row.state_bytes = gather_to_all(world, real.allocated.total());
+        row.peak_rss_bytes = gather_to_all(world, real.peak_rss);
+        for (int r = 0; r < world.size; ++r) {
+          const RankMemory planned = rank_memory(mode_plan, plan, model.store().total_numel(), r);
+          row.planned_optimizer_state_bytes.push_back(planned.state);
+          row.planned_state_bytes.push_back(planned.total());
+        }
+        ideal_step(row, mode_plan, plan, report.limits);
+        report.rows.push_back(std::move(row));
+        if (root_prints) {
+          const BenchRow& done = report.rows.back();
+          fmt::print("[{}/{}] {}{} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm "
+                     "{:.2f} ms\n",
+                     report.rows.size(), total_runs,
+                     precisions.size() == 1 ? "" : done.precision + " ", mode.name, cap,
+                     done.step_s * 1e3, done.compute_s * 1e3, done.exposed_comm_s * 1e3);
+          std::fflush(stdout);
+        }
       }
     }
   }
 
   for (BenchRow& row : report.rows) {
     for (const BenchRow& base : report.rows) {
-      if (base.mode == ModePlan{}.name() && base.bucket_cap_mb == row.bucket_cap_mb && row.step_s > 0.0) {
+      if (base.mode == ModePlan{}.name() && base.precision == row.precision &&
+          base.reduce_dtype == row.reduce_dtype && base.bucket_cap_mb == row.bucket_cap_mb &&
+          row.step_s > 0.0) {
         row.speedup_vs_ddp = base.step_s / row.step_s;
       }
     }

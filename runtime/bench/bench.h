@@ -1,8 +1,8 @@
-// `zerolap bench`: every overlap mode x bucket cap of a config, measured side by side in one
-// launch, next to the machine's limits (runtime/bench/bench_limits.h). Collective: every rank calls
+// `zerolap bench`: every precision x bucket cap x overlap mode of a config, measured side by side
+// in one launch, next to the machine's limits in each precision (runtime/bench/bench_limits.h). Collective: every rank calls
 // run_bench with the same config; rank 0 gets the complete report (other ranks a partial one).
 //
-// Note [Bench timing]: each (mode, cap) gets a fresh Trainer; bench.warmup steps run untimed, then
+// Note [Bench timing]: each (precision, cap, mode) gets a fresh Trainer; bench.warmup steps run untimed, then
 // synchronize + barrier, bench.steps timed steps, synchronize + barrier. The bracket covers the
 // whole sequence because overlap modes carry a step's broadcasts into the next forward; the time
 // of a mode is the maximum over ranks. The mode's compute time is measured the same way on a
@@ -34,9 +34,19 @@ std::vector<BenchMode> all_bench_modes();
 // bench.modes, the file and the accepted spellings.
 std::vector<BenchMode> bench_modes(const Config& config);
 
-// One row of the results: one mode at one bucket cap. Times are seconds per step, the maximum
-// over ranks; per-rank figures are vectors indexed by rank.
+// The precisions of bench.precision (precision.compute when empty), each a whole [precision]: a
+// bf16 entry takes reduce_dtype and master_weights from the config, fp32 and tf32 use fp32 for
+// both (the config refuses bf16 wire or remainders without bf16 compute).
+std::vector<PrecisionConfig> bench_precisions(const Config& config);
+// `config` computing in `precision`: [precision] and the model's storage type.
+Config with_precision(Config config, const PrecisionConfig& precision);
+
+// One row of the results: one mode at one bucket cap in one precision. Times are seconds per step,
+// the maximum over ranks; per-rank figures are vectors indexed by rank.
 struct BenchRow {
+  std::string precision;        // the compute precision: "fp32", "tf32", "bf16"
+  std::string reduce_dtype;     // of the gradient collectives: "fp32", "bf16"
+  std::string master_weights;   // bf16: "fp32" or "remainders"; else "fp32" (inert)
   std::string mode;
   double bucket_cap_mb = 0.0;
   int buckets = 0;
@@ -78,8 +88,11 @@ struct BenchRow {
 
   std::int64_t wire_bytes_per_step = 0;     // per rank, max over ranks (communicator.h)
   std::int64_t payload_bytes_per_step = 0;  // per rank, max over ranks
-  std::vector<std::int64_t> optimizer_state_bytes;  // per rank: ShardedOptimizer::state_bytes()
-  std::vector<std::int64_t> planned_state_bytes;    // per rank: what `zerolap plan` prints
+  // Per rank, what the trainer allocated and what `zerolap plan` prints for it (ModePlan's
+  // rank_memory; equal, tested): the optimizer state alone, and the model's state = parameters
+  // + gradients (with the bf16 wire buffer) + masters + optimizer state.
+  std::vector<std::int64_t> optimizer_state_bytes, planned_optimizer_state_bytes;
+  std::vector<std::int64_t> state_bytes, planned_state_bytes;
   std::vector<std::int64_t> peak_rss_bytes;         // per rank, during this mode (VmHWM)
   std::vector<double> step_times_s;                 // per timed step, max over ranks
 };
@@ -94,8 +107,8 @@ struct BenchReport {
   CommPriority comm_priority = CommPriority::Normal;  // in effect (realtime may be refused)
   DeviceKind device = DeviceKind::Cpu;  // where the runs' models were (runtime.device resolved)
   bool peak_rss_per_mode = true;  // false: VmHWM could not be reset, peaks are since start-up
-  BenchLimits limits;
-  std::vector<BenchRow> rows;  // caps outer, modes inner
+  BenchLimits limits;           // per precision where they depend on it
+  std::vector<BenchRow> rows;  // precisions outer, then caps, modes inner
 };
 
 struct BenchOptions {

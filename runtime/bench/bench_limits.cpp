@@ -96,18 +96,47 @@ std::vector<GemmLimit> model_gemm_shapes(const Config& config) {
   return out;
 }
 
-// On `exec`: the CPU GEMM, or cuBLAS on the device's compute stream (the handle the layers use).
-void measure_gemm(const ExecContext& exec, const World& world, GemmLimit& g) {
-  const DeviceBuffer a(exec.device, g.m * g.k), b(exec.device, g.k * g.n), c(exec.device, g.m * g.n);
+// On `exec` (its gemm_math: TF32 or not): the CPU GEMM, or cuBLAS on the device's compute stream
+// (the handle the layers use). In bf16 the operands are bf16 and, as in the layers, forward and
+// backward_data write bf16 activations while backward_weight writes the fp32 gradient buffer.
+void measure_gemm(const ExecContext& exec, const World& world, DType dtype, GemmLimit& g) {
+  const DeviceBuffer a(exec.device, g.m * g.k, dtype), b(exec.device, g.k * g.n, dtype);
+  const DType out = dtype == DType::BF16 && g.pass != "backward_weight" ? DType::BF16 : DType::F32;
+  const DeviceBuffer c(exec.device, g.m * g.n, out);
   // Same transposes as the layers: forward uses W^T, backward_weight dy^T.
   const Transpose ta = g.pass == "backward_weight" ? Transpose::Yes : Transpose::No;
   const Transpose tb = g.pass == "forward" ? Transpose::Yes : Transpose::No;
   const std::int64_t lda = ta == Transpose::Yes ? g.m : g.k;
   const std::int64_t ldb = tb == Transpose::Yes ? g.k : g.n;
   const double s = time_on(exec, world, [&] {
-    gemm(exec, ta, tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n);
+    if (dtype == DType::F32) {
+      gemm(exec, ta, tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n);
+    } else if (out == DType::BF16) {
+      gemm(exec, ta, tb, g.m, g.n, g.k, 1.0f, a.data<Bf16>(), lda, b.data<Bf16>(), ldb, 0.0f,
+           c.data<Bf16>(), g.n);
+    } else {
+      gemm(exec, ta, tb, g.m, g.n, g.k, 1.0f, a.data<Bf16>(), lda, b.data<Bf16>(), ldb, 0.0f,
+           c.data(), g.n);
+    }
   });
   g.gflops = 2.0 * static_cast<double>(g.m * g.n * g.k) / s * 1e-9;
+}
+
+std::string gemm_kernel_name(const ExecContext& exec, ComputePrecision precision) {
+  if (exec.device == DeviceKind::Cuda) {
+    switch (precision) {
+      case ComputePrecision::Fp32: return "cuBLAS SGEMM (fp32, default math mode)";
+      case ComputePrecision::Tf32: return "cuBLAS GemmEx (TF32 tensor cores, fp32 accumulation)";
+      case ComputePrecision::Bf16: return "cuBLAS GemmEx (bf16 inputs, fp32 accumulation)";
+    }
+  }
+  const std::string cpu = describe_cpu_gemm(cpu_gemm_info());
+  switch (precision) {
+    case ComputePrecision::Fp32: return cpu;
+    case ComputePrecision::Tf32: return cpu + "; tf32 is fp32 on the CPU";
+    case ComputePrecision::Bf16: return cpu + "; bf16 matmul, fp32 accumulation";
+  }
+  return cpu;
 }
 
 // 3 x 32 MiB per rank: well past the last-level cache of the machines this runs on.
@@ -135,30 +164,65 @@ double measure_device_bandwidth(const ExecContext& exec, const World& world) {
   return 3.0 * 4.0 * static_cast<double>(kElements) / s * 1e-9;
 }
 
+// The fused step the trainer runs in `precision`: fp32 parameters, or bf16 parameters with the
+// fp32 master or remainders and gradients of reduce_dtype (kernels/optimizer_kernels.h), with
+// the bytes per element it moves.
 void measure_optimizer(const Config& config, const ExecContext& exec, const World& world,
-                       BenchLimits& out) {
+                       const PrecisionConfig& precision, PrecisionLimits& out) {
   const Model model(config.model, DeviceKind::Cpu);
   // At least the triad's size (a GPU's: the bandwidth kernel's), so that a small model's state
   // does not fit in cache and the figure compares with the memory bandwidth.
   const std::int64_t floor = exec.device == DeviceKind::Cuda ? std::int64_t{64} << 20 : kTriadElements;
   const std::int64_t n = std::max<std::int64_t>(model.store().total_numel(), floor);
-  const DeviceBuffer p(exec.device, n), g(exec.device, n), m(exec.device, n), v(exec.device, n);
+  const bool bf16 = precision.compute == ComputePrecision::Bf16;
+  const DType param_dtype = bf16 ? DType::BF16 : DType::F32;
+  const DType grad_dtype = bf16 ? precision.reduce_dtype : DType::F32;
+  const DeviceBuffer p(exec.device, n, param_dtype), g(exec.device, n, grad_dtype);
+  const DeviceBuffer m(exec.device, n), v(exec.device, n);
+  // bf16: the fp32 masters, or the int16 remainders in a buffer of 2-byte elements.
+  const DeviceBuffer master = !bf16 ? DeviceBuffer()
+                              : precision.master_weights == MasterWeights::Fp32
+                                  ? DeviceBuffer(exec.device, n)
+                                  : DeviceBuffer(exec.device, n, DType::BF16);
+  Bf16OptimizerSlice slice;
+  if (bf16) {
+    slice.grad = g.raw();
+    slice.grad_dtype = grad_dtype;
+    slice.param = p.data<Bf16>();
+    slice.master_weights = precision.master_weights;
+    if (precision.master_weights == MasterWeights::Fp32) {
+      slice.master = master.data();
+    } else {
+      slice.remainder = static_cast<std::int16_t*>(master.raw());
+    }
+  }
   const OptimizerConfig& o = config.optimizer;
   double s = 0.0;
   if (o.kind == OptimizerKind::Sgd) {
     const SgdHyper h{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov};
     float* buf = o.momentum != 0.0f ? m.data() : nullptr;
+    slice.m = buf;
     s = time_on(exec, world, [&] {
-      sgd_step(exec, p.data(), g.data(), buf, n, make_sgd_step(h, o.lr, 2, 1.0f));
+      if (bf16) {
+        sgd_step_bf16(exec, slice, n, make_sgd_step(h, o.lr, 2, 1.0f));
+      } else {
+        sgd_step(exec, p.data(), g.data(), buf, n, make_sgd_step(h, o.lr, 2, 1.0f));
+      }
     });
-    out.optimizer_bytes_per_element = buf ? 20 : 12;  // p, g, buf read; p, buf written
   } else {
     const AdamHyper h{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.kind == OptimizerKind::AdamW};
+    slice.m = m.data();
+    slice.v = v.data();
     s = time_on(exec, world, [&] {
-      adam_step(exec, p.data(), g.data(), m.data(), v.data(), n, make_adam_step(h, o.lr, 2, 1.0f));
+      if (bf16) {
+        adam_step_bf16(exec, slice, n, make_adam_step(h, o.lr, 2, 1.0f));
+      } else {
+        adam_step(exec, p.data(), g.data(), m.data(), v.data(), n, make_adam_step(h, o.lr, 2, 1.0f));
+      }
     });
-    out.optimizer_bytes_per_element = 28;  // p, g, m, v read; p, m, v written
   }
+  out.optimizer_bytes_per_element = optimizer_step_bytes_per_element(
+      o.kind, o.momentum != 0.0f, param_dtype, precision.master_weights, grad_dtype);
   out.optimizer_gbps = static_cast<double>(out.optimizer_bytes_per_element * n) / s * 1e-9;
 }
 
@@ -167,11 +231,11 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
 void measure_collectives(const Config& config, const Device& device, const World& world,
                          std::vector<CollectiveSize> sizes, BenchLimits& out) {
   std::sort(sizes.begin(), sizes.end(), [](const CollectiveSize& a, const CollectiveSize& b) {
-    return std::tie(a.op, a.bytes) < std::tie(b.op, b.bytes);
+    return std::tie(a.op, a.dtype, a.bytes) < std::tie(b.op, b.dtype, b.bytes);
   });
   sizes.erase(std::unique(sizes.begin(), sizes.end(),
                           [](const CollectiveSize& a, const CollectiveSize& b) {
-                            return a.op == b.op && a.bytes == b.bytes;
+                            return a.op == b.op && a.dtype == b.dtype && a.bytes == b.bytes;
                           }),
               sizes.end());
   if (sizes.empty()) return;
@@ -181,22 +245,23 @@ void measure_collectives(const Config& config, const Device& device, const World
       device.make_communicator(world.comm, "bench.limits", comm_options(config.runtime));
   comm = with_simulated_link(std::move(comm), std::make_shared<SimulatedLink>(
                                                    config.link, config.runtime.timeout_s));
-  const DeviceBuffer buf(device.kind(), largest / 4 + 1);
+  const DeviceBuffer buf(device.kind(), largest / 4 + 1);  // bytes, for either dtype
   out.collectives_local = world.size == 1 && !config.link.enabled();
   for (const auto& s : sizes) {
-    const std::int64_t n = s.bytes / 4;
+    const std::int64_t n = s.bytes / dtype_size(s.dtype);
     const CollectiveOp op = s.op == "all_reduce" ? CollectiveOp::AllReduce
                             : s.op == "reduce"   ? CollectiveOp::Reduce
                                                  : CollectiveOp::Broadcast;
     const double seconds = time_collectively(world, [&] {
       switch (op) {
-        case CollectiveOp::AllReduce: comm->all_reduce(buf.data(), n, ReduceOp::Sum).wait(); break;
-        case CollectiveOp::Reduce: comm->reduce(buf.data(), n, 0, ReduceOp::Sum).wait(); break;
-        default: comm->broadcast(buf.data(), n, 0).wait(); break;
+        case CollectiveOp::AllReduce: comm->all_reduce(buf.raw(), n, s.dtype, ReduceOp::Sum).wait(); break;
+        case CollectiveOp::Reduce: comm->reduce(buf.raw(), n, s.dtype, 0, ReduceOp::Sum).wait(); break;
+        default: comm->broadcast(buf.raw(), n, s.dtype, 0).wait(); break;
       }
     });
     CollectiveLimit c;
     c.op = s.op;
+    c.dtype = s.dtype;
     c.bytes = s.bytes;
     c.seconds = seconds;
     c.algbw_gbps = static_cast<double>(s.bytes) / seconds * 1e-9;
@@ -209,34 +274,43 @@ void measure_collectives(const Config& config, const Device& device, const World
 
 }  // namespace
 
-double BenchLimits::collective_seconds(const std::string& op, std::int64_t bytes) const {
+double BenchLimits::collective_seconds(const std::string& op, DType dtype,
+                                       std::int64_t bytes) const {
   for (const auto& c : collectives) {
-    if (c.op == op && c.bytes == bytes) return c.seconds;
+    if (c.op == op && c.dtype == dtype && c.bytes == bytes) return c.seconds;
   }
   return 0.0;
 }
 
 BenchLimits measure_limits(const Config& config, const World& world,
+                           const std::vector<PrecisionConfig>& precisions,
                            const std::vector<CollectiveSize>& sizes) {
   set_cpu_gemm_threads(config.runtime.threads);
   // The device the runs will use (the same resolution of runtime.device as the Trainer's).
   const Device device(config.runtime.device, world);
-  const ExecContext exec = device.compute();
   BenchLimits out;
   out.device = device.kind();
   out.device_summary = device.summary();
-  out.gemm_kernel = exec.device == DeviceKind::Cuda ? std::string("cuBLAS SGEMM (fp32, default math mode)")
-                                                    : describe_cpu_gemm(cpu_gemm_info());
-  out.gemm = model_gemm_shapes(config);
-  for (auto& g : out.gemm) {
-    measure_gemm(exec, world, g);
-    out.gemm_step_s += g.count * 2.0 * static_cast<double>(g.m * g.n * g.k) / (g.gflops * 1e9);
+  out.triad_gbps = device.kind() == DeviceKind::Cuda ? measure_device_bandwidth(device.compute(), world)
+                                                     : measure_triad(world);
+  for (const PrecisionConfig& precision : precisions) {
+    // The GEMM math of the precision, as the trainer's compute context has it.
+    ExecContext exec = device.compute();
+    exec.gemm_math = precision.compute == ComputePrecision::Tf32 ? GemmMath::Tf32 : GemmMath::Fp32;
+    const DType dtype = precision.compute == ComputePrecision::Bf16 ? DType::BF16 : DType::F32;
+    PrecisionLimits p;
+    p.precision = to_string(precision.compute);
+    p.gemm_kernel = gemm_kernel_name(exec, precision.compute);
+    p.gemm = model_gemm_shapes(config);
+    for (auto& g : p.gemm) {
+      measure_gemm(exec, world, dtype, g);
+      p.gemm_step_s += g.count * 2.0 * static_cast<double>(g.m * g.n * g.k) / (g.gflops * 1e9);
+    }
+    p.gemm_step_s *= static_cast<double>(config.train.grad_accum);
+    measure_optimizer(config, exec, world, precision, p);
+    p.optimizer_vs_triad = out.triad_gbps > 0.0 ? p.optimizer_gbps / out.triad_gbps : 0.0;
+    out.precisions.push_back(std::move(p));
   }
-  out.gemm_step_s *= static_cast<double>(config.train.grad_accum);
-  out.triad_gbps = exec.device == DeviceKind::Cuda ? measure_device_bandwidth(exec, world)
-                                                   : measure_triad(world);
-  measure_optimizer(config, exec, world, out);
-  out.optimizer_vs_triad = out.triad_gbps > 0.0 ? out.optimizer_gbps / out.triad_gbps : 0.0;
   measure_collectives(config, device, world, sizes, out);
   return out;
 }

@@ -1,8 +1,10 @@
 // The machine's limits, measured in the bench's own run so the modes can be read against them:
 // GEMM throughput at the model's shapes, memory bandwidth (a STREAM-style triad, all ranks at
 // once since they share the memory bus), the fused optimizer's throughput against that bandwidth,
-// and the time of each collective at each bucket size (through the [link] model when it is on).
-// Every function here is collective: all ranks call it with the same arguments.
+// and the time of each collective at each bucket size and dtype (through the [link] model when
+// it is on). The GEMM and the optimizer are measured once per precision of the bench, in that
+// precision's kernels and bytes per element. Every function here is collective: all ranks call
+// it with the same arguments.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@ struct GemmLimit {
 
 struct CollectiveLimit {
   std::string op;  // "all_reduce", "reduce", "broadcast"
+  DType dtype = DType::F32;  // of the elements (a bf16 sum is another operation than an fp32 one)
   std::int64_t bytes = 0;  // payload
   double seconds = 0.0;    // one operation, max over ranks
   double algbw_gbps = 0.0;  // payload bytes / s, in GB/s (1e9)
@@ -34,30 +37,41 @@ struct CollectiveLimit {
 // the compute stream, the `add` kernel's bandwidth (triad_gbps, STREAM add: 12 B/element) and
 // the fused optimizer kernel, each timed over a batch of launches ending in a stream wait; the
 // collectives on NCCL with device buffers. On the CPU: the CPU GEMM, a triad loop, MPI.
-struct BenchLimits {
-  DeviceKind device = DeviceKind::Cpu;  // where they were measured
-  std::string device_summary;           // Device::summary(): which GPU, or why the CPU
+// The limits that depend on the precision: its GEMM (fp32; fp32 with TF32 math; bf16 inputs with
+// fp32 accumulation, as the layers call them) and its fused optimizer step (fp32 parameters, or
+// bf16 parameters with the fp32 master or remainders and the reduce_dtype gradient).
+struct PrecisionLimits {
+  std::string precision;    // the bench row's precision: "fp32", "tf32", "bf16"
   std::string gemm_kernel;  // which GEMM ran: describe_cpu_gemm() (kernels/gemm_info.h) or cuBLAS
   std::vector<GemmLimit> gemm;
   double gemm_step_s = 0.0;     // all GEMMs of one step at the measured rates (compute floor)
-  double triad_gbps = 0.0;      // per rank
   double optimizer_gbps = 0.0;  // fused Adam/SGD step, bytes touched per second, per rank
   std::int64_t optimizer_bytes_per_element = 0;  // read + written
   double optimizer_vs_triad = 0.0;
+};
+
+struct BenchLimits {
+  DeviceKind device = DeviceKind::Cpu;  // where they were measured
+  std::string device_summary;           // Device::summary(): which GPU, or why the CPU
+  double triad_gbps = 0.0;              // per rank
+  std::vector<PrecisionLimits> precisions;  // one per precision of the bench, in its order
   std::vector<CollectiveLimit> collectives;
   bool collectives_local = false;  // one rank, no link model: copies on this rank, no network
 
-  // Time of `op` on `bytes` from `collectives` (exact size; 0 when not measured).
-  double collective_seconds(const std::string& op, std::int64_t bytes) const;
+  // Time of `op` on `bytes` of `dtype` from `collectives` (exact size; 0 when not measured).
+  double collective_seconds(const std::string& op, DType dtype, std::int64_t bytes) const;
 };
 
 struct CollectiveSize {
   std::string op;
+  DType dtype = DType::F32;
   std::int64_t bytes = 0;
 };
 
-// Measures every limit for `config`'s model and the given collective sizes (deduplicated).
+// Measures every limit for `config`'s model in each of `precisions` and the given collective
+// sizes (deduplicated).
 BenchLimits measure_limits(const Config& config, const World& world,
+                           const std::vector<PrecisionConfig>& precisions,
                            const std::vector<CollectiveSize>& sizes);
 
 }  // namespace zl

@@ -22,6 +22,9 @@ std::int64_t max_of(const std::vector<std::int64_t>& v) {
 // The scalar fields of a row, in CSV column order (the JSON rows hold these and the vectors).
 nlohmann::ordered_json row_scalars(const BenchRow& r) {
   nlohmann::ordered_json j;
+  j["precision"] = r.precision;
+  j["reduce_dtype"] = r.reduce_dtype;
+  j["master_weights"] = r.master_weights;
   j["mode"] = r.mode;
   j["bucket_cap_mb"] = r.bucket_cap_mb;
   j["buckets"] = r.buckets;
@@ -56,15 +59,17 @@ nlohmann::ordered_json row_scalars(const BenchRow& r) {
   j["vs_ideal"] = r.vs_ideal;
   j["wire_bytes_per_step"] = r.wire_bytes_per_step;
   j["payload_bytes_per_step"] = r.payload_bytes_per_step;
-  j["optimizer_state_bytes_max"] = max_of(r.optimizer_state_bytes);
+  j["state_bytes_max"] = max_of(r.state_bytes);
   j["planned_state_bytes_max"] = max_of(r.planned_state_bytes);
+  j["optimizer_state_bytes_max"] = max_of(r.optimizer_state_bytes);
+  j["planned_optimizer_state_bytes_max"] = max_of(r.planned_optimizer_state_bytes);
   j["peak_rss_bytes_max"] = max_of(r.peak_rss_bytes);
   return j;
 }
 
 std::string csv_cell(const nlohmann::ordered_json& v) {
   if (v.is_null()) return "";
-  if (v.is_string()) return v.get<std::string>();  // mode names hold no commas or quotes
+  if (v.is_string()) return v.get<std::string>();  // mode and dtype names: no commas or quotes
   if (v.is_number_float()) return fmt::format("{:.9g}", v.get<double>());
   return v.dump();
 }
@@ -79,62 +84,74 @@ std::string format_bench_table(const BenchReport& rep) {
       "step\n\n",
       rep.world_size, rep.parameters, rep.steps, rep.warmup,
       rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
-  out += fmt::format("{:<39} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}\n",
-                     "mode", "cap", "step", "p10-p90", "samples/s", "x ddp", "compute", "comm",
-                     "exposed", "hidden", "ideal", "/ideal");
+  out += fmt::format("{:<5} {:<39} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
+                     "{:>6}\n",
+                     "prec", "mode", "cap", "step", "p10-p90", "samples/s", "x ddp", "compute",
+                     "comm", "exposed", "hidden", "ideal", "/ideal");
   for (const BenchRow& r : rep.rows) {
     // Share of the mode's communication (timed alone) that did not lengthen the step.
     const double hidden =
         r.comm_model_s > 0.0 ? std::clamp(1.0 - r.exposed_comm_s / r.comm_model_s, 0.0, 1.0) : 1.0;
     out += fmt::format(
-        "{:<39} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% {:>8.2f} "
-        "{:>6.2f}\n",
-        r.mode, r.bucket_cap_mb, r.step_s * 1e3,
+        "{:<5} {:<39} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% "
+        "{:>8.2f} {:>6.2f}\n",
+        r.precision, r.mode, r.bucket_cap_mb, r.step_s * 1e3,
         fmt::format("{:.2f}-{:.2f}", r.step_p10_s * 1e3, r.step_p90_s * 1e3), r.samples_per_s,
         r.speedup_vs_ddp ? fmt::format("{:.2f}", *r.speedup_vs_ddp) : "-", r.compute_s * 1e3,
         r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.ideal_step_s * 1e3,
         r.vs_ideal);
   }
-  out += fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and the "
-                     "share of them compute covered\n",
-                     rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads");
-  out += fmt::format("{:<39} {:>6} {:>8} {:>8} {:>7} {:>6} {:>7} {:>8} {:>7} {:>8} {:>8} {:>7} "
-                     "{:>10} {:>9}\n",
-                     "mode", "cap", "forward", "backward", "optim", "wait", "f+b+o", "reduce",
-                     "bcast", "hidden", "exposed", "idle", "wire MB", "peak MiB");
   for (const BenchRow& r : rep.rows) {
-    out += fmt::format("{:<39} {:>6g} {:>8.2f} {:>8.2f} {:>7.2f} {:>6.2f} {:>6.0f}% {:>8.2f} {:>7.2f} "
-                       "{:>8.2f} {:>8.2f} {:>7.2f} {:>10.2f} {:>9.1f}\n",
-                       r.mode, r.bucket_cap_mb, r.forward_s * 1e3, r.backward_s * 1e3,
+    if (r.precision != "bf16") continue;  // the bf16 rows' wire and masters, once
+    out += fmt::format("bf16 rows: reduce_dtype {}, master_weights {}\n", r.reduce_dtype,
+                       r.master_weights);
+    break;
+  }
+  out += fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and the "
+                     "share of them compute covered; per rank (max over ranks) the bytes sent per "
+                     "step and the state (parameters + gradients + master + optimizer state)\n",
+                     rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads");
+  out += fmt::format("{:<5} {:<39} {:>6} {:>8} {:>8} {:>7} {:>6} {:>7} {:>8} {:>7} {:>8} {:>8} "
+                     "{:>7} {:>10} {:>10} {:>9}\n",
+                     "prec", "mode", "cap", "forward", "backward", "optim", "wait", "f+b+o",
+                     "reduce", "bcast", "hidden", "exposed", "idle", "wire MB", "state MiB",
+                     "peak MiB");
+  for (const BenchRow& r : rep.rows) {
+    out += fmt::format("{:<5} {:<39} {:>6g} {:>8.2f} {:>8.2f} {:>7.2f} {:>6.2f} {:>6.0f}% {:>8.2f} "
+                       "{:>7.2f} {:>8.2f} {:>8.2f} {:>7.2f} {:>10.2f} {:>10.2f} {:>9.1f}\n",
+                       r.precision, r.mode, r.bucket_cap_mb, r.forward_s * 1e3, r.backward_s * 1e3,
                        r.optimizer_s * 1e3, r.wait_s * 1e3, r.phases_vs_step * 100.0,
                        r.reduction_s * 1e3, r.broadcast_s * 1e3, r.hidden_comm_s * 1e3,
                        r.exposed_comm_s * 1e3, r.idle_s * 1e3,
                        static_cast<double>(r.wire_bytes_per_step) * 1e-6,
-                       mib(max_of(r.peak_rss_bytes)));
+                       mib(max_of(r.state_bytes)), mib(max_of(r.peak_rss_bytes)));
   }
   const BenchLimits& l = rep.limits;
   const bool gpu = l.device == DeviceKind::Cuda;  // Note [Limits on the device]
   const char* bandwidth = gpu ? "device add kernel" : "triad";
-  out += fmt::format("\nlimits (per rank, all ranks at once) measured on {}: GEMM floor {:.2f} ms/step; "
-                     "{} {:.1f} GB/s; fused optimizer {:.1f} GB/s ({:.0f}% of {}, {} B/element)\n",
-                     gpu ? "cuda" : "cpu", l.gemm_step_s * 1e3, bandwidth, l.triad_gbps,
-                     l.optimizer_gbps, l.optimizer_vs_triad * 100.0, bandwidth,
-                     l.optimizer_bytes_per_element);
+  out += fmt::format("\nlimits (per rank, all ranks at once) measured on {}: {} {:.1f} GB/s\n",
+                     gpu ? "cuda" : "cpu", bandwidth, l.triad_gbps);
   if (gpu) out += fmt::format("  {}\n", l.device_summary);
-  out += fmt::format("  {} GEMM: {}\n", gpu ? "GPU" : "CPU", l.gemm_kernel);
-  for (const GemmLimit& g : l.gemm) {
-    out += fmt::format("  gemm {:<16} m={:<6} n={:<6} k={:<6} x{:<3} {:>7.1f} GFLOP/s\n", g.pass,
-                       g.m, g.n, g.k, g.count, g.gflops);
+  for (const PrecisionLimits& p : l.precisions) {
+    out += fmt::format("  {}: GEMM floor {:.2f} ms/step; fused optimizer {:.1f} GB/s ({:.0f}% of "
+                       "{}, {} B/element)\n",
+                       p.precision, p.gemm_step_s * 1e3, p.optimizer_gbps,
+                       p.optimizer_vs_triad * 100.0, bandwidth, p.optimizer_bytes_per_element);
+    out += fmt::format("    {} GEMM: {}\n", gpu ? "GPU" : "CPU", p.gemm_kernel);
+    for (const GemmLimit& g : p.gemm) {
+      out += fmt::format("    gemm {:<16} m={:<6} n={:<6} k={:<6} x{:<3} {:>7.1f} GFLOP/s\n",
+                         g.pass, g.m, g.n, g.k, g.count, g.gflops);
+    }
   }
   if (l.collectives_local && !l.collectives.empty()) {
     out += "  collectives: one rank and no link model, so local (no network; use link.ranks to "
            "model one)\n";
   }
   for (const CollectiveLimit& c : l.collectives) {
-    out += fmt::format("  {:<10} {:>10.3f} MiB  {:>9.3f} ms  algbw {:>7.2f} GB/s  busbw {:>7.2f} GB/s"
-                       " ({:.1f} Gb/s)\n",
-                       c.op, mib(c.bytes), c.seconds * 1e3, c.algbw_gbps, c.busbw_gbps,
-                       c.busbw_gbps * 8.0);
+    out += fmt::format("  {:<10} {:<4} {:>10.3f} MiB  {:>9.3f} ms  algbw {:>7.2f} GB/s  busbw "
+                       "{:>7.2f} GB/s ({:.1f} Gb/s)\n",
+                       c.op, dtype_name(c.dtype), mib(c.bytes), c.seconds * 1e3, c.algbw_gbps,
+                       c.busbw_gbps, c.busbw_gbps * 8.0);
   }
   if (!rep.link_label.empty()) out += fmt::format("*** {} ***\n", rep.link_label);
   return out;
@@ -158,31 +175,40 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   j["peak_rss_per_mode"] = rep.peak_rss_per_mode;
   const BenchLimits& l = rep.limits;
   nlohmann::ordered_json limits;
-  limits["gemm_kernel"] = l.gemm_kernel;
   limits["device"] = device_name(l.device);
   limits["device_summary"] = l.device_summary;
   limits["collectives_local"] = l.collectives_local;
-  limits["gemm_step_s"] = l.gemm_step_s;
   limits["triad_gbps"] = l.triad_gbps;
-  limits["optimizer_gbps"] = l.optimizer_gbps;
-  limits["optimizer_bytes_per_element"] = l.optimizer_bytes_per_element;
-  limits["optimizer_vs_triad"] = l.optimizer_vs_triad;
-  limits["gemm"] = nlohmann::ordered_json::array();
-  for (const GemmLimit& g : l.gemm) {
-    limits["gemm"].push_back({{"pass", g.pass}, {"m", g.m}, {"n", g.n}, {"k", g.k},
-                              {"count", g.count}, {"gflops", g.gflops}});
+  limits["precisions"] = nlohmann::ordered_json::array();
+  for (const PrecisionLimits& p : l.precisions) {
+    nlohmann::ordered_json pj;
+    pj["precision"] = p.precision;
+    pj["gemm_kernel"] = p.gemm_kernel;
+    pj["gemm_step_s"] = p.gemm_step_s;
+    pj["optimizer_gbps"] = p.optimizer_gbps;
+    pj["optimizer_bytes_per_element"] = p.optimizer_bytes_per_element;
+    pj["optimizer_vs_triad"] = p.optimizer_vs_triad;
+    pj["gemm"] = nlohmann::ordered_json::array();
+    for (const GemmLimit& g : p.gemm) {
+      pj["gemm"].push_back({{"pass", g.pass}, {"m", g.m}, {"n", g.n}, {"k", g.k},
+                            {"count", g.count}, {"gflops", g.gflops}});
+    }
+    limits["precisions"].push_back(std::move(pj));
   }
   limits["collectives"] = nlohmann::ordered_json::array();
   for (const CollectiveLimit& c : l.collectives) {
-    limits["collectives"].push_back({{"op", c.op}, {"bytes", c.bytes}, {"seconds", c.seconds},
+    limits["collectives"].push_back({{"op", c.op}, {"dtype", dtype_name(c.dtype)},
+                                     {"bytes", c.bytes}, {"seconds", c.seconds},
                                      {"algbw_gbps", c.algbw_gbps}, {"busbw_gbps", c.busbw_gbps}});
   }
   j["limits"] = limits;
   j["results"] = nlohmann::ordered_json::array();
   for (const BenchRow& r : rep.rows) {
     nlohmann::ordered_json row = row_scalars(r);
-    row["optimizer_state_bytes"] = r.optimizer_state_bytes;
+    row["state_bytes"] = r.state_bytes;
     row["planned_state_bytes"] = r.planned_state_bytes;
+    row["optimizer_state_bytes"] = r.optimizer_state_bytes;
+    row["planned_optimizer_state_bytes"] = r.planned_optimizer_state_bytes;
     row["peak_rss_bytes"] = r.peak_rss_bytes;
     row["step_times_s"] = r.step_times_s;
     row["bucket_reduction_s"] = r.bucket_reduction_s;

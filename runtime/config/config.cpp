@@ -359,6 +359,14 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
     }
   }
   r.number_array("bucket_cap_mb", b.bucket_cap_mb, above(0), 0, true);
+  r.enumeration_list("precision", b.precision, kComputeNames);
+  const bool sweeps_bf16 = std::find(b.precision.begin(), b.precision.end(),
+                                     ComputePrecision::Bf16) != b.precision.end();
+  if (sweeps_bf16 && !cpu_gemm_has_bf16()) {
+    source.fail("bench.precision",
+                "\"bf16\" needs a bf16 GEMM on the CPU, and this build's BLAS has none; drop "
+                "\"bf16\" from the list or rebuild against a BLAS with bf16 GEMMs");
+  }
   r.integer("warmup", b.warmup, at_least(0));
   r.integer("steps", b.steps, at_least(1));
   r.finish();

@@ -101,6 +101,9 @@ struct RuntimeConfig {
 struct BenchConfig {
   std::vector<std::string> modes;  // empty: every mode (see runtime/bench)
   std::vector<double> bucket_cap_mb;  // empty: parallel.bucket_cap_mb
+  // The compute precisions to sweep; empty: precision.compute. A bf16 row takes reduce_dtype and
+  // master_weights from [precision]; fp32 and tf32 rows use fp32 for both.
+  std::vector<ComputePrecision> precision;
   std::int64_t warmup = 5;
   std::int64_t steps = 30;
 };

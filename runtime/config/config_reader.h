@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -97,6 +98,38 @@ class SectionReader {
     }
     fail(key, "expected one of " + enum_choices(std::span<const EnumName<E>>(names)) + ", got \"" +
                   text + "\"");
+  }
+
+  // One name of `names` or an array of them (a sweep): each must be a known name, none twice. An
+  // empty array is the default (as to_toml writes an unset list).
+  template <class E, std::size_t N>
+  void enumeration_list(std::string_view key, std::vector<E>& out, const EnumName<E> (&names)[N]) {
+    const toml::node* node = get(key);
+    if (node == nullptr) return;
+    std::vector<const toml::node*> elements;
+    if (const auto* arr = node->as_array()) {
+      for (std::size_t i = 0; i < arr->size(); ++i) elements.push_back(arr->get(i));
+    } else {
+      elements.push_back(node);
+    }
+    const std::string choices = enum_choices(std::span<const EnumName<E>>(names));
+    std::vector<E> values;
+    std::vector<std::string_view> seen;
+    for (const toml::node* element : elements) {
+      const auto* text = element->as_string();
+      if (text == nullptr) type_error(key, *element, "one of " + choices + " or a list of them");
+      const auto it = std::find_if(std::begin(names), std::end(names),
+                                   [&](const auto& n) { return n.name == text->get(); });
+      if (it == std::end(names)) {
+        fail(key, "expected one of " + choices + ", got \"" + text->get() + "\"", element);
+      }
+      if (std::find(seen.begin(), seen.end(), it->name) != seen.end()) {
+        fail(key, "\"" + text->get() + "\" is listed twice", element);
+      }
+      seen.push_back(it->name);
+      values.push_back(it->value);
+    }
+    out = std::move(values);
   }
 
   // The node of `key` (registering it as known), or null when absent: for keys of several types.

@@ -196,6 +196,7 @@ std::string to_toml(const Config& c) {
   w.section("bench");
   w.array("modes", b.modes, as_string);
   w.array("bucket_cap_mb", b.bucket_cap_mb, as_float);
+  w.array("precision", b.precision, [](ComputePrecision p) { return toml_string(to_string(p)); });
   w.integer("warmup", b.warmup);
   w.integer("steps", b.steps);
 

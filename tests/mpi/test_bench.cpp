@@ -50,15 +50,15 @@ double seconds_since(Clock::time_point t) {
 }
 
 const std::vector<std::string> kRowFields = {
-    "mode", "bucket_cap_mb", "buckets", "samples_per_step", "step_s", "step_median_s",
+    "precision", "reduce_dtype", "master_weights", "mode", "bucket_cap_mb", "buckets", "samples_per_step", "step_s", "step_median_s",
     "step_p10_s", "step_p90_s", "samples_per_s", "speedup_vs_ddp", "forward_s", "backward_s",
     "finish_backward_s", "optimizer_s", "comm_busy_s", "compute_s", "compute_forward_s",
     "compute_backward_s", "compute_optimizer_s", "exposed_comm_s", "comm_model_s", "wait_s",
     "reduction_s", "broadcast_s", "comm_s", "hidden_comm_s", "idle_s", "comm_overhead_s",
     "phases_vs_step",
     "nonoverlap_comm_s", "ideal_step_s", "vs_ideal", "wire_bytes_per_step",
-    "payload_bytes_per_step", "optimizer_state_bytes_max", "planned_state_bytes_max",
-    "peak_rss_bytes_max"};
+    "payload_bytes_per_step", "state_bytes_max", "planned_state_bytes_max",
+    "optimizer_state_bytes_max", "planned_optimizer_state_bytes_max", "peak_rss_bytes_max"};
 
 std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> out;
@@ -91,9 +91,13 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
     CHECK(row.step_median_s <= row.step_p90_s);
     CHECK(row.ideal_step_s > 0.0);
     REQUIRE(row.speedup_vs_ddp.has_value());
-    // The optimizer state each rank allocated is what `zerolap plan` reports for it.
+    // What each rank allocated (its optimizer state; parameters + gradients + master + optimizer
+    // state) is what `zerolap plan` reports for it.
     REQUIRE(row.optimizer_state_bytes.size() == static_cast<std::size_t>(world.size));
-    CHECK(row.optimizer_state_bytes == row.planned_state_bytes);
+    CHECK(row.optimizer_state_bytes == row.planned_optimizer_state_bytes);
+    REQUIRE(row.state_bytes.size() == static_cast<std::size_t>(world.size));
+    CHECK(row.state_bytes == row.planned_state_bytes);
+    CHECK(row.precision == "fp32");
     CHECK(row.peak_rss_bytes.size() == static_cast<std::size_t>(world.size));
     if (world.size > 1) CHECK(row.wire_bytes_per_step > 0);
   }
@@ -120,15 +124,21 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
     CHECK(json.at("world_size") == world.size);
     CHECK(json.at("simulated_link").is_null());
     CHECK(json.at("comm_priority") == "normal");  // the test's config leaves the default
-    for (const char* key : {"gemm_step_s", "triad_gbps", "optimizer_gbps", "optimizer_vs_triad"}) {
-      CHECK(json.at("limits").at(key).get<double>() > 0.0);
+    CHECK(json.at("limits").at("triad_gbps").get<double>() > 0.0);
+    REQUIRE(json.at("limits").at("precisions").size() == 1);
+    const auto& fp32 = json.at("limits").at("precisions").at(0);
+    CHECK(fp32.at("precision") == "fp32");
+    for (const char* key : {"gemm_step_s", "optimizer_gbps", "optimizer_vs_triad"}) {
+      CHECK(fp32.at(key).get<double>() > 0.0);
     }
-    CHECK(!json.at("limits").at("gemm").empty());
+    CHECK(fp32.at("optimizer_bytes_per_element") == 28);  // Adam: p, g, m, v read; p, m, v written
+    CHECK(!fp32.at("gemm").empty());
     if (world.size > 1) CHECK(!json.at("limits").at("collectives").empty());
     REQUIRE(json.at("results").size() == report.rows.size());
     for (const auto& row : json.at("results")) {
       for (const auto& field : kRowFields) CHECK(row.contains(field));
-      for (const char* vec : {"optimizer_state_bytes", "planned_state_bytes", "peak_rss_bytes",
+      for (const char* vec : {"state_bytes", "planned_state_bytes", "optimizer_state_bytes",
+                              "planned_optimizer_state_bytes", "peak_rss_bytes",
                               "step_times_s", "bucket_reduction_s", "bucket_step_s",
                               "bucket_broadcast_s"}) {
         CHECK(row.at(vec).is_array());
@@ -149,6 +159,37 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
     }
     CHECK(rows == report.rows.size());
   }
+}
+
+TEST_CASE("bench.precision sweeps the precisions, each row with its limits and bytes", "[bench]") {
+  const World world = test::world_of(MPI_COMM_WORLD);
+  const Config config = test::small_config(
+      {"bench.warmup=1", "bench.steps=2", "bench.modes=[\"ddp\", \"zero/none/reduce_broadcast\"]",
+       "bench.precision=[\"fp32\", \"tf32\"]", "parallel.bucket_cap_mb=0.002",
+       "parallel.first_bucket_cap_mb=0.001"});
+  BenchOptions options;
+  options.progress = false;
+  const BenchReport report = run_bench(config, world, options);
+  // Precisions outer, modes inner; each precision has its own GEMM and optimizer limits.
+  REQUIRE(report.rows.size() == 4);
+  REQUIRE(report.limits.precisions.size() == 2);
+  CHECK(report.limits.precisions[0].precision == "fp32");
+  CHECK(report.limits.precisions[1].precision == "tf32");
+  CHECK(report.limits.precisions[1].gemm.size() == report.limits.precisions[0].gemm.size());
+  CHECK(report.limits.precisions[1].optimizer_bytes_per_element == 28);
+  for (std::size_t i = 0; i < report.rows.size(); ++i) {
+    const BenchRow& row = report.rows[i];
+    INFO(row.precision << " " << row.mode);
+    CHECK(row.precision == (i < 2 ? "fp32" : "tf32"));
+    CHECK(row.reduce_dtype == "fp32");
+    CHECK(row.state_bytes == row.planned_state_bytes);
+    REQUIRE(row.speedup_vs_ddp.has_value());  // against ddp in the same precision
+  }
+  // tf32 stores fp32: the same state and the same bytes on the wire as fp32.
+  CHECK(report.rows[3].state_bytes == report.rows[1].state_bytes);
+  CHECK(report.rows[3].wire_bytes_per_step == report.rows[1].wire_bytes_per_step);
+  const std::string table = format_bench_table(report);
+  CHECK_THAT(table, Catch::Contains("tf32: GEMM floor") && Catch::Contains("state MiB"));
 }
 
 TEST_CASE("bench.modes rejects a misspelt mode and names the accepted ones", "[bench]") {

@@ -105,6 +105,7 @@ comm_priority = "realtime"
 [bench]
 modes = ["ddp", "zero/interleaved/allreduce_broadcast"]
 bucket_cap_mb = [1, 25.5]
+precision = ["tf32", "fp32"]
 warmup = 2
 steps = 10
 
@@ -229,6 +230,8 @@ TEST_CASE("config: every key parses", "[config]") {
 
   CHECK(c.bench.modes == std::vector<std::string>{"ddp", "zero/interleaved/allreduce_broadcast"});
   CHECK(c.bench.bucket_cap_mb == std::vector<double>{1.0, 25.5});
+  CHECK(c.bench.precision ==
+        std::vector<zl::ComputePrecision>{zl::ComputePrecision::Tf32, zl::ComputePrecision::Fp32});
   CHECK(c.bench.warmup == 2);
   CHECK(c.bench.steps == 10);
 
@@ -528,6 +531,18 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                                  "integer at index 1"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nmodes = [\"ddp\", \"ddp\"]\n")),
                         Contains("configs/x.toml:4: bench.modes: \"ddp\" is listed twice"));
+    // bench.precision: one value or a list of the precision.compute names.
+    CHECK(parse(with("[bench]\nprecision = \"tf32\"\n")).bench.precision ==
+          std::vector<zl::ComputePrecision>{zl::ComputePrecision::Tf32});
+    CHECK(parse(with("")).bench.precision.empty());
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nprecision = [\"fp32\", \"fp16\"]\n")),
+                        "configs/x.toml:4: bench.precision: expected one of \"fp32\", \"tf32\", "
+                        "\"bf16\", got \"fp16\"");
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nprecision = [\"fp32\", \"fp32\"]\n")),
+                        Contains("configs/x.toml:4: bench.precision: \"fp32\" is listed twice"));
+    CHECK(parse(with("[bench]\nprecision = []\n")).bench.precision.empty());  // the default
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nprecision = 16\n")),
+                        Contains("configs/x.toml:4: bench.precision: expected one of"));
     REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = -1\n")),
                         Contains("configs/x.toml:4: link.bandwidth_gbps: must be in [0, 1000000]"));
     REQUIRE_THROWS_WITH(parse(with("[link]\nlatency_us = -0.5\n")),
