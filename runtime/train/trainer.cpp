@@ -314,7 +314,7 @@ RankMemory Trainer::allocated_memory() const {
   RankMemory m;
   m.parameters = store.param_bytes();
   m.gradients = store.grad_bytes();
-  m.master = 0;  // fp32 parameters are their own masters
+  m.master = optimizer_->master_bytes();  // 0 in fp32: the parameters are their own masters
   m.state = optimizer_->state_bytes();
   return m;
 }
