@@ -298,6 +298,8 @@ void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
   r.integer("eval_every", t.eval_every, at_least(0));
   r.integer("grad_accum", t.grad_accum, at_least(1));
   r.number("clip_grad_norm", t.clip_grad_norm, at_least(0));
+  r.enumeration("on_nonfinite", t.on_nonfinite, kOnNonfiniteNames);
+  r.number("max_loss", t.max_loss, at_least(0));
   r.finish();
 
   // Neither key given: one epoch. The struct's 0/0 means "no training" (write the initial
@@ -423,6 +425,16 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
                             "the global gradient norm, are known; use overlap = "
                             "\"after_backward\" or set train.clip_grad_norm = 0",
                             c.train.clip_grad_norm, source.location("train.clip_grad_norm")));
+  }
+  if (c.parallel.overlap == Overlap::Interleaved && c.train.on_nonfinite == OnNonfinite::SkipStep) {
+    // docs/design.md, "Divergence": a skip must be decided before the first bucket steps.
+    source.fail("train.on_nonfinite",
+                fmt::format("\"skip_step\" cannot be combined with parallel.overlap = "
+                            "\"interleaved\" (at {}): an interleaved bucket's optimizer step runs "
+                            "as soon as its own reduction completes, before the other buckets' "
+                            "gradients, and so whether the step is finite, are known; use overlap = "
+                            "\"after_backward\" or on_nonfinite = \"stop\"",
+                            source.location("parallel.overlap")));
   }
 }
 

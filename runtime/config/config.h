@@ -26,6 +26,9 @@ enum class LrSchedule { Constant, Cosine };
 // What forward and backward compute in: fp32; fp32 storage with TF32 tensor-core GEMMs (CUDA; on
 // the CPU the same as fp32); bf16 parameters, activations and gradients with fp32 accumulation.
 enum class ComputePrecision { Fp32, Tf32, Bf16 };
+// What a step whose loss or gradient norm is non-finite does (docs/design.md, "Divergence"):
+// end the run with exit 1 and no checkpoint of it, or skip its optimizer step on every rank.
+enum class OnNonfinite { Stop, SkipStep };
 
 struct DataConfig {
   DataKind kind = DataKind::FashionMnist;
@@ -81,6 +84,10 @@ struct TrainConfig {
   std::int64_t eval_every = 0;  // 0: evaluate only at the end
   std::int64_t grad_accum = 1;
   float clip_grad_norm = 0.0f;  // 0: off
+  OnNonfinite on_nonfinite = OnNonfinite::Stop;
+  // > 0: a step whose training loss (mean over its micro-batches) on any rank is above this is
+  // treated as non-finite (docs/design.md, "Divergence"). 0: only NaN and inf are.
+  double max_loss = 0.0;
 };
 
 struct CheckpointConfig {
@@ -168,5 +175,6 @@ const char* to_string(DeviceChoice d);
 const char* to_string(CommPriority p);
 const char* to_string(ComputePrecision c);
 const char* to_string(MasterWeights m);
+const char* to_string(OnNonfinite o);
 
 }  // namespace zl

@@ -47,6 +47,8 @@ inline constexpr EnumName<DeviceChoice> kDeviceNames[] = {
     {"auto", DeviceChoice::Auto}, {"cpu", DeviceChoice::Cpu}, {"cuda", DeviceChoice::Cuda}};
 inline constexpr EnumName<CommPriority> kCommPriorityNames[] = {
     {"normal", CommPriority::Normal}, {"realtime", CommPriority::Realtime}};
+inline constexpr EnumName<OnNonfinite> kOnNonfiniteNames[] = {{"stop", OnNonfinite::Stop},
+                                                              {"skip_step", OnNonfinite::SkipStep}};
 inline constexpr EnumName<ComputePrecision> kComputeNames[] = {
     {"fp32", ComputePrecision::Fp32}, {"tf32", ComputePrecision::Tf32},
     {"bf16", ComputePrecision::Bf16}};

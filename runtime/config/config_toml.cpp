@@ -104,6 +104,7 @@ const char* to_string(DeviceChoice d) { return name_of(kDeviceNames, d); }
 const char* to_string(CommPriority p) { return name_of(kCommPriorityNames, p); }
 const char* to_string(ComputePrecision c) { return name_of(kComputeNames, c); }
 const char* to_string(MasterWeights m) { return name_of(kMasterWeightsNames, m); }
+const char* to_string(OnNonfinite o) { return name_of(kOnNonfiniteNames, o); }
 
 // Keys in the order of the structs in config.h; source_path is left out on purpose: the same
 // settings read from another file are the same run (and hash the same).
@@ -174,6 +175,8 @@ std::string to_toml(const Config& c) {
   w.integer("eval_every", t.eval_every);
   w.integer("grad_accum", t.grad_accum);
   w.number("clip_grad_norm", t.clip_grad_norm);
+  w.string("on_nonfinite", to_string(t.on_nonfinite));
+  w.number("max_loss", t.max_loss);
 
   const CheckpointConfig& k = c.checkpoint;
   w.section("checkpoint");

@@ -493,6 +493,37 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                      "clip_grad_norm = 1.0\n"))
               .train.clip_grad_norm == 1.0f);
   }
+  SECTION("train.on_nonfinite") {
+    CHECK(parse(kMinimal).train.on_nonfinite == zl::OnNonfinite::Stop);
+    const Config skip = parse(with("[train]\non_nonfinite = \"skip_step\"\n"));
+    CHECK(skip.train.on_nonfinite == zl::OnNonfinite::SkipStep);
+    CHECK_THAT(zl::to_toml(skip), Contains("\non_nonfinite = \"skip_step\"\n"));
+    CHECK(zl::parse_config(zl::to_toml(skip), "canonical.toml").train.on_nonfinite ==
+          zl::OnNonfinite::SkipStep);
+    // It changes what a run computes once a step is not finite: ranks must agree on it.
+    CHECK(zl::key_affects_results("train.on_nonfinite"));
+    CHECK(zl::config_hash(skip) != zl::config_hash(parse(kMinimal)));
+    REQUIRE_THROWS_WITH(parse(with("[train]\non_nonfinite = \"ignore\"\n")),
+                        Contains("configs/x.toml:4: train.on_nonfinite: expected one of \"stop\", "
+                                 "\"skip_step\", got \"ignore\""));
+    const std::string interleaved_skip =
+        with("[parallel]\nmode = \"zero\"\noverlap = \"interleaved\"\n[train]\non_nonfinite = "
+             "\"skip_step\"\n");
+    REQUIRE_THROWS_WITH(parse(interleaved_skip),
+                        Contains("configs/x.toml:7: train.on_nonfinite: \"skip_step\" cannot be "
+                                 "combined with parallel.overlap = \"interleaved\" (at "
+                                 "configs/x.toml:5)"));
+    CHECK(parse(with("[parallel]\nmode = \"zero\"\noverlap = \"after_backward\"\n[train]\n"
+                     "on_nonfinite = \"skip_step\"\n"))
+              .train.on_nonfinite == zl::OnNonfinite::SkipStep);
+    CHECK(parse(kMinimal).train.max_loss == 0.0);
+    const Config limited = parse(with("[train]\nmax_loss = 1e6\n"));
+    CHECK(limited.train.max_loss == 1e6);
+    CHECK_THAT(zl::to_toml(limited), Contains("\nmax_loss = 1000000.0\n"));
+    CHECK(zl::config_hash(limited) != zl::config_hash(parse(kMinimal)));
+    REQUIRE_THROWS_WITH(parse(with("[train]\nmax_loss = -1.0\n")),
+                        Contains("configs/x.toml:4: train.max_loss: must be >= 0"));
+  }
   SECTION("checkpoint, runtime, bench, link, output") {
     REQUIRE_THROWS_WITH(parse(with("[checkpoint]\nkeep = 0\n")),
                         "configs/x.toml:4: checkpoint.keep: must be >= 1 (got 0)");
