@@ -1,4 +1,4 @@
-// The SIGSTOP test hook (see fault_stop.h).
+// The fault test hooks: SIGSTOP and a non-finite input (see fault_stop.h).
 #include "base/fault_stop.h"
 
 #include <csignal>
@@ -15,6 +15,11 @@ void fault_stop_point(const char* point, int rank) {
   std::fprintf(stderr, "zerolap: %s=%s: rank %d stops itself\n", kFaultStopEnvVar, value, rank);
   std::fflush(stderr);
   std::raise(SIGSTOP);
+}
+
+bool fault_nonfinite_input(std::int64_t step, int rank) {
+  const char* value = std::getenv(kFaultNonfiniteEnvVar);
+  return value != nullptr && std::string(value) == std::to_string(step) + ":" + std::to_string(rank);
 }
 
 }  // namespace zl

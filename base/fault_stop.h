@@ -3,13 +3,23 @@
 // hangs or is descheduled would; its peers must then end the job within runtime.timeout_s.
 // Points: "startup" (before the first exchange of `zerolap train`), "checkpoint" (inside a
 // checkpoint write, after its communicator exists), "evaluation" (before evaluation's reduction).
+//
+// Test hook for the non-finite tests, never set in production: ZEROLAP_FAULT_NONFINITE =
+// "<step>:<rank>" makes that rank's input of that optimizer step (counted from 1) hold a NaN, as a
+// corrupt sample would: its loss and gradients turn non-finite on that rank only.
 #pragma once
+
+#include <cstdint>
 
 namespace zl {
 
 inline constexpr const char* kFaultStopEnvVar = "ZEROLAP_FAULT_STOP";
+inline constexpr const char* kFaultNonfiniteEnvVar = "ZEROLAP_FAULT_NONFINITE";
 
 // Stops the calling process when ZEROLAP_FAULT_STOP names `point` and `rank`; returns otherwise.
 void fault_stop_point(const char* point, int rank);
+
+// True when ZEROLAP_FAULT_NONFINITE names `step` and `rank`.
+bool fault_nonfinite_input(std::int64_t step, int rank);
 
 }  // namespace zl

@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -163,6 +164,21 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingState& stat
   };
 }
 
+// A checkpoint is never written from non-finite values (docs/design.md, "Divergence"): rank 0
+// checks each tensor in the host buffer it is about to write, so the check costs no extra pass
+// over device memory and no message.
+void require_finite(const float* values, std::int64_t n, const std::string& tensor,
+                    const TrainingState& state) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(values[i])) continue;
+    throw RuntimeFailure(fmt::format(
+        "checkpoint of step {} not written: '{}' holds a non-finite value ({} at element {}); "
+        "the run diverged, and `latest` in '{}' still names the last finite checkpoint (lower "
+        "optimizer.lr or set train.clip_grad_norm)",
+        state.position.step, tensor, values[i], i, state.config.checkpoint.dir));
+  }
+}
+
 void create_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -204,6 +220,7 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
       const ParameterInfo& p = store.info(id);
       host.resize(static_cast<std::size_t>(p.numel));
       copy_to_host(store.param_data(id), store.device(), host.data(), p.numel);
+      require_finite(host.data(), p.numel, p.name, state);
       writer->write_floats(host.data(), p.numel);
     }
   }
@@ -221,9 +238,11 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
     }
     for (const int id : b.param_ids) {
       for (std::int64_t s = 0; s < ns; ++s) {
-        ZL_CHECK(writer->next_tensor() == state_tensor_name(store.info(id).name, states[s]),
-                 "write order: {} next", writer->next_tensor());
-        writer->write_floats(host.data() + s * b.numel + within(store, b, id), store.info(id).numel);
+        const std::string name = state_tensor_name(store.info(id).name, states[s]);
+        ZL_CHECK(writer->next_tensor() == name, "write order: {} next", writer->next_tensor());
+        const float* values = host.data() + s * b.numel + within(store, b, id);
+        require_finite(values, store.info(id).numel, name, state);
+        writer->write_floats(values, store.info(id).numel);
       }
     }
   }
@@ -254,7 +273,11 @@ std::string save_checkpoint(const TrainingState& state) {
   if (state.world.is_root()) {
     checkpoint_fault_point("after_rename", state.position.step);
     write_latest_pointer(c.dir, name);  // only now may a resume pick the new file
-    prune_checkpoints(c.dir, c.keep);
+    // A run that diverges writes finite checkpoints of a bad state for a few steps before a step
+    // turns non-finite; until the run ends, the one it resumed from (known good: a run completed
+    // it and another loaded it) survives them (docs/design.md, "Divergence").
+    const bool run_ended = state.position.step >= state.total_steps;
+    prune_checkpoints(c.dir, c.keep, run_ended ? -1 : state.resumed_step);
     if (!state.quiet) {
       std::error_code ec;
       const auto bytes = fs::file_size(path, ec);
@@ -341,6 +364,7 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
   const std::int64_t global_batch = state.config.data.batch_size * world.size;
   const std::int64_t cursor = convert_cursor(facts, global_batch, state.batches_per_epoch);
   state.position = TrainingPosition{facts.step, cursor};
+  state.resumed_step = facts.step;
   opt.set_step_count(facts.optimizer_step);
 
   if (world.is_root() && !state.quiet) {

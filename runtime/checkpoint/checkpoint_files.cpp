@@ -284,7 +284,7 @@ void write_latest_pointer(const std::string& dir, const std::string& file_name) 
   sync_directory(dir);
 }
 
-void prune_checkpoints(const std::string& dir, std::int64_t keep) {
+void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t protected_step) {
   std::string latest_name;
   if (const auto latest = latest_checkpoint(dir)) latest_name = fs::path(*latest).filename();
   std::vector<std::pair<std::int64_t, fs::path>> found;
@@ -304,7 +304,7 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep) {
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0)); i < found.size(); ++i) {
-    if (found[i].second.filename() == latest_name) continue;
+    if (found[i].second.filename() == latest_name || found[i].first == protected_step) continue;
     fs::remove(found[i].second, ec);
   }
 }

@@ -1,6 +1,9 @@
 // `zerolap train CONFIG`: trains the configured model on every rank of the job; with
 // output.trace = true it also writes output.dir/trace.json (runtime/trace/trace_writer.h).
+#include <cstdio>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "base/fault_stop.h"
 #include "runtime/checkpoint/checkpoint.h"
@@ -24,18 +27,29 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   agree_on_user_errors(
       world, [&] { trainer = std::make_unique<Trainer>(config, world); },
       config.runtime.timeout_s);
-  run_or_abort(world, [&] {
+  const int code = run_or_abort(world, [&] {
     prepare_checkpoints(trainer->state());  // creates checkpoint.dir; resumes when configured
-    run_training(*trainer);
+    try {
+      run_training(*trainer);
+    } catch (const NonfiniteStop& e) {
+      // Every rank found the same step non-finite at the same point (docs/design.md,
+      // "Divergence"): one message, exit 1, a clean finalize, and no checkpoint of that state.
+      if (world.is_root()) {
+        fmt::print(stderr, "zerolap: error: {}\n", e.what());
+        std::fflush(stderr);
+      }
+      return 1;
+    }
     if (config.output.trace) {
       trainer->synchronize();
       write_trace(world, trainer->tracer(), trainer->tracer().events(),
                   (std::filesystem::path(config.output.dir) / "trace.json").string(),
                   {{"command", "train"}, {"link", link_label(config.link)}});
     }
+    return 0;
   });
   trainer.reset();
-  return 0;
+  return code;
 }
 
 }  // namespace zl

@@ -29,7 +29,6 @@ void run_training(Trainer& trainer) {
   }
   const auto start = Clock::now();
   auto window_start = Clock::now();
-  std::int64_t window_steps = 0;
   const bool classification = trainer.task() == TaskKind::Classification;
   if (world.is_root() && !quiet) {
     fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples "
@@ -56,29 +55,34 @@ void run_training(Trainer& trainer) {
     }
   };
 
+  std::int64_t window_first_step = trainer.step() + 1;
   while (trainer.step() < total_steps) {
-    trainer.train_step();
-    ++window_steps;
+    trainer.train_step();  // a non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence")
     const std::int64_t step = trainer.step();
     const bool last = step == total_steps;
     if (step % config.train.log_every == 0 || last) {
       const StepLoss window = trainer.take_loss();  // the window's one read-back on CUDA
       const double seconds = seconds_since(window_start);
-      const auto sums = trainer.sum_over_ranks({window.loss_sum, window.correct, window.samples});
+      const auto sums = trainer.sum_over_ranks(
+          {window.loss_sum, window.correct, window.samples, trainer.window_check_value()});
+      trainer.check_window(sums[0], sums[3], window_first_step, step);
       MetricsRow row;
       row.step = step;
       row.epoch = (step - 1) / steps_per_epoch;
-      row.train_loss = sums[0] / (static_cast<double>(window_steps) * world.size *
-                                  static_cast<double>(config.train.grad_accum));
-      if (classification) row.train_accuracy = sums[1] / sums[2];
+      // Steps skipped as non-finite are not in the sums (window.steps counts the others).
+      const auto counted = static_cast<double>(std::max<std::int64_t>(window.steps, 1));
+      row.train_loss = sums[0] / (counted * world.size * static_cast<double>(config.train.grad_accum));
+      if (classification) row.train_accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
       row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
-      row.lr = scheduled_lr(config.optimizer, step, total_steps);
+      // The schedule follows the optimizer's step count, which a skipped step does not advance.
+      row.lr = scheduled_lr(config.optimizer, std::max<std::int64_t>(trainer.optimizer().step_count(), 1),
+                            total_steps);
       if (config.train.clip_grad_norm > 0.0f) row.grad_norm = trainer.last_grad_norm();
       emit(row, fmt::format("step {:>6}/{}  epoch {}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s",
                             step, total_steps, row.epoch, *row.train_loss,
                             classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",
                             *row.lr, *row.samples_per_s));
-      window_steps = 0;
+      window_first_step = step + 1;
       window_start = Clock::now();
     }
     if (config.train.eval_every > 0 && step % config.train.eval_every == 0 && !last) {
@@ -93,6 +97,9 @@ void run_training(Trainer& trainer) {
       window_start = Clock::now();  // evaluation time is not training throughput
     }
     if (checkpoint_due(config.checkpoint, step, total_steps)) {
+      // Checked per window: the parameters must be finite before they become a checkpoint.
+      trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
+                           std::min(window_first_step, step), step);
       save_checkpoint(trainer.state());
       window_start = Clock::now();  // checkpoint time is not training throughput
     }
@@ -105,9 +112,12 @@ void run_training(Trainer& trainer) {
   row.epoch = step > 0 ? (step - 1) / steps_per_epoch : 0;
   row.test_loss = e.loss;
   if (classification) row.test_accuracy = e.accuracy;
-  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.2f} s)", step, e.loss,
+  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.2f} s){}", step, e.loss,
                         classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
-                        seconds_since(start)));
+                        seconds_since(start),
+                        trainer.skipped_steps() > 0
+                            ? fmt::format("  ({} steps skipped as non-finite)", trainer.skipped_steps())
+                            : std::string()));
 }
 
 }  // namespace zl

@@ -76,19 +76,18 @@ void BucketSteps::wait_all_before_use() {
   }
 }
 
-float BucketSteps::clip_coefficient(float max_norm, float grad_scale, Communicator& reduce_comm) {
+double BucketSteps::local_grad_sum_sq(int rank) {
   // One read-back for all of this rank's buckets (CUDA), added in bucket order.
   norm_spans_.clear();
   for (const auto& b : plan_.buckets) {
-    if (mode_.steps_on(b, reduce_comm.rank())) {
-      norm_spans_.push_back({store_.grad() + b.offset, b.numel});
-    }
+    if (mode_.steps_on(b, rank)) norm_spans_.push_back({store_.grad() + b.offset, b.numel});
   }
-  double sum_sq = total_sum_of_squares(compute_, norm_spans_.data(),
-                                       static_cast<std::int64_t>(norm_spans_.size()));
-  if (mode_.sharded_state) reduce_comm.all_reduce_f64(&sum_sq, 1).wait();
-  const double norm = std::sqrt(sum_sq) * static_cast<double>(grad_scale);
-  last_grad_norm_ = norm;
+  return total_sum_of_squares(compute_, norm_spans_.data(),
+                              static_cast<std::int64_t>(norm_spans_.size()));
+}
+
+float BucketSteps::clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale) {
+  const double norm = std::sqrt(grad_sum_sq) * static_cast<double>(grad_scale);
   // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
   const double coef = static_cast<double>(max_norm) / (norm + 1e-6);
   return coef < 1.0 ? static_cast<float>(coef) : 1.0f;

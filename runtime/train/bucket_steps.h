@@ -57,12 +57,17 @@ class BucketSteps {
   // Every wait still pending (before eval, checkpoints, reading parameters).
   void wait_all_before_use();
 
-  // The clip coefficient of this step for max norm `max_norm` (> 0) over the reduced gradients,
-  // scaled by `grad_scale` (the average over ranks and micro-batches). ddp: every rank holds every
-  // reduced gradient; zero: only the assigned rank is sure to (reduce), so owners add partial sums
-  // and `reduce_comm` all-reduces them (a collective: every rank calls it at the same point).
-  // Every bucket's collective must have completed. Sets last_grad_norm().
-  float clip_coefficient(float max_norm, float grad_scale, Communicator& reduce_comm);
+  // This rank's share of the sum of squares of the reduced gradient: the buckets it steps (every
+  // bucket in ddp; in zero only the assigned rank is sure to hold a bucket's reduced gradient),
+  // added in bucket order, one read-back on CUDA. Every bucket's collective must have completed
+  // (CUDA: be ordered before the compute stream). The step's check and the clip norm use it.
+  double local_grad_sum_sq(int rank);
+  // torch.nn.utils.clip_grad_norm_'s coefficient for max norm `max_norm` (> 0) from the global
+  // sum of squares of the reduced gradients scaled by `grad_scale` (the average over ranks and
+  // micro-batches).
+  static float clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale);
+  // The global gradient norm of the last checked step (sqrt(sum of squares) x grad_scale).
+  void set_last_grad_norm(double norm) { last_grad_norm_ = norm; }
   double last_grad_norm() const { return last_grad_norm_; }
 
  private:

@@ -23,8 +23,16 @@ DataParallelStep::DataParallelStep(const ModePlan& mode, DataParallelOptions opt
       steps_(mode, plan, store, optimizer, broadcast_comm, compute, tracer) {
   ZL_CHECK(mode.can_clip || options.clip_grad_norm <= 0.0f,
            "{} cannot clip (rejected at config time)", mode.name());
+  ZL_CHECK(options.step_check == StepCheck::EveryStep ||
+               (options.clip_grad_norm <= 0.0f && options.on_nonfinite == OnNonfinite::Stop &&
+                options.max_loss <= 0.0),
+           "clipping, skip_step and max_loss need the verdict of every step");
   policy_ = make_step_policy(
-      mode.schedule, PolicyContext{plan, reducer_, steps_, reduce_comm, options.clip_grad_norm});
+      mode.schedule,
+      PolicyContext{plan, reducer_, steps_, reduce_comm, options.clip_grad_norm,
+                    options.on_nonfinite,
+                    mode.sharded_state ? GradShares::Sharded : GradShares::Replicated,
+                    options.step_check, options.max_loss, options.grad_accum});
   reducer_.set_issued_hook([this](int bucket) { policy_->on_collective_issued(bucket, scalars_); });
   grad_ready_hook_ = [this](int id) { reducer_.on_grad_ready(id); };
   param_use_hook_ = [this](int id) { steps_.wait_before_use(id); };
@@ -59,9 +67,13 @@ void DataParallelStep::begin_backward(std::int64_t micro_batch) {
   reducer_.arm();
 }
 
-void DataParallelStep::finish_backward() {
+StepVerdict DataParallelStep::finish_backward(const StepLossFn& step_loss) {
   reducer_.disarm();
-  policy_->finish_backward(scalars_);
+  StepVerdict verdict = policy_->finish_backward(scalars_, step_loss);
+  if (!verdict.finite && options_.on_nonfinite == OnNonfinite::SkipStep) {
+    optimizer_.set_step_count(scalars_.t - 1);
+  }
+  return verdict;
 }
 
 void DataParallelStep::synchronize() {

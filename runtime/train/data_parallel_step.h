@@ -26,6 +26,9 @@ class Tracer;
 struct DataParallelOptions {
   float clip_grad_norm = 0.0f;  // 0: off
   std::int64_t grad_accum = 1;  // micro-batches per step
+  OnNonfinite on_nonfinite = OnNonfinite::Stop;
+  StepCheck step_check = StepCheck::EveryStep;
+  double max_loss = 0.0;  // train.max_loss
 };
 
 class DataParallelStep {
@@ -49,9 +52,13 @@ class DataParallelStep {
   const GradReadyHook& grad_ready_hook() const { return grad_ready_hook_; }
   const ParamUseHook& param_use_hook() const { return param_use_hook_; }
 
-  // After the last micro-batch's backward: the mode's policy. On return the step is issued; in
-  // ddp and zero/none it is also complete.
-  void finish_backward();
+  // After the last micro-batch's backward: the mode's policy, and the step's verdict, the same on
+  // every rank (`step_loss` reads this rank's loss of the step). On return the step is issued (in
+  // ddp and zero/none also complete). A verdict that is not finite and came before the steps left
+  // every parameter as it was; under on_nonfinite = "skip_step" the optimizer's step count is
+  // also taken back, so the skipped step leaves no trace in t or the LR schedule
+  // (docs/design.md, "Divergence").
+  StepVerdict finish_backward(const StepLossFn& step_loss);
 
   // Waits until every collective, step and broadcast issued so far completed.
   void synchronize();

@@ -26,7 +26,7 @@ void LossWindow::add_classification(const float* logits, const std::int32_t* lab
                      : step_;
   softmax_cross_entropy_accumulate(compute_, logits, labels, batch, classes, dlogits,
                                    1.0f / static_cast<float>(batch), sums);
-  window_.samples += static_cast<double>(batch);
+  step_samples_ += static_cast<double>(batch);
 }
 
 void LossWindow::add_regression(const float* pred, const float* target, std::int64_t batch,
@@ -36,20 +36,10 @@ void LossWindow::add_regression(const float* pred, const float* target, std::int
                      : step_;
   squared_error_accumulate(compute_, pred, target, n, dpred, 1.0f / static_cast<float>(n),
                            static_cast<double>(n), sums);
-  window_.samples += static_cast<double>(batch);
+  step_samples_ += static_cast<double>(batch);
 }
 
-void LossWindow::end_step() {
-  if (compute_.device == DeviceKind::Cuda) return;  // the device sums are the window's already
-  window_.loss_sum += step_[0];
-  window_.correct += step_[1];
-  for (double& s : step_) s = 0.0;
-}
-
-StepLoss LossWindow::take() {
-  StepLoss out = window_;
-  window_ = StepLoss{};
-  if (compute_.device != DeviceKind::Cuda) return out;
+void LossWindow::add_device_sums(double* host) {
   double sums[kLossSumCount] = {};
   take_device_sums(compute_, reinterpret_cast<double*>(device_sums_.data()), sums, kLossSumCount);
   if (sums[2] > 0.0) {
@@ -58,8 +48,36 @@ StepLoss LossWindow::take() {
         "the data's labels do not match the model's number of classes (its last width)",
         sums[2], classes_));
   }
-  out.loss_sum = sums[0];
-  out.correct = sums[1];
+  for (int i = 0; i < kLossSumCount; ++i) host[i] += sums[i];
+}
+
+double LossWindow::step_loss() {
+  if (compute_.device == DeviceKind::Cuda) add_device_sums(step_);
+  return step_[0];
+}
+
+void LossWindow::end_step(StepCount count) {
+  // On CUDA without step_loss() the step's sums are still on the device: they join the window
+  // there (a step is skipped only after step_loss() read them).
+  if (count == StepCount::Counted) {
+    window_.loss_sum += step_[0];
+    window_.correct += step_[1];
+    window_.samples += step_samples_;
+    ++window_.steps;
+  }
+  for (double& s : step_) s = 0.0;
+  step_samples_ = 0.0;
+}
+
+StepLoss LossWindow::take() {
+  StepLoss out = window_;
+  window_ = StepLoss{};
+  if (compute_.device == DeviceKind::Cuda) {
+    double sums[kLossSumCount] = {out.loss_sum, out.correct, 0.0};
+    add_device_sums(sums);
+    out.loss_sum = sums[0];
+    out.correct = sums[1];
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The four step policies (see step_policy.h); each is only an order of the shared primitives.
 #include "runtime/train/step_policy.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -14,36 +15,50 @@ const std::string kMainThread = "main";
 class DdpPolicy final : public StepPolicy {
  public:
   using StepPolicy::StepPolicy;
-  void finish_backward(const StepScalars& scalars) override {
+  StepVerdict finish_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
     ctx_.reducer.stream_wait_all(ctx_.steps.compute());
-    const StepScalars s = clipped(scalars);
+    const StepVerdict verdict = check(scalars, step_loss);
+    if (!verdict.finite) return verdict;
+    const StepScalars s = clipped(scalars, verdict);
     for (const auto& b : ctx_.plan.buckets) {
       ctx_.steps.step_bucket(b.index, s, ctx_.steps.compute(), kMainThread);
     }
+    return verdict;
   }
 };
 
 class ZeroNonePolicy final : public StepPolicy {
  public:
   using StepPolicy::StepPolicy;
-  void finish_backward(const StepScalars& scalars) override {
+  StepVerdict finish_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
     ctx_.reducer.stream_wait_all(ctx_.steps.compute());
-    const StepScalars s = clipped(scalars);
+    const StepVerdict verdict = check(scalars, step_loss);
+    if (!verdict.finite) return verdict;  // no rank steps or broadcasts: all keep their parameters
+    const StepScalars s = clipped(scalars, verdict);
     for (const auto& b : ctx_.plan.buckets) {
       ctx_.steps.step_bucket(b.index, s, ctx_.steps.compute(), kMainThread);
     }
     for (const auto& b : ctx_.plan.buckets) ctx_.steps.broadcast_bucket(b.index);
     ctx_.steps.wait_broadcasts();
+    return verdict;
   }
 };
 
 class ZeroAfterBackwardPolicy final : public StepPolicy {
  public:
   using StepPolicy::StepPolicy;
-  void finish_backward(const StepScalars& scalars) override {
-    // The norm needs every bucket reduced before the first step.
-    if (ctx_.clip_grad_norm > 0.0f) ctx_.reducer.stream_wait_all(ctx_.steps.compute());
-    const StepScalars s = clipped(scalars);
+  StepVerdict finish_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
+    // The norm needs every bucket reduced before the first step, and so does a skip; a stop can
+    // be decided after the steps were issued, which keeps steps overlapping later collectives.
+    const bool check_first =
+        ctx_.clip_grad_norm > 0.0f || ctx_.on_nonfinite == OnNonfinite::SkipStep;
+    StepVerdict verdict;
+    if (check_first) {
+      ctx_.reducer.stream_wait_all(ctx_.steps.compute());
+      verdict = check(scalars, step_loss);
+      if (!verdict.finite) return verdict;
+    }
+    const StepScalars s = clipped(scalars, verdict);
     for (const auto& b : ctx_.plan.buckets) {
       // A stream wait (host wait on the CPU): on CUDA the step kernel on the compute stream
       // follows this bucket's collective and the host goes on issuing the next bucket.
@@ -52,6 +67,7 @@ class ZeroAfterBackwardPolicy final : public StepPolicy {
       ctx_.steps.broadcast_bucket(b.index);
       ctx_.steps.expect_broadcast(b.index);
     }
+    return check_first ? verdict : check(scalars, step_loss);
   }
 };
 
@@ -60,6 +76,8 @@ class ZeroInterleavedPolicy final : public StepPolicy {
   explicit ZeroInterleavedPolicy(PolicyContext ctx) : StepPolicy(ctx) {
     ZL_CHECK(ctx.clip_grad_norm <= 0.0f,
              "interleaved overlap cannot clip (rejected at config time)");
+    ZL_CHECK(ctx.on_nonfinite == OnNonfinite::Stop,
+             "interleaved overlap cannot skip a step (rejected at config time)");
   }
   void on_collective_issued(int bucket, const StepScalars& scalars) override {
     // Runs on the reduce stream after this bucket's collective (and all earlier ones): step the
@@ -74,19 +92,35 @@ class ZeroInterleavedPolicy final : public StepPolicy {
     });
     ctx_.steps.set_step_work(bucket, std::move(work));
   }
-  void finish_backward(const StepScalars&) override {
-    // Steps and broadcasts were issued from the collectives' tasks.
+  StepVerdict finish_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
+    // Steps and broadcasts were issued from the collectives' tasks; the verdict can only follow
+    // them (a stop: docs/design.md, "Divergence"). The next forward's first layer waits for the
+    // last bucket's broadcast anyway, which follows every collective.
     for (const auto& b : ctx_.plan.buckets) ctx_.steps.expect_broadcast(b.index);
+    ctx_.reducer.stream_wait_all(ctx_.steps.compute());
+    return check(scalars, step_loss);
   }
 };
 
 }  // namespace
 
-StepScalars StepPolicy::clipped(const StepScalars& scalars) {
+StepVerdict StepPolicy::check(const StepScalars& scalars, const StepLossFn& step_loss) {
+  // Checked per log window instead (never with clipping or a skip, which need the verdict here).
+  if (ctx_.step_check == StepCheck::EveryLogWindow) return StepVerdict{};
+  const double grad_sum_sq = ctx_.steps.local_grad_sum_sq(ctx_.reduce_comm.rank());
+  const double mean_loss = step_loss() / static_cast<double>(ctx_.grad_accum);
+  StepVerdict verdict =
+      agree_on_step(mean_loss, grad_sum_sq, ctx_.grad_shares, ctx_.max_loss, ctx_.reduce_comm);
+  ctx_.steps.set_last_grad_norm(std::sqrt(verdict.grad_sum_sq) *
+                                static_cast<double>(scalars.grad_scale));
+  return verdict;
+}
+
+StepScalars StepPolicy::clipped(const StepScalars& scalars, const StepVerdict& verdict) const {
   if (ctx_.clip_grad_norm <= 0.0f) return scalars;
   StepScalars s = scalars;
-  s.grad_scale *= ctx_.steps.clip_coefficient(ctx_.clip_grad_norm, scalars.grad_scale,
-                                              ctx_.reduce_comm);
+  s.grad_scale *=
+      BucketSteps::clip_coefficient(ctx_.clip_grad_norm, verdict.grad_sum_sq, scalars.grad_scale);
   return s;
 }
 

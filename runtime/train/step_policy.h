@@ -9,8 +9,15 @@
 //                       broadcast; the next forward waits per layer for its bucket's broadcast.
 //   zero/interleaved    b's step and broadcast run in a task on the reduce stream right after b's
 //                       collective, while backward continues; the forward waits per layer.
+//
+// Every policy also returns the step's StepVerdict (step_verdict.h): checked before the first
+// bucket steps where the schedule waits for every collective anyway (ddp, zero/none), or must
+// (clipping, on_nonfinite = "skip_step"), and then a non-finite step steps nothing; otherwise
+// (after_backward under "stop", interleaved) checked after the steps were issued
+// (docs/design.md, "Divergence").
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "runtime/comm/communicator.h"
@@ -18,6 +25,7 @@
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/reducer.h"
 #include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/step_verdict.h"
 
 namespace zl {
 
@@ -28,7 +36,15 @@ struct PolicyContext {
   BucketSteps& steps;
   Communicator& reduce_comm;  // interleaved: where the step tasks run; the clip norm's all-reduce
   float clip_grad_norm = 0.0f;  // 0: no clipping
+  OnNonfinite on_nonfinite = OnNonfinite::Stop;
+  GradShares grad_shares = GradShares::Replicated;
+  StepCheck step_check = StepCheck::EveryStep;  // EveryLogWindow: check() answers finite
+  double max_loss = 0.0;         // train.max_loss (0: none)
+  std::int64_t grad_accum = 1;   // the step loss is a sum over this many micro-batches
 };
+
+// This rank's training loss of the step being finished (read when the step is checked).
+using StepLossFn = std::function<double()>;
 
 class StepPolicy {
  public:
@@ -40,12 +56,16 @@ class StepPolicy {
     (void)bucket, (void)scalars;
   }
   // After the last micro-batch's backward, every collective issued. On return the step is
-  // issued; in ddp and zero/none it is also complete.
-  virtual void finish_backward(const StepScalars& scalars) = 0;
+  // issued (in ddp and zero/none also complete), or, when the verdict came before the steps and
+  // is not finite, nothing was stepped or broadcast.
+  virtual StepVerdict finish_backward(const StepScalars& scalars, const StepLossFn& step_loss) = 0;
 
  protected:
-  // `scalars` with the clip coefficient applied (clipping on: every collective must be complete).
-  StepScalars clipped(const StepScalars& scalars);
+  // The step's verdict, a collective on the reduce communicator: every bucket's collective must
+  // be complete (CUDA: ordered before the compute stream). Sets the step's gradient norm.
+  StepVerdict check(const StepScalars& scalars, const StepLossFn& step_loss);
+  // `scalars` with the clip coefficient applied (clipping on: `verdict` came before the steps).
+  StepScalars clipped(const StepScalars& scalars, const StepVerdict& verdict) const;
   PolicyContext ctx_;
 };
 

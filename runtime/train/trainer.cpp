@@ -2,7 +2,9 @@
 #include "runtime/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -170,8 +172,18 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   optimizer_ = std::make_unique<ShardedOptimizer>(config_.optimizer, plan_, model_->store(),
                                                   world_.rank, mode_plan_, total_steps_,
                                                   initial_fp32);
+  // docs/design.md, "Divergence": on CUDA a per-step verdict would drain the stream every step;
+  // a stop can wait for the log window, a clip, a skip or a loss limit cannot.
+  const bool verdict_needed_per_step = config_.train.clip_grad_norm > 0.0f ||
+                                       config_.train.on_nonfinite == OnNonfinite::SkipStep ||
+                                       config_.train.max_loss > 0.0;
+  step_check_ = options_.step_check.value_or(
+      compute_.device == DeviceKind::Cuda && !verdict_needed_per_step ? StepCheck::EveryLogWindow
+                                                                     : StepCheck::EveryStep);
   data_parallel_ = std::make_unique<DataParallelStep>(
-      mode_plan_, DataParallelOptions{config_.train.clip_grad_norm, config_.train.grad_accum},
+      mode_plan_,
+      DataParallelOptions{config_.train.clip_grad_norm, config_.train.grad_accum,
+                          config_.train.on_nonfinite, step_check_, config_.train.max_loss},
       plan_, model_->store(), *optimizer_, *reduce_comm_, *broadcast_comm_, compute_, &tracer_);
   data_parallel_->broadcast_initial_parameters();
   if (tracer_.enabled()) {
@@ -217,6 +229,9 @@ std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices)
   gather_batch(train, indices.data(), batch, host_x_.data(),
                classification ? host_labels_.data() : nullptr,
                classification ? nullptr : host_targets_.data());
+  if (batch > 0 && fault_nonfinite_input(position_.step + 1, world_.rank)) {
+    host_x_[0] = std::numeric_limits<float>::quiet_NaN();  // the test hook (base/fault_stop.h)
+  }
 
   tape_.reset();
   const BatchOnDevice in = batch_on_device(classification);
@@ -289,13 +304,55 @@ void Trainer::train_step() {
     phase_seconds_.backward += seconds_since(phase_start);
   }
   const auto finish_start = Clock::now();
+  StepVerdict verdict;
   {
     TraceSpan span(&tracer_, "main", "finish_backward", {{"step", position_.step + 1}});
-    data_parallel_->finish_backward();
+    verdict = data_parallel_->finish_backward([this] { return loss_window_.step_loss(); });
   }
   phase_seconds_.finish_backward += seconds_since(finish_start);
-  loss_window_.end_step();
+  const std::int64_t step = position_.step + 1;
+  if (!verdict.finite && config_.train.on_nonfinite == OnNonfinite::Stop) {
+    throw NonfiniteStop(fmt::format(
+        "diverged at {}; train.on_nonfinite = \"stop\" ends the run here, and no checkpoint of "
+        "this step or later is written (lower optimizer.lr, set train.clip_grad_norm, or set "
+        "train.on_nonfinite = \"skip_step\" to skip such steps)",
+        describe_nonfinite(verdict, step)));
+  }
+  if (!verdict.finite) {
+    // Every rank left its parameters and optimizer state as they were (docs/design.md,
+    // "Divergence"); the step still consumed its data.
+    ++skipped_steps_;
+    if (world_.is_root() && !options_.quiet) {
+      fmt::print("zerolap: skipped {} (train.on_nonfinite = \"skip_step\"; {} skipped so far)\n",
+                 describe_nonfinite(verdict, step), skipped_steps_);
+      std::fflush(stdout);
+    }
+  }
+  loss_window_.end_step(verdict.finite ? StepCount::Counted : StepCount::Skipped);
   ++position_.step;
+}
+
+double Trainer::window_check_value() {
+  if (step_check_ == StepCheck::EveryStep) return 0.0;
+  data_parallel_->synchronize();
+  const ParameterStore& store = model_->store();
+  return store.param_dtype() == DType::BF16
+             ? sum_of_squares(compute_, store.params_as<Bf16>(), store.total_numel())
+             : sum_of_squares(compute_, store.params_as<float>(), store.total_numel());
+}
+
+void Trainer::check_window(double loss_sum, double check_value, std::int64_t first_step,
+                           std::int64_t last_step) const {
+  if (step_check_ == StepCheck::EveryStep) return;  // every step was checked already
+  const bool loss_bad = !std::isfinite(loss_sum);
+  if (!loss_bad && std::isfinite(check_value)) return;
+  throw NonfiniteStop(fmt::format(
+      "diverged between steps {} and {} (checked once per log window on CUDA; train.log_every = 1 "
+      "names the step): {}; train.on_nonfinite = \"stop\" ends the run here, and no checkpoint "
+      "of these steps is written (lower optimizer.lr, or set train.clip_grad_norm)",
+      first_step, last_step,
+      loss_bad ? "the training loss summed over ranks is not finite"
+               : "the parameters are not finite"));
 }
 
 void Trainer::reset_step_stats() {
@@ -398,6 +455,7 @@ TrainingState Trainer::state() {
                        plan_,
                        mode_plan_,
                        position_,
+                       resumed_step_,
                        total_steps_,
                        sampler_->steps_per_epoch(),
                        &tracer_,

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "runtime/train/loss_window.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/step_verdict.h"
 #include "runtime/train/training_state.h"
 #include "base/tracer.h"
 #include "runtime/comm/world.h"
@@ -50,6 +52,9 @@ struct TrainerOptions {
   // Applied to each communicator after the [link] model (the bench wraps them in a
   // ComputeOnlyCommunicator to time a mode without communication). Empty: none.
   std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)> wrap_comm;
+  // Tests: when steps are checked for non-finite values; unset: as the config and device say
+  // (docs/design.md, "Divergence").
+  std::optional<StepCheck> step_check;
 };
 
 // Wall time of the phases of train_step() on the main thread, summed over steps (the bench).
@@ -81,7 +86,18 @@ class Trainer {
 
   // One optimizer step (grad_accum micro-batches). Its loss statistics join the window take_loss()
   // returns; on CUDA no micro-batch reads anything back (docs/design.md, "Data flow of one step").
+  // A step found non-finite (every rank agrees; docs/design.md, "Divergence") throws NonfiniteStop
+  // under train.on_nonfinite = "stop", or under "skip_step" changes nothing but the data position
+  // and the step counter, and its loss stays out of the window.
   void train_step();
+  StepCheck step_check() const { return step_check_; }
+  std::int64_t skipped_steps() const { return skipped_steps_; }
+  // StepCheck::EveryLogWindow: this rank's part of a window's check, the sum of squares of its
+  // parameters (one read-back; 0 under EveryStep). Add it over ranks with the window's loss.
+  double window_check_value();
+  // Throws NonfiniteStop when the window (steps first..last) summed over ranks is not finite.
+  void check_window(double loss_sum, double check_value, std::int64_t first_step,
+                    std::int64_t last_step) const;
   // This rank's loss statistics since the last call (one read-back on CUDA), summed over steps.
   StepLoss take_loss() { return loss_window_.take(); }
   // Evaluates on the test split, sharded over ranks; every rank gets the reduced result.
@@ -161,11 +177,14 @@ class Trainer {
   std::unique_ptr<LayerTrace> layer_trace_;  // only when tracing
   PhaseSeconds phase_seconds_;
   LossWindow loss_window_;
+  StepCheck step_check_ = StepCheck::EveryStep;
+  std::int64_t skipped_steps_ = 0;
   double timeline_origin_us_ = 0.0;
 
   std::int64_t steps_per_epoch_ = 0;  // optimizer steps
   std::int64_t total_steps_ = 0;
   TrainingPosition position_;
+  std::int64_t resumed_step_ = -1;  // TrainingState::resumed_step
   std::vector<std::int64_t> indices_;
   std::vector<float> host_x_, host_targets_;
   std::vector<std::int32_t> host_labels_;

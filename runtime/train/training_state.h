@@ -32,6 +32,9 @@ struct TrainingState {
   const BucketPlan& plan;
   const ModePlan& mode;
   TrainingPosition& position;  // a load sets it
+  // The step of the checkpoint this run resumed from, -1 when it started fresh (a load sets it):
+  // pruning keeps that checkpoint until the run ends (docs/design.md, "Divergence").
+  std::int64_t& resumed_step;
   std::int64_t total_steps = 0;
   std::int64_t batches_per_epoch = 0;  // micro-batches (global batches of the sampler) per epoch
   Tracer* tracer = nullptr;            // nullable

@@ -65,3 +65,13 @@ add_test(NAME mpi.deadline.np2
           ${CMAKE_CURRENT_BINARY_DIR}/tmp/deadline)
 set_tests_properties(mpi.deadline.np2 PROPERTIES TIMEOUT 300 LABELS mpi
   PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
+# Non-finite steps (issue-15 item 3; README "Reliability"): stop and skip_step in every mode
+# (tests/mpi/test_nonfinite.cpp), and the command line's exit codes and checkpoints
+# (tests/mpi/nonfinite_test.sh).
+zerolap_add_mpi_test(nonfinite 2 "[nonfinite]" 300)
+add_test(NAME mpi.nonfinite_cli.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/nonfinite_test.sh $<TARGET_FILE:zerolap>
+          ${CMAKE_CURRENT_BINARY_DIR}/tmp/nonfinite)
+set_tests_properties(mpi.nonfinite_cli.np2 PROPERTIES TIMEOUT 300 LABELS mpi
+  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")

@@ -137,6 +137,25 @@ TEST_CASE("latest pointer and pruning keep the newest checkpoints", "[checkpoint
                         Contains("checkpoint.resume"));
 }
 
+TEST_CASE("pruning keeps the checkpoint a running run resumed from", "[checkpoint]") {
+  // A resumed run that diverges writes finite checkpoints of a bad state before a step turns
+  // non-finite; the one it resumed from must survive them (docs/design.md, "Divergence").
+  const fs::path dir = temp_dir("prune_protected");
+  for (int step : {6, 7, 8, 9}) std::ofstream(dir / checkpoint_file_name(step)) << "x";
+  write_latest_pointer(dir.string(), checkpoint_file_name(9));
+  prune_checkpoints(dir.string(), 3, 6);
+  CHECK(fs::exists(dir / checkpoint_file_name(6)));
+  CHECK(fs::exists(dir / checkpoint_file_name(7)));
+  std::ofstream(dir / checkpoint_file_name(10)) << "x";
+  write_latest_pointer(dir.string(), checkpoint_file_name(10));
+  prune_checkpoints(dir.string(), 3, 6);
+  CHECK(fs::exists(dir / checkpoint_file_name(6)));
+  CHECK_FALSE(fs::exists(dir / checkpoint_file_name(7)));
+  prune_checkpoints(dir.string(), 3);  // the run ended: back to `keep`
+  CHECK_FALSE(fs::exists(dir / checkpoint_file_name(6)));
+  CHECK(fs::exists(dir / checkpoint_file_name(8)));
+}
+
 TEST_CASE("check_checkpoint accepts a well-formed checkpoint", "[checkpoint]") {
   Model model(tiny_spec(), DeviceKind::Cpu);
   const auto path = write_fake_checkpoint(temp_dir("ok") / "c.safetensors", model);

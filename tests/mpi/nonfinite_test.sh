@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Divergence at the command line (docs/design.md, "Divergence"), on 2 ranks of a tiny model:
+#   sgd      SGD at lr = 1e10 exits 1 naming the step, and writes no non-finite checkpoint;
+#   resume   resuming a good run at lr = 1e10 with keep = 3, every = 1 keeps a finite `latest`
+#            and does not rotate out every good checkpoint;
+#   adam     Adam at lr = 1e10 stays finite (loss ~1e21 here), so by default it trains on; with
+#            train.max_loss set it exits 1 naming the step;
+#   skip     train.on_nonfinite = "skip_step" skips a step with a NaN input on rank 1 and exits 0;
+#   config   bad values and skip_step with interleaved overlap exit 2 naming the key.
+# Before the non-finite check these runs exited 0 with NaN checkpoints as `latest`.
+# Usage: nonfinite_test.sh ZEROLAP_BINARY WORK_DIR
+set -u
+zerolap=$1
+work=$2
+rm -rf "$work"
+mkdir -p "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+flags="--oversubscribe --bind-to none"
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat >"$work/run.toml" <<TOML
+[model]
+kind = "mlp"
+widths = [8, 32, 4]
+seed = 3
+[data]
+kind = "teacher"
+teacher_task = "classification"
+teacher_hidden = 16
+train_samples = 512
+test_samples = 64
+batch_size = 8
+seed = 5
+[optimizer]
+kind = "sgd"
+lr = 0.05
+[train]
+steps = 6
+log_every = 1
+[checkpoint]
+every = 1
+keep = 3
+[runtime]
+timeout_s = 60
+device = "cpu"
+[output]
+dir = "$work/out"
+TOML
+
+# run NAME ARGS...: the exit code of a 2-rank `zerolap train`; its output in NAME.log.
+run() {
+  local name=$1
+  shift
+  timeout 120 mpirun $flags -np 2 "$zerolap" train "$work/run.toml" "$@" >"$work/$name.log" 2>&1
+  echo $?
+}
+expect_rc() {  # NAME RC EXPECTED
+  [ "$2" -eq "$3" ] || { cat "$work/$1.log"; fail "$1: exit code $2, expected $3"; }
+}
+expect_log() {  # NAME PATTERN (extended regex)
+  grep -qE -- "$2" "$work/$1.log" || { cat "$work/$1.log"; fail "$1: no '$2' in the output"; }
+}
+
+# Exit 0 when every tensor of the safetensors file is finite; prints the first one that is not.
+finite() {
+  python3 - "$1" <<'PY'
+import array, json, math, struct, sys
+with open(sys.argv[1], "rb") as f:
+    (n,) = struct.unpack("<Q", f.read(8))
+    header = json.loads(f.read(n))
+    data = f.read()
+for name, t in header.items():
+    if name == "__metadata__":
+        continue
+    begin, end = t["data_offsets"]
+    values = array.array("f", data[begin:end])
+    if not all(math.isfinite(v) for v in values):
+        print(f"{sys.argv[1]}: {name} is not finite")
+        sys.exit(1)
+PY
+}
+# Every checkpoint in DIR is finite, and `latest` names one of them.
+check_dir() {  # NAME DIR
+  local f
+  for f in "$2"/step_*.safetensors; do
+    [ -e "$f" ] || continue
+    finite "$f" || fail "$1: a non-finite checkpoint was written: $f"
+  done
+  if [ -e "$2/latest" ]; then
+    [ -e "$2/$(cat "$2/latest")" ] || fail "$1: latest names a missing file"
+  fi
+}
+
+# --- sgd: exit 1 naming the step; nothing non-finite written --------------------------------------
+rc=$(run sgd --set checkpoint.dir=\""$work/sgd"\" --set optimizer.lr=1e10 --set train.steps=30)
+expect_rc sgd "$rc" 1
+expect_log sgd "diverged at step [0-9]+: the training loss is not finite"
+expect_log sgd "train.on_nonfinite = \"stop\""
+check_dir sgd "$work/sgd"
+echo "ok: sgd at lr = 1e10 exits 1 naming the step; no non-finite checkpoint"
+
+# --- resume: a good run, then lr = 1e10 from its latest ---------------------------------------------
+rc=$(run good --set checkpoint.dir=\""$work/resume"\")
+expect_rc good "$rc" 0
+[ "$(cat "$work/resume/latest")" = "step_00000006.safetensors" ] || fail "good: latest is not step 6"
+rc=$(run resume --set checkpoint.dir=\""$work/resume"\" --set checkpoint.resume=true \
+  --set optimizer.lr=1e10 --set train.steps=30)
+expect_rc resume "$rc" 1
+expect_log resume "resumed from .*step_00000006"
+expect_log resume "diverged at step [0-9]+"
+check_dir resume "$work/resume"
+[ -e "$work/resume/step_00000006.safetensors" ] || { ls "$work/resume"; fail "resume: the good step 6 was rotated out"; }
+echo "ok: resuming at lr = 1e10 exits 1; latest stays finite; the good step 6 is kept"
+
+# --- adam: finite, so not divergence by default; train.max_loss makes a huge loss one --------------
+# Adam's step is about lr per parameter whatever the gradient, so at lr = 1e10 the parameters and
+# the loss grow huge but stay finite (docs/design.md, "Divergence"): the default check, NaN and
+# inf only, lets it run; the finite checkpoints it writes are a state, not a divergence.
+rc=$(run adam --set checkpoint.dir=\""$work/adam"\" --set optimizer.kind=\"adam\" \
+  --set optimizer.lr=1e10 --set train.steps=30)
+expect_rc adam "$rc" 0
+expect_log adam "^final step 30 "
+check_dir adam "$work/adam"
+rc=$(run adam_limit --set checkpoint.dir=\""$work/adam_limit"\" --set optimizer.kind=\"adam\" \
+  --set optimizer.lr=1e10 --set train.steps=30 --set train.max_loss=1e6)
+expect_rc adam_limit "$rc" 1
+expect_log adam_limit "diverged at step 2: the training loss is above train.max_loss = 1e\+06 \([0-9.e+]+ on rank 0, [0-9.e+]+ on rank 1\)"
+check_dir adam_limit "$work/adam_limit"
+[ "$(cat "$work/adam_limit/latest")" = "step_00000001.safetensors" ] || fail "adam_limit: latest is not step 1"
+echo "ok: adam at lr = 1e10 is finite and trains on; with train.max_loss = 1e6 it exits 1 at step 2"
+
+# --- skip: a NaN input on rank 1 at step 3 is skipped on both ranks ---------------------------------
+timeout 120 mpirun $flags -x ZEROLAP_FAULT_NONFINITE=3:1 -np 2 "$zerolap" train "$work/run.toml" \
+  --set checkpoint.dir=\""$work/skip"\" --set train.on_nonfinite=\"skip_step\" >"$work/skip.log" 2>&1
+expect_rc skip $? 0
+expect_log skip "skipped step 3: the training loss is not finite \(nan on rank 1\)"
+expect_log skip "final step 6 .*\(1 steps skipped as non-finite\)"
+check_dir skip "$work/skip"
+grep -q "^on_nonfinite = \"skip_step\"" "$work/out/config.toml" || fail "skip: not in the effective config"
+echo "ok: skip_step skips the NaN step and finishes"
+
+# --- config: exit 2 naming the key --------------------------------------------------------------------
+rc=$(run bad_value --set train.on_nonfinite=\"ignore\")
+expect_rc bad_value "$rc" 2
+expect_log bad_value "train.on_nonfinite"
+rc=$(run interleaved --set parallel.mode=\"zero\" --set parallel.overlap=\"interleaved\" \
+  --set train.on_nonfinite=\"skip_step\")
+expect_rc interleaved "$rc" 2
+expect_log interleaved "train.on_nonfinite.*\"skip_step\" cannot be combined with parallel.overlap = \"interleaved\""
+echo "ok: bad on_nonfinite values exit 2 naming the key"
+echo "PASS"
