@@ -2,7 +2,8 @@
 // makes that rank stop itself with SIGSTOP when it reaches the named point, as a process that
 // hangs or is descheduled would; its peers must then end the job within runtime.timeout_s.
 // Points: "startup" (before the first exchange of `zerolap train`), "checkpoint" (inside a
-// checkpoint write, after its communicator exists), "evaluation" (before evaluation's reduction).
+// checkpoint write, after its communicator exists), "evaluation" (before evaluation's reduction),
+// "trace" (before the trace of `zerolap train` is gathered).
 //
 // Test hook for the non-finite tests, never set in production: ZEROLAP_FAULT_NONFINITE =
 // "<step>:<rank>" makes that rank's input of that optimizer step (counted from 1) hold a NaN, as a

@@ -19,6 +19,7 @@
 #include "runtime/comm/compute_only_communicator.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
+#include "runtime/comm/timed_mpi.h"
 #include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
 #include "runtime/train/trainer.h"
@@ -27,15 +28,26 @@ namespace zl {
 namespace {
 
 // Element-wise max over ranks, in place.
-void max_over_ranks(const World& world, std::vector<double>& values) {
-  ZL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
-                             MPI_DOUBLE, MPI_MAX, world.comm));
+void max_over_ranks(const World& world, const WaitLimit& limit, std::vector<double>& values) {
+  const std::vector<double> mine = values;
+  timed_allreduce(mine.data(), values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
+                  world.comm, limit, "the bench's max over ranks");
 }
 
-std::vector<std::int64_t> gather_to_all(const World& world, std::int64_t value) {
+std::vector<std::int64_t> gather_to_all(const World& world, const WaitLimit& limit,
+                                        std::int64_t value) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(world.size), 0);
-  ZL_MPI_CHECK(MPI_Allgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, world.comm));
+  timed_allgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, world.comm, limit,
+                  "the bench's gather of per-rank figures");
   return out;
+}
+
+// A barrier whose end is the same instant on every rank to within a few microseconds: the first,
+// polled, waits for the slowest rank (an early rank may notice its end late: Note [Polling
+// back-off]); all enter the second within that slack and leave it while still spinning.
+void aligned_barrier(const World& world, const WaitLimit& limit) {
+  timed_barrier(world.comm, limit, "the bench's barrier");
+  timed_barrier(world.comm, limit, "the bench's aligning barrier");
 }
 
 double percentile(std::vector<double> values, double p) {
@@ -81,6 +93,7 @@ struct RunFigures {
 
 RunFigures timed_run(const Config& config, const World& world, bool compute_only,
                      const Tracer& bench_clock, std::vector<TraceSource>* trace) {
+  const WaitLimit limit{world.rank, config.runtime.timeout_s};
   TrainerOptions options;
   options.quiet = true;
   options.write_outputs = false;
@@ -96,7 +109,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   run_or_abort(world, [&] {
     for (std::int64_t i = 0; i < config.bench.warmup; ++i) trainer.train_step();
     trainer.synchronize();
-    ZL_MPI_CHECK(MPI_Barrier(world.comm));
+    aligned_barrier(world, limit);
 
     trainer.reset_step_stats();
     const double trace_offset_us = bench_clock.now_us();
@@ -107,7 +120,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
       f.step_s.push_back(seconds_since(step_start));
     }
     trainer.synchronize();
-    ZL_MPI_CHECK(MPI_Barrier(world.comm));
+    aligned_barrier(world, limit);
     f.total_s = seconds_since(start);
 
     const StepStats stats = trainer.step_stats();
@@ -244,6 +257,8 @@ bool reset_peak_rss() {
 }
 
 BenchReport run_bench(const Config& config, const World& world, const BenchOptions& options) {
+  // Every wait for another rank in the bench is bounded by runtime.timeout_s (timed_mpi.h).
+  const WaitLimit limit{world.rank, config.runtime.timeout_s};
   const std::vector<BenchMode> modes = bench_modes(config);
   const std::vector<double> caps = config.bench.bucket_cap_mb.empty()
                                        ? std::vector<double>{config.parallel.bucket_cap_mb}
@@ -341,7 +356,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                                   t.hidden_comm_s,
                                   t.exposed_comm_s,
                                   t.idle_s};
-        max_over_ranks(world, maxed);
+        max_over_ranks(world, limit, maxed);
         row.step_s = maxed[0] / steps;
         row.forward_s = maxed[1] / steps;
         row.backward_s = maxed[2] / steps;
@@ -367,7 +382,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                                  : 0.0;
         for (auto* v : {&t.bucket_reduction_s, &t.bucket_step_s, &t.bucket_broadcast_s}) {
           std::vector<double> per_step = *v;
-          max_over_ranks(world, per_step);
+          max_over_ranks(world, limit, per_step);
           for (double& x : per_step) x /= steps;
           if (v == &t.bucket_reduction_s) row.bucket_reduction_s = per_step;
           if (v == &t.bucket_step_s) row.bucket_step_s = per_step;
@@ -376,14 +391,14 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
         row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
 
         row.step_times_s = real.step_s;
-        max_over_ranks(world, row.step_times_s);
+        max_over_ranks(world, limit, row.step_times_s);
         row.step_median_s = percentile(row.step_times_s, 0.5);
         row.step_p10_s = percentile(row.step_times_s, 0.1);
         row.step_p90_s = percentile(row.step_times_s, 0.9);
 
-        row.optimizer_state_bytes = gather_to_all(world, real.allocated.state);
-        row.state_bytes = gather_to_all(world, real.allocated.total());
-        row.peak_rss_bytes = gather_to_all(world, real.peak_rss);
+        row.optimizer_state_bytes = gather_to_all(world, limit, real.allocated.state);
+        row.state_bytes = gather_to_all(world, limit, real.allocated.total());
+        row.peak_rss_bytes = gather_to_all(world, limit, real.peak_rss);
         for (int r = 0; r < world.size; ++r) {
           const RankMemory planned = rank_memory(mode_plan, plan, model.store().total_numel(), r);
           row.planned_optimizer_state_bytes.push_back(planned.state);
@@ -418,7 +433,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     trace.push_back({bench_clock.events(), 0.0});
     write_trace(world, bench_clock, merge_trace_events(trace, world.rank),
                 (std::filesystem::path(config.output.dir) / "trace.json").string(),
-                {{"command", "bench"}, {"link", report.link_label}});
+                config.runtime.timeout_s, {{"command", "bench"}, {"link", report.link_label}});
   }
   return report;
 }

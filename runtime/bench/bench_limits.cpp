@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "runtime/comm/device.h"
 #include "runtime/comm/simulated_link.h"
+#include "runtime/comm/timed_mpi.h"
 
 namespace zl {
 namespace {
@@ -26,31 +27,43 @@ namespace {
 constexpr double kTargetSeconds = 0.03;  // per measurement, after one untimed run
 constexpr int kMaxReps = 50;
 
-double max_over_ranks(const World& world, double value) {
+// Every wait for another rank is bounded by runtime.timeout_s (runtime/comm/timed_mpi.h).
+double max_over_ranks(const World& world, const WaitLimit& limit, double value) {
   double out = value;
-  ZL_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, world.comm));
+  timed_allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, world.comm, limit,
+                  "the bench limits' max over ranks");
   return out;
+}
+
+// Each timed run starts at a barrier whose end is the same instant on every rank to within a few
+// microseconds: the first, polled, waits for the slowest rank (an early rank may notice its end
+// late: Note [Polling back-off]); all enter the second within that slack and leave it spinning.
+void aligned_barrier(const World& world, const WaitLimit& limit) {
+  timed_barrier(world.comm, limit, "the bench limits' barrier");
+  timed_barrier(world.comm, limit, "the bench limits' aligning barrier");
 }
 
 // Runs fn once untimed, then enough times for ~kTargetSeconds (the same count on every rank),
 // each run started at a barrier. Returns the fastest run's time, max over ranks: a limit is what
 // the machine can do, and on a shared machine slower runs measure the other tenants.
 template <typename Fn>
-double time_collectively(const World& world, Fn&& fn) {
-  ZL_MPI_CHECK(MPI_Barrier(world.comm));
+double time_collectively(const World& world, const WaitLimit& limit, Fn&& fn) {
+  aligned_barrier(world, limit);
   auto start = Clock::now();
   fn();
-  const double first = max_over_ranks(world, seconds_since(start));
+  const double first = max_over_ranks(world, limit, seconds_since(start));
   const int reps = std::clamp(static_cast<int>(std::ceil(kTargetSeconds / std::max(first, 1e-7))),
                               3, kMaxReps);
   std::vector<double> runs(static_cast<std::size_t>(reps));
   for (double& run : runs) {
-    ZL_MPI_CHECK(MPI_Barrier(world.comm));
+    aligned_barrier(world, limit);
     start = Clock::now();
     fn();
     run = seconds_since(start);
   }
-  ZL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, runs.data(), reps, MPI_DOUBLE, MPI_MAX, world.comm));
+  const std::vector<double> mine = runs;
+  timed_allreduce(mine.data(), runs.data(), reps, MPI_DOUBLE, MPI_MAX, world.comm, limit,
+                  "the bench limits' max over ranks");
   return *std::min_element(runs.begin(), runs.end());
 }
 
@@ -58,14 +71,14 @@ double time_collectively(const World& world, Fn&& fn) {
 // enqueues a batch of `fn` (about a millisecond of work) and waits for the stream, so the host's
 // launch and wait overheads are amortised; returns the time of one `fn`.
 template <typename Fn>
-double time_on(const ExecContext& exec, const World& world, Fn&& fn) {
-  if (exec.device != DeviceKind::Cuda) return time_collectively(world, fn);
+double time_on(const ExecContext& exec, const World& world, const WaitLimit& limit, Fn&& fn) {
+  if (exec.device != DeviceKind::Cuda) return time_collectively(world, limit, fn);
   auto start = Clock::now();
   fn();
   synchronize_stream(exec);
-  const double first = max_over_ranks(world, seconds_since(start));
+  const double first = max_over_ranks(world, limit, seconds_since(start));
   const int batch = std::clamp(static_cast<int>(std::ceil(1e-3 / std::max(first, 1e-7))), 1, 100);
-  return time_collectively(world, [&] {
+  return time_collectively(world, limit, [&] {
            for (int i = 0; i < batch; ++i) fn();
            synchronize_stream(exec);
          }) /
@@ -99,7 +112,8 @@ std::vector<GemmLimit> model_gemm_shapes(const Config& config) {
 // On `exec` (its gemm_math: TF32 or not): the CPU GEMM, or cuBLAS on the device's compute stream
 // (the handle the layers use). In bf16 the operands are bf16 and, as in the layers, forward and
 // backward_data write bf16 activations while backward_weight writes the fp32 gradient buffer.
-void measure_gemm(const ExecContext& exec, const World& world, DType dtype, GemmLimit& g) {
+void measure_gemm(const ExecContext& exec, const World& world, const WaitLimit& limit, DType dtype,
+                  GemmLimit& g) {
   const DeviceBuffer a(exec.device, g.m * g.k, dtype), b(exec.device, g.k * g.n, dtype);
   const DType out = dtype == DType::BF16 && g.pass != "backward_weight" ? DType::BF16 : DType::F32;
   const DeviceBuffer c(exec.device, g.m * g.n, out);
@@ -108,7 +122,7 @@ void measure_gemm(const ExecContext& exec, const World& world, DType dtype, Gemm
   const Transpose tb = g.pass == "forward" ? Transpose::Yes : Transpose::No;
   const std::int64_t lda = ta == Transpose::Yes ? g.m : g.k;
   const std::int64_t ldb = tb == Transpose::Yes ? g.k : g.n;
-  const double s = time_on(exec, world, [&] {
+  const double s = time_on(exec, world, limit, [&] {
     if (dtype == DType::F32) {
       gemm(exec, ta, tb, g.m, g.n, g.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n);
     } else if (out == DType::BF16) {
@@ -142,11 +156,11 @@ std::string gemm_kernel_name(const ExecContext& exec, ComputePrecision precision
 // 3 x 32 MiB per rank: well past the last-level cache of the machines this runs on.
 constexpr std::int64_t kTriadElements = 8 << 20;
 
-double measure_triad(const World& world) {
+double measure_triad(const World& world, const WaitLimit& limit) {
   constexpr std::int64_t kElements = kTriadElements;
   std::vector<float> a(kElements, 0.0f), b(kElements, 1.0f), c(kElements, 2.0f);
   const float scalar = 3.0f;
-  const double s = time_collectively(world, [&] {
+  const double s = time_collectively(world, limit, [&] {
     float* __restrict pa = a.data();
     const float* __restrict pb = b.data();
     const float* __restrict pc = c.data();
@@ -157,10 +171,12 @@ double measure_triad(const World& world) {
 
 // The device's memory bandwidth: the `add` kernel (c = a + b: 12 bytes per element, STREAM's
 // "add"), over 3 x 1 GiB, well past any GPU's cache.
-double measure_device_bandwidth(const ExecContext& exec, const World& world) {
+double measure_device_bandwidth(const ExecContext& exec, const World& world,
+                                const WaitLimit& limit) {
   constexpr std::int64_t kElements = std::int64_t{256} << 20;
   const DeviceBuffer a(exec.device, kElements), b(exec.device, kElements), c(exec.device, kElements);
-  const double s = time_on(exec, world, [&] { add(exec, a.data(), b.data(), c.data(), kElements); });
+  const double s =
+      time_on(exec, world, limit, [&] { add(exec, a.data(), b.data(), c.data(), kElements); });
   return 3.0 * 4.0 * static_cast<double>(kElements) / s * 1e-9;
 }
 
@@ -168,6 +184,7 @@ double measure_device_bandwidth(const ExecContext& exec, const World& world) {
 // fp32 master or remainders and gradients of reduce_dtype (kernels/optimizer_kernels.h), with
 // the bytes per element it moves.
 void measure_optimizer(const Config& config, const ExecContext& exec, const World& world,
+                       const WaitLimit& limit,
                        const PrecisionConfig& precision, PrecisionLimits& out) {
   const Model model(config.model, DeviceKind::Cpu);
   // At least the triad's size (a GPU's: the bandwidth kernel's), so that a small model's state
@@ -202,7 +219,7 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
     const SgdHyper h{o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov};
     float* buf = o.momentum != 0.0f ? m.data() : nullptr;
     slice.m = buf;
-    s = time_on(exec, world, [&] {
+    s = time_on(exec, world, limit, [&] {
       if (bf16) {
         sgd_step_bf16(exec, slice, n, make_sgd_step(h, o.lr, 2, 1.0f));
       } else {
@@ -213,7 +230,7 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
     const AdamHyper h{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.kind == OptimizerKind::AdamW};
     slice.m = m.data();
     slice.v = v.data();
-    s = time_on(exec, world, [&] {
+    s = time_on(exec, world, limit, [&] {
       if (bf16) {
         adam_step_bf16(exec, slice, n, make_adam_step(h, o.lr, 2, 1.0f));
       } else {
@@ -229,6 +246,7 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
 // On the device's communicator backend (NCCL on CUDA, MPI on the CPU) with buffers where the
 // model lives, through the link model when it is on.
 void measure_collectives(const Config& config, const Device& device, const World& world,
+                         const WaitLimit& limit,
                          std::vector<CollectiveSize> sizes, BenchLimits& out) {
   std::sort(sizes.begin(), sizes.end(), [](const CollectiveSize& a, const CollectiveSize& b) {
     return std::tie(a.op, a.dtype, a.bytes) < std::tie(b.op, b.dtype, b.bytes);
@@ -252,7 +270,7 @@ void measure_collectives(const Config& config, const Device& device, const World
     const CollectiveOp op = s.op == "all_reduce" ? CollectiveOp::AllReduce
                             : s.op == "reduce"   ? CollectiveOp::Reduce
                                                  : CollectiveOp::Broadcast;
-    const double seconds = time_collectively(world, [&] {
+    const double seconds = time_collectively(world, limit, [&] {
       switch (op) {
         case CollectiveOp::AllReduce: comm->all_reduce(buf.raw(), n, s.dtype, ReduceOp::Sum).wait(); break;
         case CollectiveOp::Reduce: comm->reduce(buf.raw(), n, s.dtype, 0, ReduceOp::Sum).wait(); break;
@@ -286,13 +304,14 @@ BenchLimits measure_limits(const Config& config, const World& world,
                            const std::vector<PrecisionConfig>& precisions,
                            const std::vector<CollectiveSize>& sizes) {
   set_cpu_gemm_threads(config.runtime.threads);
+  const WaitLimit limit{world.rank, config.runtime.timeout_s};
   // The device the runs will use (the same resolution of runtime.device as the Trainer's).
   const Device device(config.runtime.device, world);
   BenchLimits out;
   out.device = device.kind();
   out.device_summary = device.summary();
-  out.triad_gbps = device.kind() == DeviceKind::Cuda ? measure_device_bandwidth(device.compute(), world)
-                                                     : measure_triad(world);
+  out.triad_gbps = device.kind() == DeviceKind::Cuda ? measure_device_bandwidth(device.compute(), world, limit)
+                                                     : measure_triad(world, limit);
   for (const PrecisionConfig& precision : precisions) {
     // The GEMM math of the precision, as the trainer's compute context has it.
     ExecContext exec = device.compute();
@@ -303,15 +322,15 @@ BenchLimits measure_limits(const Config& config, const World& world,
     p.gemm_kernel = gemm_kernel_name(exec, precision.compute);
     p.gemm = model_gemm_shapes(config);
     for (auto& g : p.gemm) {
-      measure_gemm(exec, world, dtype, g);
+      measure_gemm(exec, world, limit, dtype, g);
       p.gemm_step_s += g.count * 2.0 * static_cast<double>(g.m * g.n * g.k) / (g.gflops * 1e9);
     }
     p.gemm_step_s *= static_cast<double>(config.train.grad_accum);
-    measure_optimizer(config, exec, world, precision, p);
+    measure_optimizer(config, exec, world, limit, precision, p);
     p.optimizer_vs_triad = out.triad_gbps > 0.0 ? p.optimizer_gbps / out.triad_gbps : 0.0;
     out.precisions.push_back(std::move(p));
   }
-  measure_collectives(config, device, world, sizes, out);
+  measure_collectives(config, device, world, limit, sizes, out);
   return out;
 }
 

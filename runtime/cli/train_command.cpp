@@ -42,9 +42,10 @@ int run_train_command(const ConfigArgs& args, const World& world) {
     }
     if (config.output.trace) {
       trainer->synchronize();
+      fault_stop_point("trace", world.rank);
       write_trace(world, trainer->tracer(), trainer->tracer().events(),
                   (std::filesystem::path(config.output.dir) / "trace.json").string(),
-                  {{"command", "train"}, {"link", link_label(config.link)}});
+                  config.runtime.timeout_s, {{"command", "train"}, {"link", link_label(config.link)}});
     }
     return 0;
   });

@@ -58,6 +58,24 @@ void timed_allgatherv(const void* send, int send_count, MPI_Datatype type, void*
   wait_with_deadline(request, limit, operation);
 }
 
+void timed_gather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                  int recv_count, MPI_Datatype recv_type, int root, MPI_Comm comm,
+                  const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Igather(send, send_count, send_type, recv, recv_count, recv_type, root, comm,
+                           &request));
+  wait_with_deadline(request, limit, operation);
+}
+
+void timed_gatherv(const void* send, int send_count, MPI_Datatype type, void* recv,
+                   const int* recv_counts, const int* displacements, int root, MPI_Comm comm,
+                   const WaitLimit& limit, std::string_view operation) {
+  MPI_Request request;
+  ZL_MPI_CHECK(MPI_Igatherv(send, send_count, type, recv, recv_counts, displacements, type, root,
+                            comm, &request));
+  wait_with_deadline(request, limit, operation);
+}
+
 void timed_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                  const WaitLimit& limit, std::string_view operation) {
   MPI_Request request;

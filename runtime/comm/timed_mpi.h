@@ -1,5 +1,5 @@
 // MPI operations outside the communicators' streams (start-up agreement, device discovery,
-// checkpoints, traces) as nonblocking calls polled against a deadline: a peer that died, is
+// checkpoints, traces, the bench's barriers and reductions) as nonblocking calls polled against a deadline: a peer that died, is
 // stopped or runs another program makes them fail (RuntimeFailure naming the rank and the
 // operation; the commands end the job with exit 1 through MPI_Abort) instead of hang.
 // Every function is collective or matched as its blocking MPI counterpart is.
@@ -30,6 +30,12 @@ void timed_allgather(const void* send, int send_count, MPI_Datatype send_type, v
 void timed_allgatherv(const void* send, int send_count, MPI_Datatype type, void* recv,
                       const int* recv_counts, const int* displacements, MPI_Comm comm,
                       const WaitLimit& limit, std::string_view operation);
+void timed_gather(const void* send, int send_count, MPI_Datatype send_type, void* recv,
+                  int recv_count, MPI_Datatype recv_type, int root, MPI_Comm comm,
+                  const WaitLimit& limit, std::string_view operation);
+void timed_gatherv(const void* send, int send_count, MPI_Datatype type, void* recv,
+                   const int* recv_counts, const int* displacements, int root, MPI_Comm comm,
+                   const WaitLimit& limit, std::string_view operation);
 void timed_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                  const WaitLimit& limit, std::string_view operation);
 void timed_send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "runtime/comm/timed_mpi.h"
 #include "runtime/trace/metrics.h"
 
 namespace zl {
@@ -59,12 +60,18 @@ nlohmann::json merge_trace_events(const std::vector<TraceSource>& sources, int r
 }
 
 void write_trace(const World& world, const Tracer& clock, const nlohmann::json& events,
-                 const std::string& path, const nlohmann::json& metadata) {
-  // Clock alignment: the instant every rank leaves the barrier is taken as the same time.
-  ZL_MPI_CHECK(MPI_Barrier(world.comm));
+                 const std::string& path, double timeout_s, const nlohmann::json& metadata) {
+  const WaitLimit limit{world.rank, timeout_s};
+  // Clock alignment: the instant every rank leaves the barrier is taken as the same time. The
+  // first barrier waits for the slowest rank (polled, so an early rank may notice its end up to
+  // ~12% of its wait late: Note [Polling back-off]); every rank enters the second within that
+  // slack, so it completes while they still spin, and its exit is the aligned instant.
+  timed_barrier(world.comm, limit, "the barrier before gathering the trace");
+  timed_barrier(world.comm, limit, "the barrier that aligns the trace's clocks");
   const double sync_us = clock.now_us();
   double root_sync_us = sync_us;
-  ZL_MPI_CHECK(MPI_Bcast(&root_sync_us, 1, MPI_DOUBLE, 0, world.comm));
+  timed_bcast(&root_sync_us, 1, MPI_DOUBLE, 0, world.comm, limit,
+              "broadcasting the trace's clock origin");
 
   nlohmann::json shifted = events;
   for (auto& e : shifted) {
@@ -77,7 +84,8 @@ void write_trace(const World& world, const Tracer& clock, const nlohmann::json& 
   }
   const int length = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<std::size_t>(world.size), 0);
-  ZL_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world.comm));
+  timed_gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world.comm, limit,
+               "gathering the trace's sizes");
   std::vector<int> displs(lengths.size(), 0);
   std::int64_t total = 0;
   for (std::size_t r = 0; r < lengths.size(); ++r) {
@@ -88,8 +96,8 @@ void write_trace(const World& world, const Tracer& clock, const nlohmann::json& 
     throw RuntimeFailure(fmt::format("trace of {} bytes over all ranks is too large to gather", total));
   }
   std::string all(world.is_root() ? static_cast<std::size_t>(total) : 0, '\0');
-  ZL_MPI_CHECK(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
-                           displs.data(), MPI_CHAR, 0, world.comm));
+  timed_gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), 0,
+                world.comm, limit, "gathering the trace's events");
   if (!world.is_root()) return;
 
   nlohmann::json trace_events = nlohmann::json::array();

@@ -28,8 +28,11 @@ nlohmann::json merge_trace_events(const std::vector<TraceSource>& sources, int r
 
 // Collective. `events` is this rank's array on the clock of `clock` (its now_us()). Rank 0 writes
 // `path` (creating its directory); `metadata` goes to the file's "otherData" (e.g. the simulated
-// link label). Throws UserError when the file cannot be written.
+// link label). Every wait for another rank is bounded by `timeout_s` (runtime.timeout_s; a
+// stopped peer: RuntimeFailure naming the rank and the step). Throws UserError when the file
+// cannot be written.
 void write_trace(const World& world, const Tracer& clock, const nlohmann::json& events,
-                 const std::string& path, const nlohmann::json& metadata = nlohmann::json::object());
+                 const std::string& path, double timeout_s,
+                 const nlohmann::json& metadata = nlohmann::json::object());
 
 }  // namespace zl

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # No wait without a deadline: one rank of a 2-rank job stops (SIGSTOP, through the
-# ZEROLAP_FAULT_STOP test hook of base/fault_stop.h) at start-up, inside a checkpoint write, or
-# before evaluation's reduction. The other rank must give up after runtime.timeout_s = 5 s with
+# ZEROLAP_FAULT_STOP test hook of base/fault_stop.h) at start-up, inside a checkpoint write,
+# before evaluation's reduction, or before the trace is gathered at the end of a traced run. The other rank must give up after runtime.timeout_s = 5 s with
 # exit 1 and a message naming its rank and the operation, and the whole job must end within
 # timeout_s + 10 s of the stop. Before, start-up and checkpoints waited forever.
 # Usage: deadline_test.sh ZEROLAP_BINARY WORK_DIR
@@ -42,12 +42,13 @@ timeout_s = $timeout_s
 dir = "$work/out"
 TOML
 
-# stop_at POINT OPERATION: rank 1 stops at POINT; rank 0 must time out in OPERATION.
+# stop_at POINT OPERATION [ARGS...]: rank 1 stops at POINT; rank 0 must time out in OPERATION.
 stop_at() {
   local point=$1 operation=$2 log="$work/$1.log"
+  shift 2
   rm -rf "$work/ckpt" "$work/out"
   ZEROLAP_FAULT_STOP="$point:1" mpirun $flags -np 2 -x ZEROLAP_FAULT_STOP "$zerolap" train \
-    "$work/run.toml" >"$log" 2>&1 &
+    "$work/run.toml" "$@" >"$log" 2>&1 &
   local job=$!
   for _ in $(seq 1 600); do  # the stop: set-up may take a while on a loaded machine
     grep -q "rank 1 stops itself" "$log" && break
@@ -78,4 +79,5 @@ stop_at() {
 stop_at startup "the start-up check for bad input"
 stop_at checkpoint "receiving checkpoint data from rank 1"
 stop_at evaluation "all_reduce_f64"
+stop_at trace "the barrier before gathering the trace" --set output.trace=true
 echo "PASS"

@@ -384,7 +384,7 @@ nlohmann::json traced_run(const World& world, const std::string& overlap, int st
                   world, test::quiet_options());
   for (int s = 0; s < steps; ++s) trainer.train_step();
   trainer.synchronize();
-  write_trace(world, trainer.tracer(), trainer.tracer().events(), dir + "/trace.json");
+  write_trace(world, trainer.tracer(), trainer.tracer().events(), dir + "/trace.json", 60.0);
   if (!world.is_root()) return {};
   std::ifstream in(dir + "/trace.json");
   return nlohmann::json::parse(in);
