@@ -64,16 +64,18 @@ template <class T>
 void scale_cuda(const ExecContext& ctx, T* x, std::int64_t n, float alpha);
 void cast_cuda(const ExecContext& ctx, const float* src, Bf16* dst, std::int64_t n);
 void cast_cuda(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n);
-// fp32 only so far (the loss window and the clip norm of fp32 training):
-void softmax_cross_entropy_accumulate_cuda(const ExecContext& ctx, const float* logits,
+template <class T>
+void softmax_cross_entropy_accumulate_cuda(const ExecContext& ctx, const T* logits,
                                            const std::int32_t* labels, std::int64_t rows,
-                                           std::int64_t cols, float* dlogits, float grad_scale,
+                                           std::int64_t cols, T* dlogits, float grad_scale,
                                            double* sums);
-void squared_error_accumulate_cuda(const ExecContext& ctx, const float* pred, const float* target,
-                                   std::int64_t n, float* dpred, float grad_scale, double divisor,
+template <class T>
+void squared_error_accumulate_cuda(const ExecContext& ctx, const T* pred, const float* target,
+                                   std::int64_t n, T* dpred, float grad_scale, double divisor,
                                    double* sums);
 void take_device_sums_cuda(const ExecContext& ctx, double* sums, double* host, int count);
-double total_sum_of_squares_cuda(const ExecContext& ctx, const FloatSpan* spans,
+template <class T>
+double total_sum_of_squares_cuda(const ExecContext& ctx, const ReadSpan<T>* spans,
                                  std::int64_t count);
 
 void adam_step_cuda(const ExecContext& ctx, float* p, const float* g, float* m, float* v,

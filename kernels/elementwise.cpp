@@ -434,14 +434,15 @@ void scale(const ExecContext& ctx, T* x, std::int64_t n, float alpha) {
   scale_cpu(x, n, alpha);
 }
 
-void softmax_cross_entropy_accumulate(const ExecContext& ctx, const float* logits,
+template <class T>
+void softmax_cross_entropy_accumulate(const ExecContext& ctx, const T* logits,
                                       const std::int32_t* labels, std::int64_t rows,
-                                      std::int64_t cols, float* dlogits, float grad_scale,
+                                      std::int64_t cols, NoDeduce<T>* dlogits, float grad_scale,
                                       double* sums) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("softmax_cross_entropy_accumulate",
-                     softmax_cross_entropy_accumulate_cuda(ctx, logits, labels, rows, cols,
-                                                           dlogits, grad_scale, sums));
+                     softmax_cross_entropy_accumulate_cuda<T>(ctx, logits, labels, rows, cols,
+                                                              dlogits, grad_scale, sums));
   }
   if (rows == 0) return;
   std::int64_t correct = 0;
@@ -451,13 +452,14 @@ void softmax_cross_entropy_accumulate(const ExecContext& ctx, const float* logit
   sums[1] += static_cast<double>(correct);
 }
 
-void squared_error_accumulate(const ExecContext& ctx, const float* pred, const float* target,
-                              std::int64_t n, float* dpred, float grad_scale, double divisor,
+template <class T>
+void squared_error_accumulate(const ExecContext& ctx, const T* pred, const float* target,
+                              std::int64_t n, NoDeduce<T>* dpred, float grad_scale, double divisor,
                               double* sums) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("squared_error_accumulate",
-                     squared_error_accumulate_cuda(ctx, pred, target, n, dpred, grad_scale,
-                                                   divisor, sums));
+                     squared_error_accumulate_cuda<T>(ctx, pred, target, n, dpred, grad_scale,
+                                                      divisor, sums));
   }
   sums[0] += squared_error_cpu(pred, target, n, dpred, grad_scale) / divisor;
 }
@@ -472,10 +474,10 @@ void take_device_sums(const ExecContext& ctx, double* sums, double* host, int co
   }
 }
 
-double total_sum_of_squares(const ExecContext& ctx, const FloatSpan* spans,
-                            std::int64_t count) {
+template <class T>
+double total_sum_of_squares(const ExecContext& ctx, const ReadSpan<T>* spans, std::int64_t count) {
   if (ctx.device == DeviceKind::Cuda) {
-    ZL_DISPATCH_CUDA("total_sum_of_squares", total_sum_of_squares_cuda(ctx, spans, count));
+    ZL_DISPATCH_CUDA("total_sum_of_squares", total_sum_of_squares_cuda<T>(ctx, spans, count));
   }
   double total = 0.0;
   for (std::int64_t i = 0; i < count; ++i) total += sum_of_squares_cpu(spans[i].data, spans[i].n);
@@ -521,7 +523,13 @@ void cast(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n) {
   template double squared_error<T>(const ExecContext&, const T*, const float*, std::int64_t, T*, \
                                    float);                                                       \
   template double sum_of_squares<T>(const ExecContext&, const T*, std::int64_t);                \
-  template void scale<T>(const ExecContext&, T*, std::int64_t, float);
+  template void scale<T>(const ExecContext&, T*, std::int64_t, float);                          \
+  template void softmax_cross_entropy_accumulate<T>(const ExecContext&, const T*,                \
+                                                    const std::int32_t*, std::int64_t,           \
+                                                    std::int64_t, T*, float, double*);           \
+  template void squared_error_accumulate<T>(const ExecContext&, const T*, const float*,          \
+                                            std::int64_t, T*, float, double, double*);           \
+  template double total_sum_of_squares<T>(const ExecContext&, const ReadSpan<T>*, std::int64_t);
 
 ZL_ELEMENTWISE_INSTANCES(float)
 ZL_ELEMENTWISE_INSTANCES(Bf16)

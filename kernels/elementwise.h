@@ -105,30 +105,35 @@ void cast(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n);
 inline constexpr int kLossSumCount = 3;
 
 // As softmax_cross_entropy, but sums[0] += (sum of row losses) / rows and sums[1] += correct rows
-// (sums: kLossSumCount doubles on ctx.device).
-void softmax_cross_entropy_accumulate(const ExecContext& ctx, const float* logits,
+// (sums: kLossSumCount doubles on ctx.device). T: the logits' storage (the loss sums in double).
+template <class T>
+void softmax_cross_entropy_accumulate(const ExecContext& ctx, const T* logits,
                                       const std::int32_t* labels, std::int64_t rows,
-                                      std::int64_t cols, float* dlogits, float grad_scale,
+                                      std::int64_t cols, NoDeduce<T>* dlogits, float grad_scale,
                                       double* sums);
 
 // As squared_error, but sums[0] += (sum over the n elements) / divisor.
-void squared_error_accumulate(const ExecContext& ctx, const float* pred, const float* target,
-                              std::int64_t n, float* dpred, float grad_scale, double divisor,
+template <class T>
+void squared_error_accumulate(const ExecContext& ctx, const T* pred, const float* target,
+                              std::int64_t n, NoDeduce<T>* dpred, float grad_scale, double divisor,
                               double* sums);
 
 // host (count) = sums (count doubles on ctx.device), then sums = 0: one read-back, which waits
 // for ctx.stream (for at most ctx.host_wait_timeout_s when set, Note [Host read-backs]).
 void take_device_sums(const ExecContext& ctx, double* sums, double* host, int count);
 
-// A read-only float range (n elements from data).
-struct FloatSpan {
-  const float* data = nullptr;
+// A read-only range of n elements of T (float or Bf16) from data.
+template <class T>
+struct ReadSpan {
+  const T* data = nullptr;
   std::int64_t n = 0;
 };
+using FloatSpan = ReadSpan<float>;
 
 // Sum over `spans` of each span's sum of squares, in double, added in span order (the global
-// gradient norm over many buckets). Returns to the host: on CUDA with one read-back for all spans.
-double total_sum_of_squares(const ExecContext& ctx, const FloatSpan* spans,
-                            std::int64_t count);
+// gradient norm over many buckets; bf16 spans: the bf16 wire gradients). Returns to the host: on
+// CUDA with one read-back for all spans.
+template <class T>
+double total_sum_of_squares(const ExecContext& ctx, const ReadSpan<T>* spans, std::int64_t count);
 
 }  // namespace zl

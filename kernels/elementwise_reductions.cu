@@ -363,9 +363,10 @@ double sum_of_squares_cuda(const ExecContext& ctx, const T* x, std::int64_t n) {
 // Adds this batch's mean loss, correct rows and bad-label rows to sums (device doubles) on
 // ctx.stream; never waits. A bad label's row of dlogits is left unwritten, as in
 // softmax_cross_entropy_cuda; the caller reports sums[2] > 0 when it reads the sums back.
-void softmax_cross_entropy_accumulate_cuda(const ExecContext& ctx, const float* logits,
+template <class T>
+void softmax_cross_entropy_accumulate_cuda(const ExecContext& ctx, const T* logits,
                                            const std::int32_t* labels, std::int64_t rows,
-                                           std::int64_t cols, float* dlogits, float grad_scale,
+                                           std::int64_t cols, T* dlogits, float grad_scale,
                                            double* sums) {
   check_size(rows, "softmax_cross_entropy_accumulate_cuda");
   check_size(cols, "softmax_cross_entropy_accumulate_cuda");
@@ -382,8 +383,9 @@ void softmax_cross_entropy_accumulate_cuda(const ExecContext& ctx, const float* 
 }  // the scratch free is stream-ordered after the kernels
 
 // sums[0] += (sum of (pred - target)^2) / divisor on ctx.stream; dpred as squared_error_cuda.
-void squared_error_accumulate_cuda(const ExecContext& ctx, const float* pred, const float* target,
-                                   std::int64_t n, float* dpred, float grad_scale, double divisor,
+template <class T>
+void squared_error_accumulate_cuda(const ExecContext& ctx, const T* pred, const float* target,
+                                   std::int64_t n, T* dpred, float grad_scale, double divisor,
                                    double* sums) {
   check_size(n, "squared_error_accumulate_cuda");
   if (n == 0) return;
@@ -392,7 +394,7 @@ void squared_error_accumulate_cuda(const ExecContext& ctx, const float* pred, co
   StreamScratch scratch(stream, sizeof(double) * blocks);
   double* partial = scratch.as<double>();
   partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(
-      SquaredErrorTerm<float>{pred, target, dpred, 2.0f * grad_scale}, n, partial);
+      SquaredErrorTerm<T>{pred, target, dpred, 2.0f * grad_scale}, n, partial);
   ZL_CUDA_CHECK(cudaGetLastError());
   finish_sum_accumulate_kernel<<<1, kThreads, 0, stream>>>(partial, blocks, divisor, sums);
   ZL_CUDA_CHECK(cudaGetLastError());
@@ -414,7 +416,8 @@ void take_device_sums_cuda(const ExecContext& ctx, double* sums, double* host, i
 
 // Sum over spans of each span's sum of squares: each span reduced as sum_of_squares_cuda does,
 // the span totals added in span order on the device, one read-back for all.
-double total_sum_of_squares_cuda(const ExecContext& ctx, const FloatSpan* spans,
+template <class T>
+double total_sum_of_squares_cuda(const ExecContext& ctx, const ReadSpan<T>* spans,
                                  std::int64_t count) {
   check_size(count, "total_sum_of_squares_cuda");
   if (count == 0) return 0.0;
@@ -437,8 +440,8 @@ double total_sum_of_squares_cuda(const ExecContext& ctx, const FloatSpan* spans,
     for (std::int64_t i = 0; i < count; ++i) {
       if (spans[i].n == 0) continue;
       const unsigned blocks = sum_blocks(spans[i].n);
-      partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(SquareTerm<float>{spans[i].data}, spans[i].n,
-                                                           partial);
+      partial_sums_kernel<<<blocks, kThreads, 0, stream>>>(SquareTerm<T>{spans[i].data},
+                                                           spans[i].n, partial);
       ZL_CUDA_CHECK(cudaGetLastError());
       finish_sum_kernel<<<1, kThreads, 0, stream>>>(partial, blocks, span_totals + i);
       ZL_CUDA_CHECK(cudaGetLastError());
@@ -459,7 +462,14 @@ double total_sum_of_squares_cuda(const ExecContext& ctx, const FloatSpan* spans,
                                                 T*, float, std::int64_t*);                       \
   template double squared_error_cuda<T>(const ExecContext&, const T*, const float*,              \
                                         std::int64_t, T*, float);                                \
-  template double sum_of_squares_cuda<T>(const ExecContext&, const T*, std::int64_t);
+  template double sum_of_squares_cuda<T>(const ExecContext&, const T*, std::int64_t);           \
+  template void softmax_cross_entropy_accumulate_cuda<T>(const ExecContext&, const T*,           \
+                                                         const std::int32_t*, std::int64_t,      \
+                                                         std::int64_t, T*, float, double*);      \
+  template void squared_error_accumulate_cuda<T>(const ExecContext&, const T*, const float*,     \
+                                                 std::int64_t, T*, float, double, double*);      \
+  template double total_sum_of_squares_cuda<T>(const ExecContext&, const ReadSpan<T>*,          \
+                                               std::int64_t);
 
 ZL_REDUCTION_CUDA_INSTANCES(float)
 ZL_REDUCTION_CUDA_INSTANCES(Bf16)

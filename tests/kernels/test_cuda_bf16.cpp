@@ -229,6 +229,53 @@ TEST_CASE("CUDA bf16 losses match the CPU's bf16", "[cuda][kernels][bf16]") {
   check_bf16(download<Bf16>(env, gdp), dp, 0.0, "dpred");
 }
 
+TEST_CASE("CUDA bf16 device loss sums and gradient norm match the CPU's bf16",
+          "[cuda][kernels][bf16]") {
+  if (!zl::test::cuda_device_visible()) return;
+  CudaEnv env;
+  const zl::ExecContext cpu{};
+  const std::int64_t rows = 300, cols = 10, n = rows * cols;
+  std::mt19937 rng(17);
+  const std::vector<Bf16> logits = random_bf16(n, rng, -4.0f, 4.0f);
+  std::vector<std::int32_t> labels(rows);
+  for (auto& l : labels) l = static_cast<std::int32_t>(rng() % cols);
+  double sums[zl::kLossSumCount] = {};
+  std::vector<Bf16> d(n);
+  zl::softmax_cross_entropy_accumulate(cpu, logits.data(), labels.data(), rows, cols, d.data(),
+                                       1.0f / rows, sums);
+  const DeviceBuffer gl = upload(logits), gd(DeviceKind::Cuda, n, DType::BF16);
+  DeviceBuffer glabels(DeviceKind::Cuda, rows);  // int32 labels in a 4-byte buffer
+  zl::copy_bytes_from_host(labels.data(), glabels.raw(), DeviceKind::Cuda, rows * 4);
+  DeviceBuffer gsums(DeviceKind::Cuda, 2 * zl::kLossSumCount);  // doubles in a float buffer
+  auto* device_sums = reinterpret_cast<double*>(gsums.data());
+  zl::softmax_cross_entropy_accumulate(env.ctx(), gl.data<Bf16>(),
+                                       static_cast<const std::int32_t*>(glabels.raw()), rows,
+                                       cols, gd.data<Bf16>(), 1.0f / rows, device_sums);
+  const std::vector<float> target = zl::test::random_floats(n, rng);
+  std::vector<Bf16> dp(n);
+  double se[1] = {0.0};
+  zl::squared_error_accumulate(cpu, logits.data(), target.data(), n, dp.data(), 0.5f, 2.0, se);
+  const DeviceBuffer gt = upload(target), gdp(DeviceKind::Cuda, n, DType::BF16);
+  DeviceBuffer gse(DeviceKind::Cuda, 2);
+  auto* device_se = reinterpret_cast<double*>(gse.data());
+  zl::squared_error_accumulate(env.ctx(), gl.data<Bf16>(), gt.data(), n, gdp.data<Bf16>(), 0.5f,
+                               2.0, device_se);
+  double host[zl::kLossSumCount] = {}, host_se[1] = {};
+  zl::take_device_sums(env.ctx(), device_sums, host, zl::kLossSumCount);
+  zl::take_device_sums(env.ctx(), device_se, host_se, 1);
+  CHECK(std::fabs(host[0] - sums[0]) <= 1e-5 * std::fabs(sums[0]));
+  CHECK(host[1] == sums[1]);
+  CHECK(host[2] == 0.0);
+  CHECK(std::fabs(host_se[0] - se[0]) <= 1e-9 * se[0]);
+  check_bf16(download<Bf16>(env, gd), d, 1e-6, "dlogits");
+  check_bf16(download<Bf16>(env, gdp), dp, 0.0, "dpred");
+  const std::vector<zl::ReadSpan<Bf16>> spans = {{logits.data(), 1000}, {logits.data() + 1000, n - 1000}};
+  const std::vector<zl::ReadSpan<Bf16>> gspans = {{gl.data<Bf16>(), 1000},
+                                                  {gl.data<Bf16>() + 1000, n - 1000}};
+  const double norm = zl::total_sum_of_squares(cpu, spans.data(), 2);
+  CHECK(zl::total_sum_of_squares(env.ctx(), gspans.data(), 2) == Approx(norm).epsilon(1e-12));
+}
+
 TEST_CASE("CUDA bf16 and TF32 gemms match the CPU", "[cuda][kernels][bf16]") {
   if (!zl::test::cuda_device_visible()) return;
   CudaEnv env;

@@ -248,3 +248,50 @@ TEST_CASE("bf16 losses: fp32 sums, gradients rounded once", "[kernels][bf16]") {
   check_rounded(dp16, dp_exact, "squared_error dpred");
   CHECK(zl::squared_error(cpu, lb.data(), target.data(), n, nullptr, 1.0f) == se_exact);
 }
+
+TEST_CASE("bf16 loss sums that stay on the device, and the bf16 gradient norm, are fp32 sums",
+          "[kernels][bf16]") {
+  // On bf16 values, the accumulating forms add exactly what the fp32 forms add (loads widen
+  // exactly; the sums are double), and the gradients are the fp32 ones rounded once.
+  const zl::ExecContext cpu{};
+  const std::int64_t rows = 37, cols = 10, n = rows * cols;
+  std::mt19937 rng(21);
+  const std::vector<Bf16> lb = to_bf16(zl::test::random_floats(n, rng, -4.0f, 4.0f));
+  const std::vector<float> lr = widen(lb);
+  std::vector<std::int32_t> labels(rows);
+  for (auto& l : labels) l = static_cast<std::int32_t>(rng() % cols);
+  double sums16[zl::kLossSumCount] = {}, sums32[zl::kLossSumCount] = {};
+  std::vector<Bf16> d16(n);
+  std::vector<float> d32(n);
+  for (int call = 0; call < 2; ++call) {  // they add up
+    zl::softmax_cross_entropy_accumulate(cpu, lb.data(), labels.data(), rows, cols, d16.data(),
+                                         1.0f / rows, sums16);
+    zl::softmax_cross_entropy_accumulate(cpu, lr.data(), labels.data(), rows, cols, d32.data(),
+                                         1.0f / rows, sums32);
+  }
+  CHECK(sums16[0] == sums32[0]);
+  CHECK(sums16[1] == sums32[1]);
+  CHECK(sums16[0] > 0.0);
+  check_rounded(d16, d32, "softmax_cross_entropy_accumulate dlogits");
+
+  const std::vector<float> target = zl::test::random_floats(n, rng);
+  double se16[1] = {0.5}, se32[1] = {0.5};
+  std::vector<Bf16> dp16(n);
+  std::vector<float> dp32(n);
+  zl::squared_error_accumulate(cpu, lb.data(), target.data(), n, dp16.data(), 0.25f, 3.0, se16);
+  zl::squared_error_accumulate(cpu, lr.data(), target.data(), n, dp32.data(), 0.25f, 3.0, se32);
+  CHECK(se16[0] == se32[0]);
+  CHECK(se16[0] > 0.5);
+  check_rounded(dp16, dp32, "squared_error_accumulate dpred");
+
+  // The clip norm over bf16 wire gradients: in double, span by span, as over their fp32 values.
+  const std::vector<zl::ReadSpan<Bf16>> spans16 = {{lb.data(), 200}, {nullptr, 0},
+                                                    {lb.data() + 200, n - 200}};
+  const std::vector<zl::FloatSpan> spans32 = {{lr.data(), 200}, {nullptr, 0},
+                                              {lr.data() + 200, n - 200}};
+  const double norm16 = zl::total_sum_of_squares(cpu, spans16.data(), 3);
+  CHECK(norm16 == zl::total_sum_of_squares(cpu, spans32.data(), 3));
+  double reference = 0.0;
+  for (const float v : lr) reference += static_cast<double>(v) * v;
+  CHECK(norm16 == Approx(reference).epsilon(1e-12));
+}
