@@ -10,11 +10,12 @@
 namespace zl {
 
 BucketSteps::BucketSteps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                         ShardedOptimizer& optimizer, Communicator& broadcast_comm,
-                         ExecContext compute, Tracer* tracer)
+                         const GradientWire& wire, ShardedOptimizer& optimizer,
+                         Communicator& broadcast_comm, ExecContext compute, Tracer* tracer)
     : mode_(mode),
       plan_(plan),
       store_(store),
+      wire_(wire),
       optimizer_(optimizer),
       broadcast_comm_(broadcast_comm),
       compute_(compute),
@@ -34,7 +35,8 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
     TraceSpan span(tracer_, trace_thread, "step", {{"bucket", bucket}, {"elements", elements}});
     TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, exec,
                         trace_thread == "main" ? "compute" : trace_thread, "optimizer", bucket);
-    optimizer_.step_bucket(bucket, scalars, exec);
+    optimizer_.step_bucket(bucket, scalars, exec,
+                           wire_.gradient(plan_.buckets[static_cast<std::size_t>(bucket)]));
   }
   if (observer_) observer_->on_step_event({StepEvent::Kind::StepEnd, bucket});
 }
@@ -42,10 +44,11 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
 void BucketSteps::broadcast_bucket(int bucket, const ExecContext* issuing_stream) {
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
   if (observer_) observer_->on_step_event({StepEvent::Kind::BroadcastLaunched, bucket});
-  broadcast_work_[static_cast<std::size_t>(bucket)] =
-      traced_collective(broadcast_comm_, tracer_, bucket, "broadcast", b.bytes(), [&] {
-        return broadcast_comm_.broadcast(store_.data() + b.offset, b.numel, b.assigned_rank,
-                                         issuing_stream);
+  const DType dtype = store_.param_dtype();
+  void* params = static_cast<char*>(store_.raw_data()) + b.offset * dtype_size(dtype);
+  broadcast_work_[static_cast<std::size_t>(bucket)] = traced_collective(
+      broadcast_comm_, tracer_, bucket, "broadcast", b.numel * dtype_size(dtype), [&] {
+        return broadcast_comm_.broadcast(params, b.numel, dtype, b.assigned_rank, issuing_stream);
       });
 }
 
@@ -76,14 +79,21 @@ void BucketSteps::wait_all_before_use() {
   }
 }
 
-double BucketSteps::local_grad_sum_sq(int rank) {
+template <class T>
+double BucketSteps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int rank) {
   // One read-back for all of this rank's buckets (CUDA), added in bucket order.
-  norm_spans_.clear();
+  spans.clear();
   for (const auto& b : plan_.buckets) {
-    if (mode_.steps_on(b, rank)) norm_spans_.push_back({store_.grad() + b.offset, b.numel});
+    if (mode_.steps_on(b, rank)) {
+      spans.push_back({static_cast<const T*>(wire_.gradient(b).data), b.numel});
+    }
   }
-  return total_sum_of_squares(compute_, norm_spans_.data(),
-                              static_cast<std::int64_t>(norm_spans_.size()));
+  return total_sum_of_squares(compute_, spans.data(), static_cast<std::int64_t>(spans.size()));
+}
+
+double BucketSteps::local_grad_sum_sq(int rank) {
+  return wire_.dtype() == DType::BF16 ? sum_of_stepped_squares(norm_spans_bf16_, rank)
+                                      : sum_of_stepped_squares(norm_spans_f32_, rank);
 }
 
 float BucketSteps::clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale) {

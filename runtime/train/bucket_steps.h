@@ -18,6 +18,7 @@
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/gradient_wire.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/sharded_optimizer.h"
 #include "runtime/train/step_observer.h"
@@ -28,9 +29,10 @@ class Tracer;
 
 class BucketSteps {
  public:
+  // `wire`: where the buckets' reduced gradients are (the step and the gradient norm read them).
   BucketSteps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-              ShardedOptimizer& optimizer, Communicator& broadcast_comm, ExecContext compute,
-              Tracer* tracer);
+              const GradientWire& wire, ShardedOptimizer& optimizer, Communicator& broadcast_comm,
+              ExecContext compute, Tracer* tracer);
 
   void set_observer(StepObserver* observer) { observer_ = observer; }
   const ExecContext& compute() const { return compute_; }
@@ -40,7 +42,9 @@ class BucketSteps {
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                    const std::string& trace_thread);
   // Issues bucket b's broadcast from its assigned rank on the broadcast communicator, after the
-  // work issued so far on `issuing_stream` (null: the compute stream; communicator.h).
+  // work issued so far on `issuing_stream` (null: the compute stream; communicator.h). It sends
+  // the store's parameters in their dtype: 2 bytes per element for bf16, which the bf16 step
+  // wrote there directly.
   void broadcast_bucket(int bucket, const ExecContext* issuing_stream = nullptr);
   // Blocks until every bucket's broadcast completed.
   void wait_broadcasts();
@@ -61,6 +65,7 @@ class BucketSteps {
   // bucket in ddp; in zero only the assigned rank is sure to hold a bucket's reduced gradient),
   // added in bucket order, one read-back on CUDA. Every bucket's collective must have completed
   // (CUDA: be ordered before the compute stream). The step's check and the clip norm use it.
+  // bf16 wire gradients (reduce_dtype = "bf16") are summed in double, as fp32 ones.
   double local_grad_sum_sq(int rank);
   // torch.nn.utils.clip_grad_norm_'s coefficient for max norm `max_norm` (> 0) from the global
   // sum of squares of the reduced gradients scaled by `grad_scale` (the average over ranks and
@@ -71,9 +76,14 @@ class BucketSteps {
   double last_grad_norm() const { return last_grad_norm_; }
 
  private:
+  // local_grad_sum_sq over the wire's gradients as T (float or Bf16).
+  template <class T>
+  double sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int rank);
+
   const ModePlan& mode_;
   const BucketPlan& plan_;
   ParameterStore& store_;
+  const GradientWire& wire_;
   ShardedOptimizer& optimizer_;
   Communicator& broadcast_comm_;
   ExecContext compute_;
@@ -84,7 +94,9 @@ class BucketSteps {
   std::vector<Work> broadcast_work_;  // written where broadcast_bucket runs
   std::vector<char> awaiting_;        // main thread: forward must wait for this bucket
   double last_grad_norm_ = 0.0;
-  std::vector<FloatSpan> norm_spans_;  // the clip norm's buckets, reused every step
+  // The norm's buckets, reused every step (one of the two, by the wire's dtype).
+  std::vector<ReadSpan<float>> norm_spans_f32_;
+  std::vector<ReadSpan<Bf16>> norm_spans_bf16_;
 };
 
 }  // namespace zl

@@ -19,8 +19,11 @@ DataParallelStep::DataParallelStep(const ModePlan& mode, DataParallelOptions opt
       reduce_comm_(reduce_comm),
       broadcast_comm_(broadcast_comm),
       compute_(compute),
-      reducer_(plan, store, reduce_comm, mode.bucket_collective, tracer),
-      steps_(mode, plan, store, optimizer, broadcast_comm, compute, tracer) {
+      wire_(store, mode.reduce_dtype),
+      reducer_(plan, wire_, reduce_comm, mode.bucket_collective, compute, tracer),
+      steps_(mode, plan, store, wire_, optimizer, broadcast_comm, compute, tracer) {
+  ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
+           dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   ZL_CHECK(mode.can_clip || options.clip_grad_norm <= 0.0f,
            "{} cannot clip (rejected at config time)", mode.name());
   ZL_CHECK(options.step_check == StepCheck::EveryStep ||
@@ -44,12 +47,16 @@ void DataParallelStep::set_observer(StepObserver* observer) {
 }
 
 void DataParallelStep::broadcast_initial_parameters() {
-  // In chunks: one MPI call counts elements in an int.
+  // In chunks: one MPI call counts elements in an int. In the store's dtype (bf16: the rounded
+  // parameters; every rank's masters start from the same seeded fp32 values, which these are
+  // master_to_bf16 of).
   constexpr std::int64_t kChunk = std::int64_t{1} << 30;
+  const DType dtype = store_.param_dtype();
+  auto* params = static_cast<char*>(store_.raw_data());
   Work last;
   for (std::int64_t offset = 0; offset < store_.total_numel(); offset += kChunk) {
-    last = broadcast_comm_.broadcast(store_.data() + offset,
-                                     std::min(kChunk, store_.total_numel() - offset), 0);
+    last = broadcast_comm_.broadcast(params + offset * dtype_size(dtype),
+                                     std::min(kChunk, store_.total_numel() - offset), dtype, 0);
   }
   last.wait();  // stream order: every earlier chunk is done too
 }

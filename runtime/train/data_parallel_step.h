@@ -13,6 +13,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/bucket_steps.h"
+#include "runtime/train/gradient_wire.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/reducer.h"
 #include "runtime/train/sharded_optimizer.h"
@@ -67,6 +68,9 @@ class DataParallelStep {
   void set_observer(StepObserver* observer);
 
   double last_grad_norm() const { return steps_.last_grad_norm(); }
+  // Bytes of the bf16 gradient wire buffer (reduce_dtype = "bf16"; 0 for fp32): with the store's
+  // fp32 gradients, what RankMemory::gradients counts.
+  std::int64_t wire_bytes() const { return wire_.bytes(); }
 
  private:
   DataParallelOptions options_;
@@ -75,6 +79,7 @@ class DataParallelStep {
   Communicator& reduce_comm_;
   Communicator& broadcast_comm_;
   ExecContext compute_;
+  GradientWire wire_;  // before the reducer and the steps, which use it
   Reducer reducer_;
   BucketSteps steps_;
   std::unique_ptr<StepPolicy> policy_;

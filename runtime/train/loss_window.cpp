@@ -18,25 +18,45 @@ LossWindow::LossWindow(ExecContext compute) : compute_(compute) {
   if (compute_.device == DeviceKind::Cuda) device_sums_ = DeviceBuffer(compute_.device, kSumFloats);
 }
 
-void LossWindow::add_classification(const float* logits, const std::int32_t* labels,
-                                    std::int64_t batch, std::int64_t classes, float* dlogits) {
-  classes_ = classes;
-  double* sums = compute_.device == DeviceKind::Cuda
-                     ? reinterpret_cast<double*>(device_sums_.data())
-                     : step_;
-  softmax_cross_entropy_accumulate(compute_, logits, labels, batch, classes, dlogits,
-                                   1.0f / static_cast<float>(batch), sums);
+void LossWindow::add_classification(const Tensor& logits, const std::int32_t* labels,
+                                    const Tensor& dlogits) {
+  ZL_CHECK(logits.dtype == dlogits.dtype && logits.numel() == dlogits.numel(),
+           "loss gradient slot ({}, {}) {} for logits ({}, {}) {}", dlogits.rows, dlogits.cols,
+           dtype_name(dlogits.dtype), logits.rows, logits.cols, dtype_name(logits.dtype));
+  const std::int64_t batch = logits.rows;
+  classes_ = logits.cols;
+  double* sums = this->sums();
+  const float grad_scale = 1.0f / static_cast<float>(batch);
+  if (logits.dtype == DType::BF16) {
+    softmax_cross_entropy_accumulate(compute_, logits.bf16(), labels, batch, logits.cols,
+                                     dlogits.bf16(), grad_scale, sums);
+  } else {
+    softmax_cross_entropy_accumulate(compute_, logits.f32(), labels, batch, logits.cols,
+                                     dlogits.f32(), grad_scale, sums);
+  }
   step_samples_ += static_cast<double>(batch);
 }
 
-void LossWindow::add_regression(const float* pred, const float* target, std::int64_t batch,
-                                std::int64_t n, float* dpred) {
-  double* sums = compute_.device == DeviceKind::Cuda
-                     ? reinterpret_cast<double*>(device_sums_.data())
-                     : step_;
-  squared_error_accumulate(compute_, pred, target, n, dpred, 1.0f / static_cast<float>(n),
-                           static_cast<double>(n), sums);
-  step_samples_ += static_cast<double>(batch);
+void LossWindow::add_regression(const Tensor& pred, const float* target, const Tensor& dpred) {
+  ZL_CHECK(pred.dtype == dpred.dtype && pred.numel() == dpred.numel(),
+           "loss gradient slot ({}, {}) {} for predictions ({}, {}) {}", dpred.rows, dpred.cols,
+           dtype_name(dpred.dtype), pred.rows, pred.cols, dtype_name(pred.dtype));
+  const std::int64_t n = pred.numel();
+  double* sums = this->sums();
+  const float grad_scale = 1.0f / static_cast<float>(n);
+  if (pred.dtype == DType::BF16) {
+    squared_error_accumulate(compute_, pred.bf16(), target, n, dpred.bf16(), grad_scale,
+                             static_cast<double>(n), sums);
+  } else {
+    squared_error_accumulate(compute_, pred.f32(), target, n, dpred.f32(), grad_scale,
+                             static_cast<double>(n), sums);
+  }
+  step_samples_ += static_cast<double>(pred.rows);
+}
+
+double* LossWindow::sums() {
+  return compute_.device == DeviceKind::Cuda ? reinterpret_cast<double*>(device_sums_.data())
+                                             : step_;
 }
 
 void LossWindow::add_device_sums(double* host) {

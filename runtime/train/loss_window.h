@@ -11,6 +11,7 @@
 #include "base/device_buffer.h"
 #include "base/exec_context.h"
 #include "kernels/elementwise.h"
+#include "models/tensor.h"
 
 namespace zl {
 
@@ -30,12 +31,13 @@ class LossWindow {
   explicit LossWindow(ExecContext compute);
 
   // One micro-batch's loss, and its gradient into dlogits (batch, classes) = (softmax - onehot) /
-  // batch, the gradient of the mean loss.
-  void add_classification(const float* logits, const std::int32_t* labels, std::int64_t batch,
-                          std::int64_t classes, float* dlogits);
-  // The mean squared error over n = batch x outputs elements; dpred (n) = 2 (pred - target) / n.
-  void add_regression(const float* pred, const float* target, std::int64_t batch, std::int64_t n,
-                      float* dpred);
+  // batch, the gradient of the mean loss. logits and dlogits are the model's output and its
+  // gradient slot, in the model's dtype (fp32 or bf16; the sums are double either way).
+  void add_classification(const Tensor& logits, const std::int32_t* labels,
+                          const Tensor& dlogits);
+  // The mean squared error over n = batch x outputs elements of pred; dpred (n) = 2 (pred -
+  // target) / n. Targets are fp32 (they come from the data).
+  void add_regression(const Tensor& pred, const float* target, const Tensor& dpred);
   // This rank's loss of the current step so far (CUDA: one read-back, which also moves the step's
   // sums to the host). A label outside [0, classes) found on CUDA is reported here.
   double step_loss();
@@ -46,6 +48,8 @@ class LossWindow {
   StepLoss take();
 
  private:
+  double* sums();  // where this micro-batch's sums go: device doubles on CUDA, step_ on the CPU
+
   ExecContext compute_;
   DeviceBuffer device_sums_;  // CUDA: kLossSumCount doubles, zeroed by each take
   // Reads the device sums into `host` (adding) and zeroes them; throws on bad labels.

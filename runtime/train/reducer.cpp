@@ -7,9 +7,14 @@
 
 namespace zl {
 
-Reducer::Reducer(const BucketPlan& plan, ParameterStore& store, Communicator& comm,
-                 CollectiveOp bucket_collective, Tracer* tracer)
-    : plan_(plan), store_(store), comm_(comm), op_(bucket_collective), tracer_(tracer) {
+Reducer::Reducer(const BucketPlan& plan, GradientWire& wire, Communicator& comm,
+                 CollectiveOp bucket_collective, ExecContext compute, Tracer* tracer)
+    : plan_(plan),
+      wire_(wire),
+      comm_(comm),
+      op_(bucket_collective),
+      compute_(compute),
+      tracer_(tracer) {
   ZL_CHECK(op_ == CollectiveOp::AllReduce || op_ == CollectiveOp::Reduce,
            "a bucket's gradients are all-reduced or reduced, not {}", collective_name(op_));
   pending_.assign(plan.buckets.size(), 0);
@@ -45,12 +50,17 @@ void Reducer::disarm() {
 
 void Reducer::launch(int bucket) {
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
-  float* grad = store_.grad() + b.offset;
+  // bf16: the cast goes on the compute stream, which the collective (issued with the default
+  // issuing stream) follows; on the CPU it is done when stage() returns.
+  void* grad = wire_.stage(b, compute_);
+  const DType dtype = wire_.dtype();
   if (observer_) observer_->on_step_event({StepEvent::Kind::CollectiveLaunched, bucket});
   Work& work = work_[static_cast<std::size_t>(bucket)];
-  work = traced_collective(comm_, tracer_, bucket, collective_name(op_), b.bytes(), [&] {
-    return op_ == CollectiveOp::Reduce ? comm_.reduce(grad, b.numel, b.assigned_rank, ReduceOp::Sum)
-                                       : comm_.all_reduce(grad, b.numel, ReduceOp::Sum);
+  work = traced_collective(comm_, tracer_, bucket, collective_name(op_),
+                           b.numel * dtype_size(dtype), [&] {
+    return op_ == CollectiveOp::Reduce
+               ? comm_.reduce(grad, b.numel, dtype, b.assigned_rank, ReduceOp::Sum)
+               : comm_.all_reduce(grad, b.numel, dtype, ReduceOp::Sum);
   });
   if (observer_) {
     // Waiting for the event's task (stream order: after the collective) keeps the recorded order

@@ -1,6 +1,6 @@
 // The gradient reducer: counts grad-ready hooks per bucket and, once every gradient of a bucket
 // is final, issues the bucket's collective (ModePlan::bucket_collective: all-reduce, or reduce to
-// the assigned rank) on the reduce communicator, in bucket index order (Note [Bucket order]), one
+// the assigned rank; in ModePlan::reduce_dtype, gradient_wire.h) on the reduce communicator, in bucket index order (Note [Bucket order]), one
 // Work per bucket. It only reduces: what follows a bucket's collective (step, broadcast) is the
 // step policy's (step_policy.h), told through the issued hook.
 //
@@ -15,9 +15,10 @@
 #include <functional>
 #include <vector>
 
-#include "models/parameter_store.h"
+#include "base/exec_context.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/gradient_wire.h"
 #include "runtime/train/step_observer.h"
 
 namespace zl {
@@ -29,8 +30,10 @@ class Reducer {
   // Called on the main thread right after bucket b's collective was issued.
   using IssuedHook = std::function<void(int bucket)>;
 
-  Reducer(const BucketPlan& plan, ParameterStore& store, Communicator& comm,
-          CollectiveOp bucket_collective, Tracer* tracer);
+  // `wire`: the buffer each bucket's collective runs on (fp32 gradients in place, or their bf16
+  // cast, made on `compute` right before the collective).
+  Reducer(const BucketPlan& plan, GradientWire& wire, Communicator& comm,
+          CollectiveOp bucket_collective, ExecContext compute, Tracer* tracer);
 
   void set_issued_hook(IssuedHook hook) { issued_ = std::move(hook); }
   void set_observer(StepObserver* observer) { observer_ = observer; }
@@ -55,9 +58,10 @@ class Reducer {
   void launch(int bucket);
 
   const BucketPlan& plan_;
-  ParameterStore& store_;
+  GradientWire& wire_;
   Communicator& comm_;
   CollectiveOp op_;
+  ExecContext compute_;
   Tracer* tracer_;
   StepObserver* observer_ = nullptr;
   IssuedHook issued_;

@@ -118,13 +118,6 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   // Ranks that run another config or build would size their collectives differently (heap
   // corruption, a crash) or train apart: they must agree before anything sized by the config.
   agree_on_facts(world_, config_facts(config_), config_.runtime.timeout_s);
-  if (mode_plan_.param_dtype == DType::BF16) {
-    // The fused bf16 step, bf16 collectives and masters exist (README "Mixed precision"); the bf16
-    // model (parameter buffer, GEMMs) does not yet, and a run must not train fp32 under a bf16 name.
-    throw UserError(fmt::format("{}: precision.compute = \"bf16\": this build cannot train in bf16 "
-                                "yet (no bf16 model path); use compute = \"fp32\" or \"tf32\"",
-                                config_.source_path));
-  }
   // tf32 is the compute context's GEMM math (run_context); the CPU stays fp32, said once.
   if (config.precision.compute == ComputePrecision::Tf32 && compute_.device == DeviceKind::Cpu &&
       world_.is_root() && !options_.quiet) {
@@ -241,11 +234,9 @@ std::int64_t Trainer::micro_batch_loss(const std::vector<std::int64_t>& indices)
                    : model_->forward(tape_, x, data_parallel_->param_use_hook());
   if (layer_trace_) layer_trace_->end_forward();
   if (classification) {
-    loss_window_.add_classification(out.output.f32(), in.labels, batch, out.output.cols,
-                                    out.grad_output.f32());
+    loss_window_.add_classification(out.output, in.labels, out.grad_output);
   } else {
-    loss_window_.add_regression(out.output.f32(), in.targets, batch, out.output.numel(),
-                                out.grad_output.f32());
+    loss_window_.add_regression(out.output, in.targets, out.grad_output);
   }
   return batch;
 }
@@ -370,7 +361,7 @@ RankMemory Trainer::allocated_memory() const {
   const ParameterStore& store = model_->store();
   RankMemory m;
   m.parameters = store.param_bytes();
-  m.gradients = store.grad_bytes();
+  m.gradients = store.grad_bytes() + data_parallel_->wire_bytes();  // + bf16 wire buffer
   m.master = optimizer_->master_bytes();  // 0 in fp32: the parameters are their own masters
   m.state = optimizer_->state_bytes();
   return m;

@@ -131,6 +131,8 @@ class Trainer {
   std::vector<double> sum_over_ranks(std::vector<double> values);
   TaskKind task() const { return data_.train.task; }
   double last_grad_norm() const { return data_parallel_->last_grad_norm(); }
+  // Bytes of the bf16 gradient wire buffer (precision.reduce_dtype = "bf16"; else 0).
+  std::int64_t gradient_wire_bytes() const { return data_parallel_->wire_bytes(); }
   // Zeroes every counter of StepStats and starts the stream timeline (call with nothing in
   // flight: after synchronize()); step_stats() stops it and returns the snapshot.
   void reset_step_stats();

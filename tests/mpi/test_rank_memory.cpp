@@ -36,6 +36,10 @@ TEST_CASE("each rank allocates what the plan prints for it", "[rank-memory]") {
       {"parallel.mode=zero"},
       {"parallel.mode=zero", "optimizer.kind=sgd", "optimizer.momentum=0.9"},
       {"parallel.mode=zero", "precision.compute=tf32"},
+      {"parallel.mode=ddp", "precision.compute=bf16"},
+      {"parallel.mode=zero", "precision.compute=bf16", "precision.reduce_dtype=bf16"},
+      {"parallel.mode=zero", "precision.compute=bf16", "precision.master_weights=remainders",
+       "optimizer.kind=sgd", "optimizer.momentum=0.9"},
   };
   for (const auto& overrides : cases) {
     std::vector<std::string> all = {"parallel.bucket_cap_mb=0.004",
