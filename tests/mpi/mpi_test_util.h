@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "base/bf16.h"
 #include "runtime/config/config.h"
 #include "runtime/train/trainer.h"
 #include "runtime/comm/world.h"
@@ -58,9 +59,17 @@ inline TrainerOptions quiet_options() {
   return o;
 }
 
+// The flat parameters as fp32 (a bf16 store's values widened: exact, so bitwise comparisons of
+// the result compare the bf16 bits).
 inline std::vector<float> parameters_of(Trainer& trainer) {
   trainer.synchronize();
   const auto& store = trainer.model().store();
+  if (store.param_dtype() == DType::BF16) {
+    const Bf16* p = store.params_as<Bf16>();
+    std::vector<float> out(static_cast<std::size_t>(store.total_numel()));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(p[i]);
+    return out;
+  }
   return std::vector<float>(store.data(), store.data() + store.total_numel());
 }
 

@@ -53,6 +53,11 @@ zerolap_add_mpi_test(device 2 "[device]" 120)
 zerolap_add_mpi_test(cuda_train 1 "[cuda-train]" 600)
 set_tests_properties(mpi.cuda_train.np1 PROPERTIES LABELS "mpi;cuda")
 zerolap_add_mpi_test(reference_models 2 "[reference]" 600)
+# bf16 training (tests/mpi/test_bf16_train.cpp; the bf16 reference runs in test_reference_models.cpp).
+foreach(np 1 2 3 4)
+  zerolap_add_mpi_test(bf16 ${np} "[bf16]" 300)
+endforeach()
+zerolap_add_mpi_test(reference_bf16 2 "[reference-bf16]" 600)
 
 # Start-up agreement and deadlines (issue-15 reliability; README "Reliability").
 add_test(NAME mpi.rank_agreement.np2

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -151,7 +152,8 @@ TEST_CASE("plan lays out a model too large to allocate", "[cli]") {
                            Catch::Contains("TiB"));
 }
 
-TEST_CASE("train with tf32 on the CPU says it is fp32; bf16 is refused until its model exists",
+TEST_CASE("train with tf32 on the CPU says it is fp32; bf16 trains, and the effective config "
+          "records it",
           "[cli]") {
   const auto out = temp_dir("train_tf32");
   const auto path = write_file("ok.toml", kSpirals);
@@ -163,8 +165,12 @@ TEST_CASE("train with tf32 on the CPU says it is fp32; bf16 is refused until its
   const CliResult bf16 = run_zerolap("train " + path + " --set output.dir=\"" + out +
                                      "\" --set train.steps=2 --set precision.compute=bf16");
   INFO(bf16.output);
-  CHECK(bf16.exit_code == 2);
-  CHECK_THAT(bf16.output, Catch::Contains("precision.compute"));
+  CHECK(bf16.exit_code == 0);
+  CHECK_THAT(bf16.output, Catch::Contains("final step 2  test_loss"));
+  std::ifstream effective(std::filesystem::path(out) / "config.toml");
+  const std::string config((std::istreambuf_iterator<char>(effective)),
+                           std::istreambuf_iterator<char>());
+  CHECK_THAT(config, Catch::Contains("[precision]\ncompute = \"bf16\""));
 }
 
 TEST_CASE("train runs and writes a metrics CSV with a header and rows", "[cli]") {
