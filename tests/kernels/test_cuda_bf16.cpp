@@ -269,7 +269,8 @@ TEST_CASE("CUDA bf16 device loss sums and gradient norm match the CPU's bf16",
   CHECK(std::fabs(host_se[0] - se[0]) <= 1e-9 * se[0]);
   check_bf16(download<Bf16>(env, gd), d, 1e-6, "dlogits");
   check_bf16(download<Bf16>(env, gdp), dp, 0.0, "dpred");
-  const std::vector<zl::ReadSpan<Bf16>> spans = {{logits.data(), 1000}, {logits.data() + 1000, n - 1000}};
+  const std::vector<zl::ReadSpan<Bf16>> spans = {{logits.data(), 1000},
+                                                 {logits.data() + 1000, n - 1000}};
   const std::vector<zl::ReadSpan<Bf16>> gspans = {{gl.data<Bf16>(), 1000},
                                                   {gl.data<Bf16>() + 1000, n - 1000}};
   const double norm = zl::total_sum_of_squares(cpu, spans.data(), 2);

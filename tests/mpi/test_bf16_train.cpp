@@ -1,8 +1,9 @@
 // bf16 training through every mode (docs/design.md "Precision"): each mode and collective in bf16
 // matches ddp in bf16 after 20 steps with reduce_dtype fp32 and bf16, all ranks hold
 // bitwise-identical parameters after every step, fp32 masters and int16 remainders give bitwise
-// the same parameters and masters, clipping reads the bf16 wire gradients, and the masters a
-// rank allocates are ModePlan::master_bytes.
+// the same parameters and masters, clipping reads the bf16 wire gradients, the masters a rank
+// allocates are ModePlan::master_bytes, and gradient accumulation sums micro-batches in fp32
+// before the (bf16) collective.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -188,5 +189,40 @@ TEST_CASE("bf16: clipping over bf16 wire gradients in zero equals ddp", "[bf16]"
     // tolerance of the first test case for how such a difference propagates in bf16.
     CHECK(tolerance_ratio(final, reference, 1.0 / 64.0, 2e-3) <= 1.0);
     CHECK(trainer.last_grad_norm() == Approx(ddp.last_grad_norm()).epsilon(1e-2));
+  }
+}
+
+TEST_CASE("bf16: gradient accumulation (fp32) matches the same global batch in one step",
+          "[bf16]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  for (const char* reduce_dtype : {"fp32", "bf16"}) {
+    for (const char* overlap : {"after_backward", "interleaved"}) {
+      INFO("world " << world.size << ", zero/" << overlap << ", reduce_dtype " << reduce_dtype);
+      // SGD: linear in the gradients (Adam's update barely depends on their scale), so reading
+      // one micro-batch's gradients instead of the sum would show.
+      const std::vector<std::string> mode = {"parallel.mode=zero",
+                                             std::string("parallel.overlap=") + overlap,
+                                             "optimizer.kind=sgd", "optimizer.lr=0.1",
+                                             "optimizer.momentum=0.9"};
+      Trainer one(small_config(with(with(bf16(reduce_dtype), mode),
+                                    {"data.batch_size=8", "train.grad_accum=1"})),
+                  world, quiet_options());
+      Trainer two(small_config(with(with(bf16(reduce_dtype), mode),
+                                    {"data.batch_size=4", "train.grad_accum=2"})),
+                  world, quiet_options());
+      Trainer half(small_config(with(with(bf16(reduce_dtype), mode), {"data.batch_size=4"})),
+                   world, quiet_options());
+      const auto single = train_checking_identity(one, 10);
+      const auto accumulated = train_checking_identity(two, 10);
+      const auto half_batch = train_checking_identity(half, 10);
+      INFO("accumulated " << tolerance_ratio(accumulated, single, 1.0 / 64.0, 2e-3) << ", half batch "
+                          << tolerance_ratio(half_batch, single, 1.0 / 64.0, 2e-3));
+      CHECK(tolerance_ratio(half_batch, single, 1.0 / 64.0, 2e-3) > 1.0);  // the test can tell
+      // The same samples; the GEMMs of a batch of 4 round their bf16 outputs differently from a
+      // batch of 8 only through the order of fp32 sums, so the runs differ by bf16 noise (the
+      // tolerance of the first test case). Had the wire cast or a step read one micro-batch's
+      // gradients instead of their sum, the run would be that of half the batch, which is not.
+      CHECK(tolerance_ratio(accumulated, single, 1.0 / 64.0, 2e-3) <= 1.0);
+    }
   }
 }

@@ -157,8 +157,8 @@ TEST_CASE("bf16 on CUDA trains like bf16 on the CPU in every mode, with fp32 mas
   // gradients, so after 4 steps at lr 0.1 a parameter moves by such a rounding times the steps:
   // 4 bf16 ulps relative (2^-6) plus 1e-3 absolute for weights near zero. Losses and the
   // evaluation see bf16 logits: 1e-2 relative, and 5 of the 256 test samples may flip their
-  // argmax (bf16 logits of a borderline sample tie or cross). A missing wait (a stale bucket, a half-written
-  // parameter) is off by whole updates of ~lr * |g|, far above these.
+  // argmax (bf16 logits of a borderline sample tie or cross). A missing wait (a stale bucket, a
+  // half-written parameter) is off by whole updates of ~lr * |g|, far above these.
   const std::vector<std::string> sgd = {"optimizer.kind=sgd", "optimizer.lr=0.1",
                                         "optimizer.momentum=0.9", "precision.compute=bf16"};
   const std::vector<std::vector<std::string>> cases = {

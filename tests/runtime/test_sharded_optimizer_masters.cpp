@@ -159,7 +159,8 @@ TEST_CASE("bf16 steps: masters follow the fused kernel, remainders are bitwise f
         // Bf16 gradients too (reduce_dtype = "bf16"): the remainder run reads the rounded ones;
         // so does the reference for this bucket.
         std::vector<Bf16> g16(static_cast<std::size_t>(b.numel));
-        for (std::int64_t i = 0; i < b.numel; ++i) g16[i] = float_to_bf16(rem_model.store().grad()[b.offset + i]);
+        const float* g32 = rem_model.store().grad() + b.offset;
+        for (std::int64_t i = 0; i < b.numel; ++i) g16[i] = float_to_bf16(g32[i]);
         const bool bf16_grad = b.index % 2 == 1;
         if (bf16_grad) {
           rem_opt.step_bucket(b.index, s, cpu, BucketGradient{g16.data(), DType::BF16});
