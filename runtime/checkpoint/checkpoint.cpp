@@ -8,6 +8,15 @@
 // writes it to the file or sends it to its holder, and reuses the buffer for the next. So no rank
 // ever holds more than one bucket of another rank's state, and a resharded load is the same loop
 // over the *new* plan, reading each parameter's state from the file by name.
+//
+// Note [Masters in checkpoints]: a parameter's tensor holds its fp32 weight in every precision. In
+// fp32 that is the parameter itself (replicated: rank 0 writes its own). In bf16 it is the master
+// the ranks that step the bucket keep (the fp32 copy, or the bf16 parameter joined with its
+// remainder: bitwise the fp32 master either way), gathered with the bucket's state, one bucket at
+// a time. So PyTorch loads every checkpoint as fp32 weights, and a load into any precision reads
+// the same tensors: fp32 parameters = the values; bf16 parameters = master_to_bf16(values), as the
+// fused step writes them (base/bf16.h), and masters = the values on the ranks that step them.
+// Hence a bf16 resume is bitwise (parameters, masters, state), and fp32 <-> bf16 resumes work.
 #include "runtime/checkpoint/checkpoint.h"
 
 #include <mpi.h>
@@ -20,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "base/bf16.h"
 #include "base/device_buffer.h"
 #include "base/errors.h"
 #include "base/fault_stop.h"
@@ -91,20 +101,62 @@ std::int64_t within(const ParameterStore& store, const Bucket& b, int id) {
   return store.info(id).offset - b.offset;
 }
 
-// Bucket b's state <-> host staging laid out [state][b.numel] (padding stays zero).
-void state_to_host(const TrainingState& state, const Bucket& b, std::vector<float>& host) {
+// Whether the parameter tensors come from the masters of the ranks that step each bucket (bf16)
+// rather than from rank 0's parameters (Note [Masters in checkpoints]). The same on every rank.
+bool masters_in_file(const TrainingState& state) { return state.mode.param_dtype == DType::BF16; }
+
+// Slices per bucket in the gathered staging: the masters (bf16), then the state tensors.
+std::int64_t gathered_slices(const TrainingState& state) {
+  return (masters_in_file(state) ? 1 : 0) +
+         static_cast<std::int64_t>(state.optimizer.state_names().size());
+}
+
+// Bucket b's masters (bf16 only) and state -> host staging laid out [slice][b.numel]: the fp32
+// masters first, then each state tensor (padding stays zero).
+void bucket_to_host(const TrainingState& state, const Bucket& b, std::vector<float>& host) {
   ShardedOptimizer& opt = state.optimizer;
   const ParameterStore& store = state.store;
   const auto ns = static_cast<int>(opt.state_names().size());
-  host.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
+  const int first_state = masters_in_file(state) ? 1 : 0;
+  host.assign(static_cast<std::size_t>(gathered_slices(state) * b.numel), 0.0f);
+  if (first_state == 1) {
+    ZL_CHECK(opt.has_masters(), "bucket {}: a bf16 run's stepping rank without masters", b.index);
+    for (const int id : b.param_ids) opt.read_master(id, host.data() + within(store, b, id));
+  }
   for (int s = 0; s < ns; ++s) {
     for (const int id : b.param_ids) {
       const float* tensor = opt.param_state(id, s);
       ZL_CHECK(tensor != nullptr, "state {} of parameter {} is not on this rank", s, id);
-      copy_to_host(tensor, store.device(), host.data() + s * b.numel + within(store, b, id),
+      copy_to_host(tensor, store.device(),
+                   host.data() + (first_state + s) * b.numel + within(store, b, id),
                    store.info(id).numel);
     }
   }
+}
+
+// Bucket b's parameters from their fp32 values (host, [b.numel]; Note [Masters in checkpoints]):
+// fp32 parameters take them as they are; bf16 parameters take master_to_bf16 of them, and the
+// ranks that step the bucket take them as masters.
+void parameters_from_host(const TrainingState& state, const Bucket& b,
+                          const std::vector<float>& host) {
+  ParameterStore& store = state.store;
+  if (store.param_dtype() == DType::F32) {
+    for (const int id : b.param_ids) {
+      copy_from_host(host.data() + within(store, b, id), store.param_data(id), store.device(),
+                     store.info(id).numel);
+    }
+    return;
+  }
+  std::vector<Bf16> rounded(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) rounded[i] = master_to_bf16(host[i]);
+  for (const int id : b.param_ids) {
+    copy_bytes_from_host(rounded.data() + within(store, b, id), store.param_as<Bf16>(id),
+                         store.device(), store.info(id).numel * dtype_size(DType::BF16));
+  }
+  if (!state.mode.steps_on(b, state.world.rank)) return;
+  ShardedOptimizer& opt = state.optimizer;
+  ZL_CHECK(opt.has_masters(), "bucket {}: a bf16 run's stepping rank without masters", b.index);
+  for (const int id : b.param_ids) opt.write_master(id, host.data() + within(store, b, id));
 }
 
 void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host) {
@@ -199,16 +251,22 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
   ParameterStore& store = state.store;
   const std::vector<std::string>& states = state.optimizer.state_names();
   const auto ns = static_cast<std::int64_t>(states.size());
+  const bool masters = masters_in_file(state);
+  const std::int64_t slices = gathered_slices(state);
   const std::string temp = path + kCheckpointTempSuffix;
 
   std::unique_ptr<SafetensorsWriter> writer;
   std::vector<float> host;
   if (world.is_root()) {
-    // File order = write order: parameters (registration order), then state bucket by bucket.
+    // File order = write order. fp32: parameters (registration order), then the state bucket by
+    // bucket. bf16: bucket by bucket, each parameter's master under its name, then its state.
     std::vector<TensorSpec> tensors;
-    for (const ParameterInfo& p : store.parameters()) tensors.push_back({p.name, "F32", p.shape});
+    if (!masters) {
+      for (const ParameterInfo& p : store.parameters()) tensors.push_back({p.name, "F32", p.shape});
+    }
     for (const Bucket& b : state.plan.buckets) {
       for (const int id : b.param_ids) {
+        if (masters) tensors.push_back({store.info(id).name, "F32", store.info(id).shape});
         for (const std::string& s : states) {
           tensors.push_back({state_tensor_name(store.info(id).name, s), "F32", store.info(id).shape});
         }
@@ -216,7 +274,7 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
     }
     writer = std::make_unique<SafetensorsWriter>(temp, std::move(tensors),
                                                  checkpoint_metadata(state));
-    for (int id = 0; id < store.count(); ++id) {
+    for (int id = 0; id < store.count() && !masters; ++id) {
       const ParameterInfo& p = store.info(id);
       host.resize(static_cast<std::size_t>(p.numel));
       copy_to_host(store.param_data(id), store.device(), host.data(), p.numel);
@@ -224,25 +282,33 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
       writer->write_floats(host.data(), p.numel);
     }
   }
-  // See Note [One bucket at a time].
+  // See Note [One bucket at a time] and Note [Masters in checkpoints].
   for (const Bucket& b : state.plan.buckets) {
-    if (ns == 0) break;
+    if (slices == 0) break;
     const int holder = state_holder(state, b);
     const int source = holder == kEveryRank ? 0 : holder;
-    if (world.rank == source) state_to_host(state, b, host);
-    if (source != 0 && world.rank == source) send_floats(host.data(), ns * b.numel, 0, comm);
+    if (world.rank == source) bucket_to_host(state, b, host);
+    if (source != 0 && world.rank == source) send_floats(host.data(), slices * b.numel, 0, comm);
     if (!world.is_root()) continue;
     if (source != 0) {
-      host.resize(static_cast<std::size_t>(ns * b.numel));
-      recv_floats(host.data(), ns * b.numel, source, comm);
+      host.resize(static_cast<std::size_t>(slices * b.numel));
+      recv_floats(host.data(), slices * b.numel, source, comm);
     }
+    const std::int64_t first_state = masters ? 1 : 0;
     for (const int id : b.param_ids) {
+      const ParameterInfo& p = store.info(id);
+      if (masters) {
+        ZL_CHECK(writer->next_tensor() == p.name, "write order: {} next", writer->next_tensor());
+        const float* values = host.data() + within(store, b, id);
+        require_finite(values, p.numel, p.name, state);
+        writer->write_floats(values, p.numel);
+      }
       for (std::int64_t s = 0; s < ns; ++s) {
-        const std::string name = state_tensor_name(store.info(id).name, states[s]);
+        const std::string name = state_tensor_name(p.name, states[s]);
         ZL_CHECK(writer->next_tensor() == name, "write order: {} next", writer->next_tensor());
-        const float* values = host.data() + s * b.numel + within(store, b, id);
-        require_finite(values, store.info(id).numel, name, state);
-        writer->write_floats(values, store.info(id).numel);
+        const float* values = host.data() + (first_state + s) * b.numel + within(store, b, id);
+        require_finite(values, p.numel, name, state);
+        writer->write_floats(values, p.numel);
       }
     }
   }
@@ -321,7 +387,8 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
   facts.world_size = position[5];
 
   std::vector<float> host;
-  // Parameters are replicated: every rank gets every bucket's parameters from rank 0.
+  // Parameters are replicated: every rank gets every bucket's fp32 values from rank 0 (in bf16
+  // the stepping ranks keep them as masters; Note [Masters in checkpoints]).
   for (const Bucket& b : state.plan.buckets) {
     host.assign(static_cast<std::size_t>(b.numel), 0.0f);
     if (world.is_root()) {
@@ -330,10 +397,7 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
       }
     }
     bcast_floats(host.data(), b.numel, comm);
-    for (const int id : b.param_ids) {
-      copy_from_host(host.data() + within(store, b, id), store.param_data(id), store.device(),
-                     store.info(id).numel);
-    }
+    parameters_from_host(state, b, host);
   }
   // State goes to its holder in the current plan (see Note [One bucket at a time]).
   for (const Bucket& b : state.plan.buckets) {

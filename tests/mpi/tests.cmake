@@ -36,6 +36,10 @@ zerolap_add_mpi_test(checkpoint_reshard 3 "[checkpoint-reshard]" 300)
 zerolap_add_mpi_test(checkpoint_reshard_2to3 3 "[checkpoint-reshard-2to3]" 300)
 zerolap_add_mpi_test(checkpoint_reshard_4to1 4 "[checkpoint-reshard-4to1]" 300)
 zerolap_add_mpi_test(checkpoint_run 2 "[checkpoint-run]" 300)
+# Across precisions (tests/mpi/test_checkpoint_precision.cpp): bf16 bitwise resume, fp32 <-> bf16.
+zerolap_add_mpi_test(checkpoint_precision 1 "[checkpoint-precision]" 600)
+zerolap_add_mpi_test(checkpoint_precision 2 "[checkpoint-precision]" 600)
+zerolap_add_mpi_test(checkpoint_precision 3 "[checkpoint-precision]" 600)
 add_test(NAME mpi.checkpoint_crash.np4
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/checkpoint_crash_test.sh $<TARGET_FILE:zerolap>
           ${CMAKE_CURRENT_BINARY_DIR}/tmp/checkpoint_crash)
