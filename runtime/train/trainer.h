@@ -116,7 +116,7 @@ class Trainer {
   const ExecContext& compute_context() const { return compute_; }
   // What this rank allocated for the model's buffers, in the terms of ModePlan's rank_memory
   // (which `zerolap plan`, the memory check and the bench print; tested equal): the flat
-  // parameters and gradients, the optimizer's masters and state.
+  // parameters and gradients (with the bf16 wire buffer), the optimizer's masters and state.
   RankMemory allocated_memory() const;
   // Tests: the order of each step's collectives, steps and broadcasts (null: none).
   void set_step_observer(StepObserver* observer) { data_parallel_->set_observer(observer); }

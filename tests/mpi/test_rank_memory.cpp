@@ -1,7 +1,8 @@
 // What a rank allocates for the model's buffers is what `zerolap plan`, the up-front memory check
 // and the bench print for it (ModePlan's rank_memory through estimate_rank_memory): parameters,
-// gradients, masters and optimizer state, in every mode and precision the trainer runs. And the
-// precision's GEMM math is the trainer's compute context's (one TF32 mechanism).
+// gradients (with the bf16 wire buffer), masters and optimizer state, in every mode and precision
+// the trainer runs. And the precision's GEMM math is the trainer's compute context's (one TF32
+// mechanism).
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -40,6 +41,11 @@ TEST_CASE("each rank allocates what the plan prints for it", "[rank-memory]") {
       {"parallel.mode=zero", "precision.compute=bf16", "precision.reduce_dtype=bf16"},
       {"parallel.mode=zero", "precision.compute=bf16", "precision.master_weights=remainders",
        "optimizer.kind=sgd", "optimizer.momentum=0.9"},
+      {"parallel.mode=zero", "precision.compute=bf16"},
+      {"parallel.mode=zero", "parallel.collective=reduce_broadcast", "precision.compute=bf16",
+       "precision.reduce_dtype=bf16", "precision.master_weights=remainders"},
+      {"parallel.mode=zero", "optimizer.kind=sgd", "precision.compute=bf16",
+       "precision.reduce_dtype=bf16"},
   };
   for (const auto& overrides : cases) {
     std::vector<std::string> all = {"parallel.bucket_cap_mb=0.004",
