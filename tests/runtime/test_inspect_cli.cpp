@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli_test_util.h"
+#include "kernels/gemm.h"
 #include "runtime/checkpoint/safetensors.h"
 
 using Catch::Contains;
@@ -46,6 +47,27 @@ TEST_CASE("zerolap inspect lists tensors, shapes, dtypes and metadata", "[checkp
                            Contains("layers.0.bias") && Contains("[4]") &&
                            Contains("step = 42") && Contains("checksums ok") &&
                            Contains("widths = [3, 4]"));
+}
+
+TEST_CASE("zerolap inspect says in which precision a checkpoint was trained", "[checkpoint][cli]") {
+  if (!zl::cpu_gemm_has_bf16()) {
+    WARN("this build's CPU GEMM has no bf16: precision.compute = \"bf16\" is refused");
+    return;
+  }
+  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("inspect-bf16-{}", ::getpid());
+  const CliResult train = run_zerolap(fmt::format(
+      "train {}/configs/spirals.toml --set precision.compute=bf16 --set "
+      "precision.master_weights=remainders --set train.steps=2 --set checkpoint.dir=\"{}\" --set "
+      "output.dir=\"{}\"",
+      ZEROLAP_SOURCE_DIR, (dir / "ckpt").string(), dir.string()));
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const CliResult r = run_zerolap("inspect " + (dir / "ckpt" / "step_00000002.safetensors").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("step 2, precision bf16 (reduce_dtype fp32, master_weights "
+                                "remainders); parameters stored as fp32 master weights") &&
+                           Contains("precision = bf16"));
 }
 
 TEST_CASE("zerolap inspect on a corrupt or missing file exits 2", "[checkpoint][cli]") {
