@@ -4,10 +4,9 @@
 #         and the fuzz corpus replays (ctest label `sanitize`), in build-asan;
 #   fuzz: each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 45) over its corpus,
 #         built in the same build-asan (the targets are instrumented with ASan + UBSan too);
-#   tsan: ThreadSanitizer over the comm-thread tests (ctest label `tsan`), in build-tsan. Not in
-#         the default set yet: it has not had a clean run against Open MPI (uninstrumented, with
-#         its own progress threads) and oneDNN; run it by name.
-# Usage: bash scripts/test_sanitizers.sh [asan] [fuzz] [tsan]   (no argument: asan fuzz)
+#   tsan: ThreadSanitizer over the comm-thread tests (ctest label `tsan`), in build-tsan; Open
+#         MPI (uninstrumented, with its own progress) is suppressed by library name.
+# Usage: bash scripts/test_sanitizers.sh [asan] [fuzz] [tsan]   (no argument: all three)
 # Environment: FUZZ_SECONDS; ASAN_BUILD_DIR, TSAN_BUILD_DIR (default build-asan, build-tsan).
 # Run after scripts/setup.sh (scripts/test.sh does both). A failure in any job fails the script.
 set -euo pipefail
@@ -18,7 +17,7 @@ fuzz_seconds=${FUZZ_SECONDS:-45}
 asan_dir=${ASAN_BUILD_DIR:-build-asan}
 tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
 steps=("$@")
-((${#steps[@]} > 0)) || steps=(asan fuzz)
+((${#steps[@]} > 0)) || steps=(asan fuzz tsan)
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Open MPI's start-up allocations are suppressed by name (tests/sanitizers/lsan.supp), leak
