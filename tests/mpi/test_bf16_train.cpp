@@ -48,7 +48,9 @@ std::vector<std::string> zero(const ZeroMode& m) {
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp must not see the null data() of an empty vector (a parameter this rank does not step).
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Every parameter's master on the rank that steps it (empty for the others), in id order.
