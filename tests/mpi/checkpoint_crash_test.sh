@@ -5,14 +5,8 @@
 # uninterrupted 4-rank run; a job killed with SIGKILL at a random moment leaves a loadable `latest`.
 # The crashes use the ZEROLAP_FAULT_CHECKPOINT test hook (runtime/checkpoint/checkpoint.h).
 # Usage: checkpoint_crash_test.sh ZEROLAP_BINARY WORK_DIR
-set -u
-zerolap=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-flags="--oversubscribe --bind-to none --mca btl self,vader"
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
+flags="$flags --mca btl self,vader"
 latest() { cat "$work/ckpt/latest" 2>/dev/null; }
 
 # Global batch 64 on 4 ranks x 16 and on 2 ranks x 32: the same samples per step.

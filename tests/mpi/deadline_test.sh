@@ -5,16 +5,9 @@
 # exit 1 and a message naming its rank and the operation, and the whole job must end within
 # timeout_s + 10 s of the stop. Before, start-up and checkpoints waited forever.
 # Usage: deadline_test.sh ZEROLAP_BINARY WORK_DIR
-set -u
-zerolap=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-flags="--oversubscribe --bind-to none"
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
 timeout_s=5
 limit_s=$((timeout_s + 10))
-fail() { echo "FAIL: $*"; exit 1; }
 
 cat >"$work/run.toml" <<TOML
 [model]

@@ -9,14 +9,7 @@
 #   config   bad values and skip_step with interleaved overlap exit 2 naming the key.
 # Before the non-finite check these runs exited 0 with NaN checkpoints as `latest`.
 # Usage: nonfinite_test.sh ZEROLAP_BINARY WORK_DIR
-set -u
-zerolap=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-flags="--oversubscribe --bind-to none"
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
 
 cat >"$work/run.toml" <<TOML
 [model]

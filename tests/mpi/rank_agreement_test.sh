@@ -4,14 +4,7 @@
 # agreement these runs corrupted the heap (train.steps), crashed (model.widths), trained apart
 # with exit 0 (optimizer.lr) or aborted mid-run (node-local IDX files of different sizes).
 # Usage: rank_agreement_test.sh ZEROLAP_BINARY WORK_DIR
-set -u
-zerolap=$1
-work=$2
-rm -rf "$work"
-mkdir -p "$work"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-flags="--oversubscribe --bind-to none"
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
 
 cat >"$work/run.toml" <<TOML
 [model]
