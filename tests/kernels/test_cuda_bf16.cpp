@@ -37,26 +37,7 @@ using zl::DeviceKind;
 using zl::DType;
 using zl::Transpose;
 
-class CudaEnv {
- public:
-  CudaEnv() {
-    REQUIRE(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) == cudaSuccess);
-    REQUIRE(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS);
-    REQUIRE(cublasSetStream(blas_, stream_) == CUBLAS_STATUS_SUCCESS);
-  }
-  ~CudaEnv() {
-    if (blas_ != nullptr) cublasDestroy(blas_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  CudaEnv(const CudaEnv&) = delete;
-  CudaEnv& operator=(const CudaEnv&) = delete;
-  zl::ExecContext ctx() const { return zl::ExecContext{DeviceKind::Cuda, stream_, blas_}; }
-  void sync() const { REQUIRE(cudaStreamSynchronize(stream_) == cudaSuccess); }
-
- private:
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
-};
+using zl::test::CudaEnv;
 
 template <class T>
 DeviceBuffer upload(const std::vector<T>& host) {

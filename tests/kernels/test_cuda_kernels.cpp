@@ -43,29 +43,7 @@ using zl::test::random_floats;
 using zl::test::cuda_device_visible;
 using zl::test::to_double;
 
-// A non-blocking stream (so nothing relies on implicit legacy-stream ordering) and a cuBLAS
-// handle bound to it, as the runtime sets them up.
-class CudaEnv {
- public:
-  CudaEnv() {
-    REQUIRE(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) == cudaSuccess);
-    REQUIRE(cublasCreate(&blas_) == CUBLAS_STATUS_SUCCESS);
-    REQUIRE(cublasSetStream(blas_, stream_) == CUBLAS_STATUS_SUCCESS);
-  }
-  ~CudaEnv() {
-    if (blas_ != nullptr) cublasDestroy(blas_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  CudaEnv(const CudaEnv&) = delete;
-  CudaEnv& operator=(const CudaEnv&) = delete;
-
-  zl::ExecContext ctx() const { return zl::ExecContext{DeviceKind::Cuda, stream_, blas_}; }
-  void sync() const { REQUIRE(cudaStreamSynchronize(stream_) == cudaSuccess); }
-
- private:
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
-};
+using zl::test::CudaEnv;
 
 // A typed null: gemm and the kernels are overloaded / templated on fp32 and bf16 operands.
 constexpr const float* kNoFloats = nullptr;
