@@ -3,10 +3,12 @@
 #pragma once
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,23 @@
 #include "runtime/comm/world.h"
 
 namespace zl::test {
+
+// A fresh, empty directory ZEROLAP_TEST_TMP/<name>-<rank 0's pid> with the same path on every rank
+// of `comm` (rank 0 makes it; the others wait for it).
+inline std::string shared_dir(MPI_Comm comm, const std::string& name) {
+  int pid = static_cast<int>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, comm);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const std::filesystem::path dir =
+      std::filesystem::path(ZEROLAP_TEST_TMP) / (name + "-" + std::to_string(pid));
+  if (rank == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  MPI_Barrier(comm);
+  return dir.string();
+}
 
 // A tiny classification problem: a random teacher MLP's argmax labels, a 4-layer student.
 inline const char* kSmallConfig = R"(

@@ -6,8 +6,6 @@
 // rank together.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,21 +44,6 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 std::string describe(const std::vector<std::string>& overrides) {
   return fmt::format("{}", fmt::join(overrides, " "));
-}
-
-// A fresh directory with the same path on every rank of `comm`.
-std::string shared_dir(MPI_Comm comm, const std::string& name) {
-  int pid = static_cast<int>(::getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, comm);
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("checkpoint-{}-{}", name, pid);
-  if (rank == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  MPI_Barrier(comm);
-  return dir.string();
 }
 
 // What a resumed run must reproduce: parameters, this rank's optimizer state, the position.
@@ -155,7 +138,7 @@ void resume_and_compare(const Config& config, const World& world, const std::str
 
 TEST_CASE("resume at the same world size continues bitwise in every mode", "[checkpoint-resume]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string dir = shared_dir(world.comm, "resume");
+  const std::string dir = zl::test::shared_dir(world.comm, "checkpoint-resume");
   const std::vector<std::vector<std::string>> cases = {
       {"parallel.mode=ddp"},
       {"parallel.mode=zero", "parallel.overlap=none"},
@@ -210,7 +193,7 @@ TEST_CASE("resume at the same world size continues bitwise in every mode", "[che
 
 TEST_CASE("resume into another mode and bucket size reshards the state", "[checkpoint-reshard]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string dir = shared_dir(world.comm, "reshard-mode");
+  const std::string dir = zl::test::shared_dir(world.comm, "checkpoint-reshard-mode");
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
       {{"parallel.mode=ddp", "parallel.bucket_cap_mb=25"},
        {"parallel.mode=zero", "parallel.overlap=interleaved", "parallel.bucket_cap_mb=0.001",
@@ -233,7 +216,7 @@ TEST_CASE("resume into another mode and bucket size reshards the state", "[check
 TEST_CASE("resume from 2 ranks on 3 reshards the ZeRO state", "[.][checkpoint-reshard-2to3]") {
   const World world = world_of(MPI_COMM_WORLD);
   REQUIRE(world.size == 3);
-  const std::string dir = shared_dir(world.comm, "reshard-2to3");
+  const std::string dir = zl::test::shared_dir(world.comm, "checkpoint-reshard-2to3");
   const std::string path = dir + "/from2.safetensors";
   MPI_Comm two = MPI_COMM_NULL;
   MPI_Comm_split(world.comm, world.rank < 2 ? 0 : MPI_UNDEFINED, world.rank, &two);
@@ -259,7 +242,7 @@ TEST_CASE("resume from 2 ranks on 3 reshards the ZeRO state", "[.][checkpoint-re
 TEST_CASE("resume from 4 ranks on 1 gathers the ZeRO state", "[.][checkpoint-reshard-4to1]") {
   const World world = world_of(MPI_COMM_WORLD);
   REQUIRE(world.size == 4);
-  const std::string dir = shared_dir(world.comm, "reshard-4to1");
+  const std::string dir = zl::test::shared_dir(world.comm, "checkpoint-reshard-4to1");
   const std::string path = dir + "/from4.safetensors";
   const auto writer = with(kBase, {"parallel.mode=zero", "parallel.overlap=none",
                                    "parallel.collective=reduce_broadcast", "data.batch_size=4"});
@@ -276,7 +259,7 @@ TEST_CASE("resume from 4 ranks on 1 gathers the ZeRO state", "[.][checkpoint-res
 
 TEST_CASE("run() writes every `every` steps and at the end, prunes, and resumes", "[checkpoint-run]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string dir = shared_dir(world.comm, "run");
+  const std::string dir = zl::test::shared_dir(world.comm, "checkpoint-run");
   const auto overrides = with(kBase, {"parallel.mode=zero", "parallel.overlap=interleaved",
                                       "checkpoint.dir=\"" + dir + "\"", "checkpoint.every=3",
                                       "checkpoint.keep=2", "train.steps=7"});
@@ -305,7 +288,7 @@ TEST_CASE("run() writes every `every` steps and at the end, prunes, and resumes"
 
 TEST_CASE("steps = 0 writes the initial parameters", "[checkpoint-run]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string dir = shared_dir(world.comm, "initial");
+  const std::string dir = zl::test::shared_dir(world.comm, "checkpoint-initial");
   Trainer trainer(small_config({"train.steps=0", "checkpoint.dir=\"" + dir + "\""}), world,
                   quiet_options());
   const std::vector<float> initial = parameters_of(trainer);
@@ -320,7 +303,7 @@ TEST_CASE("steps = 0 writes the initial parameters", "[checkpoint-run]") {
 
 TEST_CASE("a bad checkpoint fails on every rank together", "[checkpoint-run]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string dir = shared_dir(world.comm, "bad");
+  const std::string dir = zl::test::shared_dir(world.comm, "checkpoint-bad");
   const std::string path = dir + "/c.safetensors";
   Trainer trainer(small_config(kBase), world, quiet_options());
   trainer.train_step();

@@ -6,10 +6,7 @@
 // bucket size or world size restores every master where the new plan steps it.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <cstring>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -20,7 +17,6 @@
 
 using namespace zl;
 using namespace zl::test;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -34,20 +30,6 @@ const std::vector<std::string> kBase = {
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-std::string shared_dir(MPI_Comm comm, const std::string& name) {
-  int pid = static_cast<int>(::getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, comm);
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("ckpt-precision-{}-{}", name, pid);
-  if (rank == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  MPI_Barrier(comm);
-  return dir.string();
 }
 
 void train_to(Trainer& trainer, std::int64_t steps) {
@@ -153,7 +135,7 @@ void check_loaded_from(Trainer& trainer, const std::string& path) {
 
 TEST_CASE("a bf16 resume is bitwise: parameters, masters, optimizer state", "[checkpoint-precision]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string dir = shared_dir(world.comm, "bf16-resume");
+  const std::string dir = zl::test::shared_dir(world.comm, "ckpt-precision-bf16-resume");
   const std::vector<std::vector<std::string>> modes = {
       {"parallel.mode=ddp"},
       {"parallel.mode=zero", "parallel.overlap=none"},
@@ -192,7 +174,7 @@ TEST_CASE("a bf16 resume is bitwise: parameters, masters, optimizer state", "[ch
 TEST_CASE("fp32 checkpoints resume into bf16 and bf16 checkpoints into fp32",
           "[checkpoint-precision]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string dir = shared_dir(world.comm, "cross");
+  const std::string dir = zl::test::shared_dir(world.comm, "ckpt-precision-cross");
   const auto zero = with(kBase, {"parallel.mode=zero", "parallel.overlap=after_backward"});
   const std::string from_fp32 = dir + "/fp32.safetensors", from_bf16 = dir + "/bf16.safetensors";
   {
@@ -226,7 +208,7 @@ TEST_CASE("fp32 checkpoints resume into bf16 and bf16 checkpoints into fp32",
 TEST_CASE("a bf16 checkpoint reshards to another mode, bucket size and world size",
           "[checkpoint-precision]") {
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string dir = shared_dir(world.comm, "bf16-reshard");
+  const std::string dir = zl::test::shared_dir(world.comm, "ckpt-precision-bf16-reshard");
   const std::string path = dir + "/ddp.safetensors";
   const auto bf16 = with(kBase, {"precision.compute=bf16"});
   {
