@@ -86,6 +86,18 @@ void gemm_ex(cublasHandle_t handle, cublasComputeType_t compute, Transpose trans
                                to_blas_int(ldc, "ldc"), compute, CUBLAS_GEMM_DEFAULT));
 }
 
+// bf16 inputs, fp32 accumulation; C is fp32 or bf16 (gemm_ex picks the cuBLAS type from C).
+template <class C>
+void gemm_bf16_inputs(const ExecContext& ctx, Transpose trans_a, Transpose trans_b,
+                      std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const Bf16* a,
+                      std::int64_t lda, const Bf16* b, std::int64_t ldb, float beta, C* c,
+                      std::int64_t ldc) {
+  cublasHandle_t handle = prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, beta, c, ldc);
+  if (handle == nullptr) return;
+  gemm_ex(handle, CUBLAS_COMPUTE_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+          ldc);
+}
+
 }  // namespace
 
 // c (m, n), row stride ldc, =/+= per beta; a: (m, k) or, transposed, (k, m) with row stride lda;
@@ -115,19 +127,13 @@ void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std
 void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
                std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
                const Bf16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  cublasHandle_t handle = prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, beta, c, ldc);
-  if (handle == nullptr) return;
-  gemm_ex(handle, CUBLAS_COMPUTE_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-          ldc);
+  gemm_bf16_inputs(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std::int64_t m,
                std::int64_t n, std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
                const Bf16* b, std::int64_t ldb, float beta, Bf16* c, std::int64_t ldc) {
-  cublasHandle_t handle = prepare(ctx, trans_a, trans_b, m, n, k, lda, ldb, beta, c, ldc);
-  if (handle == nullptr) return;
-  gemm_ex(handle, CUBLAS_COMPUTE_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-          ldc);
+  gemm_bf16_inputs(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace zl
