@@ -53,6 +53,29 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t") - first + 1);
 }
 
+// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+// U+10FFFF), as TOML requires of every file, so of the config.toml written from a run's config.
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto lead = static_cast<unsigned char>(s[i]);
+    const int extra = lead < 0x80 ? 0 : (lead >> 5) == 0x6 ? 1 : (lead >> 4) == 0xE ? 2
+                                      : (lead >> 3) == 0x1E ? 3 : -1;
+    if (extra < 0 || s.size() - i <= static_cast<std::size_t>(extra)) return false;
+    std::uint32_t code = extra == 0 ? lead : lead & (0x3F >> extra);
+    for (int k = 1; k <= extra; ++k) {
+      const auto next = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3F);
+    }
+    static constexpr std::uint32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return false;
+    }
+    i += static_cast<std::size_t>(extra) + 1;
+  }
+  return true;
+}
+
 // Puts the value of `--set section.key=value` into `root` (replacing or inserting). The value is
 // read as TOML ("3e-4", "[784, 512, 10]", "true", "\"x\""); what does not read as exactly one TOML
 // value is a bare string, so `--set parallel.overlap=interleaved` needs no quotes.
@@ -90,7 +113,13 @@ void apply_override(toml::table& root, const std::string& item, ConfigSource& so
   } catch (const toml::parse_error&) {
     // not a TOML value: a bare string
   }
-  if (!inserted) target->insert_or_assign(name, value);
+  if (!inserted) {
+    if (!valid_utf8(value)) {
+      throw UserError(
+          fmt::format("--set {}: the value is not valid UTF-8 (TOML text is UTF-8)", key));
+    }
+    target->insert_or_assign(name, value);
+  }
   source.mark_override(key, key);
 }
 
