@@ -172,7 +172,7 @@ def percentile(values, p):
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
-def torch_rank(rank, world, port, config, device_kind, result_path):
+def torch_rank(rank, world, port, config, device_kind, result_path, threads):
     import torch
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -183,10 +183,10 @@ def torch_rank(rank, world, port, config, device_kind, result_path):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     backend = "nccl" if device_kind == "cuda" else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=world)
-    # zerolap runs runtime.threads GEMM threads per rank (1 by default: ranks are the parallelism).
-    # set_num_threads is PyTorch's intra-op pool; the BLAS's own pool was pinned by the parent
-    # (pin_blas_threads), and the report records what this process saw.
-    torch.set_num_threads(int(get(config, "runtime", "threads", 1)))
+    # As many threads as a zerolap rank runs GEMMs on (threads_per_rank). set_num_threads is
+    # PyTorch's intra-op pool; the BLAS's own pool was pinned by the parent (pin_blas_threads),
+    # and the report records what this process saw.
+    torch.set_num_threads(threads)
     if device_kind == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
         device = torch.device("cuda", torch.cuda.current_device())
@@ -280,8 +280,19 @@ def torch_rank(rank, world, port, config, device_kind, result_path):
     dist.destroy_process_group()
 
 
-def pin_blas_threads(config):
-    """Give PyTorch the cores zerolap gets: runtime.threads per rank.
+def threads_per_rank(config, world):
+    """runtime.threads as zerolap resolves it for `world` unbound ranks on this node: an integer
+    as given; "auto" (the default) the CPUs this process may run on, shared among the ranks
+    (World::cpus_per_rank). zerolap's bench reports what it used (cpu_threads), and the table
+    header shows both."""
+    threads = get(config, "runtime", "threads", "auto")
+    if threads == "auto":
+        return max(1, len(os.sched_getaffinity(0)) // world)
+    return int(threads)
+
+
+def pin_blas_threads(threads):
+    """Give PyTorch the cores zerolap gets: `threads` per rank.
 
     torch.set_num_threads bounds PyTorch's own (OpenMP) pool only. A PyTorch that multiplies
     through a pthreads OpenBLAS (Debian's python3-torch) also runs OpenBLAS's pool, one thread per
@@ -289,10 +300,8 @@ def pin_blas_threads(config):
     2 cores its GEMMs ran about 2x faster than a fair comparison allows. The pools read these
     variables when the library loads, so they are set here, before mp.spawn starts the ranks.
     """
-    threads = str(int(get(config, "runtime", "threads", 1)))
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = threads
-    return threads
+        os.environ[name] = str(threads)
 
 
 def free_port():
@@ -304,7 +313,9 @@ def free_port():
 def run_torch(config, world, device_kind, workdir):
     import torch.multiprocessing as mp
     result_path = os.path.join(workdir, f"torch_{world}.json")
-    mp.spawn(torch_rank, args=(world, free_port(), config, device_kind, result_path),
+    threads = threads_per_rank(config, world)
+    pin_blas_threads(threads)
+    mp.spawn(torch_rank, args=(world, free_port(), config, device_kind, result_path, threads),
              nprocs=world, join=True)
     with open(result_path) as f:
         return json.load(f)
@@ -353,7 +364,11 @@ def print_world(world, torch_report, zl_report, config, device_kind):
           f"{' autocast' if torch_report['precision'] == 'bf16' else ''}"
           f"{', fused optimizer' if torch_report['fused'] else ''}, threads: intra-op "
           f"{torch_report['intra_op_threads']}, BLAS "
-          f"{torch_report['blas_threads']}); zerolap: {zl_report['command']}")
+          f"{torch_report['blas_threads']}); zerolap (GEMM threads per rank: "
+          f"{zl_report.get('cpu_threads', '?')}): {zl_report['command']}")
+    if device_kind == "cpu" and zl_report.get("cpu_threads") != torch_report["intra_op_threads"]:
+        print(f"warning: zerolap ran {zl_report.get('cpu_threads')} GEMM threads per rank and "
+              f"PyTorch {torch_report['intra_op_threads']}: not like for like (set runtime.threads)")
     if zl_report.get("simulated_link"):
         print(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
               "PyTorch on the real one")
@@ -417,9 +432,10 @@ def main():
     print(f"compare_torch: {args.config}, {get(config, 'bench', 'warmup', 5)} warm-up + "
           f"{get(config, 'bench', 'steps', 30)} timed steps per mode (hooks: >= 3 warm-up); "
           "step time = the slowest rank's; medians, p10-p90")
-    threads = pin_blas_threads(config)
-    print(f"threads per rank: {threads} (runtime.threads) for zerolap's GEMMs and for PyTorch's "
-          "intra-op and BLAS pools (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS)")
+    print(f"threads per rank: runtime.threads = {get(config, 'runtime', 'threads', 'auto')} "
+          f"({', '.join(f'{threads_per_rank(config, w)} at {w} rank(s)' for w in worlds)}) for "
+          "zerolap's GEMMs and for PyTorch's intra-op and BLAS pools (OPENBLAS_NUM_THREADS, "
+          "OMP_NUM_THREADS, MKL_NUM_THREADS)")
     summary = []
     with tempfile.TemporaryDirectory(prefix="compare_torch_") as workdir:
         for world in worlds:

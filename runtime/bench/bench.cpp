@@ -270,6 +270,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   BenchReport report;
   report.config_path = config.source_path;
   report.world_size = world.size;
+  report.cpu_threads = cpu_threads(config.runtime.threads, world);
   report.parameters = model.store().parameter_numel();
   report.warmup = config.bench.warmup;
   report.steps = config.bench.steps;

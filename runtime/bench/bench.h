@@ -105,6 +105,7 @@ struct BenchReport {
   LinkConfig link;
   std::string link_label;    // empty: real communication
   CommPriority comm_priority = CommPriority::Normal;  // in effect (realtime may be refused)
+  int cpu_threads = 1;  // CPU GEMM threads per rank (runtime.threads resolved, rank 0's)
   DeviceKind device = DeviceKind::Cpu;  // where the runs' models were (runtime.device resolved)
   bool peak_rss_per_mode = true;  // false: VmHWM could not be reset, peaks are since start-up
   BenchLimits limits;           // per precision where they depend on it

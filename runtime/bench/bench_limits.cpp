@@ -303,7 +303,7 @@ double BenchLimits::collective_seconds(const std::string& op, DType dtype,
 BenchLimits measure_limits(const Config& config, const World& world,
                            const std::vector<PrecisionConfig>& precisions,
                            const std::vector<CollectiveSize>& sizes) {
-  set_cpu_gemm_threads(config.runtime.threads);
+  set_cpu_gemm_threads(cpu_threads(config.runtime.threads, world));
   const WaitLimit limit{world.rank, config.runtime.timeout_s};
   // The device the runs will use (the same resolution of runtime.device as the Trainer's).
   const Device device(config.runtime.device, world);

@@ -80,9 +80,12 @@ std::string format_bench_table(const BenchReport& rep) {
   std::string out;
   if (!rep.link_label.empty()) out += fmt::format("*** {} (every figure below) ***\n", rep.link_label);
   out += fmt::format(
-      "{} ranks, {} parameters, {} timed steps after {} warmup, comm threads {}; times in ms per "
+      "{} ranks, {} parameters, {} timed steps after {} warmup, {}comm threads {}; times in ms per "
       "step\n\n",
       rep.world_size, rep.parameters, rep.steps, rep.warmup,
+      rep.device == DeviceKind::Cuda
+          ? std::string()
+          : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads, rep.cpu_threads == 1 ? "" : "s"),
       rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
   out += fmt::format("{:<5} {:<39} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
                      "{:>6}\n",
@@ -171,6 +174,7 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
                                                      {"ranks", rep.link.ranks},
                                                      {"label", rep.link_label}};
   j["comm_priority"] = to_string(rep.comm_priority);
+  j["cpu_threads"] = rep.cpu_threads;
   j["device"] = device_name(rep.device);
   j["peak_rss_per_mode"] = rep.peak_rss_per_mode;
   const BenchLimits& l = rep.limits;

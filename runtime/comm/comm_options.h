@@ -10,6 +10,9 @@ namespace zl {
 enum class DeviceChoice { Auto, Cpu, Cuda };
 
 // Scheduling of the CPU comm threads (runtime/comm/thread_priority.h, Note [Comm thread priority]).
+// runtime.threads = "auto": each rank runs World::cpus_per_rank CPU GEMM threads.
+inline constexpr int kAutoThreads = 0;
+
 enum class CommPriority { Normal, Realtime };
 
 // What a communicator is built with (Device::make_communicator).

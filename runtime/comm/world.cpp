@@ -1,8 +1,12 @@
 // MPI start-up and shutdown, rank facts, and the job-wide abort.
 #include "runtime/comm/world.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -11,6 +15,26 @@
 #include "runtime/comm/comm_options.h"
 
 namespace zl {
+namespace {
+
+// Ranks with the same affinity mask share its CPUs (unbound ranks: every rank of the node has the
+// node's mask); ranks with masks of their own (mpirun binds to core by default for 1-2 ranks) own
+// theirs. A rank whose mask cannot be read counts as one CPU, alone.
+int cpus_per_rank(MPI_Comm node_comm, int local_size) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof(mine), &mine) != 0) CPU_SET(0, &mine);
+  std::vector<cpu_set_t> all(static_cast<std::size_t>(local_size));
+  if (MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine), MPI_BYTE,
+                    node_comm) != MPI_SUCCESS) {
+    return 1;
+  }
+  int sharing = 0;
+  for (const cpu_set_t& other : all) sharing += CPU_EQUAL(&other, &mine) ? 1 : 0;
+  return std::max(1, CPU_COUNT(&mine) / std::max(1, sharing));
+}
+
+}  // namespace
 
 World describe_world(MPI_Comm comm) {
   World w;
@@ -24,9 +48,14 @@ World describe_world(MPI_Comm comm) {
       node_comm != MPI_COMM_NULL) {
     MPI_Comm_rank(node_comm, &w.local_rank);
     MPI_Comm_size(node_comm, &w.local_size);
+    w.cpus_per_rank = cpus_per_rank(node_comm, w.local_size);
     MPI_Comm_free(&node_comm);
   }
   return w;
+}
+
+int cpu_threads(int requested, const World& world) {
+  return requested == kAutoThreads ? world.cpus_per_rank : requested;
 }
 
 void set_mpi_defaults() {

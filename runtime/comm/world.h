@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/errors.h"
+#include "runtime/comm/comm_options.h"
 
 namespace zl {
 
@@ -19,6 +20,10 @@ struct World {
   int size = 1;
   int local_rank = 0;  // rank among the ranks of this node
   int local_size = 1;
+  // The CPUs this rank may run on (its affinity mask) divided by the ranks of its node that share
+  // that same mask: 2 on a 2-core node for a rank alone, 1 for each of 2 ranks started with
+  // `mpirun --bind-to none`, and a bound rank's own cores. At least 1. runtime.threads = "auto".
+  int cpus_per_rank = 1;
   MPI_Comm comm = MPI_COMM_WORLD;
 
   bool is_root() const { return rank == 0; }
@@ -45,6 +50,10 @@ void set_mpi_defaults();
 
 // The world of an already initialised MPI (tests, MpiSession).
 World describe_world(MPI_Comm comm = MPI_COMM_WORLD);
+
+// CPU GEMM threads per rank: `requested` (runtime.threads), or world.cpus_per_rank where it is
+// kAutoThreads (runtime/comm/comm_options.h).
+int cpu_threads(int requested, const World& world);
 
 // Ends the whole job: prints `message` prefixed with the rank, then MPI_Abort(exit_code) so no
 // other rank is left waiting in a collective. Safe to call from any thread.

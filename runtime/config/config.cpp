@@ -374,7 +374,17 @@ void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointCo
 void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& rt) {
   SectionReader r(source, section_table(root, "runtime"), "runtime");
   r.enumeration("device", rt.device, kDeviceNames);
-  r.integer("threads", rt.threads, at_least(1));
+  // An integer >= 1, or "auto": the rank's share of its node's CPUs (World::cpus_per_rank).
+  if (const toml::node* node = r.get("threads")) {
+    const auto* text = node->as_string();
+    if (text != nullptr && text->get() == "auto") {
+      rt.threads = kAutoThreads;
+    } else if (node->is_integer()) {
+      r.integer("threads", rt.threads, at_least(1));
+    } else {
+      r.type_error("threads", *node, "an integer >= 1 or \"auto\"");
+    }
+  }
   r.number("timeout_s", rt.timeout_s, above(0));
   r.enumeration("comm_priority", rt.comm_priority, kCommPriorityNames);
   r.finish();

@@ -100,7 +100,7 @@ struct CheckpointConfig {
 
 struct RuntimeConfig {
   DeviceChoice device = DeviceChoice::Auto;
-  int threads = 1;       // OpenBLAS threads per rank
+  int threads = kAutoThreads;  // CPU GEMM threads per rank; kAutoThreads: its share of the node
   double timeout_s = 300;  // a collective that takes longer is a failure (exit 1), not a hang
   CommPriority comm_priority = CommPriority::Normal;  // of the MPI comm threads; a hint
 };

@@ -191,7 +191,11 @@ std::string to_toml(const Config& c) {
 
   w.section("runtime");
   w.string("device", to_string(c.runtime.device));
-  w.integer("threads", c.runtime.threads);
+  if (c.runtime.threads == kAutoThreads) {
+    w.string("threads", "auto");
+  } else {
+    w.integer("threads", c.runtime.threads);
+  }
   w.number("timeout_s", c.runtime.timeout_s);
   w.string("comm_priority", to_string(c.runtime.comm_priority));
 

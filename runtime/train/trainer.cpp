@@ -114,7 +114,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       mode_plan_(make_mode_plan(config.parallel, config.optimizer, config.precision)),
       tape_(compute_),
       loss_window_(compute_) {
-  set_cpu_gemm_threads(config.runtime.threads);
+  set_cpu_gemm_threads(cpu_threads(config.runtime.threads, world));
   // Ranks that run another config or build would size their collectives differently (heap
   // corruption, a crash) or train apart: they must agree before anything sized by the config.
   agree_on_facts(world_, config_facts(config_), config_.runtime.timeout_s);

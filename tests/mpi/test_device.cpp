@@ -1,11 +1,16 @@
 // runtime.device resolution (runtime/comm/device.h) on whatever this machine has: cpu is always the CPU;
 // auto is cuda exactly when every rank has a GPU of its own; cuda without one is a UserError that
-// says why, the same on every rank. Runs in CPU-only and CUDA builds, with and without a GPU.
+// says why, the same on every rank. Runs in CPU-only and CUDA builds, with and without a GPU. And
+// runtime.threads = "auto": World::cpus_per_rank.
 #include <catch2/catch.hpp>
 
 #include <mpi.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "base/errors.h"
 #include "mpi_test_util.h"
@@ -100,4 +105,34 @@ TEST_CASE("a Trainer with runtime.device = cuda and no GPU per rank fails with a
                           test::quiet_options()),
                   UserError);
   MPI_Barrier(world.comm);
+}
+
+TEST_CASE("runtime.threads = auto shares each rank's CPUs among the ranks that share them",
+          "[device]") {
+  // The tests' ranks run on one node. mpirun binds 1-2 ranks to a core each (masks of their own)
+  // and leaves oversubscribed ranks unbound (one mask, shared).
+  const World world = test::world_of(MPI_COMM_WORLD);
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  REQUIRE(sched_getaffinity(0, sizeof(mine), &mine) == 0);
+  std::vector<cpu_set_t> masks(static_cast<std::size_t>(world.size));
+  MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, masks.data(), sizeof(mine), MPI_BYTE, world.comm);
+  std::vector<int> threads(static_cast<std::size_t>(world.size));
+  MPI_Allgather(&world.cpus_per_rank, 1, MPI_INT, threads.data(), 1, MPI_INT, world.comm);
+  int sharing = 0, threads_on_my_cpus = 0;
+  for (std::size_t r = 0; r < masks.size(); ++r) {
+    if (!CPU_EQUAL(&masks[r], &mine)) continue;
+    ++sharing;
+    threads_on_my_cpus += threads[r];
+  }
+  const int cpus = CPU_COUNT(&mine);
+  INFO("rank " << world.rank << ": " << cpus << " CPUs in its mask, shared by " << sharing
+               << " ranks, cpus_per_rank " << world.cpus_per_rank);
+  CHECK(world.cpus_per_rank >= 1);
+  // Together the ranks on a mask use its CPUs without oversubscribing them (one thread each at
+  // least, when there are more ranks than CPUs), and leave fewer idle than there are ranks.
+  CHECK(threads_on_my_cpus <= std::max(cpus, sharing));
+  CHECK(threads_on_my_cpus > cpus - sharing);
+  CHECK(cpu_threads(kAutoThreads, world) == world.cpus_per_rank);
+  CHECK(cpu_threads(3, world) == 3);
 }

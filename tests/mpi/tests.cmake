@@ -54,6 +54,7 @@ zerolap_add_mpi_test(rank_memory 2 "[rank-memory]" 300)
 # (tests/mpi/test_cuda_train.cpp) needs a GPU per rank, so one rank, and skips with a WARN without.
 zerolap_add_mpi_test(device 1 "[device]" 120)
 zerolap_add_mpi_test(device 2 "[device]" 120)
+zerolap_add_mpi_test(device 3 "[device]" 120)  # oversubscribed: unbound ranks share one mask
 zerolap_add_mpi_test(cuda_train 1 "[cuda-train]" 600)
 set_tests_properties(mpi.cuda_train.np1 PROPERTIES LABELS "mpi;cuda")
 zerolap_add_mpi_test(reference_models 2 "[reference]" 600)

@@ -141,6 +141,7 @@ TEST_CASE("config: defaults fill every key not given", "[config]") {
   CHECK(c.train.epochs == 1);
   CHECK(c.checkpoint.resume == false);
   CHECK(c.runtime.device == zl::DeviceChoice::Auto);
+  CHECK(c.runtime.threads == zl::kAutoThreads);
   CHECK(c.runtime.timeout_s == 300.0);
   CHECK(c.runtime.comm_priority == zl::CommPriority::Normal);
   CHECK(c.bench.modes.empty());
@@ -297,6 +298,7 @@ TEST_CASE("config: other accepted spellings", "[config]") {
         std::vector<double>{3.0});
   CHECK(parse(with("[checkpoint]\ndir = \"ck\"\nresume = true\n")).checkpoint.resume);
   CHECK(parse(with("[checkpoint]\nresume = false\n")).checkpoint.resume == false);
+  CHECK(parse(with("[runtime]\nthreads = \"auto\"\n")).runtime.threads == zl::kAutoThreads);
   CHECK(parse("[model]\nwidths = [784, 10]\nactivation = \"identity\"\n").model.activation ==
         zl::Activation::Identity);
   CHECK(parse("model = { widths = [784, 10], activation = \"tanh\" }\n").model.activation ==
@@ -540,6 +542,11 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                         "configs/x.toml:4: runtime.threads: must be in [1, 2147483647] (got 0)");
     REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = 3000000000\n")),
                         Contains("configs/x.toml:4: runtime.threads: must be in [1, 2147483647]"));
+    REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = \"all\"\n")),
+                        "configs/x.toml:4: runtime.threads: expected an integer >= 1 or \"auto\", "
+                        "got string (\"all\")");
+    REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = 2.0\n")),
+                        Contains("runtime.threads: expected an integer >= 1 or \"auto\", got float"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\ntimeout_s = 0\n")),
                         Contains("configs/x.toml:4: runtime.timeout_s: must be > 0"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\ndevice = \"tpu\"\n")),
@@ -705,6 +712,7 @@ TEST_CASE("config: to_toml round-trips through parse_config", "[config]") {
     CHECK_THAT(text, Contains("bucket_cap_mb = 25.0\n"));
     CHECK_THAT(text, Contains("widths = [784, 10]\n"));
     CHECK_THAT(text, Contains("resume = false\n"));
+    CHECK_THAT(text, Contains("threads = \"auto\"\n"));
     for (const char* section : {"[model]", "[data]", "[optimizer]", "[parallel]", "[precision]", "[train]",
                                 "[checkpoint]", "[runtime]", "[bench]", "[link]", "[output]"}) {
       CHECK_THAT(text, Contains(section));

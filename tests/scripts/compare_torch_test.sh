@@ -2,8 +2,9 @@
 # scripts/compare_torch.py: (1) without PyTorch (a PYTHONPATH shim whose `import torch` fails) it
 # exits 2 and says how to install it; (2) where PyTorch is installed, a tiny run at 1 and 2 ranks
 # prints both frameworks' rows, gloo's refusal of the ZeRO overlap hooks, the best-mode ratio and
-# the weak-scaling line, and that each PyTorch rank ran with runtime.threads BLAS threads (as many
-# as zerolap gets) rather than OpenBLAS's default of one per core. Prints PASS or FAIL.
+# the weak-scaling line, and that each PyTorch rank ran as many intra-op and BLAS threads as zerolap
+# ran GEMM threads (runtime.threads = "auto": the CPUs shared among the ranks), rather than
+# OpenBLAS's default of one per core. Prints PASS or FAIL.
 # Usage: compare_torch_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
 set -u
 zerolap=$1
@@ -27,6 +28,8 @@ if ! "$python" -c "import torch.distributed" 2>/dev/null; then
   echo PASS
   exit 0
 fi
+threads1=$(nproc)  # runtime.threads = "auto" at 1 and 2 unbound ranks
+threads2=$(( threads1 / 2 > 1 ? threads1 / 2 : 1 ))
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 if ! "$python" "$source_dir/scripts/compare_torch.py" "$source_dir/configs/spirals.toml" \
     --world 1,2 --zerolap "$zerolap" --set bench.warmup=1 --set bench.steps=3 \
@@ -36,7 +39,9 @@ fi
 for want in "^PyTorch +ddp " "^PyTorch +ZeroRedundancyOptimizer " \
     "^PyTorch +hook_with_zero_step .*refused on gloo" "^zerolap +ddp " \
     "^zerolap +zero/interleaved/reduce_broadcast " "^best: zerolap .* vs PyTorch .*x$" \
-    "^weak scaling 1 -> 2 ranks" "\(gloo, fp32, threads: intra-op 1, BLAS 1\)"; do
+    "^weak scaling 1 -> 2 ranks" \
+    "^1 rank\(s\).*\(gloo, fp32, threads: intra-op $threads1, BLAS $threads1\); zerolap \(GEMM threads per rank: $threads1\)" \
+    "^2 rank\(s\).*\(gloo, fp32, threads: intra-op $threads2, BLAS $threads2\); zerolap \(GEMM threads per rank: $threads2\)"; do
   if ! grep -Eq "$want" "$work/smoke.log"; then
     echo "FAIL: no line matching '$want' in:"; cat "$work/smoke.log"; exit 1
   fi
