@@ -14,8 +14,10 @@ the fused Adam/AdamW kernel on CUDA where PyTorch has one, under DistributedData
 at every bench.bucket_cap_mb, then runs `zerolap bench CONFIG` at the same world size and prints
 one table: per mode the median, p10 and p90 of the step time (bench.warmup untimed steps, then
 bench.steps timed ones; a step's time is the slowest rank's, as `zerolap bench` reports it) and
-each mode's ratio to PyTorch's best. Two or more world sizes add a weak-scaling line (batch per
-rank fixed: efficiency = t(smallest world) / t(world)).
+each mode's ratio to PyTorch's best. Each rank of both gets runtime.threads threads ("auto", the
+default: the machine's CPUs shared among the ranks). Two or more world sizes add a weak-scaling
+line (batch and threads per rank fixed: efficiency = t(smallest world) / t(world); where "auto"
+gives the smallest world more threads per rank, it runs once more with the larger world's).
 
 PyTorch is not a dependency of zerolap: without it the script exits 2 and says how to install it.
 Exit codes: 0 done, 2 bad input (no PyTorch, bad config or arguments), 1 a run failed.
@@ -310,10 +312,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_torch(config, world, device_kind, workdir):
+def run_torch(config, world, threads, device_kind, workdir):
     import torch.multiprocessing as mp
-    result_path = os.path.join(workdir, f"torch_{world}.json")
-    threads = threads_per_rank(config, world)
+    result_path = os.path.join(workdir, f"torch_{world}_{threads}.json")
     pin_blas_threads(threads)
     mp.spawn(torch_rank, args=(world, free_port(), config, device_kind, result_path, threads),
              nprocs=world, join=True)
@@ -323,8 +324,8 @@ def run_torch(config, world, device_kind, workdir):
 
 # --- zerolap bench ---------------------------------------------------------------------------------
 
-def run_zerolap(binary, config_path, overrides, world, device_kind, workdir):
-    out_dir = os.path.join(workdir, f"zerolap_{world}")
+def run_zerolap(binary, config_path, overrides, world, device_kind, workdir, tag):
+    out_dir = os.path.join(workdir, f"zerolap_{world}_{tag}")
     cmd = [binary, "bench", config_path, "--set", f'output.dir="{out_dir}"',
            "--set", f"runtime.device={device_kind}"]
     for o in overrides:
@@ -349,7 +350,7 @@ def best(rows):
     return min(timed, key=lambda r: r["median_s"]) if timed else None
 
 
-def print_world(world, torch_report, zl_report, config, device_kind):
+def print_world(world, torch_report, zl_report, config, device_kind, purpose=""):
     torch_rows = torch_report["results"]
     precision = precision_of(config)
     # A bench that sweeps precisions reports a row per precision: compare PyTorch's like with like.
@@ -358,7 +359,7 @@ def print_world(world, torch_report, zl_report, config, device_kind):
                if r.get("precision", precision) == precision]
     torch_best, zl_best = best(torch_rows), best(zl_rows)
     batch = int(get(config, "data", "batch_size", 64))
-    print(f"\n{world} rank(s), {device_kind}, batch {batch} per rank, "
+    print(f"\n{world} rank(s){purpose}, {device_kind}, batch {batch} per rank, "
           f"{get(config, 'optimizer', 'kind', 'adam')}; PyTorch {torch_report['torch']} "
           f"({torch_report['backend']}, {torch_report['precision']}"
           f"{' autocast' if torch_report['precision'] == 'bf16' else ''}"
@@ -436,21 +437,33 @@ def main():
           f"({', '.join(f'{threads_per_rank(config, w)} at {w} rank(s)' for w in worlds)}) for "
           "zerolap's GEMMs and for PyTorch's intra-op and BLAS pools (OPENBLAS_NUM_THREADS, "
           "OMP_NUM_THREADS, MKL_NUM_THREADS)")
-    summary = []
+    config_path = os.path.abspath(args.config)
     with tempfile.TemporaryDirectory(prefix="compare_torch_") as workdir:
-        for world in worlds:
-            torch_report = run_torch(config, world, args.device, workdir)
-            zl_report = run_zerolap(args.zerolap, os.path.abspath(args.config), args.overrides,
-                                    world, args.device, workdir)
-            summary.append((world,) + print_world(world, torch_report, zl_report, config,
-                                                  args.device))
-    if len(summary) > 1:
-        base_world, base_torch, base_zl = summary[0]
+        def measure(world, threads, purpose=""):
+            torch_report = run_torch(config, world, threads, args.device, workdir)
+            overrides = args.overrides + ([f"runtime.threads={threads}"] if purpose else [])
+            zl_report = run_zerolap(args.zerolap, config_path, overrides, world, args.device,
+                                    workdir, f"t{threads}")
+            return print_world(world, torch_report, zl_report, config, args.device, purpose)
+
+        summary = [(world,) + measure(world, threads_per_rank(config, world)) for world in worlds]
+        # Weak scaling holds what each rank has fixed: its batch and its threads. Where "auto"
+        # gives the smallest world more threads per rank than a larger one, the smallest world
+        # runs once more with the larger world's threads, and that run is the baseline.
+        base_world = summary[0][0]
+        baselines = {threads_per_rank(config, base_world): summary[0][1:]}
         for world, t, z in summary[1:]:
+            threads = threads_per_rank(config, world)
+            if threads not in baselines:
+                baselines[threads] = measure(
+                    base_world, threads,
+                    f" at {threads} thread(s) per rank, as each of {world} ranks (weak scaling)")
+            base_torch, base_zl = baselines[threads]
             if not (t and z and base_torch and base_zl):
                 continue
-            print(f"weak scaling {base_world} -> {world} ranks (t{base_world} / t{world}, best "
-                  f"modes): zerolap {base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
+            print(f"weak scaling {base_world} -> {world} ranks at {threads} thread(s) per rank "
+                  f"(t{base_world} / t{world}, best modes): zerolap "
+                  f"{base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
                   f"{base_torch['median_s'] / t['median_s'] * 100:.0f}%")
     return 0
 

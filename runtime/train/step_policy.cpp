@@ -81,15 +81,33 @@ class ZeroInterleavedPolicy final : public StepPolicy {
   }
   void on_collective_issued(int bucket, const StepScalars& scalars) override {
     // Runs on the reduce stream after this bucket's collective (and all earlier ones): step the
-    // bucket right there, then issue its broadcast (Note [Two communicators] in reducer.h).
+    // bucket right there, then issue its broadcast (Note [Two communicators] in reducer.h), or
+    // the last two buckets' broadcasts in the order the next forward needs them.
+    //
+    // Note [Tail broadcast order]: the last bucket (the first layers) is final only when backward
+    // ends, and the next forward needs its parameters first. Broadcast in bucket order, the
+    // second-to-last bucket's broadcast, stepped earlier, holds the link (or shares it) while the
+    // last bucket is reduced and stepped, and the last broadcast queues behind it: the forward
+    // waits for both. So the second-to-last bucket's task only steps, and the last bucket's task
+    // broadcasts the last bucket, then the second-to-last, whose transfer then overlaps the next
+    // forward's first layers (which wait per bucket, BucketSteps::wait_before_use). Critical path
+    // first, as in priority-based parameter propagation. The order is fixed, so every rank issues
+    // the same sequence on the broadcast communicator. Measured with `mpirun -np 2 zerolap bench
+    // configs/bench_overlap.toml --set link.bandwidth_gbps=10`: see docs/bench.md.
+    const int last = static_cast<int>(ctx_.plan.buckets.size()) - 1;
+    const bool deferred = last >= 1 && bucket == last - 1;
     Communicator& comm = ctx_.reduce_comm;
     BucketSteps& steps = ctx_.steps;
     // CPU: the task runs on the comm thread once the collective completed; CUDA: it runs now
     // and only enqueues the step kernel and the broadcast after the collective (communicator.h).
-    Work work = comm.then([&comm, &steps, bucket, scalars](const ExecContext& stream) {
+    Work work = comm.then([&comm, &steps, bucket, last, deferred, scalars](const ExecContext& stream) {
       steps.step_bucket(bucket, scalars, stream, comm.name());
+      if (deferred) return;
       steps.broadcast_bucket(bucket, &stream);
+      if (last >= 1 && bucket == last) steps.broadcast_bucket(last - 1, &stream);
     });
+    // The deferred bucket's broadcast Work is published by the last bucket's task.
+    if (last >= 1 && bucket == last) ctx_.steps.set_step_work(last - 1, work);
     ctx_.steps.set_step_work(bucket, std::move(work));
   }
   StepVerdict finish_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {

@@ -39,7 +39,7 @@ fi
 for want in "^PyTorch +ddp " "^PyTorch +ZeroRedundancyOptimizer " \
     "^PyTorch +hook_with_zero_step .*refused on gloo" "^zerolap +ddp " \
     "^zerolap +zero/interleaved/reduce_broadcast " "^best: zerolap .* vs PyTorch .*x$" \
-    "^weak scaling 1 -> 2 ranks" \
+    "^weak scaling 1 -> 2 ranks at $threads2 thread\(s\) per rank" \
     "^1 rank\(s\).*\(gloo, fp32, threads: intra-op $threads1, BLAS $threads1\); zerolap \(GEMM threads per rank: $threads1\)" \
     "^2 rank\(s\).*\(gloo, fp32, threads: intra-op $threads2, BLAS $threads2\); zerolap \(GEMM threads per rank: $threads2\)"; do
   if ! grep -Eq "$want" "$work/smoke.log"; then
