@@ -81,35 +81,47 @@ class ZeroInterleavedPolicy final : public StepPolicy {
   }
   void on_collective_issued(int bucket, const StepScalars& scalars) override {
     // Runs on the reduce stream after this bucket's collective (and all earlier ones): step the
-    // bucket right there, then issue its broadcast (Note [Two communicators] in reducer.h), or
-    // the last two buckets' broadcasts in the order the next forward needs them.
+    // bucket right there, then issue its broadcast (Note [Two communicators] in reducer.h); the
+    // last two buckets are the exception below.
     //
     // Note [Tail broadcast order]: the last bucket (the first layers) is final only when backward
-    // ends, and the next forward needs its parameters first. Broadcast in bucket order, the
-    // second-to-last bucket's broadcast, stepped earlier, holds the link (or shares it) while the
-    // last bucket is reduced and stepped, and the last broadcast queues behind it: the forward
-    // waits for both. So the second-to-last bucket's task only steps, and the last bucket's task
-    // broadcasts the last bucket, then the second-to-last, whose transfer then overlaps the next
-    // forward's first layers (which wait per bucket, BucketSteps::wait_before_use). Critical path
-    // first, as in priority-based parameter propagation. The order is fixed, so every rank issues
-    // the same sequence on the broadcast communicator. Measured with `mpirun -np 2 zerolap bench
-    // configs/bench_overlap.toml --set link.bandwidth_gbps=10`: see docs/bench.md.
+    // ends, and the next forward needs its parameters first. In bucket order, the second-to-last
+    // bucket's step holds the reduce stream and its broadcast holds the link while the last
+    // bucket waits to be reduced, and the last broadcast then queues behind it: the forward
+    // waits for all of it. So the second-to-last bucket's task does nothing, and the last
+    // bucket's task steps and broadcasts the last bucket, then steps and broadcasts the
+    // second-to-last: the last collective starts as soon as backward ends, and the
+    // second-to-last bucket's step and transfer overlap the next forward's first layers (which
+    // wait per bucket, BucketSteps::wait_before_use). Critical path first, as in priority-based
+    // parameter propagation. With 2 buckets only the broadcasts swap: bucket 0 is still stepped
+    // before bucket 1's collective completes, which is what interleaved means. The order is
+    // fixed, so every rank issues the same sequence on each communicator. 10 runs each of
+    // `mpirun -np 2 zerolap bench configs/bench_overlap.toml --set link.bandwidth_gbps=10` at a
+    // 2 MiB cap: reduce_broadcast hid 79% of its communication (median) in bucket order and
+    // 82.5% in this order; allreduce_broadcast 75.5% and 78.5% (docs/bench.md).
     const int last = static_cast<int>(ctx_.plan.buckets.size()) - 1;
-    const bool deferred = last >= 1 && bucket == last - 1;
+    const int second_last = last - 1;  // -1 with a single bucket: nothing is reordered
+    const bool step_later = bucket == second_last && last >= 2;
+    const bool broadcast_later = bucket == second_last;
+    const bool is_last = bucket == last && second_last >= 0;
     Communicator& comm = ctx_.reduce_comm;
     BucketSteps& steps = ctx_.steps;
     // CPU: the task runs on the comm thread once the collective completed; CUDA: it runs now
     // and only enqueues the step kernel and the broadcast after the collective (communicator.h).
-    Work work = comm.then([&comm, &steps, bucket, last, deferred, scalars](const ExecContext& stream) {
-      steps.step_bucket(bucket, scalars, stream, comm.name());
-      if (deferred) return;
+    Work work = comm.then([&comm, &steps, bucket, second_last, step_later, broadcast_later,
+                           is_last, scalars](const ExecContext& stream) {
+      if (!step_later) steps.step_bucket(bucket, scalars, stream, comm.name());
+      if (broadcast_later) return;
       steps.broadcast_bucket(bucket, &stream);
-      if (last >= 1 && bucket == last) steps.broadcast_bucket(last - 1, &stream);
+      if (!is_last) return;
+      if (second_last >= 1) steps.step_bucket(second_last, scalars, stream, comm.name());
+      steps.broadcast_bucket(second_last, &stream);
     });
     // The deferred bucket's broadcast Work is published by the last bucket's task.
-    if (last >= 1 && bucket == last) ctx_.steps.set_step_work(last - 1, work);
+    if (is_last) ctx_.steps.set_step_work(second_last, work);
     ctx_.steps.set_step_work(bucket, std::move(work));
   }
+
   StepVerdict finish_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
     // Steps and broadcasts were issued from the collectives' tasks; the verdict can only follow
     // them (a stop: docs/design.md, "Divergence"). The next forward's first layer waits for the

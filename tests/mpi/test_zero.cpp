@@ -108,6 +108,18 @@ TEST_CASE("interleaved steps a bucket before a later bucket's collective complet
     int any = early_step ? 1 : 0, all_any = 0;
     MPI_Allreduce(&any, &all_any, 1, MPI_INT, MPI_MAX, world.comm);
     CHECK(all_any == 1);  // on at least one rank (a rank owning an early bucket)
+    // Note [Tail broadcast order]: the last bucket is broadcast first, then the second-to-last,
+    // whose step (3+ buckets) follows the last bucket's collective.
+    REQUIRE(buckets >= 3);
+    const long last_broadcast = find_event(events, StepEvent::Kind::BroadcastLaunched, buckets - 1);
+    const long second_last_broadcast =
+        find_event(events, StepEvent::Kind::BroadcastLaunched, buckets - 2);
+    REQUIRE(last_broadcast >= 0);
+    CHECK(last_broadcast < second_last_broadcast);
+    const long second_last_step = find_event(events, StepEvent::Kind::StepBegin, buckets - 2);
+    if (second_last_step >= 0) {
+      CHECK(find_event(events, StepEvent::Kind::CollectiveDone, buckets - 1) < second_last_step);
+    }
   }
   SECTION("none") {
     Trainer trainer(small_config(with(zero("none", "reduce_broadcast"), one_layer_per_bucket)),
