@@ -30,8 +30,9 @@ namespace {
 // error; precision.compute = "tf32" lets fp32 GEMMs use TF32 tensor cores (ExecContext::gemm_math:
 // a property of the calls made with this context, not of a shared cuBLAS handle; the CPU has no
 // TF32 and computes those GEMMs in fp32).
-ExecContext run_context(ExecContext exec, const Config& config) {
+ExecContext run_context(ExecContext exec, const Config& config, const World& world) {
   exec.host_wait_timeout_s = config.runtime.timeout_s;
+  exec.cpu_threads = cpu_threads(config.runtime.threads, world);
   if (config.precision.compute == ComputePrecision::Tf32) exec.gemm_math = GemmMath::Tf32;
   return exec;
 }
@@ -109,12 +110,12 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       world_(world),
       options_(options),
       device_(config.runtime.device, world, config.runtime.timeout_s),
-      compute_(run_context(device_.compute(), config)),
+      compute_(run_context(device_.compute(), config, world)),
       tracer_(world.rank, config.output.trace),
       mode_plan_(make_mode_plan(config.parallel, config.optimizer, config.precision)),
       tape_(compute_),
       loss_window_(compute_) {
-  set_cpu_gemm_threads(cpu_threads(config.runtime.threads, world));
+  set_cpu_gemm_threads(compute_.cpu_threads);
   // Ranks that run another config or build would size their collectives differently (heap
   // corruption, a crash) or train apart: they must agree before anything sized by the config.
   agree_on_facts(world_, config_facts(config_), config_.runtime.timeout_s);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -246,4 +247,51 @@ TEST_CASE("optimizer kernels: empty slices, missing buffers, missing CUDA", "[ke
                     zl::make_adam_step({}, 1e-3f, 1, 1.0f)),
       Catch::Matchers::Contains("built without CUDA"));
 #endif
+}
+
+TEST_CASE("the CPU step split across threads (ExecContext::cpu_threads) gives the same bits",
+          "[kernels][optimizer]") {
+  // Long enough for 3 chunks of at least 2^16 elements, and not a multiple of 16.
+  const std::int64_t n = 3 * (std::int64_t{1} << 16) + 12345;
+  const zl::ExecContext one{};
+  zl::ExecContext three{};
+  three.cpu_threads = 3;
+  for (const AdamCase& c : adam_cases()) {
+    INFO(c.name);
+    std::mt19937 rng(11);
+    const std::vector<float> p0 = random_floats(n, rng);
+    std::vector<float> p1 = p0, m1(p0.size(), 0.0f), v1(p0.size(), 0.0f);
+    std::vector<float> p3 = p0, m3 = m1, v3 = v1;
+    for (std::int64_t t = 1; t <= 3; ++t) {
+      const std::vector<float> g = random_floats(n, rng, -2.0f, 2.0f);
+      const zl::AdamStep s = zl::make_adam_step(c.hyper, lr_at(c.hyper.lr, t), t, c.grad_scale);
+      zl::adam_step(one, p1.data(), g.data(), m1.data(), v1.data(), n, s);
+      zl::adam_step(three, p3.data(), g.data(), m3.data(), v3.data(), n, s);
+    }
+    CHECK(std::memcmp(p1.data(), p3.data(), p1.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(m1.data(), m3.data(), m1.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(v1.data(), v3.data(), v1.size() * sizeof(float)) == 0);
+  }
+  for (const SgdCase& c : sgd_cases()) {
+    INFO(c.name);
+    std::mt19937 rng(13);
+    const std::vector<float> p0 = random_floats(n, rng);
+    std::vector<float> p1 = p0, b1(p0.size(), 0.0f), p3 = p0, b3 = b1;
+    const bool momentum = c.hyper.momentum != 0.0f;
+    for (std::int64_t t = 1; t <= 3; ++t) {
+      const std::vector<float> g = random_floats(n, rng, -2.0f, 2.0f);
+      const zl::SgdStep s = zl::make_sgd_step(c.hyper, lr_at(c.hyper.lr, t), t, c.grad_scale);
+      zl::sgd_step(one, p1.data(), g.data(), momentum ? b1.data() : nullptr, n, s);
+      zl::sgd_step(three, p3.data(), g.data(), momentum ? b3.data() : nullptr, n, s);
+    }
+    CHECK(std::memcmp(p1.data(), p3.data(), p1.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(b1.data(), b3.data(), b1.size() * sizeof(float)) == 0);
+  }
+  // A missing momentum buffer is still a clear error on the calling thread, not a crash.
+  zl::SgdHyper momentum_sgd;
+  momentum_sgd.momentum = 0.9f;
+  std::vector<float> p(static_cast<std::size_t>(n), 1.0f), g = p;
+  CHECK_THROWS_AS(zl::sgd_step(three, p.data(), g.data(), nullptr, n,
+                               zl::make_sgd_step(momentum_sgd, 0.1f, 1, 1.0f)),
+                  zl::InternalError);
 }

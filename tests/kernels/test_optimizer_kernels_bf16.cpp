@@ -128,8 +128,8 @@ struct Slice {
 float lr_at(float base, std::int64_t t) { return base * (1.0f - 0.05f * static_cast<float>(t)); }
 
 void run_step(const Rule& r, Slice& slice, const void* grad, DType grad_dtype,
-              MasterWeights layout, std::int64_t n, float lr, std::int64_t t) {
-  const zl::ExecContext cpu{};
+              MasterWeights layout, std::int64_t n, float lr, std::int64_t t,
+              const zl::ExecContext& cpu = zl::ExecContext{}) {
   zl::Bf16OptimizerSlice view = slice.view(grad, grad_dtype, layout);
   if (r.kind == zl::OptimizerKind::Sgd) {
     if (r.sgd.momentum == 0.0f) view.m = nullptr;  // plain SGD must not need a buffer
@@ -196,6 +196,43 @@ TEST_CASE("bf16 optimizer steps: fp32 master follows the reference, remainders a
         std::vector<float> param(fp32.param.size());
         for (std::size_t i = 0; i < param.size(); ++i) param[i] = zl::bf16_to_float(fp32.param[i]);
         check_close(param, ref.p, 1e-6, 1.0 / 256.0, label + " bf16 parameter");
+      }
+    }
+  }
+}
+
+TEST_CASE("bf16 optimizer steps split across CPU threads give the same bits",
+          "[kernels][optimizer][bf16]") {
+  const std::int64_t n = 3 * (std::int64_t{1} << 16) + 12345;  // 3 chunks, not a multiple of 16
+  zl::ExecContext three{};
+  three.cpu_threads = 3;
+  for (const Rule& r : rules()) {
+    for (const DType grad_dtype : {DType::F32, DType::BF16}) {
+      for (const MasterWeights layout : {MasterWeights::Fp32, MasterWeights::Remainders}) {
+        INFO(r.name << " grads " << zl::dtype_name(grad_dtype) << " remainders "
+                    << (layout == MasterWeights::Remainders));
+        std::mt19937 rng(7);
+        const std::vector<float> initial = random_floats(n, rng);
+        Slice one(initial, layout), split(initial, layout);
+        for (std::int64_t t = 1; t <= 3; ++t) {
+          const std::vector<float> g = random_floats(n, rng, -2.0f, 2.0f);
+          std::vector<Bf16> g16(g.size());
+          for (std::size_t i = 0; i < g.size(); ++i) g16[i] = zl::float_to_bf16(g[i]);
+          const void* grad = grad_dtype == DType::F32 ? static_cast<const void*>(g.data())
+                                                      : static_cast<const void*>(g16.data());
+          const float lr = lr_at(r.kind == zl::OptimizerKind::Sgd ? r.sgd.lr : r.adam.lr, t);
+          run_step(r, one, grad, grad_dtype, layout, n, lr, t);
+          run_step(r, split, grad, grad_dtype, layout, n, lr, t, three);
+        }
+        const auto same = [](const auto& a, const auto& b) {
+          return a.size() == b.size() &&
+                 std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+        };
+        CHECK(same(one.param, split.param));
+        CHECK(same(one.master, split.master));
+        CHECK(same(one.remainder, split.remainder));
+        CHECK(same(one.m, split.m));
+        CHECK(same(one.v, split.v));
       }
     }
   }
