@@ -327,7 +327,7 @@ def run_torch(config, world, threads, device_kind, workdir):
 
     With a BLAS that keeps its own thread pool (Debian's pthreads OpenBLAS), an intra-op pool of
     `threads` OpenMP threads spins beside the BLAS threads on the same cores: at 1 rank on 2 cores
-    PyTorch took 45-59 ms per step so, and 31 ms with an intra-op pool of 1 (its GEMMs still on
+    PyTorch took 45-59 ms per step that way, and 31 ms with an intra-op pool of 1 (its GEMMs on
     `threads` BLAS threads). With more than one thread per rank on the CPU, both layouts run, and
     every mode keeps both rows (the second marked "intra-op 1"); the best row is PyTorch's best.
     """

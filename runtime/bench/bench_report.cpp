@@ -83,9 +83,9 @@ std::string format_bench_table(const BenchReport& rep) {
       "{} ranks, {} parameters, {} timed steps after {} warmup, {}comm threads {}; times in ms per "
       "step\n\n",
       rep.world_size, rep.parameters, rep.steps, rep.warmup,
-      rep.device == DeviceKind::Cuda
-          ? std::string()
-          : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads, rep.cpu_threads == 1 ? "" : "s"),
+      rep.device == DeviceKind::Cuda ? std::string()
+                                     : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads,
+                                                   rep.cpu_threads == 1 ? "" : "s"),
       rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
   out += fmt::format("{:<5} {:<39} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
                      "{:>6}\n",

@@ -9,10 +9,10 @@ namespace zl {
 // runtime.device: where the model runs, resolved the same way on every rank (runtime/comm/device.h).
 enum class DeviceChoice { Auto, Cpu, Cuda };
 
-// Scheduling of the CPU comm threads (runtime/comm/thread_priority.h, Note [Comm thread priority]).
 // runtime.threads = "auto": each rank runs World::cpus_per_rank CPU GEMM threads.
 inline constexpr int kAutoThreads = 0;
 
+// Scheduling of the CPU comm threads (runtime/comm/thread_priority.h, Note [Comm thread priority]).
 enum class CommPriority { Normal, Realtime };
 
 // What a communicator is built with (Device::make_communicator).
