@@ -63,7 +63,10 @@ int run_cli(int argc, char** argv) {
   add_config_args(*bench, bench_args);
   std::string inspect_path;
   auto* inspect = app.add_subcommand("inspect", "List the tensors and metadata of a checkpoint");
-  inspect->add_option("file", inspect_path, "A .safetensors checkpoint")->required();
+  inspect->add_option("file", inspect_path,
+                      "A .safetensors checkpoint, or a checkpoint directory or its `latest` "
+                      "pointer (the latest checkpoint)")
+      ->required();
 
   try {
     app.parse(argc, argv);

@@ -1,18 +1,46 @@
 // `zerolap inspect FILE`: lists the tensors (name, dtype, shape, bytes, CRC32) and the metadata of a
 // safetensors checkpoint after validating its structure and checksums. Any safetensors file is
-// listed; a corrupt or truncated one is a UserError (exit 2) naming the file and the tensor.
+// listed; a corrupt or truncated one is a UserError (exit 2) naming the file and the tensor. A
+// checkpoint directory, or its `latest` pointer, stands for the checkpoint `latest` names.
 #include <algorithm>
+#include <filesystem>
 
 #include <fmt/format.h>
 
-#include "runtime/cli/commands.h"
+#include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/cli/commands.h"
 
 namespace zl {
+namespace {
 
-int run_inspect_command(const std::string& path, const World& world) {
+std::string checkpoint_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string dir;
+  if (fs::is_directory(path, ec)) {
+    dir = path;
+  } else if (fs::path(path).filename() == kLatestPointerName) {
+    const fs::path parent = fs::path(path).parent_path();
+    dir = parent.empty() ? fs::path(".").string() : parent.string();
+  } else {
+    return path;
+  }
+  const std::optional<std::string> latest = latest_checkpoint(dir);
+  if (!latest) {
+    throw UserError(fmt::format("{}: no checkpoint to inspect (no '{}' pointer in {})", path,
+                                kLatestPointerName, dir));
+  }
+  return *latest;
+}
+
+}  // namespace
+
+int run_inspect_command(const std::string& given_path, const World& world) {
   agree_on_user_errors(world, [&] {
     if (!world.is_root()) return;  // one listing per job, however many ranks
+    const std::string path = checkpoint_file(given_path);
+    if (path != given_path) fmt::print("{}: latest checkpoint {}\n", given_path, path);
     const SafetensorsReader file(path);
     file.verify_checksums();
     fmt::print("{}: {} tensors, {} bytes of data, {}-byte header, checksums {}\n", path,

@@ -93,3 +93,25 @@ TEST_CASE("zerolap inspect on a corrupt or missing file exits 2", "[checkpoint][
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains(path + ".nope"));
 }
+
+TEST_CASE("zerolap inspect of a checkpoint directory or its latest pointer lists the latest",
+          "[checkpoint][cli]") {
+  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("inspect-latest-{}", ::getpid());
+  const CliResult train = run_zerolap(fmt::format(
+      "train {}/configs/spirals.toml --set train.steps=3 --set checkpoint.every=2 --set "
+      "checkpoint.dir=\"{}\" --set output.dir=\"{}\"",
+      ZEROLAP_SOURCE_DIR, (dir / "ckpt").string(), dir.string()));
+  INFO(train.output);
+  REQUIRE(train.exit_code == 0);
+  const std::string newest = (dir / "ckpt" / "step_00000003.safetensors").string();
+  for (const fs::path& given : {dir / "ckpt", dir / "ckpt" / "latest"}) {
+    const CliResult r = run_zerolap("inspect " + given.string());
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Contains("latest checkpoint " + newest) && Contains("step = 3"));
+  }
+  fs::create_directories(dir / "empty");
+  const CliResult none = run_zerolap("inspect " + (dir / "empty").string());
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.output, Contains((dir / "empty").string()) && Contains("no checkpoint"));
+}
