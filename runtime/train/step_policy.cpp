@@ -101,24 +101,26 @@ class ZeroInterleavedPolicy final : public StepPolicy {
     // 82.5% in this order; allreduce_broadcast 75.5% and 78.5% (docs/bench.md).
     const int last = static_cast<int>(ctx_.plan.buckets.size()) - 1;
     const int second_last = last - 1;  // -1 with a single bucket: nothing is reordered
-    const bool step_later = bucket == second_last && last >= 2;
-    const bool broadcast_later = bucket == second_last;
-    const bool is_last = bucket == last && second_last >= 0;
+    const bool reordered = second_last >= 0;
+    const bool second_last_steps_late = last >= 2;  // with 2 buckets bucket 0 keeps its own step
     Communicator& comm = ctx_.reduce_comm;
     BucketSteps& steps = ctx_.steps;
     // CPU: the task runs on the comm thread once the collective completed; CUDA: it runs now
     // and only enqueues the step kernel and the broadcast after the collective (communicator.h).
-    Work work = comm.then([&comm, &steps, bucket, second_last, step_later, broadcast_later,
-                           is_last, scalars](const ExecContext& stream) {
-      if (!step_later) steps.step_bucket(bucket, scalars, stream, comm.name());
-      if (broadcast_later) return;
+    Work work = comm.then([&comm, &steps, bucket, last, second_last, reordered,
+                           second_last_steps_late, scalars](const ExecContext& stream) {
+      if (bucket == second_last) {
+        if (!second_last_steps_late) steps.step_bucket(bucket, scalars, stream, comm.name());
+        return;  // the rest follows in the last bucket's task
+      }
+      steps.step_bucket(bucket, scalars, stream, comm.name());
       steps.broadcast_bucket(bucket, &stream);
-      if (!is_last) return;
-      if (second_last >= 1) steps.step_bucket(second_last, scalars, stream, comm.name());
+      if (bucket != last || !reordered) return;
+      if (second_last_steps_late) steps.step_bucket(second_last, scalars, stream, comm.name());
       steps.broadcast_bucket(second_last, &stream);
     });
-    // The deferred bucket's broadcast Work is published by the last bucket's task.
-    if (is_last) ctx_.steps.set_step_work(second_last, work);
+    // The second-to-last bucket's broadcast Work is published by the last bucket's task.
+    if (bucket == last && reordered) ctx_.steps.set_step_work(second_last, work);
     ctx_.steps.set_step_work(bucket, std::move(work));
   }
 
