@@ -124,6 +124,18 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
     CHECK(json.at("world_size") == world.size);
     CHECK(json.at("simulated_link").is_null());
     CHECK(json.at("comm_priority") == "normal");  // the test's config leaves the default
+    // runtime.threads as resolved for this rank (the test's config leaves "auto"), and the header
+    // says it.
+    CHECK(json.at("cpu_threads") == world.cpus_per_rank);
+    CHECK_THAT(format_bench_table(report),
+               Catch::Contains(fmt::format("{} GEMM thread{} per rank", world.cpus_per_rank,
+                                           world.cpus_per_rank == 1 ? "" : "s")));
+    BenchReport threaded = report;
+    threaded.cpu_threads = 3;
+    CHECK_THAT(format_bench_table(threaded), Catch::Contains(", 3 GEMM threads per rank, comm"));
+    CHECK(bench_to_json(threaded).at("cpu_threads") == 3);
+    threaded.device = DeviceKind::Cuda;  // GPU runs' GEMMs are cuBLAS's: no CPU thread count
+    CHECK_THAT(format_bench_table(threaded), !Catch::Contains("GEMM thread"));
     CHECK(json.at("limits").at("triad_gbps").get<double>() > 0.0);
     REQUIRE(json.at("limits").at("precisions").size() == 1);
     const auto& fp32 = json.at("limits").at("precisions").at(0);
