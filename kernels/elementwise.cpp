@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "base/errors.h"
+#include "kernels/cpu_parallel.h"
 #if defined(ZEROLAP_WITH_CUDA)
 #include "kernels/cuda_kernels.h"
 #endif
@@ -105,13 +107,15 @@ void activation_backward_cpu(Activation act, const T* pre, const T* dy, T* dx, s
   ZL_CHECK(false, "activation_backward: unknown activation {}", static_cast<int>(act));
 }
 
-// Column sums row by row, so the inner loop runs along contiguous memory and vectorises.
+// Column sums row by row, so the inner loop runs along contiguous memory and vectorises; columns
+// [0, cols) of a matrix with row stride ld (a column range of a wider one: each column's sum is
+// still taken over the rows in order, wherever the range starts).
 template <class T>
 void bias_backward_cpu(const T* __restrict dy, float* __restrict dbias, std::int64_t rows,
-                       std::int64_t cols, Accumulate acc) {
+                       std::int64_t cols, std::int64_t ld, Accumulate acc) {
   if (acc == Accumulate::Overwrite) std::fill(dbias, dbias + cols, 0.0f);
   for (std::int64_t i = 0; i < rows; ++i) {
-    const T* __restrict row = dy + i * cols;
+    const T* __restrict row = dy + i * ld;
     for (std::int64_t j = 0; j < cols; ++j) dbias[j] += to_f32(row[j]);
   }
 }
@@ -292,7 +296,7 @@ double squared_error_cpu(const T* pred, const float* target, std::int64_t n, T* 
 }
 
 template <class T>
-double sum_of_squares_cpu(const T* __restrict x, std::int64_t n) {
+double sum_of_squares_block(const T* __restrict x, std::int64_t n) {
   double lanes[kLanes] = {};
   const std::int64_t n_blocked = n - n % kLanes;
   for (std::int64_t i = 0; i < n_blocked; i += kLanes) {
@@ -307,6 +311,29 @@ double sum_of_squares_cpu(const T* __restrict x, std::int64_t n) {
     total += v * v;
   }
   for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+// A sum of squares is the in-order sum of the sums of fixed blocks of kMinChunkElements, each
+// taken in lanes (sum_of_squares_block): the blocks, not the threads, fix the order, so the value
+// is the same bits whatever the thread count, and one block is exactly the lane sum.
+template <class T>
+double sum_of_squares_cpu(int threads, const T* x, std::int64_t n) {
+  constexpr std::int64_t kBlock = kMinChunkElements;
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  if (blocks <= 1) return sum_of_squares_block(x, n);
+  std::vector<double> block_sums(static_cast<std::size_t>(blocks));
+  for_chunks(
+      threads, blocks,
+      [&](std::int64_t first, std::int64_t last) {
+        for (std::int64_t b = first; b < last; ++b) {
+          block_sums[static_cast<std::size_t>(b)] =
+              sum_of_squares_block(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+        }
+      },
+      /*align=*/1, /*min_chunk=*/1);
+  double total = 0.0;
+  for (const double s : block_sums) total += s;
   return total;
 }
 
@@ -337,7 +364,14 @@ void bias_activation_forward(const ExecContext& ctx, Activation act, const T* x,
     ZL_DISPATCH_CUDA("bias_activation_forward",
                      bias_activation_forward_cuda<T>(ctx, act, x, bias, y, rows, cols));
   }
-  bias_activation_forward_cpu(act, x, bias, y, rows, cols);
+  // By rows: each row is computed alone.
+  for_chunks(
+      ctx.cpu_threads, rows,
+      [&](std::int64_t first, std::int64_t last) {
+        bias_activation_forward_cpu(act, x + first * cols, bias, y + first * cols, last - first,
+                                    cols);
+      },
+      /*align=*/1, /*min_chunk=*/std::max<std::int64_t>(1, kMinChunkElements / std::max<std::int64_t>(cols, 1)));
 }
 
 template <class T>
@@ -346,7 +380,9 @@ void activation_backward(const ExecContext& ctx, Activation act, const T* pre, c
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("activation_backward", activation_backward_cuda<T>(ctx, act, pre, dy, dx, n));
   }
-  activation_backward_cpu(act, pre, dy, dx, n);
+  for_chunks(ctx.cpu_threads, n, [&](std::int64_t first, std::int64_t last) {
+    activation_backward_cpu(act, pre + first, dy + first, dx + first, last - first);
+  });
 }
 
 template <class T>
@@ -355,7 +391,13 @@ void bias_backward(const ExecContext& ctx, const T* dy, float* dbias, std::int64
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("bias_backward", bias_backward_cuda<T>(ctx, dy, dbias, rows, cols, acc));
   }
-  bias_backward_cpu(dy, dbias, rows, cols, acc);
+  // By columns: each column's sum runs over every row in order, as on one thread.
+  for_chunks(
+      ctx.cpu_threads, cols,
+      [&](std::int64_t first, std::int64_t last) {
+        bias_backward_cpu(dy + first, dbias + first, rows, last - first, cols, acc);
+      },
+      /*align=*/16, /*min_chunk=*/std::max<std::int64_t>(16, kMinChunkElements / std::max<std::int64_t>(rows, 1)));
 }
 
 template <class T>
@@ -363,7 +405,9 @@ void add(const ExecContext& ctx, const T* a, const T* b, T* out, std::int64_t n)
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("add", add_cuda<T>(ctx, a, b, out, n));
   }
-  add_cpu(a, b, out, n);
+  for_chunks(ctx.cpu_threads, n, [&](std::int64_t first, std::int64_t last) {
+    add_cpu(a + first, b + first, out + first, last - first);
+  });
 }
 
 template <class T>
@@ -371,7 +415,9 @@ void accumulate(const ExecContext& ctx, const T* a, T* out, std::int64_t n, Accu
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("accumulate", accumulate_cuda<T>(ctx, a, out, n, acc));
   }
-  accumulate_cpu(a, out, n, acc);
+  for_chunks(ctx.cpu_threads, n, [&](std::int64_t first, std::int64_t last) {
+    accumulate_cpu(a + first, out + first, last - first, acc);
+  });
 }
 
 template <class T>
@@ -423,7 +469,7 @@ double sum_of_squares(const ExecContext& ctx, const T* x, std::int64_t n) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("sum_of_squares", sum_of_squares_cuda<T>(ctx, x, n));
   }
-  return sum_of_squares_cpu(x, n);
+  return sum_of_squares_cpu(ctx.cpu_threads, x, n);
 }
 
 template <class T>
@@ -431,7 +477,9 @@ void scale(const ExecContext& ctx, T* x, std::int64_t n, float alpha) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("scale", scale_cuda<T>(ctx, x, n, alpha));
   }
-  scale_cpu(x, n, alpha);
+  for_chunks(ctx.cpu_threads, n, [&](std::int64_t first, std::int64_t last) {
+    scale_cpu(x + first, last - first, alpha);
+  });
 }
 
 template <class T>
@@ -480,7 +528,9 @@ double total_sum_of_squares(const ExecContext& ctx, const ReadSpan<T>* spans, st
     ZL_DISPATCH_CUDA("total_sum_of_squares", total_sum_of_squares_cuda<T>(ctx, spans, count));
   }
   double total = 0.0;
-  for (std::int64_t i = 0; i < count; ++i) total += sum_of_squares_cpu(spans[i].data, spans[i].n);
+  for (std::int64_t i = 0; i < count; ++i) {
+    total += sum_of_squares_cpu(ctx.cpu_threads, spans[i].data, spans[i].n);
+  }
   return total;
 }
 
@@ -489,7 +539,9 @@ void cast(const ExecContext& ctx, const float* src, Bf16* dst, std::int64_t n) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("cast", cast_cuda(ctx, src, dst, n));
   }
-  cast_cpu(src, dst, n);
+  for_chunks(ctx.cpu_threads, n, [&](std::int64_t first, std::int64_t last) {
+    cast_cpu(src + first, dst + first, last - first);
+  });
 }
 
 void cast(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n) {
@@ -497,7 +549,9 @@ void cast(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n) {
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("cast", cast_cuda(ctx, src, dst, n));
   }
-  cast_cpu(src, dst, n);
+  for_chunks(ctx.cpu_threads, n, [&](std::int64_t first, std::int64_t last) {
+    cast_cpu(src + first, dst + first, last - first);
+  });
 }
 
 #undef ZL_DISPATCH_CUDA

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "base/errors.h"
+#include "kernels/cpu_parallel.h"
 #if defined(ZEROLAP_WITH_CUDA)
 #include "kernels/cuda_kernels.h"
 #endif
@@ -81,25 +82,6 @@ void check_bf16_slice(const Bf16OptimizerSlice& b, std::int64_t n, bool needs_m,
            b.master_weights == MasterWeights::Fp32 ? "fp32" : "remainder");
   ZL_CHECK(!needs_m || b.m != nullptr, "{}: null first moment / momentum buffer", what);
   ZL_CHECK(!needs_v || b.v != nullptr, "{}: null second moment", what);
-}
-
-// Runs fn(begin, end) over [0, n) split into up to `threads` contiguous chunks on an OpenMP team:
-// the one oneDNN's GEMMs run on, whose threads are still spinning from the last GEMM, so the split
-// costs no thread start and takes no core from anyone (a std::thread per chunk, tried first, shared
-// a core with a spinning OpenMP thread and made the step 2x slower). The update is elementwise, so
-// the split never changes a bit of the result; built without OpenMP (sanitizer builds) the chunks
-// run in turn on the calling thread. A chunk is at least kMinChunk elements and starts on a
-// 64-byte boundary. fn must not throw (the callers check their arguments first).
-template <class Fn>
-void for_chunks(int threads, std::int64_t n, const Fn& fn) {
-  constexpr std::int64_t kMinChunk = std::int64_t{1} << 16;
-  const auto parts = static_cast<int>(std::clamp<std::int64_t>(n / kMinChunk, 1, threads));
-  if (parts <= 1) return fn(std::int64_t{0}, n);
-  const auto bound = [&](int i) {
-    return i == parts ? n : (n * i / parts) & ~std::int64_t{15};
-  };
-#pragma omp parallel for num_threads(parts) schedule(static, 1)
-  for (int i = 0; i < parts; ++i) fn(bound(i), bound(i + 1));
 }
 
 void check_momentum_buffer(const float* momentum_buffer, std::int64_t n, const SgdStep& step) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -475,6 +476,71 @@ TEST_CASE("total_sum_of_squares adds the spans' sums in span order", "[kernels][
                           zl::sum_of_squares(kCpu, b.data(), 7);
   CHECK(zl::total_sum_of_squares(kCpu, spans.data(), 3) == expected);  // bitwise: same order
   CHECK(zl::total_sum_of_squares(kCpu, spans.data(), 0) == 0.0);
+}
+
+TEST_CASE("the CPU kernels split across threads (ExecContext::cpu_threads) give the same bits",
+          "[kernels][elementwise]") {
+  // 130 x 1541: three chunks of at least 2^16 elements by rows, by columns and by elements; an
+  // odd width, so no row starts on a vector boundary.
+  const std::int64_t rows = 130, cols = 1541, n = rows * cols;
+  zl::ExecContext three{};
+  three.cpu_threads = 3;
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  std::mt19937 rng(97);
+  const std::vector<float> x = random_floats(n, rng, -3.0f, 3.0f);
+  const std::vector<float> dy = random_floats(n, rng);
+  const std::vector<float> bias = random_floats(cols, rng);
+  for (const zl::Activation act : kActivations) {
+    INFO(act_name(act));
+    std::vector<float> y1(x.size()), y3(x.size()), dx1(x.size()), dx3(x.size());
+    zl::bias_activation_forward(kCpu, act, x.data(), bias.data(), y1.data(), rows, cols);
+    zl::bias_activation_forward(three, act, x.data(), bias.data(), y3.data(), rows, cols);
+    CHECK(same_bits(y1, y3));
+    zl::activation_backward(kCpu, act, x.data(), dy.data(), dx1.data(), n);
+    zl::activation_backward(three, act, x.data(), dy.data(), dx3.data(), n);
+    CHECK(same_bits(dx1, dx3));
+  }
+  for (const zl::Accumulate acc : {zl::Accumulate::Overwrite, zl::Accumulate::Add}) {
+    std::vector<float> db1 = bias, db3 = bias;
+    zl::bias_backward(kCpu, dy.data(), db1.data(), rows, cols, acc);
+    zl::bias_backward(three, dy.data(), db3.data(), rows, cols, acc);
+    CHECK(same_bits(db1, db3));
+    std::vector<float> out1 = x, out3 = x;
+    zl::accumulate(kCpu, dy.data(), out1.data(), n, acc);
+    zl::accumulate(three, dy.data(), out3.data(), n, acc);
+    CHECK(same_bits(out1, out3));
+  }
+  std::vector<float> sum1(x.size()), sum3(x.size());
+  zl::add(kCpu, x.data(), dy.data(), sum1.data(), n);
+  zl::add(three, x.data(), dy.data(), sum3.data(), n);
+  CHECK(same_bits(sum1, sum3));
+  zl::scale(kCpu, sum1.data(), n, -0.37f);
+  zl::scale(three, sum3.data(), n, -0.37f);
+  CHECK(same_bits(sum1, sum3));
+  std::vector<zl::Bf16> h1(x.size()), h3(x.size());
+  zl::cast(kCpu, x.data(), h1.data(), n);
+  zl::cast(three, x.data(), h3.data(), n);
+  CHECK(std::memcmp(h1.data(), h3.data(), h1.size() * sizeof(zl::Bf16)) == 0);
+  std::vector<float> back1(x.size()), back3(x.size());
+  zl::cast(kCpu, h1.data(), back1.data(), n);
+  zl::cast(three, h1.data(), back3.data(), n);
+  CHECK(same_bits(back1, back3));
+
+  // The sum of squares is split at fixed blocks, not per thread: the same double, bit for bit,
+  // at any thread count, and still the exact sum up to double rounding.
+  double reference = 0.0;
+  for (const float v : x) reference += static_cast<double>(v) * v;
+  const double one = zl::sum_of_squares(kCpu, x.data(), n);
+  CHECK(zl::sum_of_squares(three, x.data(), n) == one);
+  zl::ExecContext two{};
+  two.cpu_threads = 2;
+  CHECK(zl::sum_of_squares(two, x.data(), n) == one);
+  CHECK(one == Approx(reference).epsilon(1e-12));
+  const std::vector<zl::FloatSpan> spans = {{x.data(), n}, {dy.data(), n}};
+  CHECK(zl::total_sum_of_squares(three, spans.data(), 2) ==
+        zl::total_sum_of_squares(kCpu, spans.data(), 2));
 }
 
 #if !defined(ZEROLAP_WITH_CUDA)
