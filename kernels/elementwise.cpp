@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "kernels/cpu_clones.h"
 #include "kernels/cpu_parallel.h"
 #if defined(ZEROLAP_WITH_CUDA)
 #include "kernels/cuda_kernels.h"
@@ -296,7 +297,7 @@ double squared_error_cpu(const T* pred, const float* target, std::int64_t n, T* 
 }
 
 template <class T>
-double sum_of_squares_block(const T* __restrict x, std::int64_t n) {
+ZL_CPU_CLONES double sum_of_squares_block(const T* __restrict x, std::int64_t n) {
   double lanes[kLanes] = {};
   const std::int64_t n_blocked = n - n % kLanes;
   for (std::int64_t i = 0; i < n_blocked; i += kLanes) {

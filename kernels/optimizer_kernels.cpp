@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "base/errors.h"
+#include "kernels/cpu_clones.h"
 #include "kernels/cpu_parallel.h"
 #if defined(ZEROLAP_WITH_CUDA)
 #include "kernels/cuda_kernels.h"
@@ -101,14 +102,17 @@ Bf16OptimizerSlice advanced(Bf16OptimizerSlice slice, std::int64_t begin) {
 
 }  // namespace
 
-void adam_step_bf16_cpu(const Bf16OptimizerSlice& slice, std::int64_t n, const AdamStep& step) {
+// Note [ISA clones] (kernels/cpu_clones.h) for the four CPU entry points.
+ZL_CPU_CLONES void adam_step_bf16_cpu(const Bf16OptimizerSlice& slice, std::int64_t n,
+                                      const AdamStep& step) {
   check_bf16_slice(slice, n, true, true, "adam_step_bf16");
   if (n == 0) return;
   if (slice.grad_dtype == DType::F32) return adam_bf16_loop<float>(slice, n, step);
   adam_bf16_loop<Bf16>(slice, n, step);
 }
 
-void sgd_step_bf16_cpu(const Bf16OptimizerSlice& slice, std::int64_t n, const SgdStep& step) {
+ZL_CPU_CLONES void sgd_step_bf16_cpu(const Bf16OptimizerSlice& slice, std::int64_t n,
+                                     const SgdStep& step) {
   check_bf16_slice(slice, n, step.momentum != 0.0f, false, "sgd_step_bf16");
   if (n == 0) return;
   if (slice.grad_dtype == DType::F32) return sgd_bf16_loop<float>(slice, n, step);
@@ -158,15 +162,20 @@ std::int64_t optimizer_step_bytes_per_element(OptimizerKind kind, bool momentum,
 }
 
 // __restrict: p, g and the state are distinct slices of distinct flat buffers (bucket storage),
-// and telling the compiler so spares it runtime alias checks.
-void adam_step_cpu(float* __restrict p, const float* __restrict g, float* __restrict m,
-                   float* __restrict v, std::int64_t n, const AdamStep& step) {
+// and telling the compiler so spares it runtime alias checks. It must be on the clone's own
+// parameters: a loop inlined into a clone (flatten) from a function whose parameters carry it
+// lost it, and the 1M-element Adam step on a Zen 4 core took 1.13 ms in the AVX-512 clone
+// instead of 0.41 ms (0.88 ms in the baseline build).
+ZL_CPU_CLONES void adam_step_cpu(float* __restrict p, const float* __restrict g,
+                                 float* __restrict m, float* __restrict v, std::int64_t n,
+                                 const AdamStep& step) {
   const AdamStep s = step;  // a local copy: the scalars cannot alias the arrays, so they stay in registers
   for (std::int64_t i = 0; i < n; ++i) adam_update(p[i], g[i], m[i], v[i], s);
 }
 
-void sgd_step_cpu(float* __restrict p, const float* __restrict g,
-                  float* __restrict momentum_buffer, std::int64_t n, const SgdStep& step) {
+ZL_CPU_CLONES void sgd_step_cpu(float* __restrict p, const float* __restrict g,
+                                float* __restrict momentum_buffer, std::int64_t n,
+                                const SgdStep& step) {
   if (step.momentum == 0.0f) return sgd_plain_loop(p, g, n, step);
   check_momentum_buffer(momentum_buffer, n, step);
   if (step.first_step) {

@@ -418,6 +418,18 @@ TEST_CASE("squared_error, sum_of_squares and scale", "[kernels][elementwise]") {
     zl::scale(kCpu, x.data(), n, -1.5f);
     check_close(x, scaled_ref, 0.0, 1e-7, "scale n=" + std::to_string(n));
   }
+  {
+    // The order is part of the contract (bitwise-reproducible norms on every CPU, every ISA
+    // clone): 8 double lanes, element i into lane i % 8, the n % 8 last into a tail sum, then
+    // the lanes 0..7 added to the tail.
+    std::mt19937 rng(43);
+    const std::vector<float> x = random_floats(1000 + 5, rng, -3.0f, 3.0f);
+    double lanes[8] = {}, tail = 0.0;
+    for (std::size_t i = 0; i < 1000; ++i) lanes[i % 8] += static_cast<double>(x[i]) * x[i];
+    for (std::size_t i = 1000; i < x.size(); ++i) tail += static_cast<double>(x[i]) * x[i];
+    for (const double lane : lanes) tail += lane;
+    CHECK(zl::sum_of_squares(kCpu, x.data(), static_cast<std::int64_t>(x.size())) == tail);
+  }
   // Double accumulation: 2^24 + 1 ones would stall at 2^24 in a float sum.
   const std::vector<float> ones((1 << 24) + 1, 1.0f);
   CHECK(zl::sum_of_squares(kCpu, ones.data(), static_cast<std::int64_t>(ones.size())) ==

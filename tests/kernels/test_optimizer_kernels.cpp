@@ -249,6 +249,46 @@ TEST_CASE("optimizer kernels: empty slices, missing buffers, missing CUDA", "[ke
 #endif
 }
 
+TEST_CASE("the CPU steps compute the element functions' bits (Note [ISA clones])",
+          "[kernels][optimizer]") {
+  // adam_step / sgd_step run the widest clone this CPU has (AVX-512, AVX2 or the baseline); the
+  // element functions of kernels/optim_math.h, called one element at a time here, are the
+  // definition. A clone that fused a multiply-add, or approximated a division or sqrt, would
+  // differ in the last bit somewhere.
+  const zl::ExecContext kCpu{};
+  const std::int64_t n = 4096 + 13;  // whole vectors of every width, and a tail
+  for (const AdamCase& c : adam_cases()) {
+    INFO(c.name);
+    std::mt19937 rng(23);
+    std::vector<float> p = random_floats(n, rng), m(p.size(), 0.0f), v = m;
+    std::vector<float> pe = p, me = m, ve = v;
+    for (std::int64_t t = 1; t <= 3; ++t) {
+      const std::vector<float> g = random_floats(n, rng, -2.0f, 2.0f);
+      const zl::AdamStep s = zl::make_adam_step(c.hyper, lr_at(c.hyper.lr, t), t, c.grad_scale);
+      zl::adam_step(kCpu, p.data(), g.data(), m.data(), v.data(), n, s);
+      for (std::int64_t i = 0; i < n; ++i) zl::adam_update(pe[i], g[i], me[i], ve[i], s);
+    }
+    CHECK(std::memcmp(p.data(), pe.data(), p.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(m.data(), me.data(), m.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(v.data(), ve.data(), v.size() * sizeof(float)) == 0);
+  }
+  for (const SgdCase& c : sgd_cases()) {
+    INFO(c.name);
+    std::mt19937 rng(29);
+    std::vector<float> p = random_floats(n, rng), buf(p.size(), 0.0f);
+    std::vector<float> pe = p, bufe = buf;
+    const bool momentum = c.hyper.momentum != 0.0f;
+    for (std::int64_t t = 1; t <= 3; ++t) {
+      const std::vector<float> g = random_floats(n, rng, -2.0f, 2.0f);
+      const zl::SgdStep s = zl::make_sgd_step(c.hyper, lr_at(c.hyper.lr, t), t, c.grad_scale);
+      zl::sgd_step(kCpu, p.data(), g.data(), momentum ? buf.data() : nullptr, n, s);
+      for (std::int64_t i = 0; i < n; ++i) zl::sgd_update(pe[i], g[i], bufe[i], s);
+    }
+    CHECK(std::memcmp(p.data(), pe.data(), p.size() * sizeof(float)) == 0);
+    if (momentum) CHECK(std::memcmp(buf.data(), bufe.data(), buf.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("the CPU step split across threads (ExecContext::cpu_threads) gives the same bits",
           "[kernels][optimizer]") {
   // Long enough for 3 chunks of at least 2^16 elements, and not a multiple of 16.
