@@ -2,7 +2,8 @@
 # Shows that GCC vectorises the CPU optimizer loops (kernels/optimizer_kernels.cpp): compiles the
 # file with the project's flags plus -fopt-info-vec-optimized and prints the "loop vectorized"
 # reports of every loop over adam_update / sgd_update. Exits 1 if one of those loops is scalar.
-# A loop reports once per template instantiation, and its tail loop reports "8 byte vectors".
+# A loop reports once per template instantiation and once per x86-64 level it is cloned for (64, 32
+# and 16 byte vectors: Note [ISA clones], kernels/cpu_clones.h), and its tail loop "8 byte vectors".
 # Usage: scripts/show_vectorization.sh [build-dir]   (flags from its compile_commands.json; without
 # one, the flags of a default Release build: -O3 -DNDEBUG -std=c++20 -fno-math-errno ...)
 set -euo pipefail
