@@ -284,7 +284,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                precisions.size() == 1 ? "" : fmt::format(" x {} precisions", precisions.size()),
                config.bench.warmup, config.bench.steps,
                report.link_label.empty() ? "" : "; " + report.link_label);
-    fmt::print("measuring limits (GEMM, triad, optimizer, collectives)...\n");
+    fmt::print("measuring limits (GEMM, memory bandwidth, optimizer, collectives)...\n");
     std::fflush(stdout);
   }
 

@@ -153,31 +153,18 @@ std::string gemm_kernel_name(const ExecContext& exec, ComputePrecision precision
   return cpu;
 }
 
-// 3 x 32 MiB per rank: well past the last-level cache of the machines this runs on.
-constexpr std::int64_t kTriadElements = 8 << 20;
+// The memory bandwidth of a rank: the `add` kernel (c = a + b: 12 bytes per element, STREAM's
+// "add") on the rank's compute context, so on the CPU split across runtime.threads as the
+// optimizer step is. Over 3 x 32 MiB per rank on the CPU, well past the last-level cache of the
+// machines this runs on, and 3 x 1 GiB on a GPU, past any GPU's cache.
+constexpr std::int64_t kCpuBandwidthElements = 8 << 20;
 
-double measure_triad(const World& world, const WaitLimit& limit) {
-  constexpr std::int64_t kElements = kTriadElements;
-  std::vector<float> a(kElements, 0.0f), b(kElements, 1.0f), c(kElements, 2.0f);
-  const float scalar = 3.0f;
-  const double s = time_collectively(world, limit, [&] {
-    float* __restrict pa = a.data();
-    const float* __restrict pb = b.data();
-    const float* __restrict pc = c.data();
-    for (std::int64_t i = 0; i < kElements; ++i) pa[i] = pb[i] + scalar * pc[i];
-  });
-  return 3.0 * 4.0 * static_cast<double>(kElements) / s * 1e-9;
-}
-
-// The device's memory bandwidth: the `add` kernel (c = a + b: 12 bytes per element, STREAM's
-// "add"), over 3 x 1 GiB, well past any GPU's cache.
-double measure_device_bandwidth(const ExecContext& exec, const World& world,
-                                const WaitLimit& limit) {
-  constexpr std::int64_t kElements = std::int64_t{256} << 20;
-  const DeviceBuffer a(exec.device, kElements), b(exec.device, kElements), c(exec.device, kElements);
-  const double s =
-      time_on(exec, world, limit, [&] { add(exec, a.data(), b.data(), c.data(), kElements); });
-  return 3.0 * 4.0 * static_cast<double>(kElements) / s * 1e-9;
+double measure_bandwidth(const ExecContext& exec, const World& world, const WaitLimit& limit) {
+  const std::int64_t n =
+      exec.device == DeviceKind::Cuda ? std::int64_t{256} << 20 : kCpuBandwidthElements;
+  const DeviceBuffer a(exec.device, n), b(exec.device, n), c(exec.device, n);
+  const double s = time_on(exec, world, limit, [&] { add(exec, a.data(), b.data(), c.data(), n); });
+  return 3.0 * 4.0 * static_cast<double>(n) / s * 1e-9;
 }
 
 // The fused step the trainer runs in `precision`: fp32 parameters, or bf16 parameters with the
@@ -187,9 +174,10 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
                        const WaitLimit& limit,
                        const PrecisionConfig& precision, PrecisionLimits& out) {
   const Model model(config.model, DeviceKind::Cpu);
-  // At least the triad's size (a GPU's: the bandwidth kernel's), so that a small model's state
-  // does not fit in cache and the figure compares with the memory bandwidth.
-  const std::int64_t floor = exec.device == DeviceKind::Cuda ? std::int64_t{64} << 20 : kTriadElements;
+  // At least the bandwidth kernel's size on the CPU (64M elements on a GPU), so that a small
+  // model's state does not fit in cache and the figure compares with the memory bandwidth.
+  const std::int64_t floor =
+      exec.device == DeviceKind::Cuda ? std::int64_t{64} << 20 : kCpuBandwidthElements;
   const std::int64_t n = std::max<std::int64_t>(model.store().total_numel(), floor);
   const bool bf16 = precision.compute == ComputePrecision::Bf16;
   const DType param_dtype = bf16 ? DType::BF16 : DType::F32;
@@ -310,11 +298,13 @@ BenchLimits measure_limits(const Config& config, const World& world,
   BenchLimits out;
   out.device = device.kind();
   out.device_summary = device.summary();
-  out.triad_gbps = device.kind() == DeviceKind::Cuda ? measure_device_bandwidth(device.compute(), world, limit)
-                                                     : measure_triad(world, limit);
+  // The trainer's compute context: on the CPU the kernels split across runtime.threads.
+  ExecContext compute = device.compute();
+  if (compute.device == DeviceKind::Cpu) compute.cpu_threads = cpu_threads(config.runtime.threads, world);
+  out.triad_gbps = measure_bandwidth(compute, world, limit);
   for (const PrecisionConfig& precision : precisions) {
     // The GEMM math of the precision, as the trainer's compute context has it.
-    ExecContext exec = device.compute();
+    ExecContext exec = compute;
     exec.gemm_math = precision.compute == ComputePrecision::Tf32 ? GemmMath::Tf32 : GemmMath::Fp32;
     const DType dtype = precision.compute == ComputePrecision::Bf16 ? DType::BF16 : DType::F32;
     PrecisionLimits p;

@@ -1,6 +1,7 @@
 // The machine's limits, measured in the bench's own run so the modes can be read against them:
-// GEMM throughput at the model's shapes, memory bandwidth (a STREAM-style triad, all ranks at
-// once since they share the memory bus), the fused optimizer's throughput against that bandwidth,
+// GEMM throughput at the model's shapes, memory bandwidth (STREAM's add on the rank's threads,
+// all ranks at once since they share the memory bus), the fused optimizer's throughput against
+// that bandwidth,
 // and the time of each collective at each bucket size and dtype (through the [link] model when
 // it is on). The GEMM and the optimizer are measured once per precision of the bench, in that
 // precision's kernels and bytes per element. Every function here is collective: all ranks call
@@ -36,7 +37,8 @@ struct CollectiveLimit {
 // Note [Limits on the device]: on CUDA every figure is the GPU's: cuBLAS at the model's shapes on
 // the compute stream, the `add` kernel's bandwidth (triad_gbps, STREAM add: 12 B/element) and
 // the fused optimizer kernel, each timed over a batch of launches ending in a stream wait; the
-// collectives on NCCL with device buffers. On the CPU: the CPU GEMM, a triad loop, MPI.
+// collectives on NCCL with device buffers. On the CPU: the CPU GEMM, the same `add` kernel and
+// the fused step split across runtime.threads as in the trainer, MPI.
 // The limits that depend on the precision: its GEMM (fp32; fp32 with TF32 math; bf16 inputs with
 // fp32 accumulation, as the layers call them) and its fused optimizer step (fp32 parameters, or
 // bf16 parameters with the fp32 master or remainders and the reduce_dtype gradient).
@@ -53,7 +55,7 @@ struct PrecisionLimits {
 struct BenchLimits {
   DeviceKind device = DeviceKind::Cpu;  // where they were measured
   std::string device_summary;           // Device::summary(): which GPU, or why the CPU
-  double triad_gbps = 0.0;              // per rank
+  double triad_gbps = 0.0;              // memory bandwidth per rank (the `add` kernel)
   std::vector<PrecisionLimits> precisions;  // one per precision of the bench, in its order
   std::vector<CollectiveLimit> collectives;
   bool collectives_local = false;  // one rank, no link model: copies on this rank, no network

@@ -131,7 +131,7 @@ std::string format_bench_table(const BenchReport& rep) {
   }
   const BenchLimits& l = rep.limits;
   const bool gpu = l.device == DeviceKind::Cuda;  // Note [Limits on the device]
-  const char* bandwidth = gpu ? "device add kernel" : "triad";
+  const char* bandwidth = gpu ? "device add kernel" : "add kernel";
   out += fmt::format("\nlimits (per rank, all ranks at once) measured on {}: {} {:.1f} GB/s\n",
                      gpu ? "cuda" : "cpu", bandwidth, l.triad_gbps);
   if (gpu) out += fmt::format("  {}\n", l.device_summary);
