@@ -43,6 +43,14 @@ struct TanhOp {
   float operator()(float v) const { return std::tanh(v); }
 };
 
+// Checked on the calling thread before a split: a chunk's thread must not throw
+// (kernels/cpu_parallel.h).
+void check_activation(Activation act, const char* what) {
+  ZL_CHECK(act == Activation::Identity || act == Activation::Relu || act == Activation::Gelu ||
+               act == Activation::Tanh,
+           "{}: unknown activation {}", what, static_cast<int>(act));
+}
+
 // y (rows, cols) = op(x + bias); x and y may alias (each element is read before it is written).
 template <class T, class Op>
 void bias_act_rows(const T* x, const T* bias, T* y, std::int64_t rows, std::int64_t cols, Op op) {
@@ -365,14 +373,17 @@ void bias_activation_forward(const ExecContext& ctx, Activation act, const T* x,
     ZL_DISPATCH_CUDA("bias_activation_forward",
                      bias_activation_forward_cuda<T>(ctx, act, x, bias, y, rows, cols));
   }
+  check_activation(act, "bias_activation_forward");
   // By rows: each row is computed alone.
+  const std::int64_t min_rows =
+      std::max<std::int64_t>(1, kMinChunkElements / std::max<std::int64_t>(cols, 1));
   for_chunks(
       ctx.cpu_threads, rows,
       [&](std::int64_t first, std::int64_t last) {
         bias_activation_forward_cpu(act, x + first * cols, bias, y + first * cols, last - first,
                                     cols);
       },
-      /*align=*/1, /*min_chunk=*/std::max<std::int64_t>(1, kMinChunkElements / std::max<std::int64_t>(cols, 1)));
+      /*align=*/1, min_rows);
 }
 
 template <class T>
@@ -381,6 +392,7 @@ void activation_backward(const ExecContext& ctx, Activation act, const T* pre, c
   if (ctx.device == DeviceKind::Cuda) {
     ZL_DISPATCH_CUDA("activation_backward", activation_backward_cuda<T>(ctx, act, pre, dy, dx, n));
   }
+  check_activation(act, "activation_backward");
   for_chunks(ctx.cpu_threads, n, [&](std::int64_t first, std::int64_t last) {
     activation_backward_cpu(act, pre + first, dy + first, dx + first, last - first);
   });
@@ -393,12 +405,14 @@ void bias_backward(const ExecContext& ctx, const T* dy, float* dbias, std::int64
     ZL_DISPATCH_CUDA("bias_backward", bias_backward_cuda<T>(ctx, dy, dbias, rows, cols, acc));
   }
   // By columns: each column's sum runs over every row in order, as on one thread.
+  const std::int64_t min_cols =
+      std::max<std::int64_t>(16, kMinChunkElements / std::max<std::int64_t>(rows, 1));
   for_chunks(
       ctx.cpu_threads, cols,
       [&](std::int64_t first, std::int64_t last) {
         bias_backward_cpu(dy + first, dbias + first, rows, last - first, cols, acc);
       },
-      /*align=*/16, /*min_chunk=*/std::max<std::int64_t>(16, kMinChunkElements / std::max<std::int64_t>(rows, 1)));
+      /*align=*/16, min_cols);
 }
 
 template <class T>
