@@ -20,9 +20,10 @@ struct ExecContext {
   void* stream = nullptr;  // cudaStream_t on CUDA; unused on CPU
   void* blas = nullptr;    // cublasHandle_t on CUDA (bound to `stream`); unused on CPU
   GemmMath gemm_math = GemmMath::Fp32;  // fp32 GEMMs; the runtime sets Tf32 for compute = "tf32"
-  // CPU: threads the fused optimizer step may split its slice across. The trainer's compute
-  // context gets runtime.threads (resolved); the comm threads' contexts keep 1, so a step run
-  // on a comm thread (interleaved) never competes with the compute threads for more cores.
+  // CPU: threads the fused optimizer step and the element-wise kernels may split their work
+  // across (kernels/cpu_parallel.h). The trainer's compute context gets runtime.threads
+  // (resolved); the comm threads' contexts keep 1, so a step run on a comm thread (interleaved)
+  // never competes with the compute threads for more cores.
   int cpu_threads = 1;
   // CUDA: the reductions that return a value to the host (a loss, a sum of squares) wait for
   // `stream`, which may itself wait for a collective that a dead peer never joins. With a limit

@@ -3,6 +3,7 @@
 // residual gradients in both Accumulate modes, LayerNorm, softmax cross-entropy, MSE, norms.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -429,6 +430,26 @@ TEST_CASE("squared_error, sum_of_squares and scale", "[kernels][elementwise]") {
     for (std::size_t i = 1000; i < x.size(); ++i) tail += static_cast<double>(x[i]) * x[i];
     for (const double lane : lanes) tail += lane;
     CHECK(zl::sum_of_squares(kCpu, x.data(), static_cast<std::int64_t>(x.size())) == tail);
+  }
+  {
+    // Longer than a block (2^16 elements): the blocks' lane sums, added in block order from 0.0
+    // (a different order, e.g. lanes running across blocks, differs in the last bits).
+    constexpr std::size_t kBlock = std::size_t{1} << 16;
+    std::mt19937 rng(47);
+    const std::vector<float> x = random_floats(3 * kBlock + 1005, rng, -3.0f, 3.0f);
+    double total = 0.0;
+    for (std::size_t begin = 0; begin < x.size(); begin += kBlock) {
+      const std::size_t end = std::min(x.size(), begin + kBlock);
+      const std::size_t whole = begin + (end - begin) / 8 * 8;
+      double lanes[8] = {}, block = 0.0;
+      for (std::size_t i = begin; i < whole; ++i) {
+        lanes[(i - begin) % 8] += static_cast<double>(x[i]) * x[i];
+      }
+      for (std::size_t i = whole; i < end; ++i) block += static_cast<double>(x[i]) * x[i];
+      for (const double lane : lanes) block += lane;
+      total += block;
+    }
+    CHECK(zl::sum_of_squares(kCpu, x.data(), static_cast<std::int64_t>(x.size())) == total);
   }
   // Double accumulation: 2^24 + 1 ones would stall at 2^24 in a float sum.
   const std::vector<float> ones((1 << 24) + 1, 1.0f);

@@ -201,6 +201,68 @@ TEST_CASE("bf16 optimizer steps: fp32 master follows the reference, remainders a
   }
 }
 
+TEST_CASE("bf16 optimizer steps compute the element functions' bits (Note [ISA clones])",
+          "[kernels][optimizer][bf16]") {
+  // adam_step_bf16 / sgd_step_bf16 run the widest clone this CPU has; the element functions of
+  // kernels/optim_math.h, one element at a time here, are the definition.
+  const std::int64_t n = 4096 + 13;  // whole vectors of every width, and a tail
+  for (const Rule& r : rules()) {
+    for (const DType grad_dtype : {DType::F32, DType::BF16}) {
+      for (const MasterWeights layout : {MasterWeights::Fp32, MasterWeights::Remainders}) {
+        INFO(r.name << " grads " << zl::dtype_name(grad_dtype) << " remainders "
+                    << (layout == MasterWeights::Remainders));
+        std::mt19937 rng(31);
+        const std::vector<float> initial = random_floats(n, rng);
+        Slice stepped(initial, layout), element(initial, layout);
+        for (std::int64_t t = 1; t <= 3; ++t) {
+          const std::vector<float> g = random_floats(n, rng, -2.0f, 2.0f);
+          std::vector<Bf16> g16(g.size());
+          for (std::size_t i = 0; i < g.size(); ++i) g16[i] = zl::float_to_bf16(g[i]);
+          const void* grad = grad_dtype == DType::F32 ? static_cast<const void*>(g.data())
+                                                      : static_cast<const void*>(g16.data());
+          const bool sgd = r.kind == zl::OptimizerKind::Sgd;
+          const float lr = lr_at(sgd ? r.sgd.lr : r.adam.lr, t);
+          run_step(r, stepped, grad, grad_dtype, layout, n, lr, t);
+          const zl::AdamStep a = zl::make_adam_step(r.adam, lr, t, r.grad_scale);
+          const zl::SgdStep s = zl::make_sgd_step(r.sgd, lr, t, r.grad_scale);
+          for (std::size_t i = 0; i < g.size(); ++i) {
+            Slice& e = element;
+            const auto update = [&](auto gi) {
+              if (layout == MasterWeights::Fp32) {
+                if (sgd) {
+                  zl::sgd_update_master(e.master[i], e.param[i], gi, e.m[i], s);
+                } else {
+                  zl::adam_update_master(e.master[i], e.param[i], gi, e.m[i], e.v[i], a);
+                }
+              } else if (sgd) {
+                zl::sgd_update_remainder(e.param[i], e.remainder[i], gi, e.m[i], s);
+              } else {
+                zl::adam_update_remainder(e.param[i], e.remainder[i], gi, e.m[i], e.v[i], a);
+              }
+            };
+            if (grad_dtype == DType::F32) {
+              update(g[i]);
+            } else {
+              update(g16[i]);
+            }
+          }
+        }
+        const auto same = [](const auto& x, const auto& y) {
+          return x.size() == y.size() &&
+                 (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0);
+        };
+        CHECK(same(stepped.param, element.param));
+        CHECK(same(stepped.master, element.master));
+        CHECK(same(stepped.remainder, element.remainder));
+        if (r.kind != zl::OptimizerKind::Sgd || r.sgd.momentum != 0.0f) {
+          CHECK(same(stepped.m, element.m));
+        }
+        CHECK(same(stepped.v, element.v));
+      }
+    }
+  }
+}
+
 TEST_CASE("bf16 optimizer steps split across CPU threads give the same bits",
           "[kernels][optimizer][bf16]") {
   const std::int64_t n = 3 * (std::int64_t{1} << 16) + 12345;  // 3 chunks, not a multiple of 16
