@@ -140,6 +140,24 @@ void run_step(const Rule& r, Slice& slice, const void* grad, DType grad_dtype,
   }
 }
 
+// One step's random gradients, fp32 and rounded to bf16; data(dtype) is what the step reads.
+struct StepGrads {
+  std::vector<float> f32;
+  std::vector<Bf16> bf16;
+  StepGrads(std::int64_t n, std::mt19937& rng)
+      : f32(random_floats(n, rng, -2.0f, 2.0f)), bf16(f32.size()) {
+    for (std::size_t i = 0; i < f32.size(); ++i) bf16[i] = zl::float_to_bf16(f32[i]);
+  }
+  const void* data(DType dtype) const {
+    return dtype == DType::F32 ? static_cast<const void*>(f32.data())
+                               : static_cast<const void*>(bf16.data());
+  }
+};
+
+float rule_lr(const Rule& r, std::int64_t t) {
+  return lr_at(r.kind == zl::OptimizerKind::Sgd ? r.sgd.lr : r.adam.lr, t);
+}
+
 std::uint32_t bits(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -215,14 +233,12 @@ TEST_CASE("bf16 optimizer steps compute the element functions' bits (Note [ISA c
         const std::vector<float> initial = random_floats(n, rng);
         Slice stepped(initial, layout), element(initial, layout);
         for (std::int64_t t = 1; t <= 3; ++t) {
-          const std::vector<float> g = random_floats(n, rng, -2.0f, 2.0f);
-          std::vector<Bf16> g16(g.size());
-          for (std::size_t i = 0; i < g.size(); ++i) g16[i] = zl::float_to_bf16(g[i]);
-          const void* grad = grad_dtype == DType::F32 ? static_cast<const void*>(g.data())
-                                                      : static_cast<const void*>(g16.data());
+          const StepGrads grads(n, rng);
+          const std::vector<float>& g = grads.f32;
+          const std::vector<Bf16>& g16 = grads.bf16;
           const bool sgd = r.kind == zl::OptimizerKind::Sgd;
-          const float lr = lr_at(sgd ? r.sgd.lr : r.adam.lr, t);
-          run_step(r, stepped, grad, grad_dtype, layout, n, lr, t);
+          const float lr = rule_lr(r, t);
+          run_step(r, stepped, grads.data(grad_dtype), grad_dtype, layout, n, lr, t);
           const zl::AdamStep a = zl::make_adam_step(r.adam, lr, t, r.grad_scale);
           const zl::SgdStep s = zl::make_sgd_step(r.sgd, lr, t, r.grad_scale);
           for (std::size_t i = 0; i < g.size(); ++i) {
@@ -277,12 +293,9 @@ TEST_CASE("bf16 optimizer steps split across CPU threads give the same bits",
         const std::vector<float> initial = random_floats(n, rng);
         Slice one(initial, layout), split(initial, layout);
         for (std::int64_t t = 1; t <= 3; ++t) {
-          const std::vector<float> g = random_floats(n, rng, -2.0f, 2.0f);
-          std::vector<Bf16> g16(g.size());
-          for (std::size_t i = 0; i < g.size(); ++i) g16[i] = zl::float_to_bf16(g[i]);
-          const void* grad = grad_dtype == DType::F32 ? static_cast<const void*>(g.data())
-                                                      : static_cast<const void*>(g16.data());
-          const float lr = lr_at(r.kind == zl::OptimizerKind::Sgd ? r.sgd.lr : r.adam.lr, t);
+          const StepGrads grads(n, rng);
+          const void* grad = grads.data(grad_dtype);
+          const float lr = rule_lr(r, t);
           run_step(r, one, grad, grad_dtype, layout, n, lr, t);
           run_step(r, split, grad, grad_dtype, layout, n, lr, t, three);
         }
