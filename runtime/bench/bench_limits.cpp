@@ -305,16 +305,18 @@ double BenchLimits::collective_seconds(const std::string& op, DType dtype,
 BenchLimits measure_limits(const Config& config, const World& world,
                            const std::vector<PrecisionConfig>& precisions,
                            const std::vector<CollectiveSize>& sizes) {
-  set_cpu_gemm_threads(cpu_threads(config.runtime.threads, world));
+  // runtime.threads resolved, as the Trainer resolves it: the GEMMs' OpenMP team, and the
+  // threads the compute context's CPU kernels split across.
+  const int threads = cpu_threads(config.runtime.threads, world);
+  set_cpu_gemm_threads(threads);
   const WaitLimit limit{world.rank, config.runtime.timeout_s};
   // The device the runs will use (the same resolution of runtime.device as the Trainer's).
   const Device device(config.runtime.device, world);
   BenchLimits out;
   out.device = device.kind();
   out.device_summary = device.summary();
-  // The trainer's compute context: on the CPU the kernels split across runtime.threads.
   ExecContext compute = device.compute();
-  if (compute.device == DeviceKind::Cpu) compute.cpu_threads = cpu_threads(config.runtime.threads, world);
+  compute.cpu_threads = threads;  // as the Trainer's compute context (unused on CUDA)
   out.triad_gbps = measure_bandwidth(compute, world, limit);
   for (const PrecisionConfig& precision : precisions) {
     // The GEMM math of the precision, as the trainer's compute context has it.
