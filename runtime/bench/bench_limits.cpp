@@ -269,13 +269,15 @@ void measure_collectives(const Config& config, const Device& device, const World
   out.collectives_local = world.size == 1 && !config.link.enabled();
   for (const auto& s : sizes) {
     const std::int64_t n = s.bytes / dtype_size(s.dtype);
-    const CollectiveOp op = s.op == "all_reduce" ? CollectiveOp::AllReduce
-                            : s.op == "reduce"   ? CollectiveOp::Reduce
-                                                 : CollectiveOp::Broadcast;
+    const CollectiveOp op = collective_op_named(s.op);
     const double seconds = time_collectively(world, limit, [&] {
       switch (op) {
         case CollectiveOp::AllReduce: comm->all_reduce(buf.raw(), n, s.dtype, ReduceOp::Sum).wait(); break;
         case CollectiveOp::Reduce: comm->reduce(buf.raw(), n, s.dtype, 0, ReduceOp::Sum).wait(); break;
+        case CollectiveOp::ReduceScatter:
+          comm->reduce_scatter(buf.raw(), n, s.dtype, ReduceOp::Sum).wait();
+          break;
+        case CollectiveOp::AllGather: comm->all_gather(buf.raw(), n, s.dtype).wait(); break;
         default: comm->broadcast(buf.raw(), n, s.dtype, 0).wait(); break;
       }
     });

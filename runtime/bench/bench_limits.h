@@ -26,7 +26,7 @@ struct GemmLimit {
 };
 
 struct CollectiveLimit {
-  std::string op;  // "all_reduce", "reduce", "broadcast"
+  std::string op;  // collective_name(): "all_reduce", "reduce", "broadcast", "reduce_scatter", ...
   DType dtype = DType::F32;  // of the elements (a bf16 sum is another operation than an fp32 one)
   std::int64_t bytes = 0;  // payload
   double seconds = 0.0;    // one operation, max over ranks

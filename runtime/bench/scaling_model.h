@@ -10,9 +10,9 @@
 //   zero/none,
 //   zero/after_backward  X + max(0, R - R_last - Bw) + R_last + Bc
 //   zero/interleaved     max(X, C - C_last) + C_last   (= the bench's ideal step, bench.h)
-// C = all of a step's collectives, R = its reductions (all-reduce or reduce), Bc = its
-// broadcasts, *_last = those of the last bucket (the first layers: final when backward ends,
-// needed first by the next forward, so no schedule hides them). Reductions overlap the part of
+// C = all of a step's collectives, R = its reductions (all-reduce, reduce or reduce-scatter), Bc =
+// its broadcasts (or all-gathers), *_last = those of the last bucket (the first layers: final
+// when backward ends, needed first by the next forward, so no schedule hides them). Reductions overlap the part of
 // backward left after their bucket is full. The broadcasts of none and after_backward do not
 // overlap the next forward: its first layer needs the last bucket's broadcast, which the
 // broadcast stream runs last (after_backward overlaps them with optimizer steps only, which the
@@ -78,7 +78,7 @@ ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, Seconds&& secon
     const bool last = c.bucket == last_bucket;
     out.total_s += s;
     if (last) out.last_s += s;
-    if (c.op == CollectiveOp::Broadcast) {
+    if (c.op == CollectiveOp::Broadcast || c.op == CollectiveOp::AllGather) {
       out.broadcast_s += s;
     } else {
       out.reduce_s += s;

@@ -10,9 +10,20 @@ const char* collective_name(CollectiveOp op) {
     case CollectiveOp::AllReduce: return "all_reduce";
     case CollectiveOp::Reduce: return "reduce";
     case CollectiveOp::Broadcast: return "broadcast";
+    case CollectiveOp::ReduceScatter: return "reduce_scatter";
+    case CollectiveOp::AllGather: return "all_gather";
     case CollectiveOp::HostTask: return "host";
   }
   return "?";
+}
+
+CollectiveOp collective_op_named(const std::string& name) {
+  for (CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::Reduce, CollectiveOp::Broadcast,
+                          CollectiveOp::ReduceScatter, CollectiveOp::AllGather,
+                          CollectiveOp::HostTask}) {
+    if (name == collective_name(op)) return op;
+  }
+  throw InternalError("no collective named '" + name + "'");
 }
 
 std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world) {
@@ -21,7 +32,9 @@ std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world) {
   switch (op) {
     case CollectiveOp::AllReduce: return static_cast<std::int64_t>(2.0 * share * payload);
     case CollectiveOp::Reduce:
-    case CollectiveOp::Broadcast: return static_cast<std::int64_t>(share * payload);
+    case CollectiveOp::Broadcast:
+    case CollectiveOp::ReduceScatter:
+    case CollectiveOp::AllGather: return static_cast<std::int64_t>(share * payload);
     case CollectiveOp::HostTask: return 0;
   }
   return 0;
@@ -32,6 +45,14 @@ void check_reduce_op(DType dtype, ReduceOp op, const std::string& comm) {
            "communicator {}: ReduceOp::Average on a {} buffer (bf16 reductions are sums; fold "
            "1/world into the consumer's scale)",
            comm, dtype_name(dtype));
+}
+
+std::int64_t shard_numel(std::int64_t n, int world, const std::string& comm) {
+  ZL_CHECK(world >= 1 && n >= 0 && n % world == 0,
+           "communicator {}: a sharded collective of {} elements on {} ranks (the buffer must "
+           "split into equal shards)",
+           comm, n, world);
+  return n / world;
 }
 
 }  // namespace zl

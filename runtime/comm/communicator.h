@@ -27,6 +27,10 @@
 //   adds in fp32 and rounds each partial sum to bf16 (MPI: a user-defined op; NCCL: ncclBfloat16);
 //   every rank receives the same bits. ReduceOp::Average is fp32 only (the fused optimizer step
 //   folds 1/world into its gradient scale instead).
+// - Shards (reduce_scatter, all_gather): a buffer of n elements, n a multiple of size(), is cut
+//   into size() equal shards of n / size() elements; rank r's shard is elements
+//   [r * n / size(), (r + 1) * n / size()). Both run in place on the full buffer, so a rank's
+//   shard is a slice of the bucket it belongs to (docs/design.md, "Element shards").
 #pragma once
 
 #include <cstdint>
@@ -40,8 +44,10 @@
 namespace zl {
 
 enum class ReduceOp { Sum, Average };
-enum class CollectiveOp { AllReduce, Reduce, Broadcast, HostTask };
+enum class CollectiveOp { AllReduce, Reduce, Broadcast, ReduceScatter, AllGather, HostTask };
 const char* collective_name(CollectiveOp op);  // "all_reduce", "reduce", ... (traces)
+// The op collective_name() names; InternalError for another name.
+CollectiveOp collective_op_named(const std::string& name);
 
 class WorkImpl {
  public:
@@ -86,12 +92,17 @@ struct CommStats {
 };
 
 // Bytes one rank sends for a collective of `payload` bytes on `world` ranks with bandwidth-optimal
-// ring/chain algorithms: all-reduce 2(p-1)/p, reduce and broadcast (p-1)/p each (so a reduce then a
-// broadcast moves what one all-reduce does, and an all-reduce then a broadcast moves 1.5x).
+// ring/chain algorithms: all-reduce 2(p-1)/p, reduce, broadcast, reduce-scatter and all-gather
+// (p-1)/p each (so a reduce then a broadcast, or a reduce-scatter then an all-gather, moves what
+// one all-reduce does, and an all-reduce then a broadcast moves 1.5x). `payload` of a
+// reduce-scatter or an all-gather is the whole buffer, all shards.
 std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world);
 
 // Throws InternalError for ReduceOp::Average on a bf16 buffer (see the contract above).
 void check_reduce_op(DType dtype, ReduceOp op, const std::string& comm);
+// The shard length n / world of a sharded collective; InternalError unless n >= 0 is a multiple of
+// world (the shard layout pads every bucket so that it is).
+std::int64_t shard_numel(std::int64_t n, int world, const std::string& comm);
 
 class Tracer;
 class DeviceLink;
@@ -113,6 +124,14 @@ class Communicator {
                       const ExecContext* issuing_stream = nullptr) = 0;
   virtual Work broadcast(void* buf, std::int64_t n, DType dtype, int root,
                          const ExecContext* issuing_stream = nullptr) = 0;
+  // In place on all n elements (see "Shards" above): after completion this rank's shard holds the
+  // sum over ranks of that shard; the rest of buf is left as it was (so zero padding stays zero).
+  virtual Work reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
+                              const ExecContext* issuing_stream = nullptr) = 0;
+  // In place on all n elements: each rank contributes its own shard of buf (the rest of its buf
+  // is ignored); after completion every rank's buf holds every rank's shard.
+  virtual Work all_gather(void* buf, std::int64_t n, DType dtype,
+                          const ExecContext* issuing_stream = nullptr) = 0;
   // The fp32 forms. (Backends add `using Communicator::all_reduce;` etc. so these stay visible.)
   Work all_reduce(float* buf, std::int64_t n, ReduceOp op,
                   const ExecContext* issuing_stream = nullptr) {

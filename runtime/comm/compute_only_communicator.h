@@ -33,6 +33,12 @@ class ComputeOnlyCommunicator final : public Communicator {
   Work broadcast(void*, std::int64_t, DType, int, const ExecContext* = nullptr) override {
     return no_op();
   }
+  Work reduce_scatter(void*, std::int64_t, DType, ReduceOp, const ExecContext* = nullptr) override {
+    return no_op();
+  }
+  Work all_gather(void*, std::int64_t, DType, const ExecContext* = nullptr) override {
+    return no_op();
+  }
   Work all_reduce_f64(double*, std::int64_t) override { return no_op(); }
   Work then(std::function<void(const ExecContext& stream)> fn) override {
     return inner_->then(std::move(fn));

@@ -2,6 +2,7 @@
 #include "runtime/comm/mpi_communicator.h"
 
 #include <chrono>
+#include <cstring>
 #include <limits>
 
 #include <fmt/format.h>
@@ -191,6 +192,46 @@ Work MpiCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int root
     MPI_Request req;
     ZL_MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dtype), root, comm_, &req));
     wait_request(req, "broadcast", bytes);
+  });
+}
+
+// MPI's in-place reduce-scatter leaves the rank's sum at the *start* of the buffer and may use the
+// rest as scratch; the contract wants it at the rank's own shard with the rest unchanged, and the
+// send buffer may not overlap the receive buffer. So the sum lands in a scratch shard owned by the
+// comm thread (reused; grown to the largest shard) and is copied into place. bf16 sums go through
+// the same fp32-accumulating op as the all-reduce.
+Work MpiCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
+                                     const ExecContext*) {
+  const std::int64_t shard = shard_numel(n, size_, name_);
+  const int count = checked_count(shard, name_);
+  check_reduce_op(dtype, op, name_);
+  const std::int64_t bytes = n * dtype_size(dtype);
+  return submit(CollectiveOp::ReduceScatter, bytes, "reduce_scatter",
+                [this, buf, shard, count, dtype, op, bytes] {
+                  const auto shard_bytes = static_cast<std::size_t>(shard * dtype_size(dtype));
+                  if (scatter_scratch_.size() < shard_bytes) scatter_scratch_.resize(shard_bytes);
+                  MPI_Request req;
+                  ZL_MPI_CHECK(MPI_Ireduce_scatter_block(buf, scatter_scratch_.data(), count,
+                                                         mpi_type(dtype), mpi_sum(dtype), comm_,
+                                                         &req));
+                  wait_request(req, "reduce_scatter", bytes);
+                  char* mine = static_cast<char*>(buf) + rank_ * shard_bytes;
+                  if (shard_bytes > 0) std::memcpy(mine, scatter_scratch_.data(), shard_bytes);
+                  if (op == ReduceOp::Average && size_ > 1) {
+                    scale(ExecContext{}, reinterpret_cast<float*>(mine), shard, 1.0f / size_);
+                  }
+                });
+}
+
+Work MpiCommunicator::all_gather(void* buf, std::int64_t n, DType dtype, const ExecContext*) {
+  const int count = checked_count(shard_numel(n, size_, name_), name_);
+  const std::int64_t bytes = n * dtype_size(dtype);
+  return submit(CollectiveOp::AllGather, bytes, "all_gather", [this, buf, count, dtype, bytes] {
+    MPI_Request req;
+    // In place: this rank's contribution is already at its shard of buf.
+    ZL_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, count, mpi_type(dtype),
+                                comm_, &req));
+    wait_request(req, "all_gather", bytes);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/comm_options.h"
@@ -37,6 +38,10 @@ class MpiCommunicator final : public Communicator {
               const ExecContext* issuing_stream = nullptr) override;
   Work broadcast(void* buf, std::int64_t n, DType dtype, int root,
                  const ExecContext* issuing_stream = nullptr) override;
+  Work reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
+                      const ExecContext* issuing_stream = nullptr) override;
+  Work all_gather(void* buf, std::int64_t n, DType dtype,
+                  const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
   Work then(std::function<void(const ExecContext& stream)> fn) override;
   void synchronize() override;
@@ -60,6 +65,7 @@ class MpiCommunicator final : public Communicator {
   Tracer* tracer_ = nullptr;
   mutable std::mutex stats_mutex_;
   CommStats stats_;
+  std::vector<char> scatter_scratch_;  // the comm thread's: a reduce-scatter's sum before its copy
   std::unique_ptr<CpuStream> stream_;  // last member: its thread stops before the rest is destroyed
 };
 

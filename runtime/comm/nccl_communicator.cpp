@@ -317,6 +317,30 @@ Work NcclCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int roo
                  });
 }
 
+Work NcclCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
+                                      const ExecContext* issuing_stream) {
+  const std::int64_t shard = shard_numel(n, size_, name_);
+  check_reduce_op(dtype, op, name_);
+  void* mine = static_cast<char*>(buf) + rank_ * shard * dtype_size(dtype);
+  return enqueue(CollectiveOp::ReduceScatter, n * dtype_size(dtype), "reduce_scatter",
+                 issuer_of(issuing_stream), [&](cudaStream_t s) {
+                   ZL_NCCL_CHECK(ncclReduceScatter(buf, mine, static_cast<std::size_t>(shard),
+                                                   nccl_type(dtype), nccl_op(op), shared_->comm,
+                                                   s));
+                 });
+}
+
+Work NcclCommunicator::all_gather(void* buf, std::int64_t n, DType dtype,
+                                  const ExecContext* issuing_stream) {
+  const std::int64_t shard = shard_numel(n, size_, name_);
+  const void* mine = static_cast<const char*>(buf) + rank_ * shard * dtype_size(dtype);
+  return enqueue(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
+                 issuer_of(issuing_stream), [&](cudaStream_t s) {
+                   ZL_NCCL_CHECK(ncclAllGather(mine, buf, static_cast<std::size_t>(shard),
+                                               nccl_type(dtype), shared_->comm, s));
+                 });
+}
+
 Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
   const std::size_t count = checked_count(n, name_);
   if (count == 0) return Work();

@@ -52,6 +52,12 @@ class NcclCommunicator final : public Communicator {
               const ExecContext* issuing_stream = nullptr) override;
   Work broadcast(void* buf, std::int64_t n, DType dtype, int root,
                  const ExecContext* issuing_stream = nullptr) override;
+  // NCCL's in-place forms: the shard is recvbuff = buf + rank * shard (reduce-scatter) and
+  // sendbuff = buf + rank * shard (all-gather).
+  Work reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
+                      const ExecContext* issuing_stream = nullptr) override;
+  Work all_gather(void* buf, std::int64_t n, DType dtype,
+                  const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
   Work then(std::function<void(const ExecContext& stream)> fn) override;
   void synchronize() override;

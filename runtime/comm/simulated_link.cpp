@@ -176,6 +176,18 @@ Work SimulatedLinkCommunicator::broadcast(void* buf, std::int64_t n, DType dtype
                   [&] { inner_->broadcast(buf, n, dtype, root, issuing_stream); });
 }
 
+Work SimulatedLinkCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype,
+                                               ReduceOp op, const ExecContext* issuing_stream) {
+  return modelled(CollectiveOp::ReduceScatter, n * dtype_size(dtype), "reduce_scatter",
+                  [&] { inner_->reduce_scatter(buf, n, dtype, op, issuing_stream); });
+}
+
+Work SimulatedLinkCommunicator::all_gather(void* buf, std::int64_t n, DType dtype,
+                                           const ExecContext* issuing_stream) {
+  return modelled(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
+                  [&] { inner_->all_gather(buf, n, dtype, issuing_stream); });
+}
+
 Work SimulatedLinkCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
   return modelled(CollectiveOp::AllReduce, n * 8, "all_reduce_f64",
                   [&] { inner_->all_reduce_f64(buf, n); });

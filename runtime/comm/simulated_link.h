@@ -36,8 +36,9 @@ int modelled_ranks(const LinkConfig& link, int world);
 // Note [Link model]: seconds a collective of `payload` bytes takes on `link` among
 // p = modelled_ranks(link, world) ranks, with the bandwidth-optimal ring/chain algorithms that
 // wire_bytes() counts (communicator.h): all-reduce (reduce-scatter + all-gather ring)
-// 2(p-1)/p * S/B + 2(p-1)*alpha; reduce (reduce-scatter + gather to the root) and broadcast
-// (scatter + all-gather) (p-1)/p * S/B + (p-1)*alpha each. No contention, no hierarchy, no
+// 2(p-1)/p * S/B + 2(p-1)*alpha; reduce (reduce-scatter + gather to the root), broadcast
+// (scatter + all-gather), reduce-scatter and all-gather (p-1)/p * S/B + (p-1)*alpha each, S the
+// whole buffer (all shards). No contention, no hierarchy, no
 // tree algorithms; zero for p = 1. With link.ranks = 8 a one-rank job is timed as one rank of
 // an 8-rank ring: the modelled times are an 8-rank job's whatever the real world size.
 double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload, int world);
@@ -122,6 +123,10 @@ class SimulatedLinkCommunicator final : public Communicator {
               const ExecContext* issuing_stream = nullptr) override;
   Work broadcast(void* buf, std::int64_t n, DType dtype, int root,
                  const ExecContext* issuing_stream = nullptr) override;
+  Work reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
+                      const ExecContext* issuing_stream = nullptr) override;
+  Work all_gather(void* buf, std::int64_t n, DType dtype,
+                  const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
   Work then(std::function<void(const ExecContext& stream)> fn) override {
     return inner_->then(std::move(fn));

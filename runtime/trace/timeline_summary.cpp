@@ -58,9 +58,15 @@ double total_length(const std::vector<Interval>& disjoint) {
 
 namespace {
 
-bool is_reduction(const std::string& name) { return name == "all_reduce" || name == "reduce"; }
+// Gradient collectives, and those that distribute stepped parameters (broadcast, all-gather).
+bool is_reduction(const std::string& name) {
+  return name == "all_reduce" || name == "reduce" || name == "reduce_scatter";
+}
+bool is_parameter_collective(const std::string& name) {
+  return name == "broadcast" || name == "all_gather";
+}
 bool is_collective(const std::string& name) {
-  return is_reduction(name) || name == "broadcast" || name == "all_reduce_f64";
+  return is_reduction(name) || is_parameter_collective(name) || name == "all_reduce_f64";
 }
 
 // Per stream, in begin order, the collective spans not nested in an earlier one of that stream.
@@ -114,7 +120,7 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
   std::map<std::string, int> issued;  // per stream: reductions / broadcasts seen so far
   for (const TimelineSpan& s : outermost_collectives(spans)) {
     const Interval i = clipped(s);
-    const bool broadcast = s.name == "broadcast";
+    const bool broadcast = is_parameter_collective(s.name);
     (broadcast ? broadcasts : reductions).push_back(i);
     if (s.name == "all_reduce_f64" || n == 0) continue;
     const int order = issued[s.stream]++;

@@ -38,8 +38,8 @@ struct TimelineSummary {
   double forward_s = 0.0, backward_s = 0.0, optimizer_s = 0.0;  // busy time of each phase
   double wait_s = 0.0;        // the compute stream waiting for broadcasts inside forward
   double compute_s = 0.0;     // Note [Exposed communication]
-  double reduction_s = 0.0;   // union of all-reduce / reduce spans
-  double broadcast_s = 0.0;   // union of broadcast spans
+  double reduction_s = 0.0;   // union of all-reduce / reduce / reduce-scatter spans
+  double broadcast_s = 0.0;   // union of broadcast / all-gather spans
   double comm_s = 0.0;        // union of every collective's span
   double hidden_comm_s = 0.0, exposed_comm_s = 0.0, idle_s = 0.0;
   std::vector<double> bucket_reduction_s, bucket_step_s, bucket_broadcast_s;  // summed per bucket

@@ -192,6 +192,13 @@ TEST_CASE("the alpha-beta model of the link", "[link]") {
   CHECK(modelled_seconds(link, CollectiveOp::AllReduce, 1'000'000'000, 4) == Approx(1.5 + 60e-6));
   CHECK(modelled_seconds(link, CollectiveOp::Broadcast, 1'000'000'000, 4) == Approx(0.75 + 30e-6));
   CHECK(modelled_seconds(link, CollectiveOp::Reduce, 1'000'000'000, 2) == Approx(0.5 + 10e-6));
+  // A reduce-scatter and an all-gather of the whole buffer: (p-1)/p of it each, one all-reduce.
+  CHECK(modelled_seconds(link, CollectiveOp::ReduceScatter, 1'000'000'000, 4) ==
+        Approx(0.75 + 30e-6));
+  CHECK(modelled_seconds(link, CollectiveOp::AllGather, 1'000'000'000, 4) == Approx(0.75 + 30e-6));
+  CHECK(wire_bytes(CollectiveOp::ReduceScatter, 1'000'000, 4) +
+            wire_bytes(CollectiveOp::AllGather, 1'000'000, 4) ==
+        wire_bytes(CollectiveOp::AllReduce, 1'000'000, 4));
   CHECK(modelled_seconds(link, CollectiveOp::AllReduce, 1'000'000'000, 1) == 0.0);
   CHECK(link_label(link) == "simulated link: 8 Gb/s, 10 us");
   CHECK(link_label(LinkConfig{}).empty());
@@ -212,7 +219,9 @@ TEST_CASE("a collective on the simulated link takes at least the modelled time",
     const char* name;
   };
   for (const Case c : {Case{CollectiveOp::AllReduce, "all_reduce"}, Case{CollectiveOp::Reduce, "reduce"},
-                       Case{CollectiveOp::Broadcast, "broadcast"}}) {
+                       Case{CollectiveOp::Broadcast, "broadcast"},
+                       Case{CollectiveOp::ReduceScatter, "reduce_scatter"},
+                       Case{CollectiveOp::AllGather, "all_gather"}}) {
     SECTION(c.name) {
       std::fill(buf.begin(), buf.end(), static_cast<float>(world.rank + 1));
       comm.reset_stats();
@@ -220,7 +229,10 @@ TEST_CASE("a collective on the simulated link takes at least the modelled time",
       const auto start = Clock::now();
       Work w = c.op == CollectiveOp::AllReduce ? comm.all_reduce(buf.data(), n, ReduceOp::Sum)
                : c.op == CollectiveOp::Reduce  ? comm.reduce(buf.data(), n, 0, ReduceOp::Sum)
-                                               : comm.broadcast(buf.data(), n, 0);
+               : c.op == CollectiveOp::ReduceScatter
+                   ? comm.reduce_scatter(buf.data(), n, DType::F32, ReduceOp::Sum)
+               : c.op == CollectiveOp::AllGather ? comm.all_gather(buf.data(), n, DType::F32)
+                                                 : comm.broadcast(buf.data(), n, 0);
       w.wait();
       const double elapsed = seconds_since(start);
       const double modelled = modelled_seconds(config, c.op, bytes, world.size);
@@ -229,12 +241,21 @@ TEST_CASE("a collective on the simulated link takes at least the modelled time",
       CHECK(comm.stats().wire_bytes == wire_bytes(c.op, bytes, world.size));
       // The real collective ran: the data is what MPI alone gives.
       const float sum = static_cast<float>(world.size * (world.size + 1) / 2);
-      const float expected = c.op == CollectiveOp::Broadcast ? 1.0f
+      const std::int64_t shard = n / world.size;
+      if (c.op == CollectiveOp::ReduceScatter) {  // this rank's shard holds the sum
+        CHECK(buf[static_cast<std::size_t>(world.rank * shard)] == sum);
+        CHECK(buf[static_cast<std::size_t>((world.rank + 1) * shard - 1)] == sum);
+      } else if (c.op == CollectiveOp::AllGather) {  // shard r is rank r's
+        CHECK(buf.front() == 1.0f);
+        CHECK(buf.back() == static_cast<float>(world.size));
+      } else {
+        const float expected = c.op == CollectiveOp::Broadcast ? 1.0f
                              : c.op == CollectiveOp::Reduce && world.rank != 0
                                  ? static_cast<float>(world.rank + 1)
                                  : sum;
-      CHECK(buf.front() == expected);
-      CHECK(buf.back() == expected);
+        CHECK(buf.front() == expected);
+        CHECK(buf.back() == expected);
+      }
     }
   }
 

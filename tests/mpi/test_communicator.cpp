@@ -93,6 +93,97 @@ TEST_CASE("bf16 collectives: sums round in fp32 per partial sum, every rank gets
   REQUIRE_THROWS_AS(comm.all_reduce(x.data(), n(x), DType::BF16, ReduceOp::Average), InternalError);
 }
 
+TEST_CASE("reduce_scatter and all_gather run in place on equal shards of the whole buffer",
+          "[comm]") {
+  const World world = describe_world();
+  MpiCommunicator comm(world.comm, "shards", 60.0);
+  const float ranks_sum = world.size * (world.size + 1) / 2.0f;
+  // Odd shard lengths too, and an empty buffer; every rank's shard in every position.
+  for (const std::int64_t shard : {std::int64_t{0}, std::int64_t{1}, std::int64_t{7},
+                                   std::int64_t{16}, std::int64_t{1001}}) {
+    INFO("shard " << shard);
+    const std::int64_t n = shard * world.size;
+    const auto value = [](std::int64_t i) { return static_cast<float>(i % 97); };
+    std::vector<float> buf(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(world.rank + 1) * value(i);
+    comm.reset_stats();
+    comm.reduce_scatter(buf.data(), n, DType::F32, ReduceOp::Sum).wait();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const bool mine = i / shard == world.rank;  // the rest is left as it was
+      REQUIRE(buf[i] == (mine ? ranks_sum : static_cast<float>(world.rank + 1)) * value(i));
+    }
+    // The all-gather reads only each rank's own shard: the rest of buf is garbage here.
+    for (std::int64_t i = 0; i < n; ++i) {
+      const bool mine = i / std::max<std::int64_t>(shard, 1) == world.rank;
+      buf[i] = mine ? static_cast<float>(1000 * world.rank) + value(i) : -1.0f;
+    }
+    comm.all_gather(buf.data(), n, DType::F32).wait();
+    for (std::int64_t i = 0; i < n; ++i) {
+      REQUIRE(buf[i] == static_cast<float>(1000 * (i / shard)) + value(i));
+    }
+    const CommStats stats = comm.stats();
+    CHECK(stats.ops == 2);
+    CHECK(stats.payload_bytes == 2 * n * 4);  // the whole buffer, all shards
+    CHECK(stats.wire_bytes == 2 * wire_bytes(CollectiveOp::ReduceScatter, n * 4, world.size));
+  }
+
+  // Average divides this rank's shard.
+  std::vector<float> avg(static_cast<std::size_t>(3 * world.size), static_cast<float>(world.rank));
+  comm.reduce_scatter(avg.data(), 3 * world.size, DType::F32, ReduceOp::Average).wait();
+  for (int i = 0; i < 3; ++i) CHECK(avg[3 * world.rank + i] == Approx((world.size - 1) / 2.0));
+
+  // A buffer that does not split into equal shards is a caller's bug.
+  if (world.size > 1) {
+    std::vector<float> odd(static_cast<std::size_t>(world.size + 1));
+    CHECK_THROWS_AS(comm.reduce_scatter(odd.data(), world.size + 1, DType::F32, ReduceOp::Sum),
+                    InternalError);
+    CHECK_THROWS_AS(comm.all_gather(odd.data(), world.size + 1, DType::F32), InternalError);
+  }
+}
+
+TEST_CASE("bf16 reduce_scatter sums in fp32 per partial sum; all_gather moves the bits", "[comm]") {
+  const World world = describe_world();
+  MpiCommunicator comm(world.comm, "bf16.shards", 60.0);
+  const float ranks_sum = world.size * (world.size + 1) / 2.0f;
+  const std::int64_t shard = 333;  // odd: shards start at odd bf16 offsets
+  const std::int64_t n = shard * world.size;
+  // Exact: small integers, whose sums bf16 holds exactly.
+  std::vector<Bf16> exact(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    exact[i] = float_to_bf16(static_cast<float>((world.rank + 1) * (i % 17)));
+  }
+  comm.reduce_scatter(exact.data(), n, DType::BF16, ReduceOp::Sum).wait();
+  for (std::int64_t i = world.rank * shard; i < (world.rank + 1) * shard; ++i) {
+    REQUIRE(bf16_to_float(exact[i]) == ranks_sum * static_cast<float>(i % 17));
+  }
+  // Inexact: within (world - 1) roundings of 2^-9 relative each, as the all-reduce.
+  std::vector<Bf16> x(static_cast<std::size_t>(n));
+  std::vector<float> exact_sum(x.size(), 0.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (int r = 0; r < world.size; ++r) {
+      const float v =
+          round_to_bf16(std::sin(0.37f * static_cast<float>(i) + static_cast<float>(r)));
+      exact_sum[i] += v;
+      if (r == world.rank) x[i] = float_to_bf16(v);
+    }
+  }
+  comm.reduce_scatter(x.data(), n, DType::BF16, ReduceOp::Sum).wait();
+  const double tol = (world.size - 1) * std::ldexp(1.0, -8) * world.size;  // |terms| <= 1
+  for (std::int64_t i = world.rank * shard; i < (world.rank + 1) * shard; ++i) {
+    REQUIRE(std::abs(bf16_to_float(x[i]) - exact_sum[i]) <= tol);
+  }
+  // The gathered buffer is bitwise every rank's shard, the same on every rank.
+  comm.all_gather(x.data(), n, DType::BF16).wait();
+  std::vector<std::uint16_t> mine(x.size()), first(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) mine[i] = first[i] = x[i].bits;
+  MPI_Bcast(first.data(), static_cast<int>(first.size()), MPI_UINT16_T, 0, world.comm);
+  CHECK(mine == first);
+  for (std::int64_t i = 0; i < n; ++i) {
+    REQUIRE(std::abs(bf16_to_float(x[i]) - exact_sum[i]) <= tol);
+  }
+  CHECK_THROWS_AS(comm.reduce_scatter(x.data(), n, DType::BF16, ReduceOp::Average), InternalError);
+}
+
 TEST_CASE("callbacks run in issue order and may issue collectives on another communicator",
           "[comm]") {
   const World world = describe_world();
@@ -181,5 +272,34 @@ TEST_CASE("a collective a peer never joins times out instead of hanging", "[comm
   // The other ranks join late, so rank 0's abandoned all-reduce completes (progressed by rank 0's
   // barrier below) and MPI shuts down cleanly.
   if (world.rank != 0) comm.all_reduce(x.data(), 16, ReduceOp::Sum).wait();
+  MPI_Barrier(world.comm);
+}
+
+TEST_CASE("a reduce_scatter or all_gather a peer never joins times out instead of hanging",
+          "[comm-timeout]") {
+  const World world = describe_world();
+  REQUIRE(world.size >= 2);
+  // One communicator each: a failed collective poisons its stream (cpu_stream.h).
+  MpiCommunicator scatter(world.comm, "timeout.scatter", 0.5);
+  MpiCommunicator gather(world.comm, "timeout.gather", 0.5);
+  std::vector<float> x(static_cast<std::size_t>(4 * world.size), 1.0f);
+  std::vector<float> y(x.size(), 1.0f);
+  const auto n = static_cast<std::int64_t>(x.size());
+  if (world.rank == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    Work s = scatter.reduce_scatter(x.data(), n, DType::F32, ReduceOp::Sum);
+    Work g = gather.all_gather(y.data(), n, DType::F32);
+    REQUIRE_THROWS_WITH(s.wait(), Catch::Contains("rank 0: reduce_scatter") &&
+                                      Catch::Contains("did not complete within"));
+    REQUIRE_THROWS_WITH(g.wait(), Catch::Contains("rank 0: all_gather") &&
+                                      Catch::Contains("did not complete within"));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  }
+  MPI_Barrier(world.comm);
+  // The others join late, so rank 0's abandoned operations complete and MPI shuts down cleanly.
+  if (world.rank != 0) {
+    scatter.reduce_scatter(x.data(), n, DType::F32, ReduceOp::Sum).wait();
+    gather.all_gather(y.data(), n, DType::F32).wait();
+  }
   MPI_Barrier(world.comm);
 }
