@@ -75,20 +75,20 @@ void Model::register_parameters(const ModelSpec& spec, ParameterStore& store, La
   }
 }
 
-Model::Model(const ModelSpec& spec, DeviceKind device)
+Model::Model(const ModelSpec& spec, DeviceKind device, const LayoutPadding& padding)
     : spec_(spec), layers_(std::make_unique<Layers>()) {
   validate_model_spec(spec_);
   register_parameters(spec_, store_, *layers_);
-  store_.finalize(device, spec_.dtype);
+  store_.finalize(device, spec_.dtype, padding);
   initialize_parameters();
 }
 
-ParameterStore Model::parameter_layout(const ModelSpec& spec) {
+ParameterStore Model::parameter_layout(const ModelSpec& spec, const LayoutPadding& padding) {
   validate_model_spec(spec);
   ParameterStore store;
   Layers layers;
   register_parameters(spec, store, layers);
-  store.lay_out();
+  store.lay_out(padding);
   return store;
 }
 

@@ -53,10 +53,11 @@ class Model {
   // Registers parameters, lays them out and initialises them deterministically from spec.seed:
   // Linear weight and bias Kaiming-uniform as torch.nn.Linear's default (U(-1/sqrt(in), 1/sqrt(in))),
   // LayerNorm gamma = 1, beta = 0.
-  Model(const ModelSpec& spec, DeviceKind device);
+  // `padding`: extra zero padding of the flat layout (ZeRO's element shards; parameter_store.h).
+  Model(const ModelSpec& spec, DeviceKind device, const LayoutPadding& padding = {});
   // The parameters this spec registers, laid out but not allocated (ParameterStore::lay_out):
   // what plans and memory estimates need, for a model of any size.
-  static ParameterStore parameter_layout(const ModelSpec& spec);
+  static ParameterStore parameter_layout(const ModelSpec& spec, const LayoutPadding& padding = {});
   ~Model();
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

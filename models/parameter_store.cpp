@@ -38,21 +38,30 @@ int ParameterStore::add(std::string name, std::vector<std::int64_t> shape) {
   return count() - 1;
 }
 
-void ParameterStore::lay_out() {
+void ParameterStore::lay_out(const LayoutPadding& padding) {
   ZL_CHECK(!finalized_, "lay_out() after finalize()");
+  ZL_CHECK(padding.multiple > 0 && padding.multiple % kAlignFloats == 0,
+           "layout padding to a multiple of {} elements (must be a multiple of {})",
+           padding.multiple, kAlignFloats);
+  std::vector<char> pad_after(params_.size(), 0);
+  for (int id : padding.after) {
+    ZL_CHECK(id >= 0 && id < count(), "layout padding after parameter {} of {}", id, count());
+    pad_after[static_cast<std::size_t>(id)] = 1;
+  }
   // Reverse registration order = the order backward finalises gradients (Note [Flat layout]).
   std::int64_t offset = 0;
   for (int id = count() - 1; id >= 0; --id) {
     params_[id].offset = offset;
     offset += round_up(params_[id].numel, kAlignFloats);
+    if (pad_after[static_cast<std::size_t>(id)]) offset = round_up(offset, padding.multiple);
   }
   total_ = offset;
   laid_out_ = true;
 }
 
-void ParameterStore::finalize(DeviceKind device, DType param_dtype) {
+void ParameterStore::finalize(DeviceKind device, DType param_dtype, const LayoutPadding& padding) {
   ZL_CHECK(!finalized_, "finalize() called twice");
-  lay_out();
+  lay_out(padding);
   device_ = device;
   if (total_ > 0) {
     // DeviceBuffer zero-fills: padding starts (and stays) zero, and so do the gradients.

@@ -23,6 +23,15 @@
 
 namespace zl {
 
+// Padding of the flat layout beyond each parameter's own alignment: after each parameter in
+// `after` (ids), the next offset is rounded up to a multiple of `multiple` elements (a multiple of
+// kAlignFloats). ZeRO's element shards pad every bucket's end this way, so that a bucket splits
+// into equal, aligned shards (runtime/train/shard_layout.h). The padding is zero like the rest.
+struct LayoutPadding {
+  std::vector<int> after;
+  std::int64_t multiple = 16;
+};
+
 struct ParameterInfo {
   std::string name;                 // PyTorch-style: "layers.0.weight"
   std::vector<std::int64_t> shape;  // Linear weight: {out_features, in_features}, as PyTorch
@@ -39,8 +48,9 @@ class ParameterStore {
   int add(std::string name, std::vector<std::int64_t> shape);
   // Lays the parameters out (offsets, total_numel) without allocating: a store that only
   // describes a model, for plans and memory estimates of models too large to allocate.
-  void lay_out();
-  void finalize(DeviceKind device, DType param_dtype = DType::F32);
+  void lay_out(const LayoutPadding& padding = {});
+  void finalize(DeviceKind device, DType param_dtype = DType::F32,
+                const LayoutPadding& padding = {});
   bool finalized() const { return finalized_; }
   bool laid_out() const { return laid_out_; }  // lay_out() or finalize() ran
 

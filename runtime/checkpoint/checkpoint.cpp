@@ -9,6 +9,8 @@
 // ever holds more than one bucket of another rank's state, and a resharded load is the same loop
 // over the *new* plan, reading each parameter's state from the file by name.
 //
+// Element shards: Note [Shards in checkpoints] below.
+//
 // Note [Masters in checkpoints]: a parameter's tensor holds its fp32 weight in every precision. In
 // fp32 that is the parameter itself (replicated: rank 0 writes its own). In bf16 it is the master
 // the ranks that step the bucket keep (the fp32 copy, or the bf16 parameter joined with its
@@ -91,9 +93,53 @@ void bcast_floats(float* data, std::int64_t n, const CheckpointComm& comm) {
   }
 }
 
-// The ranks holding bucket b's optimizer state: all of them in ddp, the assigned rank in zero.
+// The ranks holding bucket b's optimizer state: all of them in ddp, the assigned rank in zero;
+// with element shards every rank holds its shard (kShards).
+constexpr int kShards = -2;
 int state_holder(const TrainingState& state, const Bucket& b) {
+  if (state.mode.element_shards) return kShards;
   return state.mode.sharded_state ? b.assigned_rank : kEveryRank;
+}
+
+// Note [Shards in checkpoints]: with element shards rank r holds shard r of every bucket's masters
+// and state. A save gathers them to rank 0 one bucket at a time, slice by slice, each rank's
+// shard landing at its place in the bucket (rank order is element order), so rank 0 holds the
+// same [slice][b.numel] staging as for a bucket it owned and writes full tensors by parameter
+// name; a load broadcasts each bucket's staging, and every rank keeps its shard. The padding in a
+// shard is zero both ways and never reaches the file.
+void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t slices,
+                   std::vector<float>& host, const CheckpointComm& comm) {
+  ShardedOptimizer& opt = state.optimizer;
+  const ElementRange& shard = opt.stepped(b.index);
+  ZL_CHECK(shard.numel * state.world.size == b.numel && shard.numel < kMaxMessageFloats,
+           "bucket {}: shard of {} elements on {} ranks", b.index, shard.numel, state.world.size);
+  const bool masters = state.mode.param_dtype == DType::BF16;
+  std::vector<float> mine(static_cast<std::size_t>(slices * shard.numel));
+  if (masters) opt.read_master_range(b.index, shard, mine.data());
+  const auto ns = static_cast<int>(opt.state_names().size());
+  for (int s = 0; s < ns; ++s) {
+    copy_to_host(opt.state_at(b.index, s, shard.offset), state.store.device(),
+                 mine.data() + ((masters ? 1 : 0) + s) * shard.numel, shard.numel);
+  }
+  if (state.world.is_root()) host.assign(static_cast<std::size_t>(slices * b.numel), 0.0f);
+  const int count = static_cast<int>(shard.numel);
+  for (std::int64_t s = 0; s < slices; ++s) {
+    timed_gather(mine.data() + s * shard.numel, count, MPI_FLOAT,
+                 state.world.is_root() ? host.data() + s * b.numel : nullptr, count, MPI_FLOAT, 0,
+                 comm.get(), comm.limit(), "gathering checkpoint shards");
+  }
+}
+
+// This rank's shard of bucket b's state from the bucket's staging [state][b.numel].
+void shard_state_from_host(const TrainingState& state, const Bucket& b,
+                           const std::vector<float>& host) {
+  ShardedOptimizer& opt = state.optimizer;
+  const ElementRange& shard = opt.stepped(b.index);
+  const auto ns = static_cast<int>(opt.state_names().size());
+  for (int s = 0; s < ns; ++s) {
+    copy_from_host(host.data() + s * b.numel + (shard.offset - b.offset),
+                   opt.state_at(b.index, s, shard.offset), state.store.device(), shard.numel);
+  }
 }
 
 // Element of parameter `id` within its bucket's slice.
@@ -156,6 +202,11 @@ void parameters_from_host(const TrainingState& state, const Bucket& b,
   if (!state.mode.steps_on(b, state.world.rank)) return;
   ShardedOptimizer& opt = state.optimizer;
   ZL_CHECK(opt.has_masters(), "bucket {}: a bf16 run's stepping rank without masters", b.index);
+  if (state.mode.element_shards) {  // this rank's shard, padding (zero) included
+    const ElementRange& shard = opt.stepped(b.index);
+    opt.write_master_range(b.index, shard, host.data() + (shard.offset - b.offset));
+    return;
+  }
   for (const int id : b.param_ids) opt.write_master(id, host.data() + within(store, b, id));
 }
 
@@ -286,11 +337,17 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
   for (const Bucket& b : state.plan.buckets) {
     if (slices == 0) break;
     const int holder = state_holder(state, b);
-    const int source = holder == kEveryRank ? 0 : holder;
-    if (world.rank == source) bucket_to_host(state, b, host);
-    if (source != 0 && world.rank == source) send_floats(host.data(), slices * b.numel, 0, comm);
+    const int source = holder == kEveryRank || holder == kShards ? 0 : holder;
+    if (holder == kShards) {
+      gather_shards(state, b, slices, host, comm);
+    } else if (world.rank == source) {
+      bucket_to_host(state, b, host);
+    }
+    if (holder != kShards && source != 0 && world.rank == source) {
+      send_floats(host.data(), slices * b.numel, 0, comm);
+    }
     if (!world.is_root()) continue;
-    if (source != 0) {
+    if (holder != kShards && source != 0) {
       host.resize(static_cast<std::size_t>(slices * b.numel));
       recv_floats(host.data(), slices * b.numel, source, comm);
     }
@@ -412,9 +469,13 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
         }
       }
     }
-    if (holder == kEveryRank) {
+    if (holder == kEveryRank || holder == kShards) {
       bcast_floats(host.data(), ns * b.numel, comm);
-      state_from_host(state, b, host);
+      if (holder == kShards) {
+        shard_state_from_host(state, b, host);
+      } else {
+        state_from_host(state, b, host);
+      }
     } else if (holder == 0) {
       if (world.is_root()) state_from_host(state, b, host);
     } else if (world.is_root()) {

@@ -14,6 +14,7 @@
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/mode_plan.h"
+#include "runtime/train/shard_layout.h"
 #include "runtime/cli/commands.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/config/config.h"
@@ -30,12 +31,28 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
                          const ModePlan& mode) {
   const int d = plan.world_size;
   const BytesPerParameter b = bytes_per_parameter(mode, d);
+  // The largest rank's real figure: its buffers over the model's parameters (padding, the whole
+  // buckets a bucket mode gives one rank, and a stage-2 pool included).
+  const MemoryEstimate peak = estimate_peak_rank_memory(config, store, plan, mode);
+  const double params = static_cast<double>(std::max<std::int64_t>(store.parameter_numel(), 1));
+  const auto per_param = [&](std::int64_t bytes) { return static_cast<double>(bytes) / params; };
   std::string out = fmt::format(
       "\nbytes per parameter per rank ({}, reduce_dtype {}, {}, {}): parameters {:g} + gradients "
-      "{:g} + master {:g} + optimizer state {:g} = {:.2f} at d = {}; formula {}\n",
+      "{:g} + master {:g} + optimizer state {:g} = {:.2f} at d = {}; formula {}; the largest rank "
+      "holds {:.2f} (parameters {:.4g} + gradients {:.4g} + master {:.4g} + optimizer state "
+      "{:.4g})\n",
       precision_label(config.precision), dtype_name(mode.reduce_dtype),
       to_string(config.optimizer.kind), mode.name(), b.parameters, b.gradients, b.master, b.state,
-      b.total(), d, bytes_per_parameter_formula(mode));
+      b.total(), d, bytes_per_parameter_formula(mode), per_param(peak.buffers()),
+      per_param(peak.parameters), per_param(peak.gradients), per_param(peak.master),
+      per_param(peak.optimizer_state));
+  if (mode.zero_stage == 2) {
+    const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
+    out += fmt::format("gradient pool: {} of {} buffers of the largest bucket ({} elements): "
+                       "{:.1f} MiB per rank\n",
+                       std::min<std::size_t>(kGradientPoolBuffers, plan.buckets.size()),
+                       kGradientPoolBuffers, plan.largest_bucket_numel(), mib(r0.gradient_pool));
+  }
   out += fmt::format("\nmemory per rank in bytes (estimated before allocation; the trainer checks it "
                      "against the node's memory)\n");
   out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}  {:>14}\n", "rank",
@@ -51,9 +68,9 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   return out;
 }
 
-BucketPlan plan_at(const Config& config, const ParameterStore& store, int ranks) {
-  return build_bucket_plan(store, config.parallel.bucket_cap_mb,
-                           config.parallel.first_bucket_cap_mb, ranks, config.parallel.assignment);
+// The layout and buckets of `mode` at `ranks` ranks (element shards pad every bucket).
+PlannedLayout plan_at(const Config& config, const ModePlan& mode, int ranks) {
+  return plan_layout(config.model, config.parallel, mode, ranks);
 }
 
 std::string scaling_tables(const Config& config, const ParameterStore& store, int ranks,
@@ -65,12 +82,12 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
       ranks, link.bandwidth_gbps, link.latency_us);
   out += fmt::format("{:<39} {:>12} {:>10} {:>12} {:>12}\n", "mode", "memory MiB", "comm ms",
                      "wire MB", "unhidable ms");
-  const BucketPlan plan = plan_at(config, store, ranks);
   for (const ModePlan& m : all_mode_plans(config)) {
-    const ModeComm c = modelled_mode_comm(m, plan, link, ranks);
+    const PlannedLayout at = plan_at(config, m, ranks);
+    const ModeComm c = modelled_mode_comm(m, at.plan, link, ranks);
     out += fmt::format("{:<39} {:>12.1f} {:>10.3f} {:>12.2f} {:>12.3f}\n", m.name(),
-                       mib(estimate_peak_rank_memory(config, store, plan, m).total()), c.total_s * 1e3,
-                       static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
+                       mib(estimate_peak_rank_memory(config, at.layout, at.plan, m).total()),
+                       c.total_s * 1e3, static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
   }
   if (options.compute_ms <= 0.0) return out;
   const double compute_s = options.compute_ms * 1e-3;
@@ -83,12 +100,10 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
   out += fmt::format("{:<39}", "mode");
   for (int n : sizes) out += fmt::format(" {:>18}", fmt::format("{} ranks", n));
   out += "\n";
-  std::vector<BucketPlan> plans;
-  for (int n : sizes) plans.push_back(plan_at(config, store, n));
   for (const ModePlan& m : all_mode_plans(config)) {
     out += fmt::format("{:<39}", m.name());
     for (std::size_t i = 0; i < sizes.size(); ++i) {
-      const ModeComm c = modelled_mode_comm(m, plans[i], link, sizes[i]);
+      const ModeComm c = modelled_mode_comm(m, plan_at(config, m, sizes[i]).plan, link, sizes[i]);
       const double step = predicted_step_s(m, c, compute_s, share);
       out += fmt::format(" {:>18}", fmt::format("{:.2f} ({:.0f}%)", step * 1e3,
                                                 100.0 * compute_s / step));
@@ -117,14 +132,20 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
   // The prediction is for a cluster of `ranks` ranks: the link model's ranks are those.
   config.link.ranks = 0;
   // Laid out, not allocated: a plan for a model too large for this machine still prints.
-  const ParameterStore layout = Model::parameter_layout(config.model);
   const ModePlan mode = make_mode_plan(config.parallel, config.optimizer, config.precision);
-  const BucketPlan plan = plan_at(config, layout, ranks);
+  const PlannedLayout planned = plan_at(config, mode, ranks);
+  const ParameterStore& layout = planned.layout;
+  const BucketPlan& plan = planned.plan;
+  // Element shards give rank r shard r of every bucket: parallel.assignment is unused there.
+  const std::string assignment =
+      mode.element_shards ? fmt::format("{} (unused: rank r owns shard r of every bucket)",
+                                        to_string(config.parallel.assignment))
+                          : std::string(to_string(config.parallel.assignment));
   fmt::print("bucket plan of {} for {} rank{}: mode {}, bucket_cap_mb {}, first_bucket_cap_mb {}, "
              "assignment {}, optimizer {}\n\n",
-             config.source_path, ranks, ranks == 1 ? "" : "s", to_string(mode.mode),
-             config.parallel.bucket_cap_mb, config.parallel.first_bucket_cap_mb,
-             to_string(config.parallel.assignment), to_string(config.optimizer.kind));
+             config.source_path, ranks, ranks == 1 ? "" : "s", mode.name(),
+             config.parallel.bucket_cap_mb, config.parallel.first_bucket_cap_mb, assignment,
+             to_string(config.optimizer.kind));
   fmt::print("{}", format_bucket_plan(plan, layout, mode));
   fmt::print("{}", memory_table(config, plan, layout, mode));
   if (config.link.enabled()) fmt::print("{}", scaling_tables(config, layout, ranks, options));

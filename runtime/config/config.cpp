@@ -286,6 +286,7 @@ void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig
   r.enumeration("overlap", p.overlap, kOverlapNames);
   r.enumeration("collective", p.collective, kCollectiveNames);
   r.enumeration("assignment", p.assignment, kAssignmentNames);
+  r.integer("zero_stage", p.zero_stage, closed(1, 2));
   r.number("bucket_cap_mb", p.bucket_cap_mb, above(0));
   r.number("first_bucket_cap_mb", p.first_bucket_cap_mb, above(0));
   r.finish();
@@ -449,12 +450,25 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
                             "parallel.mode = \"zero\" or overlap = \"none\"",
                             to_string(c.parallel.overlap)));
   }
-  if (c.parallel.collective == CollectiveKind::ReduceBroadcast &&
+  if (c.parallel.collective != CollectiveKind::AllreduceBroadcast &&
       c.parallel.mode == ParallelMode::Ddp) {
     source.fail("parallel.collective",
-                "\"reduce_broadcast\" applies to mode = \"zero\" only (ddp all-reduces every "
-                "bucket, since every rank steps the whole optimizer); set parallel.mode = \"zero\" "
-                "or collective = \"allreduce_broadcast\"");
+                fmt::format("\"{}\" applies to mode = \"zero\" only (ddp all-reduces every "
+                            "bucket, since every rank steps the whole optimizer); set "
+                            "parallel.mode = \"zero\" or collective = \"allreduce_broadcast\"",
+                            to_string(c.parallel.collective)));
+  }
+  if (c.parallel.zero_stage == 2 &&
+      (c.parallel.mode != ParallelMode::Zero ||
+       c.parallel.collective != CollectiveKind::ReduceScatterAllgather)) {
+    // Stage 2 keeps only the rank's gradient shard: only an element-wise split has one.
+    source.fail("parallel.zero_stage",
+                fmt::format("= 2 shards the gradients, which needs parallel.mode = \"zero\" and "
+                            "parallel.collective = \"reduce_scatter_allgather\" (got mode = "
+                            "\"{}\", collective = \"{}\" at {}); set zero_stage = 1 or that "
+                            "collective",
+                            to_string(c.parallel.mode), to_string(c.parallel.collective),
+                            source.location("parallel.collective")));
   }
   if (c.parallel.overlap == Overlap::Interleaved && c.train.clip_grad_norm > 0.0f) {
     source.fail("parallel.overlap",

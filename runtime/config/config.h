@@ -20,7 +20,10 @@ namespace zl {
 enum class DataKind { FashionMnist, Idx, Spirals, Teacher };
 enum class ParallelMode { Ddp, Zero };
 enum class Overlap { None, AfterBackward, Interleaved };
-enum class CollectiveKind { AllreduceBroadcast, ReduceBroadcast };
+// zero's collectives: a bucket's gradients all-reduced or reduced to the rank that owns the bucket,
+// which broadcasts it after its step; or every bucket split element-wise across all ranks,
+// reduce-scattered and all-gathered (docs/design.md, "Element shards").
+enum class CollectiveKind { AllreduceBroadcast, ReduceBroadcast, ReduceScatterAllgather };
 enum class AssignmentPolicy { RoundRobin, Greedy };
 enum class LrSchedule { Constant, Cosine };
 // What forward and backward compute in: fp32; fp32 storage with TF32 tensor-core GEMMs (CUDA; on
@@ -65,7 +68,12 @@ struct ParallelConfig {
   ParallelMode mode = ParallelMode::Ddp;
   Overlap overlap = Overlap::None;
   CollectiveKind collective = CollectiveKind::AllreduceBroadcast;
+  // Which rank owns a bucket (bucket collectives); unused with reduce_scatter_allgather, where
+  // rank r owns shard r of every bucket (`zerolap plan` says so).
   AssignmentPolicy assignment = AssignmentPolicy::RoundRobin;
+  // ZeRO stage: 1 shards the optimizer state (and bf16 masters); 2 also the gradients between
+  // steps (reduce_scatter_allgather only).
+  int zero_stage = 1;
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
 };

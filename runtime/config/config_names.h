@@ -40,7 +40,8 @@ inline constexpr EnumName<Overlap> kOverlapNames[] = {{"none", Overlap::None},
                                                       {"interleaved", Overlap::Interleaved}};
 inline constexpr EnumName<CollectiveKind> kCollectiveNames[] = {
     {"allreduce_broadcast", CollectiveKind::AllreduceBroadcast},
-    {"reduce_broadcast", CollectiveKind::ReduceBroadcast}};
+    {"reduce_broadcast", CollectiveKind::ReduceBroadcast},
+    {"reduce_scatter_allgather", CollectiveKind::ReduceScatterAllgather}};
 inline constexpr EnumName<AssignmentPolicy> kAssignmentNames[] = {
     {"round_robin", AssignmentPolicy::RoundRobin}, {"greedy", AssignmentPolicy::Greedy}};
 inline constexpr EnumName<DeviceChoice> kDeviceNames[] = {

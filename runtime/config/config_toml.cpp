@@ -159,6 +159,7 @@ std::string to_toml(const Config& c) {
   w.string("overlap", to_string(p.overlap));
   w.string("collective", to_string(p.collective));
   w.string("assignment", to_string(p.assignment));
+  w.integer("zero_stage", p.zero_stage);
   w.number("bucket_cap_mb", p.bucket_cap_mb);
   w.number("first_bucket_cap_mb", p.first_bucket_cap_mb);
 

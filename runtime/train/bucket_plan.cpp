@@ -140,8 +140,11 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
       if (!names.empty()) names += ", ";
       names += store.info(id).name;
     }
+    // Element shards: every rank owns one shard of every bucket.
+    const std::string assigned =
+        mode.element_shards ? "shards" : fmt::format("{}", b.assigned_rank);
     out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", b.index, b.numel, b.bytes(),
-                       human_bytes(b.bytes()), b.assigned_rank, names);
+                       human_bytes(b.bytes()), assigned, names);
   }
   out += fmt::format("\n{} buckets, {} parameters ({} elements, {} with alignment padding)\n",
                      plan.buckets.size(), store.count(), store.parameter_numel(),
@@ -150,11 +153,21 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
                      "optimizer state");
   for (int r = 0; r < plan.world_size; ++r) {
     int count = 0;
-    for (const auto& b : plan.buckets) count += b.assigned_rank == r ? 1 : 0;
-    // ddp keeps the full optimizer state on every rank; zero only the assigned buckets'.
-    out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, count, plan.numel_assigned_to(r),
+    for (const auto& b : plan.buckets) {
+      count += mode.element_shards || b.assigned_rank == r ? 1 : 0;
+    }
+    // Owned: assigned buckets, or (element shards) rank r's shard of each. ddp keeps the full
+    // optimizer state on every rank; zero only the owned elements'.
+    const std::int64_t owned =
+        mode.element_shards ? mode.stepped_numel(plan, r) : plan.numel_assigned_to(r);
+    out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, count, owned,
                        human_bytes(mode.state_bytes(plan, r)));
   }
+  const StepBalance balance = step_balance(mode, plan, store);
+  out += fmt::format(
+      "balance: elements each rank steps, largest {} and smallest {} ({} and {} without "
+      "padding)\n",
+      balance.largest, balance.smallest, balance.largest_parameters, balance.smallest_parameters);
   return out;
 }
 

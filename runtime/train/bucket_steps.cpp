@@ -46,9 +46,13 @@ void BucketSteps::broadcast_bucket(int bucket, const ExecContext* issuing_stream
   if (observer_) observer_->on_step_event({StepEvent::Kind::BroadcastLaunched, bucket});
   const DType dtype = store_.param_dtype();
   void* params = static_cast<char*>(store_.raw_data()) + b.offset * dtype_size(dtype);
+  const CollectiveOp op = mode_.parameter_collective;  // element shards: every rank's shard
   broadcast_work_[static_cast<std::size_t>(bucket)] = traced_collective(
-      broadcast_comm_, tracer_, bucket, "broadcast", b.numel * dtype_size(dtype), [&] {
-        return broadcast_comm_.broadcast(params, b.numel, dtype, b.assigned_rank, issuing_stream);
+      broadcast_comm_, tracer_, bucket, collective_name(op), b.numel * dtype_size(dtype), [&] {
+        return op == CollectiveOp::AllGather
+                   ? broadcast_comm_.all_gather(params, b.numel, dtype, issuing_stream)
+                   : broadcast_comm_.broadcast(params, b.numel, dtype, b.assigned_rank,
+                                               issuing_stream);
       });
 }
 
@@ -84,9 +88,11 @@ double BucketSteps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int 
   // One read-back for all of this rank's buckets (CUDA), added in bucket order.
   spans.clear();
   for (const auto& b : plan_.buckets) {
-    if (mode_.steps_on(b, rank)) {
-      spans.push_back({static_cast<const T*>(wire_.gradient(b).data), b.numel});
-    }
+    // The stepped part: the whole bucket, or (element shards) this rank's reduced shard.
+    const ElementRange range = mode_.stepped_range(plan_, b, rank);
+    if (range.numel == 0) continue;
+    spans.push_back(
+        {static_cast<const T*>(wire_.gradient(b).data) + (range.offset - b.offset), range.numel});
   }
   return total_sum_of_squares(compute_, spans.data(), static_cast<std::int64_t>(spans.size()));
 }

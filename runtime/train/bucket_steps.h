@@ -41,10 +41,10 @@ class BucketSteps {
   // `trace_thread` names the thread in the trace ("main" or the comm stream).
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                    const std::string& trace_thread);
-  // Issues bucket b's broadcast from its assigned rank on the broadcast communicator, after the
-  // work issued so far on `issuing_stream` (null: the compute stream; communicator.h). It sends
-  // the store's parameters in their dtype: 2 bytes per element for bf16, which the bf16 step
-  // wrote there directly.
+  // Issues bucket b's broadcast from its assigned rank (element shards: its all-gather of every
+  // rank's shard) on the broadcast communicator, after the work issued so far on
+  // `issuing_stream` (null: the compute stream; communicator.h). It sends the store's parameters
+  // in their dtype: 2 bytes per element for bf16, which the bf16 step wrote there directly.
   void broadcast_bucket(int bucket, const ExecContext* issuing_stream = nullptr);
   // Blocks until every bucket's broadcast completed.
   void wait_broadcasts();
@@ -61,8 +61,9 @@ class BucketSteps {
   // Every wait still pending (before eval, checkpoints, reading parameters).
   void wait_all_before_use();
 
-  // This rank's share of the sum of squares of the reduced gradient: the buckets it steps (every
-  // bucket in ddp; in zero only the assigned rank is sure to hold a bucket's reduced gradient),
+  // This rank's share of the sum of squares of the reduced gradient: the elements it steps (every
+  // bucket in ddp; in zero only the assigned rank is sure to hold a bucket's reduced gradient;
+  // with element shards the rank's shard of each bucket, zero padding adding nothing),
   // added in bucket order, one read-back on CUDA. Every bucket's collective must have completed
   // (CUDA: be ordered before the compute stream). The step's check and the clip norm use it.
   // bf16 wire gradients (reduce_dtype = "bf16") are summed in double, as fp32 ones.

@@ -1,6 +1,8 @@
 // ModePlan: the one place a mode's facts are derived from the config (see mode_plan.h).
 #include "runtime/train/mode_plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace zl {
@@ -28,9 +30,16 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
 
   m.overlap = parallel.overlap;
   m.collective = parallel.collective;
-  m.bucket_collective = parallel.collective == CollectiveKind::ReduceBroadcast
-                            ? CollectiveOp::Reduce
-                            : CollectiveOp::AllReduce;
+  switch (parallel.collective) {
+    case CollectiveKind::AllreduceBroadcast: m.bucket_collective = CollectiveOp::AllReduce; break;
+    case CollectiveKind::ReduceBroadcast: m.bucket_collective = CollectiveOp::Reduce; break;
+    case CollectiveKind::ReduceScatterAllgather:
+      m.bucket_collective = CollectiveOp::ReduceScatter;
+      m.parameter_collective = CollectiveOp::AllGather;
+      m.element_shards = true;
+      m.zero_stage = parallel.zero_stage;
+      break;
+  }
   m.broadcast_after_step = true;
   m.sharded_state = true;
   switch (parallel.overlap) {
@@ -50,15 +59,27 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
 
 std::string ModePlan::name() const {
   if (mode == ParallelMode::Ddp) return "ddp";
-  return fmt::format("zero/{}/{}", to_string(overlap), to_string(collective));
+  return fmt::format("zero{}/{}/{}", zero_stage == 2 ? "2" : "", to_string(overlap),
+                     to_string(collective));
+}
+
+ElementRange ModePlan::stepped_range(const BucketPlan& plan, const Bucket& b, int rank) const {
+  if (element_shards) {
+    const std::int64_t shard = b.numel / plan.world_size;
+    return {b.offset + rank * shard, shard};
+  }
+  return {b.offset, steps_on(b, rank) ? b.numel : 0};
+}
+
+std::int64_t ModePlan::stepped_numel(const BucketPlan& plan, int rank) const {
+  std::int64_t elements = 0;
+  for (const Bucket& b : plan.buckets) elements += stepped_range(plan, b, rank).numel;
+  return elements;
 }
 
 std::int64_t ModePlan::state_bytes(const BucketPlan& plan, int rank) const {
-  std::int64_t elements = 0;
-  for (const Bucket& b : plan.buckets) {
-    if (steps_on(b, rank)) elements += b.numel;
-  }
-  return elements * state_floats_per_element * static_cast<std::int64_t>(sizeof(float));
+  return stepped_numel(plan, rank) * state_floats_per_element *
+         static_cast<std::int64_t>(sizeof(float));
 }
 
 int ModePlan::master_bytes_per_element() const {
@@ -67,11 +88,7 @@ int ModePlan::master_bytes_per_element() const {
 }
 
 std::int64_t ModePlan::master_bytes(const BucketPlan& plan, int rank) const {
-  std::int64_t elements = 0;
-  for (const Bucket& b : plan.buckets) {
-    if (steps_on(b, rank)) elements += b.numel;
-  }
-  return elements * master_bytes_per_element();
+  return stepped_numel(plan, rank) * master_bytes_per_element();
 }
 
 std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) const {
@@ -82,9 +99,34 @@ std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) con
   }
   if (broadcast_after_step) {
     for (const Bucket& b : plan.buckets) {
-      out.push_back({CollectiveOp::Broadcast, b.index, param_dtype,
-                     b.numel * dtype_size(param_dtype), b.assigned_rank});
+      out.push_back({parameter_collective, b.index, param_dtype,
+                     b.numel * dtype_size(param_dtype),
+                     parameter_collective == CollectiveOp::Broadcast ? b.assigned_rank : -1});
     }
+  }
+  return out;
+}
+
+StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
+                         const ParameterStore& store) {
+  StepBalance out;
+  for (int r = 0; r < plan.world_size; ++r) {
+    std::int64_t with_padding = 0, parameters = 0;
+    for (const Bucket& b : plan.buckets) {
+      const ElementRange range = mode.stepped_range(plan, b, r);
+      with_padding += range.numel;
+      // The parameter elements inside the range: a parameter may straddle shards.
+      for (int id : b.param_ids) {
+        const ParameterInfo& p = store.info(id);
+        const std::int64_t begin = std::max(p.offset, range.offset);
+        const std::int64_t end = std::min(p.offset + p.numel, range.offset + range.numel);
+        parameters += std::max<std::int64_t>(end - begin, 0);
+      }
+    }
+    if (r == 0 || with_padding > out.largest) out.largest = with_padding;
+    if (r == 0 || with_padding < out.smallest) out.smallest = with_padding;
+    if (r == 0 || parameters > out.largest_parameters) out.largest_parameters = parameters;
+    if (r == 0 || parameters < out.smallest_parameters) out.smallest_parameters = parameters;
   }
   return out;
 }
@@ -93,7 +135,8 @@ BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world) {
   const double share = mode.sharded_state ? 1.0 / world : 1.0;
   BytesPerParameter b;
   b.parameters = static_cast<double>(dtype_size(mode.param_dtype));
-  b.gradients = 4.0 + (mode.reduce_dtype == DType::BF16 ? 2.0 : 0.0);
+  b.gradients = mode.zero_stage == 2 ? 4.0 / world
+                                     : 4.0 + (mode.reduce_dtype == DType::BF16 ? 2.0 : 0.0);
   b.master = mode.master_bytes_per_element() * share;
   b.state = 4.0 * mode.state_floats_per_element * share;
   return b;
@@ -102,8 +145,16 @@ BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world) {
 RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_t store_numel,
                        int rank) {
   RankMemory m;
+  const std::int64_t gradient_bytes = 4 + (mode.reduce_dtype == DType::BF16 ? 2 : 0);
   m.parameters = store_numel * dtype_size(mode.param_dtype);
-  m.gradients = store_numel * (4 + (mode.reduce_dtype == DType::BF16 ? 2 : 0));
+  if (mode.zero_stage == 2) {
+    const auto buffers = std::min<std::int64_t>(kGradientPoolBuffers,
+                                                static_cast<std::int64_t>(plan.buckets.size()));
+    m.gradient_pool = buffers * plan.largest_bucket_numel() * gradient_bytes;
+    m.gradients = mode.stepped_numel(plan, rank) * 4 + m.gradient_pool;
+  } else {
+    m.gradients = store_numel * gradient_bytes;
+  }
   m.master = mode.master_bytes(plan, rank);
   m.state = mode.state_bytes(plan, rank);
   return m;
@@ -118,6 +169,11 @@ std::string precision_label(const PrecisionConfig& precision) {
 std::string bytes_per_parameter_formula(const ModePlan& mode) {
   // parameters + fp32 gradients [+ bf16 wire] + (master + state), the last over d when sharded.
   const BytesPerParameter one = bytes_per_parameter(mode, 1);
+  if (mode.zero_stage == 2) {
+    // The gradient shard joins the sharded part; the pool is a few buckets, not per parameter.
+    return fmt::format("{:g} + {:g}/d + pool", one.parameters,
+                       one.gradients + one.master + one.state);
+  }
   std::string out = fmt::format("{:g} + 4", one.parameters);
   if (one.gradients > 4.0) out += fmt::format(" + {:g}", one.gradients - 4.0);
   const double owned = one.master + one.state;

@@ -23,27 +23,50 @@ enum class StepSchedule {
   ZeroInterleaved,    // in the completion callback of the bucket's collective, during backward
 };
 
+// Elements [offset, offset + numel) of the flat buffers.
+struct ElementRange {
+  std::int64_t offset = 0;
+  std::int64_t numel = 0;
+};
+
 // One collective a step issues for a bucket, in issue order.
 struct PlannedCollective {
   CollectiveOp op = CollectiveOp::AllReduce;
   int bucket = 0;
   DType dtype = DType::F32;  // gradients: reduce_dtype; broadcasts: param_dtype
   std::int64_t bytes = 0;
-  int root = -1;  // reduce / broadcast: the bucket's assigned rank; -1 for all-reduce
+  int root = -1;  // reduce / broadcast: the bucket's assigned rank; -1 for the others
 };
+
+// Stage 2's gradient pool: backward writes a bucket's gradients into one of this many buffers of
+// the largest bucket's size, which returns to the pool once the bucket's reduce-scatter completed
+// and its shard was accumulated. Two: the bucket backward is writing and the one being
+// reduce-scattered (a third bucket's backward waits for the older one, as DeepSpeed's double
+// buffer). Fewer buckets, fewer buffers.
+inline constexpr int kGradientPoolBuffers = 2;
 
 struct ModePlan {
   ParallelMode mode = ParallelMode::Ddp;
   Overlap overlap = Overlap::None;  // None in ddp, whatever the config says
   CollectiveKind collective = CollectiveKind::AllreduceBroadcast;  // likewise
   StepSchedule schedule = StepSchedule::Ddp;
-  // The gradients' collective: AllReduce, or Reduce to the bucket's assigned rank.
+  // The gradients' collective: AllReduce, Reduce to the bucket's assigned rank, or ReduceScatter
+  // (element shards).
   CollectiveOp bucket_collective = CollectiveOp::AllReduce;
-  // zero: the assigned rank broadcasts the bucket's new parameters after stepping it.
+  // zero: the stepped parameters go to every rank after each bucket's step - broadcast from the
+  // assigned rank, or all-gathered from every rank's shard (parameter_collective).
   bool broadcast_after_step = false;
-  // zero: optimizer state and the step of a bucket live on its assigned rank only; ddp: on every
-  // rank (docs/design.md invariant 5).
+  CollectiveOp parameter_collective = CollectiveOp::Broadcast;
+  // zero: optimizer state and the step of a bucket live on its assigned rank only, or (element
+  // shards) shard r of every bucket on rank r; ddp: everything on every rank (docs/design.md
+  // invariant 5).
   bool sharded_state = false;
+  // collective = "reduce_scatter_allgather": every bucket is padded to split into `world` equal
+  // shards of a multiple of 16 elements (runtime/train/shard_layout.h), rank r owns shard r.
+  bool element_shards = false;
+  // parallel.zero_stage: 2 keeps only the rank's fp32 gradient shard between steps, plus the
+  // gradient pool (kGradientPoolBuffers); element shards only.
+  int zero_stage = 1;
   // after_backward and interleaved: the next forward waits per bucket for its broadcast, so the
   // broadcasts overlap the forward's first layers.
   bool forward_waits_per_layer = false;
@@ -60,10 +83,15 @@ struct ModePlan {
 
   // "ddp" or "zero/<overlap>/<collective>", as the bench and logs name modes.
   std::string name() const;
-  // Whether `rank` holds the optimizer state of bucket `b` and steps it.
+  // Whether `rank` holds optimizer state of bucket `b` and steps (some of) it.
   bool steps_on(const Bucket& b, int rank) const {
-    return !sharded_state || b.assigned_rank == rank;
+    return !sharded_state || element_shards || b.assigned_rank == rank;
   }
+  // The elements of bucket b that `rank` steps and keeps optimizer state (and masters) for: the
+  // whole bucket (ddp; its assigned rank in bucket modes), shard `rank` (element shards), or none.
+  ElementRange stepped_range(const BucketPlan& plan, const Bucket& b, int rank) const;
+  // Elements `rank` steps over all buckets.
+  std::int64_t stepped_numel(const BucketPlan& plan, int rank) const;
   // Optimizer-state bytes `rank` allocates: what `zerolap plan` prints and
   // ShardedOptimizer::state_bytes() must report.
   std::int64_t state_bytes(const BucketPlan& plan, int rank) const;
@@ -76,6 +104,15 @@ struct ModePlan {
   std::vector<PlannedCollective> collectives(const BucketPlan& plan) const;
 };
 
+// The balance of a plan: elements each rank steps (padding included: what it allocates), and the
+// parameter elements among them (padding excluded), largest and smallest over ranks.
+struct StepBalance {
+  std::int64_t largest = 0, smallest = 0;                      // with padding
+  std::int64_t largest_parameters = 0, smallest_parameters = 0;  // without
+};
+StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
+                         const ParameterStore& store);
+
 ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer,
                         const PrecisionConfig& precision = PrecisionConfig{});
 
@@ -84,7 +121,9 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
 // ModePlan::state_bytes / master_bytes count).
 struct BytesPerParameter {
   double parameters = 0;  // the flat parameter buffer: 4 (fp32) or 2 (bf16)
-  double gradients = 0;   // the fp32 gradient buffer, plus the bf16 wire buffer with reduce_dtype bf16
+  // The fp32 gradient buffer, plus the bf16 wire buffer with reduce_dtype bf16; stage 2: the fp32
+  // gradient shard, 4/d (its pool is per bucket, not per parameter: RankMemory counts it).
+  double gradients = 0;
   double master = 0;      // bf16: fp32 masters 4 or remainders 2, per stepping rank
   double state = 0;       // optimizer state: Adam 8, SGD momentum 4
   double total() const { return parameters + gradients + master + state; }
@@ -93,15 +132,18 @@ BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world);
 
 // What one rank allocates for parameters, gradients, masters and optimizer state, in bytes, from
 // the bucket plan (`store_numel`: the parameter store's elements, padding included). The trainer's
-// allocations must equal these (tested); `zerolap plan` prints them.
+// allocations must equal these (tested); `zerolap plan` prints them. Gradients: the fp32 buffer of
+// every element (plus the bf16 wire buffer); stage 2 instead the fp32 shard plus the pool,
+// kGradientPoolBuffers (at most one per bucket) x the largest bucket x (4, + 2 for a bf16 wire).
 struct RankMemory {
   std::int64_t parameters = 0, gradients = 0, master = 0, state = 0;
+  std::int64_t gradient_pool = 0;  // stage 2: the part of `gradients` that is the pool
   std::int64_t total() const { return parameters + gradients + master + state; }
 };
 RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_t store_numel,
                        int rank);
 // The same as a formula in d (the world size), e.g. "2 + 4 + 12/d" for bf16 + fp32 master +
-// Adam under zero with fp32 gradients.
+// Adam under zero with fp32 gradients, "2 + 16/d + pool" at stage 2.
 std::string bytes_per_parameter_formula(const ModePlan& mode);
 
 // The precision as `zerolap plan` and the bench name it: "fp32", "tf32", "bf16 + fp32 master" or

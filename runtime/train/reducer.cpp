@@ -15,8 +15,10 @@ Reducer::Reducer(const BucketPlan& plan, GradientWire& wire, Communicator& comm,
       op_(bucket_collective),
       compute_(compute),
       tracer_(tracer) {
-  ZL_CHECK(op_ == CollectiveOp::AllReduce || op_ == CollectiveOp::Reduce,
-           "a bucket's gradients are all-reduced or reduced, not {}", collective_name(op_));
+  ZL_CHECK(op_ == CollectiveOp::AllReduce || op_ == CollectiveOp::Reduce ||
+               op_ == CollectiveOp::ReduceScatter,
+           "a bucket's gradients are all-reduced, reduced or reduce-scattered, not {}",
+           collective_name(op_));
   pending_.assign(plan.buckets.size(), 0);
   work_.resize(plan.buckets.size());
 }
@@ -58,9 +60,13 @@ void Reducer::launch(int bucket) {
   Work& work = work_[static_cast<std::size_t>(bucket)];
   work = traced_collective(comm_, tracer_, bucket, collective_name(op_),
                            b.numel * dtype_size(dtype), [&] {
-    return op_ == CollectiveOp::Reduce
-               ? comm_.reduce(grad, b.numel, dtype, b.assigned_rank, ReduceOp::Sum)
-               : comm_.all_reduce(grad, b.numel, dtype, ReduceOp::Sum);
+    switch (op_) {
+      case CollectiveOp::Reduce:
+        return comm_.reduce(grad, b.numel, dtype, b.assigned_rank, ReduceOp::Sum);
+      case CollectiveOp::ReduceScatter:  // element shards: this rank's shard gets the sum
+        return comm_.reduce_scatter(grad, b.numel, dtype, ReduceOp::Sum);
+      default: return comm_.all_reduce(grad, b.numel, dtype, ReduceOp::Sum);
+    }
   });
   if (observer_) {
     // Waiting for the event's task (stream order: after the collective) keeps the recorded order

@@ -1,6 +1,7 @@
 // The gradient reducer: counts grad-ready hooks per bucket and, once every gradient of a bucket
-// is final, issues the bucket's collective (ModePlan::bucket_collective: all-reduce, or reduce to
-// the assigned rank; in ModePlan::reduce_dtype, gradient_wire.h) on the reduce communicator, in
+// is final, issues the bucket's collective (ModePlan::bucket_collective: all-reduce, reduce to
+// the assigned rank, or reduce-scatter into every rank's shard; in ModePlan::reduce_dtype,
+// gradient_wire.h) on the reduce communicator, in
 // bucket index order (Note [Bucket order]), one Work per bucket. It only reduces: what follows a bucket's collective (step, broadcast) is the
 // step policy's (step_policy.h), told through the issued hook.
 //

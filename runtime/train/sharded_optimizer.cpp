@@ -59,12 +59,15 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPl
   }
   state_.resize(plan.buckets.size());
   masters_.resize(plan.buckets.size());
+  stepped_.resize(plan.buckets.size());
   std::vector<std::int16_t> host_remainder;
   for (const auto& b : plan.buckets) {
     if (!mode.steps_on(b, rank)) continue;
+    const ElementRange range = mode.stepped_range(plan, b, rank);
+    stepped_[static_cast<std::size_t>(b.index)] = range;
     auto& buffers = state_[static_cast<std::size_t>(b.index)];
     for (std::size_t i = 0; i < state_names_.size(); ++i) {
-      buffers.emplace_back(store.device(), b.numel);
+      buffers.emplace_back(store.device(), range.numel);
     }
     // An owned bucket with no state (plain SGD) still needs to read as owned.
     if (buffers.empty()) buffers.emplace_back();
@@ -72,17 +75,17 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPl
     // Exactly the fp32 initial values: the store holds master_to_bf16 of them (Model::
     // initialize_parameters), so the fp32 master, or the bf16 parameter joined with the
     // remainder, is the fp32 initial value bit for bit.
-    const std::span<const float> init = initial_fp32.subspan(static_cast<std::size_t>(b.offset),
-                                                             static_cast<std::size_t>(b.numel));
+    const std::span<const float> init = initial_fp32.subspan(
+        static_cast<std::size_t>(range.offset), static_cast<std::size_t>(range.numel));
     auto& master = masters_[static_cast<std::size_t>(b.index)];
     if (master_weights_ == MasterWeights::Fp32) {
-      master = DeviceBuffer(store.device(), b.numel, DType::F32);
-      copy_from_host(init.data(), master.data(), store.device(), b.numel);
+      master = DeviceBuffer(store.device(), range.numel, DType::F32);
+      copy_from_host(init.data(), master.data(), store.device(), range.numel);
     } else {
-      master = DeviceBuffer(store.device(), b.numel, DType::BF16);
+      master = DeviceBuffer(store.device(), range.numel, DType::BF16);
       host_remainder.resize(init.size());
       for (std::size_t i = 0; i < init.size(); ++i) host_remainder[i] = split_master(init[i]).lo;
-      copy_from_host(host_remainder.data(), remainders_of(master), store.device(), b.numel);
+      copy_from_host(host_remainder.data(), remainders_of(master), store.device(), range.numel);
     }
   }
 }
@@ -103,6 +106,12 @@ void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecC
   const Bucket& b = plan_.buckets.at(static_cast<std::size_t>(bucket));
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
   ZL_CHECK(!buffers.empty(), "bucket {} stepped on a rank that does not own it", bucket);
+  // The stepped part: the whole bucket, or this rank's shard (Note [Shard layout]: the update is
+  // element-wise, so a shard cutting through a parameter steps its part exactly).
+  const ElementRange& range = stepped_[static_cast<std::size_t>(bucket)];
+  const std::int64_t n = range.numel;
+  const std::int64_t skip = range.offset - b.offset;  // into the bucket's gradient
+  const void* g_data = static_cast<const char*>(grad.data) + skip * dtype_size(grad.dtype);
   const bool adam = config_.kind != OptimizerKind::Sgd;
   const AdamHyper adam_hyper{config_.lr,           config_.beta1,       config_.beta2,
                              config_.eps,          config_.weight_decay,
@@ -113,9 +122,9 @@ void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecC
   if (has_masters_) {
     const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
     Bf16OptimizerSlice slice;
-    slice.grad = grad.data;
+    slice.grad = g_data;
     slice.grad_dtype = grad.dtype;
-    slice.param = store_.params_as<Bf16>() + b.offset;
+    slice.param = store_.params_as<Bf16>() + range.offset;
     slice.master_weights = master_weights_;
     if (master_weights_ == MasterWeights::Fp32) {
       slice.master = master.data();
@@ -125,20 +134,20 @@ void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecC
     slice.m = m;
     if (adam) {
       slice.v = buffers[1].data();
-      adam_step_bf16(exec, slice, b.numel, make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
+      adam_step_bf16(exec, slice, n, make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
     } else {
-      sgd_step_bf16(exec, slice, b.numel, make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
+      sgd_step_bf16(exec, slice, n, make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
     }
   } else {
     ZL_CHECK(grad.dtype == DType::F32, "bucket {}: {} gradients for fp32 parameters", bucket,
              dtype_name(grad.dtype));
-    float* p = store_.data() + b.offset;
-    const auto* g = static_cast<const float*>(grad.data);
+    float* p = store_.data() + range.offset;
+    const auto* g = static_cast<const float*>(g_data);
     if (adam) {
-      adam_step(exec, p, g, m, buffers[1].data(), b.numel,
+      adam_step(exec, p, g, m, buffers[1].data(), n,
                 make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
     } else {
-      sgd_step(exec, p, g, config_.momentum != 0.0f ? m : nullptr, b.numel,
+      sgd_step(exec, p, g, config_.momentum != 0.0f ? m : nullptr, n,
                make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
     }
   }
@@ -155,50 +164,73 @@ int ShardedOptimizer::stepped_bucket_of(int param_id, const char* what) const {
   return bucket;
 }
 
+std::int64_t ShardedOptimizer::index_in_stepped(int bucket, const ElementRange& range,
+                                                const char* what) const {
+  ZL_CHECK(owns(bucket), "{}: bucket {} is not stepped on this rank", what, bucket);
+  const ElementRange& mine = stepped_[static_cast<std::size_t>(bucket)];
+  ZL_CHECK(range.offset >= mine.offset && range.numel >= 0 &&
+               range.offset + range.numel <= mine.offset + mine.numel,
+           "{}: elements [{}, {}) of bucket {} are not within this rank's [{}, {})", what,
+           range.offset, range.offset + range.numel, bucket, mine.offset,
+           mine.offset + mine.numel);
+  return range.offset - mine.offset;
+}
+
 void ShardedOptimizer::read_master(int param_id, float* out) const {
   const int bucket = stepped_bucket_of(param_id, "read_master");
   const ParameterInfo& p = store_.info(param_id);
-  const DeviceKind device = store_.device();
-  if (!has_masters_) {
-    copy_to_host(store_.params_as<float>() + p.offset, device, out, p.numel);
-    return;
-  }
-  const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
-  const std::int64_t within = p.offset - plan_.buckets[static_cast<std::size_t>(bucket)].offset;
-  if (master_weights_ == MasterWeights::Fp32) {
-    copy_to_host(master.data() + within, device, out, p.numel);
-    return;
-  }
-  std::vector<Bf16> hi(static_cast<std::size_t>(p.numel));
-  std::vector<std::int16_t> lo(hi.size());
-  copy_to_host(store_.param_as<Bf16>(param_id), device, hi.data(), p.numel);
-  copy_to_host(remainders_of(master) + within, device, lo.data(), p.numel);
-  for (std::size_t i = 0; i < hi.size(); ++i) out[i] = join_master(hi[i], lo[i]);
+  read_master_range(bucket, {p.offset, p.numel}, out);
 }
 
 void ShardedOptimizer::write_master(int param_id, const float* values) {
   const int bucket = stepped_bucket_of(param_id, "write_master");
   const ParameterInfo& p = store_.info(param_id);
+  write_master_range(bucket, {p.offset, p.numel}, values);
+}
+
+void ShardedOptimizer::read_master_range(int bucket, const ElementRange& range, float* out) const {
+  const std::int64_t within = index_in_stepped(bucket, range, "read_master");
   const DeviceKind device = store_.device();
+  const std::int64_t n = range.numel;
   if (!has_masters_) {
-    copy_from_host(values, store_.params_as<float>() + p.offset, device, p.numel);
+    copy_to_host(store_.params_as<float>() + range.offset, device, out, n);
     return;
   }
   const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
-  const std::int64_t within = p.offset - plan_.buckets[static_cast<std::size_t>(bucket)].offset;
+  if (master_weights_ == MasterWeights::Fp32) {
+    copy_to_host(master.data() + within, device, out, n);
+    return;
+  }
+  std::vector<Bf16> hi(static_cast<std::size_t>(n));
+  std::vector<std::int16_t> lo(hi.size());
+  copy_to_host(store_.params_as<Bf16>() + range.offset, device, hi.data(), n);
+  copy_to_host(remainders_of(master) + within, device, lo.data(), n);
+  for (std::size_t i = 0; i < hi.size(); ++i) out[i] = join_master(hi[i], lo[i]);
+}
+
+void ShardedOptimizer::write_master_range(int bucket, const ElementRange& range,
+                                          const float* values) {
+  const std::int64_t within = index_in_stepped(bucket, range, "write_master");
+  const DeviceKind device = store_.device();
+  const std::int64_t n = range.numel;
+  if (!has_masters_) {
+    copy_from_host(values, store_.params_as<float>() + range.offset, device, n);
+    return;
+  }
+  const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
   // Both layouts give the parameter master_to_bf16(value) = split_master(value).hi.
-  std::vector<Bf16> hi(static_cast<std::size_t>(p.numel));
+  std::vector<Bf16> hi(static_cast<std::size_t>(n));
   std::vector<std::int16_t> lo(hi.size());
   for (std::size_t i = 0; i < hi.size(); ++i) {
     const SplitMaster split = split_master(values[i]);
     hi[i] = split.hi;
     lo[i] = split.lo;
   }
-  copy_from_host(hi.data(), store_.param_as<Bf16>(param_id), device, p.numel);
+  copy_from_host(hi.data(), store_.params_as<Bf16>() + range.offset, device, n);
   if (master_weights_ == MasterWeights::Fp32) {
-    copy_from_host(values, master.data() + within, device, p.numel);
+    copy_from_host(values, master.data() + within, device, n);
   } else {
-    copy_from_host(lo.data(), remainders_of(master) + within, device, p.numel);
+    copy_from_host(lo.data(), remainders_of(master) + within, device, n);
   }
 }
 
@@ -212,8 +244,17 @@ float* ShardedOptimizer::param_state(int param_id, int which) {
   const int bucket = plan_.bucket_of_param.at(static_cast<std::size_t>(param_id));
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
   if (buffers.empty() || which < 0 || which >= static_cast<int>(state_names_.size())) return nullptr;
-  const std::int64_t within = store_.info(param_id).offset - plan_.buckets[bucket].offset;
-  return buffers[static_cast<std::size_t>(which)].data() + within;
+  const ParameterInfo& p = store_.info(param_id);
+  const ElementRange& mine = stepped_[static_cast<std::size_t>(bucket)];
+  if (p.offset < mine.offset || p.offset + p.numel > mine.offset + mine.numel) return nullptr;
+  return buffers[static_cast<std::size_t>(which)].data() + (p.offset - mine.offset);
+}
+
+float* ShardedOptimizer::state_at(int bucket, int which, std::int64_t element) {
+  const std::int64_t within = index_in_stepped(bucket, {element, 0}, "state_at");
+  ZL_CHECK(which >= 0 && which < static_cast<int>(state_names_.size()), "state_at: state {}",
+           which);
+  return state_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(which)].data() + within;
 }
 
 std::int64_t ShardedOptimizer::state_bytes() const {

@@ -5,7 +5,9 @@
 // checkpoints store it by parameter name and can be resharded to another bucket plan.
 // bf16 parameters (docs/design.md "Precision"): each stepped bucket also keeps its fp32 masters
 // (4 B per element) or their int16 remainders (2 B), exactly ModePlan::master_bytes; the step
-// writes the bf16 parameter straight into the store's parameter buffer, which the broadcast sends.
+// writes the bf16 parameter straight into the store's parameter buffer, which the broadcast (or
+// all-gather) sends. With element shards (docs/design.md, "Element shards") every rank keeps
+// state and masters for its shard of every bucket and steps only that.
 #pragma once
 
 #include <atomic>
@@ -56,6 +58,11 @@ class ShardedOptimizer {
 
   const OptimizerConfig& config() const { return config_; }
   bool owns(int bucket) const { return !state_[static_cast<std::size_t>(bucket)].empty(); }
+  // The elements of `bucket` this rank steps (ModePlan::stepped_range): the whole bucket, or with
+  // element shards this rank's shard of it; numel 0 where it steps nothing.
+  const ElementRange& stepped(int bucket) const {
+    return stepped_[static_cast<std::size_t>(bucket)];
+  }
 
   // Advances the step count and fixes this step's scalars (clip coefficient applied later by
   // the caller through grad_scale).
@@ -63,9 +70,10 @@ class ShardedOptimizer {
   std::int64_t step_count() const { return t_; }
   void set_step_count(std::int64_t t) { t_ = t; }
 
-  // The fused update of bucket b's slice: reads p (or its master), g, state; writes p, its master
-  // and state. Runs on `exec` (the main thread / compute stream, or the comm thread / comm stream
-  // in interleaved mode). The first form reads the store's fp32 gradients; the second `grad`
+  // The fused update of the stepped part of bucket b (stepped(b)): reads p (or its master), g,
+  // state; writes p, its master and state. `grad` points at the bucket's first element. Runs on
+  // `exec` (the main thread / compute stream, or the comm thread / comm stream in interleaved
+  // mode). The first form reads the store's fp32 gradients; the second `grad`
   // (bf16 gradients need bf16 parameters).
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec);
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
@@ -75,8 +83,11 @@ class ShardedOptimizer {
   // Adam/AdamW {"exp_avg", "exp_avg_sq"}, SGD with momentum {"momentum_buffer"}, else {}.
   const std::vector<std::string>& state_names() const { return state_names_; }
   // Parameter `param_id`'s state tensor `which` (index into state_names), or null when this rank
-  // does not own the parameter's bucket.
+  // does not step the whole parameter (its bucket is another rank's, or with element shards the
+  // parameter is not inside this rank's shard: use state_at).
   float* param_state(int param_id, int which);
+  // State tensor `which` at flat element `element` of `bucket`, which must lie in stepped(bucket).
+  float* state_at(int bucket, int which, std::int64_t element);
   std::int64_t state_bytes() const;  // allocated on this rank
 
   // Master weights (bf16 parameters only; an fp32 store's parameters are their own masters).
@@ -91,14 +102,22 @@ class ShardedOptimizer {
   // master_to_bf16 of them (fp32 store: the parameter to the values). Same conditions as
   // read_master.
   void write_master(int param_id, const float* values);
+  // The same for flat elements `range` of `bucket`, inside stepped(bucket) (element shards: a
+  // shard holds parts of parameters). Padding inside the range reads as zero and must be written
+  // zero.
+  void read_master_range(int bucket, const ElementRange& range, float* out) const;
+  void write_master_range(int bucket, const ElementRange& range, const float* values);
 
   // Seconds spent in step_bucket since the last reset (any thread).
   double optimizer_seconds() const { return optimizer_ns_.load() * 1e-9; }
   void reset_timers() { optimizer_ns_ = 0; }
 
  private:
-  // The bucket holding param_id, checked to be stepped here; `what` names the caller.
+  // The bucket holding param_id, checked to be stepped here (the whole parameter); `what` names
+  // the caller.
   int stepped_bucket_of(int param_id, const char* what) const;
+  // Checks that `range` lies in stepped(bucket); returns its first element's index there.
+  std::int64_t index_in_stepped(int bucket, const ElementRange& range, const char* what) const;
 
   OptimizerConfig config_;
   const BucketPlan& plan_;
@@ -108,7 +127,9 @@ class ShardedOptimizer {
   bool has_masters_ = false;
   MasterWeights master_weights_ = MasterWeights::Fp32;
   std::vector<std::string> state_names_;
-  std::vector<std::vector<DeviceBuffer>> state_;  // [bucket][which]; empty when not owned
+  std::vector<ElementRange> stepped_;              // [bucket]
+  // [bucket][which], of stepped(bucket).numel elements; empty when not owned.
+  std::vector<std::vector<DeviceBuffer>> state_;
   // [bucket]: fp32 masters (F32) or int16 remainders (held in a 2-byte BF16 buffer, reinterpreted);
   // empty when not stepped here or without masters.
   std::vector<DeviceBuffer> masters_;

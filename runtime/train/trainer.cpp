@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "runtime/train/datasets_from_config.h"
 #include "runtime/train/memory_estimate.h"
+#include "runtime/train/shard_layout.h"
 #include "runtime/train/startup_facts.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
@@ -71,20 +72,23 @@ std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_ep
 }  // namespace
 
 void Trainer::load_data_and_model() {
+  if (mode_plan_.zero_stage == 2) {
+    throw UserError(fmt::format(
+        "{}: parallel.zero_stage = 2 is planned (zerolap plan prints its memory) but its training "
+        "step is not built yet; use zero_stage = 1",
+        config_.source_path));
+  }
   data_ = load_datasets(config_);
   // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
-  const ParameterStore layout = Model::parameter_layout(config_.model);
-  const BucketPlan layout_plan =
-      build_bucket_plan(layout, config_.parallel.bucket_cap_mb,
-                        config_.parallel.first_bucket_cap_mb, world_.size,
-                        config_.parallel.assignment);
-  check_memory_fits(estimate_rank_memory(config_, layout, layout_plan, mode_plan_, world_.rank),
-                    config_, compute_.device, available_memory(compute_.device),
-                    world_.local_size);
+  const PlannedLayout planned =
+      plan_layout(config_.model, config_.parallel, mode_plan_, world_.size);
+  check_memory_fits(
+      estimate_rank_memory(config_, planned.layout, planned.plan, mode_plan_, world_.rank), config_,
+      compute_.device, available_memory(compute_.device), world_.local_size);
   // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for compute = "bf16".
   ModelSpec spec = config_.model;
   spec.dtype = mode_plan_.param_dtype;
-  model_ = std::make_unique<Model>(spec, compute_.device);
+  model_ = std::make_unique<Model>(spec, compute_.device, planned.padding);
 
   SamplerSpec sampler_spec;
   sampler_spec.num_samples = data_.train.num_samples;

@@ -46,6 +46,13 @@ add_test(NAME mpi.checkpoint_crash.np4
 set_tests_properties(mpi.checkpoint_crash.np4 PROPERTIES TIMEOUT 600 LABELS mpi
   PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
 
+# ZeRO with element shards (tests/mpi/test_element_shards.cpp): every overlap and precision
+# against ddp on 1-4 ranks, and a 3-rank checkpoint resumed into other modes, worlds, precisions.
+foreach(np 1 2 3 4)
+  zerolap_add_mpi_test(shards ${np} "[shards]" 600)
+endforeach()
+zerolap_add_mpi_test(shards_checkpoint 3 "[shards-checkpoint]" 300)
+
 # The allocations equal the plan's memory figures (tests/mpi/test_rank_memory.cpp).
 zerolap_add_mpi_test(rank_memory 1 "[rank-memory]" 300)
 zerolap_add_mpi_test(rank_memory 2 "[rank-memory]" 300)

@@ -141,6 +141,34 @@ TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   }
 }
 
+TEST_CASE("plan and train with element shards; stage 2 is planned, not trained", "[cli]") {
+  const auto path = write_file("shards.toml", kSpirals);
+  const std::string shards = " --set parallel.mode=zero "
+                             "--set parallel.collective=reduce_scatter_allgather";
+  const CliResult plan = run_zerolap("plan " + path + " --world 4" + shards +
+                                     " --set parallel.assignment=greedy");
+  CHECK(plan.exit_code == 0);
+  // Every rank steps its shard of every bucket: the assignment is unused, the balance even.
+  CHECK_THAT(plan.output, Catch::Contains("assignment greedy (unused: rank r owns shard r") &&
+                              Catch::Contains("shards") && Catch::Contains("balance: ") &&
+                              Catch::Contains("formula 4 + 4 + 8/d; the largest rank holds "));
+  const CliResult two = run_zerolap("plan " + path + " --world 4" + shards +
+                                    " --set parallel.zero_stage=2");
+  CHECK(two.exit_code == 0);
+  CHECK_THAT(two.output, Catch::Contains("formula 4 + 12/d + pool") &&
+                             Catch::Contains("gradient pool: 1 of 2 buffers"));
+  const auto out = temp_dir("train_shards");
+  const CliResult train = run_zerolap("train " + path + shards + " --set output.dir=\"" + out +
+                                      "\"");
+  CHECK(train.exit_code == 0);
+  const CliResult refused = run_zerolap("train " + path + shards +
+                                        " --set parallel.zero_stage=2 --set output.dir=\"" + out +
+                                        "\"");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("parallel.zero_stage = 2") &&
+                                 Catch::Contains("not built yet"));
+}
+
 TEST_CASE("plan lays out a model too large to allocate", "[cli]") {
   // [784, 100000000, 10] used to print a bare std::bad_alloc.
   const CliResult r = run_zerolap("plan " + std::string(ZEROLAP_SOURCE_DIR) +

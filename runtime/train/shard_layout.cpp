@@ -1,0 +1,49 @@
+// The padded layout of element shards (see Note [Shard layout] in shard_layout.h).
+#include "runtime/train/shard_layout.h"
+
+#include "base/errors.h"
+#include "models/model.h"
+
+namespace zl {
+
+std::int64_t bucket_alignment(const ModePlan& mode, int world) {
+  ZL_CHECK(world >= 1, "world size {}", world);
+  return ParameterStore::kAlignFloats * (mode.element_shards ? world : 1);
+}
+
+LayoutPadding shard_layout_padding(const ModePlan& mode, const BucketPlan& unpadded) {
+  LayoutPadding padding;
+  padding.multiple = bucket_alignment(mode, unpadded.world_size);
+  if (!mode.element_shards) return padding;
+  for (const Bucket& b : unpadded.buckets) padding.after.push_back(b.param_ids.back());
+  return padding;
+}
+
+PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
+                          const ModePlan& mode, int world, double cap_mb) {
+  const ParameterStore unpadded = Model::parameter_layout(spec);
+  const BucketPlan unpadded_plan = build_bucket_plan(unpadded, cap_mb, parallel.first_bucket_cap_mb,
+                                                     world, parallel.assignment);
+  PlannedLayout out;
+  out.padding = shard_layout_padding(mode, unpadded_plan);
+  out.layout = Model::parameter_layout(spec, out.padding);
+  out.plan = build_bucket_plan(out.layout, cap_mb, parallel.first_bucket_cap_mb, world,
+                               parallel.assignment);
+  // Note [Shard layout]: the same buckets, each a multiple of the alignment.
+  ZL_CHECK(out.plan.buckets.size() == unpadded_plan.buckets.size(),
+           "the padded layout has {} buckets, the unpadded {}", out.plan.buckets.size(),
+           unpadded_plan.buckets.size());
+  for (const Bucket& b : out.plan.buckets) {
+    ZL_CHECK(b.numel % out.padding.multiple == 0,
+             "bucket {} of {} elements is not a multiple of {}", b.index, b.numel,
+             out.padding.multiple);
+  }
+  return out;
+}
+
+PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
+                          const ModePlan& mode, int world) {
+  return plan_layout(spec, parallel, mode, world, parallel.bucket_cap_mb);
+}
+
+}  // namespace zl

@@ -1,0 +1,334 @@
+// ZeRO with element shards (parallel.collective = "reduce_scatter_allgather", docs/design.md
+// "Element shards"): every overlap in fp32 and bf16 (fp32 masters and remainders), with and
+// without gradient accumulation, matches ddp after 20 steps with every rank holding
+// bitwise-identical parameters after every step; a bucket with fewer elements than ranks; clipping
+// through each rank's shard sum of squares; the allocations equal the plan's figures; and
+// checkpoints hold full tensors that resume into any mode, world size and precision.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "models/model.h"
+#include "mpi_test_util.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/train/memory_estimate.h"
+#include "runtime/train/shard_layout.h"
+
+using namespace zl;
+using namespace zl::test;
+
+namespace {
+
+constexpr int kSteps = 20;
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::string describe(const std::vector<std::string>& overrides) {
+  return fmt::format("{}", fmt::join(overrides, " "));
+}
+
+// A few buckets of a module or two each.
+const std::vector<std::string> kBuckets = {"parallel.bucket_cap_mb=0.004",
+                                           "parallel.first_bucket_cap_mb=0.001"};
+
+std::vector<std::string> shards(const char* overlap) {
+  return {"parallel.mode=zero", std::string("parallel.overlap=") + overlap,
+          "parallel.collective=reduce_scatter_allgather"};
+}
+
+// Every parameter's values as fp32, in registration order, without padding: comparable across
+// layouts (element shards pad every bucket, the bucket modes do not).
+std::vector<float> named_parameters(Trainer& trainer) {
+  const std::vector<float> flat = parameters_of(trainer);
+  const ParameterStore& store = trainer.model().store();
+  std::vector<float> out;
+  for (const ParameterInfo& p : store.parameters()) {
+    out.insert(out.end(), flat.begin() + p.offset, flat.begin() + p.offset + p.numel);
+  }
+  return out;
+}
+
+// Trains `steps` steps checking after each that every rank holds bitwise the same parameters
+// (padding included), and that the padding is still zero; returns the named parameters.
+std::vector<float> train(const Config& config, const World& world, int steps = kSteps) {
+  Trainer trainer(config, world, quiet_options());
+  train_checking_identity(trainer, steps);
+  const std::vector<float> flat = parameters_of(trainer);
+  std::vector<char> parameter(flat.size(), 0);
+  for (const ParameterInfo& p : trainer.model().store().parameters()) {
+    std::fill(parameter.begin() + p.offset, parameter.begin() + p.offset + p.numel, 1);
+  }
+  std::int64_t nonzero_padding = 0;
+  for (std::size_t i = 0; i < flat.size(); ++i) nonzero_padding += !parameter[i] && flat[i] != 0.0f;
+  CHECK(nonzero_padding == 0);
+  return named_parameters(trainer);
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// The tolerance: the shard's sum is the reduce-scatter's, ddp's the all-reduce's. On 1 or 2
+// ranks both add the same two terms (a + b = b + a), so the runs are bitwise ddp's; on 3 or 4
+// ranks MPI may associate the sums differently, so one gradient element may differ by an fp32 ulp
+// (rtol 1e-5, atol 1e-6 after 20 steps covers that drift: invariant 3). In bf16 such an ulp can
+// flip a parameter's rounding to bf16 (2^-8 relative), and the runs drift by bf16 noise from
+// there: 4 bf16 ulps (rtol 2^-6) plus 2e-3 absolute (a fifth of one Adam step at lr 0.01), as the
+// bucket modes' bf16 tests allow. A broken step (a stale shard, a missing all-gather, padding in
+// a norm) is off by whole steps.
+void check_matches(const std::vector<float>& got, const std::vector<float>& ddp, int world,
+                   bool bf16) {
+  if (world <= 2) {
+    CHECK(bitwise_equal(got, ddp));
+    return;
+  }
+  const double worst = bf16 ? tolerance_ratio(got, ddp, 1.0 / 64.0, 2e-3)
+                            : tolerance_ratio(got, ddp, 1e-5, 1e-6);
+  INFO("worst |shards - ddp| / tolerance = " << worst);
+  CHECK(worst <= 1.0);
+}
+
+struct Precision {
+  const char* name;
+  std::vector<std::string> keys;
+  bool bf16;
+};
+const Precision kPrecisions[] = {
+    {"fp32", {}, false},
+    {"bf16 + fp32 master", {"precision.compute=bf16"}, true},
+    {"bf16 + remainders, bf16 wire",
+     {"precision.compute=bf16", "precision.master_weights=remainders",
+      "precision.reduce_dtype=bf16"},
+     true},
+};
+
+}  // namespace
+
+TEST_CASE("element shards match ddp in every overlap and precision, ranks bitwise identical",
+          "[shards]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  for (const Precision& precision : kPrecisions) {
+    for (const char* accum : {"1", "3"}) {
+      const auto base = with(with(kBuckets, precision.keys),
+                             {std::string("train.grad_accum=") + accum});
+      const std::vector<float> ddp = train(small_config(with(base, {"parallel.mode=ddp"})), world);
+      for (const char* overlap : {"none", "after_backward", "interleaved"}) {
+        const auto overrides = with(base, shards(overlap));
+        INFO("world " << world.size << ": " << precision.name << ", " << describe(overrides));
+        check_matches(train(small_config(overrides), world), ddp, world.size, precision.bf16);
+      }
+    }
+  }
+}
+
+TEST_CASE("a bucket with fewer elements than ranks: ranks owning only padding", "[shards]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  // layers.2 maps 1 unit to 1: a bucket of 2 elements (a tiny cap: a bucket per module), so on 3
+  // and 4 ranks some ranks' shard of it is padding only.
+  const std::vector<std::string> tiny = {"model.widths=[8, 16, 1, 1, 4]",
+                                         "parallel.bucket_cap_mb=1e-9",
+                                         "parallel.first_bucket_cap_mb=1e-9"};
+  const std::vector<float> ddp = train(small_config(with(tiny, {"parallel.mode=ddp"})), world);
+  for (const char* overlap : {"none", "interleaved"}) {
+    INFO("world " << world.size << ", overlap " << overlap);
+    check_matches(train(small_config(with(tiny, shards(overlap))), world), ddp, world.size, false);
+  }
+}
+
+TEST_CASE("clipping through each rank's shard sum of squares equals ddp's clipped run",
+          "[shards]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  const auto clip = with(kBuckets, {"optimizer.kind=sgd", "optimizer.lr=0.5",
+                                    "train.clip_grad_norm=0.05"});
+  Trainer ddp(small_config(with(clip, {"parallel.mode=ddp"})), world, quiet_options());
+  train_checking_identity(ddp, 10);
+  const std::vector<float> reference = named_parameters(ddp);
+  CHECK(ddp.last_grad_norm() > 0.05);  // the clip is active
+  for (const char* overlap : {"none", "after_backward"}) {
+    INFO("world " << world.size << ", overlap " << overlap);
+    Trainer trainer(small_config(with(clip, shards(overlap))), world, quiet_options());
+    train_checking_identity(trainer, 10);
+    // The norm's partial sums are added per shard, then across ranks: another association than
+    // ddp's, so the coefficient may differ in its last bits.
+    CHECK(tolerance_ratio(named_parameters(trainer), reference, 1e-5, 1e-6) <= 1.0);
+    CHECK(trainer.last_grad_norm() == Approx(ddp.last_grad_norm()).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("element shards allocate what the plan prints for them", "[shards]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  for (const auto& keys : std::vector<std::vector<std::string>>{
+           {}, {"optimizer.kind=sgd", "optimizer.momentum=0.9"},
+           {"precision.compute=bf16", "precision.reduce_dtype=bf16"},
+           {"precision.compute=bf16", "precision.master_weights=remainders"}}) {
+    const Config config = small_config(with(with(kBuckets, shards("interleaved")), keys));
+    INFO(describe(keys));
+    Trainer trainer(config, world, quiet_options());
+    const PlannedLayout planned =
+        plan_layout(config.model, config.parallel, trainer.mode_plan(), world.size);
+    CHECK(planned.layout.total_numel() == trainer.model().store().total_numel());
+    const MemoryEstimate want = estimate_rank_memory(config, planned.layout, planned.plan,
+                                                     trainer.mode_plan(), world.rank);
+    const RankMemory got = trainer.allocated_memory();
+    CHECK(got.parameters == want.parameters);
+    CHECK(got.gradients == want.gradients);
+    CHECK(got.master == want.master);
+    CHECK(got.state == want.optimizer_state);
+    // Invariant 5, exact: the state is the padded total / world.
+    const int floats = config.optimizer.kind == OptimizerKind::Sgd ? 1 : 2;
+    CHECK(got.state * world.size == trainer.model().store().total_numel() * floats * 4);
+  }
+}
+
+TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, world and "
+          "precision",
+          "[shards-checkpoint]") {
+  // Run on 3 ranks: the 3-rank sharded run writes at step 4; the same run resumes bitwise; a
+  // 2-rank bucket run, a 1-rank ddp run, a 3-rank bf16 run and a 2-rank sharded run resume it.
+  const World world = world_of(MPI_COMM_WORLD);
+  REQUIRE(world.size == 3);
+  const std::string dir = shared_dir(world.comm, "shards_checkpoint");
+  const std::string path = dir + "/step4.safetensors";
+  const auto base = with(kBuckets, {"data.train_samples=96", "train.steps=10",
+                                    "optimizer.schedule=cosine", "optimizer.warmup_steps=3"});
+  const Config sharded = small_config(with(base, shards("interleaved")));
+  std::vector<float> at4, at10_named;
+  std::vector<float> at10_flat;
+  {
+    Trainer first(sharded, world, quiet_options());
+    while (first.step() < 4) first.train_step();
+    write_checkpoint(first.state(), path);
+    at4 = named_parameters(first);
+    while (first.step() < 10) first.train_step();
+    at10_flat = parameters_of(first);
+    at10_named = named_parameters(first);
+  }
+  // The file: every parameter's full fp32 tensor by name, every state tensor, no padding.
+  {
+    const SafetensorsReader file(path);
+    CHECK_NOTHROW(file.verify_checksums());
+    const ParameterStore layout = Model::parameter_layout(sharded.model);
+    std::vector<float> got;
+    std::size_t at = 0;
+    for (const ParameterInfo& p : layout.parameters()) {
+      got.resize(static_cast<std::size_t>(p.numel));
+      file.read_f32(p.name, p.shape, got.data());
+      CHECK(std::memcmp(got.data(), at4.data() + at, got.size() * sizeof(float)) == 0);
+      at += got.size();
+      for (const char* s : {"exp_avg", "exp_avg_sq"}) {
+        file.read_f32(fmt::format("optimizer.{}.{}", p.name, s), p.shape, got.data());
+        bool any = false;
+        for (float x : got) any = any || x != 0.0f;
+        CHECK(any);  // gathered from whichever ranks' shards hold it
+      }
+    }
+  }
+  // The same run resumes bitwise: parameters, padding, state, step count.
+  {
+    Trainer resumed(sharded, world, quiet_options());
+    load_checkpoint(resumed.state(), path);
+    while (resumed.step() < 10) resumed.train_step();
+    CHECK(bitwise_equal(parameters_of(resumed), at10_flat));
+  }
+  // Other modes, world sizes and precisions load the full tensors: the parameters are the
+  // file's (bf16: rounded to bf16), the state of every parameter a rank steps whole is the file's
+  // bit for bit, and the run goes on with identical ranks; on 3 ranks in fp32 it continues the
+  // sharded run (within check_matches's tolerance; another world size changes the global
+  // batch and with it the sample order).
+  const auto resume_on = [&](int ranks, const Config& config) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_Comm_split(world.comm, world.rank < ranks ? 0 : MPI_UNDEFINED, world.rank, &sub);
+    if (sub != MPI_COMM_NULL) {
+      const World part = world_of(sub);
+      INFO(ranks << " ranks: " << describe(config.parallel.mode == ParallelMode::Ddp
+                                               ? std::vector<std::string>{"ddp"}
+                                               : std::vector<std::string>{
+                                                     to_string(config.parallel.collective),
+                                                     to_string(config.precision.compute)}));
+      Trainer resumed(config, part, quiet_options());
+      load_checkpoint(resumed.state(), path);
+      CHECK(resumed.step() == 4);
+      const bool bf16 = config.precision.compute == ComputePrecision::Bf16;
+      const std::vector<float> loaded = named_parameters(resumed);
+      if (bf16) {
+        CHECK(tolerance_ratio(loaded, at4, 1.0 / 256.0, 0.0) <= 1.0);  // one bf16 rounding
+      } else {
+        CHECK(bitwise_equal(loaded, at4));
+      }
+      const SafetensorsReader file(path);
+      const ParameterStore& store = resumed.model().store();
+      std::vector<float> want;
+      for (int id = 0; id < store.count(); ++id) {
+        for (int s = 0; s < 2; ++s) {
+          const float* mine = resumed.optimizer().param_state(id, s);
+          if (mine == nullptr) continue;
+          want.resize(static_cast<std::size_t>(store.info(id).numel));
+          file.read_f32(fmt::format("optimizer.{}.{}", store.info(id).name,
+                                    resumed.optimizer().state_names()[s]),
+                        store.info(id).shape, want.data());
+          CHECK(std::memcmp(want.data(), mine, want.size() * sizeof(float)) == 0);
+        }
+      }
+      train_checking_identity(resumed, 6);
+      if (ranks == 3 && !bf16) {
+        CHECK(tolerance_ratio(named_parameters(resumed), at10_named, 1e-5, 1e-6) <= 1.0);
+      }
+      MPI_Comm_free(&sub);
+    }
+    MPI_Barrier(world.comm);
+  };
+  resume_on(3, small_config(with(base, {"parallel.mode=ddp"})));
+  resume_on(3, small_config(
+                   with(base, {"parallel.mode=zero", "parallel.collective=reduce_broadcast"})));
+  resume_on(3, small_config(with(with(base, shards("none")), {"precision.compute=bf16"})));
+  resume_on(2, small_config(with(base, shards("after_backward"))));
+  resume_on(1, small_config(with(base, {"parallel.mode=ddp"})));
+
+  // And the other way: a bucket-mode checkpoint resumes into element shards on 2 ranks, every
+  // rank's shard of state taken from the full tensors, bitwise.
+  const std::string bucket_path = dir + "/bucket_step4.safetensors";
+  {
+    Trainer bucket(small_config(with(base, {"parallel.mode=zero",
+                                            "parallel.collective=reduce_broadcast"})),
+                   world, quiet_options());
+    while (bucket.step() < 4) bucket.train_step();
+    write_checkpoint(bucket.state(), bucket_path);
+  }
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(world.comm, world.rank < 2 ? 0 : MPI_UNDEFINED, world.rank, &sub);
+  if (sub != MPI_COMM_NULL) {
+    Trainer resumed(small_config(with(base, shards("interleaved"))), world_of(sub),
+                    quiet_options());
+    load_checkpoint(resumed.state(), bucket_path);
+    const SafetensorsReader file(bucket_path);
+    const ParameterStore& store = resumed.model().store();
+    ShardedOptimizer& opt = resumed.optimizer();
+    std::vector<float> full;
+    for (int id = 0; id < store.count(); ++id) {
+      const ParameterInfo& p = store.info(id);
+      const int b = resumed.plan().bucket_of_param[static_cast<std::size_t>(id)];
+      const ElementRange& shard = opt.stepped(b);
+      full.resize(static_cast<std::size_t>(p.numel));
+      file.read_f32(fmt::format("optimizer.{}.exp_avg_sq", p.name), p.shape, full.data());
+      // The part of the parameter inside this rank's shard.
+      for (std::int64_t e = std::max(p.offset, shard.offset);
+           e < std::min(p.offset + p.numel, shard.offset + shard.numel); ++e) {
+        REQUIRE(*resumed.optimizer().state_at(b, 1, e) ==
+                full[static_cast<std::size_t>(e - p.offset)]);
+      }
+    }
+    train_checking_identity(resumed, 3);
+    MPI_Comm_free(&sub);
+  }
+  MPI_Barrier(world.comm);
+}
+
