@@ -29,7 +29,7 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
   out.layout = Model::parameter_layout(spec, out.padding);
   out.plan = build_bucket_plan(out.layout, cap_mb, parallel.first_bucket_cap_mb, world,
                                parallel.assignment);
-  // Note [Shard layout]: the same buckets, each a multiple of the alignment.
+  // The same buckets, each a multiple of the alignment (Note [Shard layout]).
   ZL_CHECK(out.plan.buckets.size() == unpadded_plan.buckets.size(),
            "the padded layout has {} buckets, the unpadded {}", out.plan.buckets.size(),
            unpadded_plan.buckets.size());
