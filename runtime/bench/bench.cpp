@@ -15,6 +15,7 @@
 #include "base/errors.h"
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/mode_plan.h"
+#include "runtime/train/shard_layout.h"
 #include "base/clock.h"
 #include "runtime/comm/compute_only_communicator.h"
 #include "runtime/comm/simulated_link.h"
@@ -169,9 +170,10 @@ void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
   row.vs_ideal = row.ideal_step_s > 0.0 ? row.step_s / row.ideal_step_s : 0.0;
 }
 
-BucketPlan plan_for(const Config& config, const Model& model, double cap_mb, int world_size) {
-  return build_bucket_plan(model.store(), cap_mb, config.parallel.first_bucket_cap_mb, world_size,
-                           config.parallel.assignment);
+// The layout and buckets a run of `mode` allocates at `cap_mb` (element shards pad every bucket:
+// runtime/train/shard_layout.h).
+PlannedLayout plan_for(const Config& config, const ModePlan& mode, double cap_mb, int world_size) {
+  return plan_layout(config.model, config.parallel, mode, world_size, cap_mb);
 }
 
 }  // namespace
@@ -180,7 +182,8 @@ std::vector<BenchMode> all_bench_modes() {
   std::vector<BenchMode> modes{{"", ParallelMode::Ddp, Overlap::None,
                                 CollectiveKind::AllreduceBroadcast}};
   for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
-    for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast}) {
+    for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast,
+                             CollectiveKind::ReduceScatterAllgather}) {
       modes.push_back({"", ParallelMode::Zero, o, c});
     }
   }
@@ -265,13 +268,13 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                                        : config.bench.bucket_cap_mb;
   const std::vector<PrecisionConfig> precisions = bench_precisions(config);
   const bool root_prints = options.progress && world.is_root();
-  const Model model(config.model, DeviceKind::Cpu);
+  const ParameterStore layout = Model::parameter_layout(config.model);  // not allocated
 
   BenchReport report;
   report.config_path = config.source_path;
   report.world_size = world.size;
   report.cpu_threads = cpu_threads(config.runtime.threads, world);
-  report.parameters = model.store().parameter_numel();
+  report.parameters = layout.parameter_numel();
   report.warmup = config.bench.warmup;
   report.steps = config.bench.steps;
   report.link = config.link;
@@ -291,9 +294,10 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   std::vector<CollectiveSize> sizes;
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
-      const BucketPlan plan = plan_for(config, model, cap, world.size);
       for (const auto& m : modes) {
-        for (const PlannedCollective& c : mode_plan_of(m, config, precision).collectives(plan)) {
+        const ModePlan mode_plan = mode_plan_of(m, config, precision);
+        const BucketPlan plan = plan_for(config, mode_plan, cap, world.size).plan;
+        for (const PlannedCollective& c : mode_plan.collectives(plan)) {
           sizes.push_back({collective_name(c.op), c.dtype, c.bytes});
         }
       }
@@ -306,9 +310,10 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   const std::size_t total_runs = precisions.size() * modes.size() * caps.size();
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
-      const BucketPlan plan = plan_for(config, model, cap, world.size);
       for (const auto& mode : modes) {
         const ModePlan mode_plan = mode_plan_of(mode, config, precision);
+        const PlannedLayout planned = plan_for(config, mode_plan, cap, world.size);
+        const BucketPlan& plan = planned.plan;
         BenchRow row;
         row.precision = to_string(precision.compute);
         row.reduce_dtype = dtype_name(mode_plan.reduce_dtype);
@@ -401,9 +406,9 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
         row.state_bytes = gather_to_all(world, limit, real.allocated.total());
         row.peak_rss_bytes = gather_to_all(world, limit, real.peak_rss);
         for (int r = 0; r < world.size; ++r) {
-          const RankMemory planned = rank_memory(mode_plan, plan, model.store().total_numel(), r);
-          row.planned_optimizer_state_bytes.push_back(planned.state);
-          row.planned_state_bytes.push_back(planned.total());
+          const RankMemory want = rank_memory(mode_plan, plan, planned.layout.total_numel(), r);
+          row.planned_optimizer_state_bytes.push_back(want.state);
+          row.planned_state_bytes.push_back(want.total());
         }
         ideal_step(row, mode_plan, plan, report.limits);
         report.rows.push_back(std::move(row));

@@ -87,7 +87,7 @@ std::string format_bench_table(const BenchReport& rep) {
                                      : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads,
                                                    rep.cpu_threads == 1 ? "" : "s"),
       rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
-  out += fmt::format("{:<5} {:<39} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
+  out += fmt::format("{:<5} {:<44} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
                      "{:>6}\n",
                      "prec", "mode", "cap", "step", "p10-p90", "samples/s", "x ddp", "compute",
                      "comm", "exposed", "hidden", "ideal", "/ideal");
@@ -96,7 +96,7 @@ std::string format_bench_table(const BenchReport& rep) {
     const double hidden =
         r.comm_model_s > 0.0 ? std::clamp(1.0 - r.exposed_comm_s / r.comm_model_s, 0.0, 1.0) : 1.0;
     out += fmt::format(
-        "{:<5} {:<39} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% "
+        "{:<5} {:<44} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% "
         "{:>8.2f} {:>6.2f}\n",
         r.precision, r.mode, r.bucket_cap_mb, r.step_s * 1e3,
         fmt::format("{:.2f}-{:.2f}", r.step_p10_s * 1e3, r.step_p90_s * 1e3), r.samples_per_s,
@@ -114,13 +114,13 @@ std::string format_bench_table(const BenchReport& rep) {
                      "share of them compute covered; per rank (max over ranks) the bytes sent per "
                      "step and the state (parameters + gradients + master + optimizer state)\n",
                      rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads");
-  out += fmt::format("{:<5} {:<39} {:>6} {:>8} {:>8} {:>7} {:>6} {:>7} {:>8} {:>7} {:>8} {:>8} "
+  out += fmt::format("{:<5} {:<44} {:>6} {:>8} {:>8} {:>7} {:>6} {:>7} {:>8} {:>7} {:>8} {:>8} "
                      "{:>7} {:>10} {:>10} {:>9}\n",
                      "prec", "mode", "cap", "forward", "backward", "optim", "wait", "f+b+o",
                      "reduce", "bcast", "hidden", "exposed", "idle", "wire MB", "state MiB",
                      "peak MiB");
   for (const BenchRow& r : rep.rows) {
-    out += fmt::format("{:<5} {:<39} {:>6g} {:>8.2f} {:>8.2f} {:>7.2f} {:>6.2f} {:>6.0f}% {:>8.2f} "
+    out += fmt::format("{:<5} {:<44} {:>6g} {:>8.2f} {:>8.2f} {:>7.2f} {:>6.2f} {:>6.0f}% {:>8.2f} "
                        "{:>7.2f} {:>8.2f} {:>8.2f} {:>7.2f} {:>10.2f} {:>10.2f} {:>9.1f}\n",
                        r.precision, r.mode, r.bucket_cap_mb, r.forward_s * 1e3, r.backward_s * 1e3,
                        r.optimizer_s * 1e3, r.wait_s * 1e3, r.phases_vs_step * 100.0,

@@ -13,12 +13,21 @@ std::vector<ModePlan> all_mode_plans(const Config& config) {
   parallel.mode = ParallelMode::Ddp;
   out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
   parallel.mode = ParallelMode::Zero;
+  parallel.zero_stage = 1;
   for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
-    for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast}) {
+    for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast,
+                             CollectiveKind::ReduceScatterAllgather}) {
       parallel.overlap = o;
       parallel.collective = c;
       out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
     }
+  }
+  // Stage 2 (element shards only): the same collectives per step at grad_accum = 1, less memory.
+  parallel.collective = CollectiveKind::ReduceScatterAllgather;
+  parallel.zero_stage = 2;
+  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
+    parallel.overlap = o;
+    out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
   }
   return out;
 }

@@ -35,8 +35,9 @@
 
 namespace zl {
 
-// The ModePlan of every bench mode (ddp, then zero x overlap x collective) for `config`'s
-// optimizer.
+// The ModePlan of every mode `zerolap plan` models: the bench's (ddp, then zero x overlap x
+// collective, at stage 1), then stage 2 of element shards per overlap, for `config`'s optimizer
+// and precision.
 std::vector<ModePlan> all_mode_plans(const Config& config);
 
 // A mode's modelled communication per step (seconds).

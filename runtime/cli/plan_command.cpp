@@ -80,12 +80,12 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
       "\nmodelled communication per step at {} ranks on a {:g} Gb/s, {:g} us link (ring "
       "alpha-beta model, no contention, no hierarchy: docs/bench.md)\n",
       ranks, link.bandwidth_gbps, link.latency_us);
-  out += fmt::format("{:<39} {:>12} {:>10} {:>12} {:>12}\n", "mode", "memory MiB", "comm ms",
+  out += fmt::format("{:<46} {:>12} {:>10} {:>12} {:>12}\n", "mode", "memory MiB", "comm ms",
                      "wire MB", "unhidable ms");
   for (const ModePlan& m : all_mode_plans(config)) {
     const PlannedLayout at = plan_at(config, m, ranks);
     const ModeComm c = modelled_mode_comm(m, at.plan, link, ranks);
-    out += fmt::format("{:<39} {:>12.1f} {:>10.3f} {:>12.2f} {:>12.3f}\n", m.name(),
+    out += fmt::format("{:<46} {:>12.1f} {:>10.3f} {:>12.2f} {:>12.3f}\n", m.name(),
                        mib(estimate_peak_rank_memory(config, at.layout, at.plan, m).total()),
                        c.total_s * 1e3, static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
   }
@@ -97,11 +97,11 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
       "\npredicted step time (ms) and scaling efficiency (compute / step) from a measured compute "
       "time of {:g} ms per step ({:.0f}% backward by FLOPs); Note [Scaling model]\n",
       options.compute_ms, share * 100.0);
-  out += fmt::format("{:<39}", "mode");
+  out += fmt::format("{:<46}", "mode");
   for (int n : sizes) out += fmt::format(" {:>18}", fmt::format("{} ranks", n));
   out += "\n";
   for (const ModePlan& m : all_mode_plans(config)) {
-    out += fmt::format("{:<39}", m.name());
+    out += fmt::format("{:<46}", m.name());
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const ModeComm c = modelled_mode_comm(m, plan_at(config, m, sizes[i]).plan, link, sizes[i]);
       const double step = predicted_step_s(m, c, compute_s, share);
