@@ -74,7 +74,9 @@ Config run_config(const Config& base, const PrecisionConfig& precision, const Be
   c.train.eval_every = 0;
   c.checkpoint = CheckpointConfig{};
   if (compute_only) {
+    // No link model; link.ranks stays, so an element-shard row's twin steps the same shard.
     c.link = LinkConfig{};
+    c.link.ranks = base.link.ranks;
     c.output.trace = false;
   }
   return c;
@@ -140,14 +142,18 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   return f;
 }
 
-// The mode's facts (ModePlan) for a bench mode, the config's optimizer and a precision.
+// The mode's facts (ModePlan) for a bench mode, the config's optimizer and a precision, as a run
+// on `world_size` ranks plans them (link.ranks: ModePlan::shard_ranks).
 ModePlan mode_plan_of(const BenchMode& mode, const Config& config,
-                      const PrecisionConfig& precision) {
+                      const PrecisionConfig& precision, int world_size = 1) {
   ParallelConfig parallel = config.parallel;
   parallel.mode = mode.mode;
   parallel.overlap = mode.overlap;
   parallel.collective = mode.collective;
-  return make_mode_plan(parallel, config.optimizer, precision);
+  Config run = config;
+  run.parallel = parallel;
+  run.precision = precision;
+  return make_run_mode_plan(run, world_size);
 }
 ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
   return mode_plan_of(mode, config, config.precision);
@@ -295,7 +301,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
       for (const auto& m : modes) {
-        const ModePlan mode_plan = mode_plan_of(m, config, precision);
+        const ModePlan mode_plan = mode_plan_of(m, config, precision, world.size);
         const BucketPlan plan = plan_for(config, mode_plan, cap, world.size).plan;
         for (const PlannedCollective& c : mode_plan.collectives(plan)) {
           sizes.push_back({collective_name(c.op), c.dtype, c.bytes});
@@ -311,7 +317,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
       for (const auto& mode : modes) {
-        const ModePlan mode_plan = mode_plan_of(mode, config, precision);
+        const ModePlan mode_plan = mode_plan_of(mode, config, precision, world.size);
         const PlannedLayout planned = plan_for(config, mode_plan, cap, world.size);
         const BucketPlan& plan = planned.plan;
         BenchRow row;

@@ -57,6 +57,12 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
   return m;
 }
 
+ModePlan make_run_mode_plan(const Config& config, int world) {
+  ModePlan m = make_mode_plan(config.parallel, config.optimizer, config.precision);
+  if (m.element_shards && config.link.ranks > world) m.shard_ranks = config.link.ranks;
+  return m;
+}
+
 std::string ModePlan::name() const {
   if (mode == ParallelMode::Ddp) return "ddp";
   return fmt::format("zero{}/{}/{}", zero_stage == 2 ? "2" : "", to_string(overlap),
@@ -66,7 +72,8 @@ std::string ModePlan::name() const {
 ElementRange ModePlan::stepped_range(const BucketPlan& plan, const Bucket& b, int rank) const {
   if (element_shards) {
     const std::int64_t shard = b.numel / plan.world_size;
-    return {b.offset + rank * shard, shard};
+    const std::int64_t stepped = shard_ranks > plan.world_size ? b.numel / shard_ranks : shard;
+    return {b.offset + rank * shard, stepped};
   }
   return {b.offset, steps_on(b, rank) ? b.numel : 0};
 }

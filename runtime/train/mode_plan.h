@@ -67,6 +67,11 @@ struct ModePlan {
   // parallel.zero_stage: 2 keeps only the rank's fp32 gradient shard between steps, plus the
   // gradient pool (kGradientPoolBuffers); element shards only.
   int zero_stage = 1;
+  // Element shards under link.ranks = N > world (a timing study on fewer real ranks, labelled
+  // simulated): each rank steps, and keeps state and masters for, only the first 1/N of its shard
+  // - what it would own among N ranks - so one machine shows the step time and state of an N-rank
+  // job. Its parameters are not an N-rank run's (the rest of each shard is never stepped). 0: off.
+  int shard_ranks = 0;
   // after_backward and interleaved: the next forward waits per bucket for its broadcast, so the
   // broadcasts overlap the forward's first layers.
   bool forward_waits_per_layer = false;
@@ -115,6 +120,9 @@ StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
 
 ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer,
                         const PrecisionConfig& precision = PrecisionConfig{});
+// The mode plan of a run of `config` on `world` ranks: make_mode_plan, and with element shards
+// and link.ranks above the world size the shard_ranks timing study.
+ModePlan make_run_mode_plan(const Config& config, int world);
 
 // Bytes per parameter element on one rank of `world` ranks for a mode, split as `zerolap plan`
 // prints them; sharded parts count 1/world (an even split; the bucket plan's real split is what

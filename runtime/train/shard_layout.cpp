@@ -1,6 +1,8 @@
 // The padded layout of element shards (see Note [Shard layout] in shard_layout.h).
 #include "runtime/train/shard_layout.h"
 
+#include <numeric>
+
 #include "base/errors.h"
 #include "models/model.h"
 
@@ -8,7 +10,11 @@ namespace zl {
 
 std::int64_t bucket_alignment(const ModePlan& mode, int world) {
   ZL_CHECK(world >= 1, "world size {}", world);
-  return ParameterStore::kAlignFloats * (mode.element_shards ? world : 1);
+  if (!mode.element_shards) return ParameterStore::kAlignFloats;
+  // The shard_ranks study cuts 1/N of each bucket too: both must be whole, aligned shards.
+  const std::int64_t ranks =
+      mode.shard_ranks > world ? std::lcm<std::int64_t>(world, mode.shard_ranks) : world;
+  return ParameterStore::kAlignFloats * ranks;
 }
 
 LayoutPadding shard_layout_padding(const ModePlan& mode, const BucketPlan& unpadded) {

@@ -25,7 +25,8 @@
 namespace zl {
 
 // Elements every bucket of `mode` is padded to a multiple of, on `world` ranks: kAlignFloats *
-// world with element shards, else kAlignFloats (each parameter's own alignment: no extra).
+// world with element shards (kAlignFloats * lcm(world, N) under the shard_ranks study of
+// ModePlan), else kAlignFloats (each parameter's own alignment: no extra).
 std::int64_t bucket_alignment(const ModePlan& mode, int world);
 
 // The layout padding of `mode` for the buckets of `unpadded` (a plan of the unpadded layout):

@@ -72,6 +72,14 @@ std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_ep
 }  // namespace
 
 void Trainer::load_data_and_model() {
+  if (mode_plan_.shard_ranks > 0 && !config_.checkpoint.dir.empty()) {
+    throw UserError(fmt::format(
+        "{}: link.ranks = {} above the {} real ranks with parallel.collective = "
+        "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would "
+        "own among {}; the parameters are not trained), so it writes no checkpoints: unset "
+        "checkpoint.dir or link.ranks",
+        config_.source_path, mode_plan_.shard_ranks, world_.size, mode_plan_.shard_ranks));
+  }
   if (mode_plan_.zero_stage == 2) {
     throw UserError(fmt::format(
         "{}: parallel.zero_stage = 2 is planned (zerolap plan prints its memory) but its training "
@@ -116,7 +124,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       device_(config.runtime.device, world, config.runtime.timeout_s),
       compute_(run_context(device_.compute(), config, world)),
       tracer_(world.rank, config.output.trace),
-      mode_plan_(make_mode_plan(config.parallel, config.optimizer, config.precision)),
+      mode_plan_(make_run_mode_plan(config, world.size)),
       tape_(compute_),
       loss_window_(compute_) {
   set_cpu_gemm_threads(compute_.cpu_threads);
@@ -137,6 +145,11 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
 
   if (world_.is_root() && !options_.quiet) {
     fmt::print("zerolap: {}\n", device_.summary());
+    if (mode_plan_.shard_ranks > 0) {
+      fmt::print("zerolap: simulated: link.ranks = {}, so each rank steps only the shard it would "
+                 "own among {} ranks (a timing study; the parameters are not trained)\n",
+                 mode_plan_.shard_ranks, mode_plan_.shard_ranks);
+    }
     std::fflush(stdout);
     const std::string warning = comm_priority_warning(config_.runtime.comm_priority, compute_.device);
     if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
