@@ -20,6 +20,7 @@
 #include "runtime/train/startup_facts.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
+#include "runtime/config/bf16_gemm_check.h"
 #include "runtime/trace/metrics.h"
 
 namespace zl {
@@ -127,7 +128,10 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   }
   // Bad data (a missing file on one node, a model that does not fit) must end every rank before
   // any of them enters the communicator set-up below.
-  agree_on_user_errors(world_, [&] { load_data_and_model(); }, config_.runtime.timeout_s);
+  agree_on_user_errors(world_, [&] {
+    check_bf16_gemm(config_, "precision.compute", config_.precision.compute, compute_.device);
+    load_data_and_model();
+  }, config_.runtime.timeout_s);
   // The same for the data each rank loaded (node-local files may differ).
   agree_on_facts(world_, data_facts(config_, data_), config_.runtime.timeout_s);
 
