@@ -162,9 +162,13 @@ write_report() {
 phase() {
   local name=$1 max rc status begin left
   shift
-  if [[ $name == unpack ]]; then max=$((unpack_limit * scale)); else max=$(limit_of "$name"); fi
-  left=$((deadline - SECONDS))
-  if [[ $name != unpack ]] && ((max > left)); then max=$((left > 1 ? left : 1)); fi
+  if [[ $name == unpack ]]; then
+    max=$((unpack_limit * scale))
+  else
+    max=$(limit_of "$name")
+    left=$((deadline - SECONDS))
+    ((max > left)) && max=$((left > 1 ? left : 1))
+  fi
   echo "== $name (limit ${max} s)"
   begin=$SECONDS
   timeout --kill-after=5 "$max" "$@" >"$logs/$name.log" 2>&1
