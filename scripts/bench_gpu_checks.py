@@ -14,8 +14,9 @@ link.ranks = 8; prints one line per check; exits 1 when one fails.
                                      [--timing enforce|report]
 
 Checks (tolerances stated once, below): the limits were measured on --device; every expected
-precision x mode row is there; per row, the step is no faster than its compute-only twin nor
-than the ideal (less STEP_NOISE) and no slower than the prediction (plus MODEL_SLACK); without a
+precision x mode row is there; per row, the step is no faster than its compute-only twin
+and no slower than the prediction (plus MODEL_SLACK) - and, reported without failing, no faster
+than the ideal (the limits time each collective alone, host waits included); without a
 link, where the schedule is serial (ddp, none, after_backward) the phases' busy times add up to the
 compute-only step within PHASE_TOL, and in interleaved, whose steps overlap backward, forward +
 backward fit within it and forward + backward + optimizer cover it. --timing report prints the
@@ -65,7 +66,8 @@ def serial(mode):
 
 
 def row_checks(bench, linked):
-    """(name, ok, value, timing) per check of one run's rows."""
+    """(name, ok, value, kind) per check of one run's rows; kind: False (structure, always
+    enforced), True (timing, enforced unless --timing report) or "info" (printed, never failed)."""
     out = []
     for precision in PRECISIONS:
         for mode in MODES:
@@ -81,8 +83,10 @@ def row_checks(bench, linked):
                         False))
             out.append((f"{label}: step >= (1 - {STEP_NOISE}) x its compute-only twin",
                         step >= (1 - STEP_NOISE) * compute, f"{step / compute:.3f}x", True))
-            out.append((f"{label}: step >= (1 - {STEP_NOISE}) x ideal",
-                        step >= (1 - STEP_NOISE) * ideal, f"{step / ideal:.3f}x", True))
+            # Reported, never failed: the limits time each collective alone on the host, waits
+            # included, so with many small collectives the ideal can exceed what the GPU needs.
+            out.append((f"{label}: step >= (1 - {STEP_NOISE}) x ideal (reported only)",
+                        step >= (1 - STEP_NOISE) * ideal, f"{step / ideal:.3f}x", "info"))
             out.append((f"{label}: step <= (1 + {MODEL_SLACK}) x predicted",
                         step <= (1 + MODEL_SLACK) * predicted,
                         f"{step / predicted:.3f}x of {1e3 * predicted:.3f} ms", True))
@@ -112,7 +116,8 @@ def report(plain, linked, device, enforce_timing):
     checks += [(f"link.ranks=8: {n}", ok, v, t) for n, ok, v, t in row_checks(linked, True)]
     failed = False
     for name, ok, value, timing in checks:
-        word = "PASS" if ok else ("FAIL" if enforce_timing or not timing else "note")
+        enforced = timing is False or (timing is True and enforce_timing)
+        word = "PASS" if ok else ("FAIL" if enforced else "note")
         failed |= word == "FAIL"
         print(f"{word}  {name}{': ' + str(value) if value else ''}")
     if not enforce_timing:

@@ -140,12 +140,16 @@ def phase_section(name, status, log, results):
             lines.insert(0, f"link.ranks = 8 at {gbps} Gb/s (bf16's modelled comm = 0.9x its compute)")
             lines.insert(1, "")
     elif name == "bench_checks":
-        lines = fence([l for l in log.splitlines() if l.startswith(("PASS", "FAIL", "note"))])
+        # The counts, then every check that did not pass (the log has them all).
+        checks = [l for l in log.splitlines() if l.startswith(("PASS", "FAIL", "note"))]
+        count = lambda w: sum(1 for l in checks if l.startswith(w))
+        lines = [f"{len(checks)} checks: {count('PASS')} passed, {count('FAIL')} failed, "
+                 f"{count('note')} noted"] + fence([l for l in checks if not l.startswith("PASS")])
     elif name == "nonfinite":
         lines = fence([l for l in log.splitlines() if l.startswith(("ok ", "FAIL"))])
     elif name.startswith("torch_"):
         table, best = torch_table(log)
-        lines = table
+        lines = list(table)
         if name == "torch_bf16":
             if best:
                 ms, ratio = float(best.group(1)), float(best.group(2))
