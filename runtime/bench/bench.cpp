@@ -22,6 +22,7 @@
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
+#include "runtime/bench/step_stats.h"
 #include "runtime/train/trainer.h"
 
 namespace zl {
@@ -104,6 +105,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   }
   RunFigures f;
   Trainer trainer(config, world, options);
+  StepStatsRecorder recorder(trainer);
   f.device = trainer.model().store().device();
   // A failure ends the job before ~Trainer could wait for a failed peer (run_or_abort).
   run_or_abort(world, [&] {
@@ -111,7 +113,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     trainer.synchronize();
     aligned_barrier(world, limit);
 
-    trainer.reset_step_stats();
+    recorder.start();
     const double trace_offset_us = bench_clock.now_us();
     const auto start = Clock::now();
     for (std::int64_t i = 0; i < config.bench.steps; ++i) {
@@ -123,7 +125,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     aligned_barrier(world, limit);
     f.total_s = seconds_since(start);
 
-    const StepStats stats = trainer.step_stats();
+    const StepStats stats = recorder.stop();
     f.phases = stats.host;
     f.timeline = summarize_timeline(stats.timeline, static_cast<int>(trainer.plan().buckets.size()),
                                     f.total_s);
