@@ -48,7 +48,7 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
 void BucketSteps::start_broadcast(int bucket, const ExecContext* issuing_stream) {
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
   if (observer_) {
-    observer_->on_step_event({.kind = StepEvent::Kind::BroadcastLaunched, .bucket = bucket});
+    observer_->on_step_event({.kind = StepEvent::Kind::BroadcastStarted, .bucket = bucket});
   }
   const DType dtype = store_.param_dtype();
   void* params = static_cast<char*>(store_.raw_data()) + b.offset * dtype_size(dtype);

@@ -49,7 +49,7 @@ std::optional<int> Reducer::start_next_collective() {
   void* grad = buffer_.prepare(b, compute_);
   const DType dtype = buffer_.dtype();
   if (observer_) {
-    observer_->on_step_event({.kind = StepEvent::Kind::CollectiveLaunched, .bucket = bucket});
+    observer_->on_step_event({.kind = StepEvent::Kind::CollectiveStarted, .bucket = bucket});
   }
   Work& work = work_[static_cast<std::size_t>(bucket)];
   work = traced_collective(comm_, tracer_, bucket, collective_name(op_),

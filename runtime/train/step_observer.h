@@ -7,7 +7,7 @@
 namespace zl {
 
 struct StepEvent {
-  enum class Kind { CollectiveLaunched, CollectiveDone, StepBegin, StepEnd, BroadcastLaunched };
+  enum class Kind { CollectiveStarted, CollectiveDone, StepBegin, StepEnd, BroadcastStarted };
   Kind kind;
   int bucket;
 };
