@@ -3,6 +3,8 @@
 
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "base/errors.h"
 #include "models/model.h"
 
@@ -50,6 +52,23 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
 PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
                           const ModePlan& mode, int world) {
   return plan_layout(spec, parallel, mode, world, parallel.bucket_cap_mb);
+}
+
+void check_trainable(const Config& config, const ModePlan& mode, int world) {
+  if (mode.shard_ranks > 0 && !config.checkpoint.dir.empty()) {
+    throw UserError(fmt::format(
+        "{}: link.ranks = {} above the {} real ranks with parallel.collective = "
+        "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would "
+        "own among {}; the parameters are not trained), so it writes no checkpoints: unset "
+        "checkpoint.dir or link.ranks",
+        config.source_path, mode.shard_ranks, world, mode.shard_ranks));
+  }
+  if (mode.zero_stage == 2) {
+    throw UserError(fmt::format(
+        "{}: parallel.zero_stage = 2 is planned (zerolap plan prints its memory) but its training "
+        "step is not built yet; use zero_stage = 1",
+        config.source_path));
+  }
 }
 
 }  // namespace zl
