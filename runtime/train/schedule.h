@@ -12,6 +12,9 @@
 //   zero/interleaved    b's step and broadcast run in a continuation on the reduce stream right
 //                       after b's collective, while backward continues; the forward waits per
 //                       layer.
+//   zero/<overlap>/reduce_scatter_allgather  the overlap's schedule, unchanged: the collective is
+//                       a reduce-scatter, step_bucket steps this rank's shard of every bucket and
+//                       start_broadcast all-gathers (ModePlan::element_shards, shard_layout.h).
 //
 // Every schedule also returns the step's StepVerdict (step_verdict.h): checked before the first
 // bucket steps where the schedule waits for every collective anyway (ddp, zero/none), or must
