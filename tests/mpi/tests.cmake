@@ -15,6 +15,13 @@ add_test(NAME mpi.kill_rank.np2
 set_tests_properties(mpi.kill_rank.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
   FAIL_REGULAR_EXPRESSION "FAIL")
 
+# zerolap's OpenMP wait policy on every rank under mpirun, and a user's own one kept.
+add_test(NAME mpi.openmp_wait.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/openmp_wait_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/openmp_wait)
+set_tests_properties(mpi.openmp_wait.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
 # zerolap bench, the simulated link and the trace (tests/mpi/test_bench.cpp).
 zerolap_add_mpi_test(bench 2 "[bench]" 600)
 add_test(NAME mpi.plot_bench.np2
