@@ -13,7 +13,7 @@
 
 namespace zl {
 
-int run_bench_command(const ConfigArgs& args, const World& world) {
+int run_bench_command(const ConfigArgs& args, const World& world, TableWidth width) {
   Config config;
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
@@ -24,7 +24,7 @@ int run_bench_command(const ConfigArgs& args, const World& world) {
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
   const BenchReport report = run_bench(config, world);
   if (!world.is_root()) return 0;
-  fmt::print("\n{}", format_bench_table(report));
+  fmt::print("\n{}", format_bench_table(report, width));
   write_bench_outputs(report, config.output.dir);
   fmt::print("wrote {0}/bench.json and {0}/bench.csv{1}\n", config.output.dir,
              config.output.trace ? fmt::format(" and {}/trace.json", config.output.dir) : "");

@@ -7,6 +7,7 @@
 
 #include "base/fault_stop.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/run_outputs.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/cli/training_run.h"
@@ -21,7 +22,12 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   fault_stop_point("startup", world.rank);
   Config config;
   agree_on_user_errors(
-      world, [&] { config = load_config(args.path, args.overrides); }, config.runtime.timeout_s);
+      world,
+      [&] {
+        config = load_config(args.path, args.overrides);
+        if (world.is_root()) check_run_outputs(config, world.size, /*quiet=*/false);
+      },
+      config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);
   std::unique_ptr<Trainer> trainer;
   agree_on_user_errors(

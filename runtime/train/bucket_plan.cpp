@@ -117,20 +117,16 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
   return plan;
 }
 
-namespace {
-
 std::string human_bytes(std::int64_t bytes) {
   const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
   if (b >= 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
   if (b >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
   if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
   return fmt::format("{} B", bytes);
 }
 
-}  // namespace
-
-std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
-                               const ModePlan& mode) {
+std::string format_bucket_table(const BucketPlan& plan, const ParameterStore& store) {
   std::string out;
   out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", "bucket", "elements", "bytes",
                      "size", "assigned", "parameters");
@@ -146,6 +142,12 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
   out += fmt::format("\n{} buckets, {} parameters ({} elements, {} with alignment padding)\n",
                      plan.buckets.size(), store.count(), store.parameter_numel(),
                      store.total_numel());
+  return out;
+}
+
+std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
+                               const ModePlan& mode) {
+  std::string out = format_bucket_table(plan, store);
   out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", "rank", "buckets", "owned elements",
                      "optimizer state");
   for (int r = 0; r < plan.world_size; ++r) {

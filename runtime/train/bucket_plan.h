@@ -56,5 +56,9 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
 // bytes, optimizer-state bytes as `mode` allocates them).
 std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
                                const ModePlan& mode);
+// Its first part alone: one row per bucket and the totals line (no per-rank rows).
+std::string format_bucket_table(const BucketPlan& plan, const ParameterStore& store);
+// A size for people: "512 B", "1.5 KiB", "12.25 MiB", "3.00 GiB", "1.20 TiB".
+std::string human_bytes(std::int64_t bytes);
 
 }  // namespace zl

@@ -22,6 +22,13 @@ add_test(NAME mpi.openmp_wait.np2
 set_tests_properties(mpi.openmp_wait.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
   FAIL_REGULAR_EXPRESSION "FAIL")
 
+# Runs never overwrite each other's outputs (docs/reliability.md); the README's commands twice.
+add_test(NAME mpi.run_outputs.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_outputs_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/run_outputs)
+set_tests_properties(mpi.run_outputs.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
 # zerolap bench, the simulated link and the trace (tests/mpi/test_bench.cpp).
 zerolap_add_mpi_test(bench 2 "[bench]" 600)
 add_test(NAME mpi.plot_bench.np2
