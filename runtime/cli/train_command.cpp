@@ -10,6 +10,7 @@
 #include "runtime/checkpoint/run_outputs.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
+#include "runtime/cli/interrupt.h"
 #include "runtime/cli/training_run.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/simulated_link.h"
@@ -36,7 +37,8 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   const int code = run_or_abort(world, [&] {
     prepare_checkpoints(trainer->state());  // creates checkpoint.dir; resumes when configured
     try {
-      run_training(*trainer);
+      const InterruptHandlers interrupts;  // Ctrl-C: stop at a step and save (interrupt.h)
+      if (const int signal = run_training(*trainer)) return interrupt_exit_code(signal);
     } catch (const NonfiniteStop& e) {
       // Every rank found the same step non-finite at the same point (docs/design.md,
       // "Divergence"): one message, exit 1, a clean finalize, and no checkpoint of that state.

@@ -10,12 +10,13 @@
 
 #include "base/clock.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/cli/interrupt.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/trace/metrics.h"
 
 namespace zl {
 
-void run_training(Trainer& trainer) {
+int run_training(Trainer& trainer) {
   const Config& config = trainer.config();
   const World& world = trainer.world();
   const bool quiet = trainer.options().quiet;
@@ -55,6 +56,7 @@ void run_training(Trainer& trainer) {
     }
   };
 
+  StopAgreement stop(world, config.runtime.timeout_s);  // SIGINT / SIGTERM: Note [Stop agreement]
   std::int64_t window_first_step = trainer.step() + 1;
   while (trainer.step() < total_steps) {
     trainer.train_step();  // a non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence")
@@ -103,6 +105,19 @@ void run_training(Trainer& trainer) {
       save_checkpoint(trainer.state());
       window_start = Clock::now();  // checkpoint time is not training throughput
     }
+    if (const int signal = stop.after_step()) {  // every rank, after the same step
+      std::string path;
+      if (!config.checkpoint.dir.empty()) {
+        if (!checkpoint_due(config.checkpoint, step, total_steps)) {
+          trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
+                               std::min(window_first_step, step), step);
+          save_checkpoint(trainer.state());
+        }
+        path = (std::filesystem::path(config.checkpoint.dir) / checkpoint_file_name(step)).string();
+      }
+      report_interrupt(world, signal, step, path);
+      return signal;
+    }
   }
   if (total_steps == 0) save_checkpoint_if_due(trainer.state());  // steps = 0: the initial parameters
   const EvalResult e = trainer.evaluate();
@@ -118,6 +133,7 @@ void run_training(Trainer& trainer) {
                         trainer.skipped_steps() > 0
                             ? fmt::format("  ({} steps skipped as non-finite)", trainer.skipped_steps())
                             : std::string()));
+  return 0;
 }
 
 }  // namespace zl

@@ -29,6 +29,13 @@ add_test(NAME mpi.run_outputs.np2
 set_tests_properties(mpi.run_outputs.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
   FAIL_REGULAR_EXPRESSION "FAIL")
 
+# SIGINT / SIGTERM on 2 ranks: the same stop step, a loadable checkpoint of it, exit 130 / 143.
+add_test(NAME mpi.interrupt.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/interrupt_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/interrupt)
+set_tests_properties(mpi.interrupt.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
 # zerolap bench, the simulated link and the trace (tests/mpi/test_bench.cpp).
 zerolap_add_mpi_test(bench 2 "[bench]" 600)
 add_test(NAME mpi.plot_bench.np2

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Ctrl-C and SIGTERM on a 2-rank training job (docs/reliability.md, "Ctrl-C and SIGTERM"): every
+# rank finishes its step, all stop at the same step, the checkpoint of that step is written and
+# loads (inspect, and a resume that starts at that step), rank 0 prints the promised line, and
+# the job exits 128 + signal. Delivered to every rank (as Slurm's scancel does): mpirun exits
+# 130 / 143. Delivered to mpirun alone (a terminal's Ctrl-C: Open MPI gives each rank a process
+# group of its own): Open MPI 4 sends SIGTERM to the ranks, which stop the same way, and mpirun
+# itself exits 1, its own choice.
+# Usage: interrupt_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
+config=$2
+
+# interrupt NAME SIGNAL TARGET(ranks|mpirun) EXPECTED_RC
+interrupt() {
+  local name=$1 signal=$2 target=$3 expected=$4 dir="$work/$1"
+  mkdir -p "$dir"
+  mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=100000000 --set train.epochs=0 \
+    --set train.log_every=1000000 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
+    --set "checkpoint.dir=\"$dir/ck\"" >"$dir/job.log" 2>&1 &
+  local job=$! ranks=""
+  for _ in $(seq 1 300); do  # until both ranks train (metrics.csv: rank 0 finished set-up)
+    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+    [ -s "$dir/out/metrics.csv" ] && [ "$(echo $ranks | wc -w)" -eq 2 ] && break
+    sleep 0.1
+  done
+  [ "$(echo $ranks | wc -w)" -eq 2 ] || { cat "$dir/job.log"; kill -9 "$job"; fail "$name: ranks not found"; }
+  sleep 1
+  if [ "$target" = ranks ]; then kill "-$signal" $ranks; else kill "-$signal" "$job"; fi
+  for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    pkill -9 -P "$job"; kill -9 "$job"; cat "$dir/job.log"; fail "$name: still running 30 s after SIG$signal"
+  fi
+  wait "$job"
+  local rc=$?
+  [ "$rc" -eq "$expected" ] || { cat "$dir/job.log"; fail "$name: exit code $rc, expected $expected"; }
+  local line step file
+  line=$(grep -E "interrupted at step [0-9]+; checkpoint .*; resume with --set checkpoint.resume=true" "$dir/job.log")
+  [ -n "$line" ] || { cat "$dir/job.log"; fail "$name: no 'interrupted at step N; checkpoint ...' line"; }
+  step=$(sed -E 's/.*interrupted at step ([0-9]+);.*/\1/' <<<"$line")
+  file=$(printf '%s/ck/step_%08d.safetensors' "$dir" "$step")
+  [ -f "$file" ] || { ls "$dir/ck"; fail "$name: no checkpoint of the interrupted step $step"; }
+  [ "$(cat "$dir/ck/latest")" = "$(basename "$file")" ] || fail "$name: latest is not step $step"
+  "$zerolap" inspect "$file" >"$dir/inspect.log" 2>&1 || { cat "$dir/inspect.log"; fail "$name: inspect failed"; }
+  mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=$((step + 2)) --set train.epochs=0 \
+    --set train.log_every=1 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
+    --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.resume=true >"$dir/resume.log" 2>&1 ||
+    { cat "$dir/resume.log"; fail "$name: the resume failed"; }
+  grep -q "resumed from .* at step $step " "$dir/resume.log" &&
+    grep -q "^final step $((step + 2)) " "$dir/resume.log" ||
+    { cat "$dir/resume.log"; fail "$name: the resume did not continue from step $step"; }
+  echo "ok: $name: stopped at step $step, exit $rc"
+}
+
+interrupt sigint_ranks INT ranks 130
+interrupt sigterm_ranks TERM ranks 143
+interrupt sigint_mpirun INT mpirun 1
+echo "PASS"
