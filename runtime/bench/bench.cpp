@@ -22,6 +22,7 @@
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
+#include "runtime/bench/step_stats.h"
 #include "runtime/train/trainer.h"
 
 namespace zl {
@@ -104,6 +105,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   }
   RunFigures f;
   Trainer trainer(config, world, options);
+  StepStatsRecorder recorder(trainer);
   f.device = trainer.model().store().device();
   // A failure ends the job before ~Trainer could wait for a failed peer (run_or_abort).
   run_or_abort(world, [&] {
@@ -111,7 +113,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     trainer.synchronize();
     aligned_barrier(world, limit);
 
-    trainer.reset_step_stats();
+    recorder.start();
     const double trace_offset_us = bench_clock.now_us();
     const auto start = Clock::now();
     for (std::int64_t i = 0; i < config.bench.steps; ++i) {
@@ -123,7 +125,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     aligned_barrier(world, limit);
     f.total_s = seconds_since(start);
 
-    const StepStats stats = trainer.step_stats();
+    const StepStats stats = recorder.stop();
     f.phases = stats.host;
     f.timeline = summarize_timeline(stats.timeline, static_cast<int>(trainer.plan().buckets.size()),
                                     f.total_s);
@@ -190,28 +192,41 @@ std::vector<BenchMode> all_bench_modes() {
 
 std::vector<BenchMode> bench_modes(const Config& config) {
   const std::vector<BenchMode> all = all_bench_modes();
-  const bool clipping = config.train.clip_grad_norm > 0.0f;
+  // Interleaved cannot clip or skip a step: the default list leaves it out then, and listing it
+  // is an error. bench.modes matters only here, so it is checked here, once, before any run (a
+  // training run is not refused over it).
+  auto runs = [&](const BenchMode& m) {
+    const ModePlan mode = mode_plan_of(m, config);
+    return (mode.can_clip || config.train.clip_grad_norm <= 0.0f) &&
+           (mode.schedule != ScheduleKind::ZeroInterleaved ||
+            config.train.on_nonfinite == OnNonfinite::Stop);
+  };
   if (config.bench.modes.empty()) {
-    // Every mode that can run this config: interleaved cannot clip, so it is left out then.
     std::vector<BenchMode> runnable;
-    std::copy_if(all.begin(), all.end(), std::back_inserter(runnable),
-                 [&](const BenchMode& m) { return !clipping || mode_plan_of(m, config).can_clip; });
+    std::copy_if(all.begin(), all.end(), std::back_inserter(runnable), runs);
     return runnable;
   }
   std::vector<BenchMode> out;
   for (const std::string& name : config.bench.modes) {
-    const auto it = std::find_if(all.begin(), all.end(), [&](const BenchMode& m) { return m.name == name; });
+    const auto it = std::find_if(all.begin(), all.end(),
+                                 [&](const BenchMode& m) { return m.name == name; });
     if (it == all.end()) {
       std::string names;
       for (const auto& m : all) names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", m.name);
       throw UserError(fmt::format("{}: bench.modes: unknown mode \"{}\"; the modes are {}",
                                   config.source_path, name, names));
     }
-    if (clipping && !mode_plan_of(*it, config).can_clip) {
+    if (!runs(*it)) {
       throw UserError(fmt::format(
-          "{}: bench.modes lists \"{}\" but train.clip_grad_norm = {} (interleaved overlap cannot "
-          "clip); set train.clip_grad_norm = 0 or drop the interleaved modes",
-          config.source_path, name, config.train.clip_grad_norm));
+          "{}: bench.modes lists \"{}\" but {} (interleaved overlap cannot {}); {} or drop the "
+          "interleaved modes",
+          config.source_path, name,
+          config.train.clip_grad_norm > 0.0f
+              ? fmt::format("train.clip_grad_norm = {}", config.train.clip_grad_norm)
+              : std::string("train.on_nonfinite = \"skip_step\""),
+          config.train.clip_grad_norm > 0.0f ? "clip" : "skip a step",
+          config.train.clip_grad_norm > 0.0f ? "set train.clip_grad_norm = 0"
+                                             : "set train.on_nonfinite = \"stop\""));
     }
     out.push_back(*it);
   }
