@@ -72,6 +72,20 @@ int run_cli(int argc, char** argv) {
                       "pointer (the latest checkpoint)")
       ->required();
 
+  // An unknown first word is named (CLI11 would only say that a subcommand is required).
+  const auto is_command = [&](const char* word) {
+    for (const CLI::App* sub : {train, plan, bench, inspect}) {
+      if (sub->get_name() == word) return true;
+    }
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
+    std::fprintf(stderr,
+                 "zerolap: error: unknown command '%s' (the commands: train, plan, bench, "
+                 "inspect; see zerolap --help)\n",
+                 argv[1]);
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

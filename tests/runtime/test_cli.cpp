@@ -111,6 +111,12 @@ TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]")
   }
 }
 
+TEST_CASE("an unknown command is named, exit 2", "[cli]") {
+  const CliResult r = run_zerolap("foo configs/spirals.toml");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("unknown command 'foo'") && Catch::Contains("train, plan"));
+}
+
 TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   const auto path = write_file("ok.toml", kSpirals);
   // A tiny cap gives one bucket per module (Note [Bucket order]): 2 linear layers, 2 buckets.
