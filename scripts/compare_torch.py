@@ -342,6 +342,55 @@ def run_torch(config, world, threads, device_kind, workdir):
 
 # --- zerolap bench ---------------------------------------------------------------------------------
 
+# PyTorch's GEMM below this share of zerolap's at the config's shapes means its BLAS is not an
+# optimized one (Debian's python3-torch with only the reference libblas3 ran 6 GFLOP/s): the
+# comparison would measure that BLAS, not the frameworks, so it is refused.
+SLOW_BLAS_SHARE = 0.2
+BLAS_HINT = ("install an optimized BLAS for PyTorch: on Debian 12 `apt-get install "
+             "libopenblas0-pthread` (python3-torch then uses it in place of the reference "
+             "libblas3), then rerun")
+
+
+def gemm_rate(shapes):
+    """GFLOP/s over one step's GEMMs: [(m, n, k, count, gflops)] -> total FLOPs / total time."""
+    flops = sum(2.0 * m * n * k * count for m, n, k, count, _ in shapes)
+    seconds = sum(2.0 * m * n * k * count / (g * 1e9) for m, n, k, count, g in shapes if g > 0)
+    return flops / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def torch_gemm_shapes(torch, zl_shapes, threads, repeats=20):
+    """PyTorch's fp32 matmul at each of zerolap's GEMM shapes, on `threads` threads."""
+    torch.set_num_threads(threads)
+    out = []
+    for m, n, k, count, _ in zl_shapes:
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        torch.mm(a, b)  # warm-up: first-call dispatch and allocation
+        start = time.perf_counter()
+        for _ in range(repeats):
+            torch.mm(a, b)
+        seconds = (time.perf_counter() - start) / repeats
+        out.append((m, n, k, count, 2.0 * m * n * k / seconds / 1e9))
+    return out
+
+
+def check_gemm_rates(torch_gflops, zerolap_gflops, threads):
+    """Prints both sides' GEMM rate; exits 2 naming the package when PyTorch's BLAS is far slower."""
+    print(f"GEMM at the config's shapes, {threads} thread(s), fp32: PyTorch {torch_gflops:.1f} "
+          f"GFLOP/s, zerolap {zerolap_gflops:.1f} GFLOP/s")
+    if zerolap_gflops > 0 and torch_gflops < SLOW_BLAS_SHARE * zerolap_gflops:
+        fail(f"PyTorch's GEMM runs at {torch_gflops:.1f} GFLOP/s, under {SLOW_BLAS_SHARE:g}x "
+             f"zerolap's {zerolap_gflops:.1f} GFLOP/s: its BLAS is not an optimized one, and the "
+             f"comparison would measure that BLAS; {BLAS_HINT}")
+
+
+def zerolap_gemm_shapes(zl_report):
+    """The fp32 GEMM limits of a bench.json: [(m, n, k, count, gflops)]."""
+    for p in zl_report.get("limits", {}).get("precisions", []):
+        if p.get("precision") in ("fp32", "tf32"):
+            return [(g["m"], g["n"], g["k"], g["count"], g["gflops"]) for g in p.get("gemm", [])]
+    return []
+
+
 def run_zerolap(binary, config_path, overrides, world, device_kind, workdir, tag):
     out_dir = os.path.join(workdir, f"zerolap_{world}_{tag}")
     cmd = [binary, "bench", config_path, "--set", f'output.dir="{out_dir}"',
@@ -457,11 +506,19 @@ def main():
           "OMP_NUM_THREADS, MKL_NUM_THREADS)")
     config_path = os.path.abspath(args.config)
     with tempfile.TemporaryDirectory(prefix="compare_torch_") as workdir:
+        checked = []
+
         def measure(world, threads, purpose=""):
-            torch_report = run_torch(config, world, threads, args.device, workdir)
             overrides = args.overrides + ([f"runtime.threads={threads}"] if purpose else [])
             zl_report = run_zerolap(args.zerolap, config_path, overrides, world, args.device,
                                     workdir, f"t{threads}")
+            if not checked and args.device == "cpu":  # before PyTorch's runs: its BLAS is fit
+                shapes = zerolap_gemm_shapes(zl_report)
+                if shapes:
+                    check_gemm_rates(gemm_rate(torch_gemm_shapes(torch, shapes, threads)),
+                                     gemm_rate(shapes), threads)
+                checked.append(True)
+            torch_report = run_torch(config, world, threads, args.device, workdir)
             return print_world(world, torch_report, zl_report, config, args.device, purpose)
 
         summary = [(world,) + measure(world, threads_per_rank(config, world)) for world in worlds]

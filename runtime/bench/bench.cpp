@@ -319,10 +319,12 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   Tracer bench_clock(world.rank, config.output.trace);  // the bench's trace timeline
   std::vector<TraceSource> trace;
   const std::size_t total_runs = precisions.size() * modes.size() * caps.size();
+  report.planned_runs = total_runs;
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
       const BucketPlan plan = plan_for(config, model, cap, world.size);
       for (const auto& mode : modes) {
+        if (report.stopped_by != 0) break;
         const ModePlan mode_plan = mode_plan_of(mode, config, precision);
         BenchRow row;
         row.precision = to_string(precision.compute);
@@ -431,6 +433,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                      done.step_s * 1e3, done.compute_s * 1e3, done.exposed_comm_s * 1e3);
           std::fflush(stdout);
         }
+        if (options.stop_after_run) report.stopped_by = options.stop_after_run();
       }
     }
   }

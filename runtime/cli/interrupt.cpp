@@ -1,4 +1,4 @@
-// InterruptHandlers and StopAgreement (see interrupt.h).
+// InterruptHandlers, agree_on_signal and StopAgreement (see interrupt.h).
 #include "runtime/cli/interrupt.h"
 
 #include <unistd.h>
@@ -60,6 +60,15 @@ void report_interrupt(const World& world, int signal, std::int64_t step,
                        "checkpoint.resume=true\n", name, step, checkpoint);
   }
   std::fflush(stderr);
+}
+
+int agree_on_signal(const World& world, double timeout_s) {
+  const int mine = received_signal();
+  if (world.size == 1) return mine;
+  int agreed = 0;
+  timed_allreduce(&mine, &agreed, 1, MPI_INT, MPI_MAX, world.comm, WaitLimit{world.rank, timeout_s},
+                  "agreeing on whether to stop (SIGINT / SIGTERM)");
+  return agreed;
 }
 
 StopAgreement::StopAgreement(const World& world, double timeout_s)

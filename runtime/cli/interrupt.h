@@ -29,6 +29,11 @@ int received_signal();
 // The exit code of a run stopped by `signal`: 130 for SIGINT, 143 for SIGTERM (128 + signal).
 inline int interrupt_exit_code(int signal) { return 128 + signal; }
 
+// Collective and blocking: the signal any rank has received (the maximum over ranks), 0 when
+// none. For loops whose iterations take seconds (the bench's runs), where one wait each costs
+// nothing and the loop stops right after the iteration the signal arrived in.
+int agree_on_signal(const World& world, double timeout_s);
+
 // Note [Stop agreement]: the ranks agree on the step to stop at with one nonblocking 1-int
 // all-reduce (MAX of the signal) per step on a communicator of its own, started after step s and
 // completed after step s + 1, so it overlaps a whole step and no step waits for it. A signal seen

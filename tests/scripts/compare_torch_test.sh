@@ -4,7 +4,8 @@
 # prints both frameworks' rows, gloo's refusal of the ZeRO overlap hooks, the best-mode ratio and
 # the weak-scaling line, and that each PyTorch rank ran as many intra-op and BLAS threads as zerolap
 # ran GEMM threads (runtime.threads = "auto": the CPUs shared among the ranks), rather than
-# OpenBLAS's default of one per core. Prints PASS or FAIL.
+# OpenBLAS's default of one per core; (3) the BLAS check refuses a PyTorch GEMM far below
+# zerolap's, naming the package. Prints PASS or FAIL.
 # Usage: compare_torch_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
 set -u
 zerolap=$1
@@ -22,6 +23,21 @@ if [ $rc -ne 2 ] || ! grep -q "apt-get install python3-torch" "$work/missing.log
   echo "FAIL: without torch: exit $rc (want 2) and the install hint:"; cat "$work/missing.log"; exit 1
 fi
 echo "without torch: exit 2 with the install hint"
+
+# The BLAS check: PyTorch's GEMM far below zerolap's at the config's shapes is refused with exit 2
+# naming the package (Debian's python3-torch on the reference libblas3); a comparable one passes.
+check_blas() {  # TORCH_GFLOPS ZEROLAP_GFLOPS
+  "$python" -c "import sys; sys.path.insert(0, '$source_dir/scripts'); import compare_torch as c; \
+c.check_gemm_rates($1, $2, 2)" >"$work/blas.log" 2>&1
+}
+check_blas 6.0 200.0
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "apt-get install libopenblas0-pthread" "$work/blas.log" ||
+    ! grep -q "PyTorch 6.0 GFLOP/s, zerolap 200.0 GFLOP/s" "$work/blas.log"; then
+  echo "FAIL: a slow BLAS: exit $rc (want 2), both rates and the package:"; cat "$work/blas.log"; exit 1
+fi
+check_blas 90.0 200.0 || { echo "FAIL: a comparable BLAS was refused"; cat "$work/blas.log"; exit 1; }
+echo "the BLAS check: a slow PyTorch GEMM refused with the package, a comparable one passes"
 
 if ! "$python" -c "import torch.distributed" 2>/dev/null; then
   echo "PyTorch is not installed for $python: the smoke run is skipped"
