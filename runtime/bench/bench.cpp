@@ -19,6 +19,7 @@
 #include "runtime/comm/compute_only_communicator.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
+#include "runtime/bench/scaling_model.h"
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
@@ -154,21 +155,20 @@ ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
   return mode_plan_of(mode, config, config.precision);
 }
 
-// Note [Ideal step] (bench.h).
+// Note [Ideal step] (bench.h), and the scaling model's step (Note [Scaling model]), both from the
+// collectives' times the limits measured and the row's compute time.
 void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
-                const BenchLimits& limits) {
-  double comm = 0.0, last = 0.0;
-  for (const PlannedCollective& c : mode.collectives(plan)) {
-    const double seconds = limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes);
-    comm += seconds;
-    // The last bucket holds the first layers: its gradients are final only when backward ends
-    // and the next forward needs its parameters first.
-    if (c.bucket == plan.buckets.back().index) last += seconds;
-  }
-  row.comm_model_s = comm;
-  row.nonoverlap_comm_s = last;
-  row.ideal_step_s = std::max(row.compute_s, comm - last) + last;
+                const BenchLimits& limits, double backward_share) {
+  // The last bucket holds the first layers: its gradients are final only when backward ends and
+  // the next forward needs its parameters first.
+  const ModeComm comm = mode_comm(mode, plan, [&](const PlannedCollective& c) {
+    return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes);
+  });
+  row.comm_model_s = comm.total_s;
+  row.nonoverlap_comm_s = comm.last_s;
+  row.ideal_step_s = std::max(row.compute_s, comm.total_s - comm.last_s) + comm.last_s;
   row.vs_ideal = row.ideal_step_s > 0.0 ? row.step_s / row.ideal_step_s : 0.0;
+  row.predicted_step_s = predicted_step_s(mode, comm, row.compute_s, backward_share);
 }
 
 BucketPlan plan_for(const Config& config, const Model& model, double cap_mb, int world_size) {
@@ -422,7 +422,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
           row.planned_optimizer_state_bytes.push_back(planned.state);
           row.planned_state_bytes.push_back(planned.total());
         }
-        ideal_step(row, mode_plan, plan, report.limits);
+        ideal_step(row, mode_plan, plan, report.limits, backward_flop_share(model.store()));
         report.rows.push_back(std::move(row));
         if (root_prints) {
           const BenchRow& done = report.rows.back();

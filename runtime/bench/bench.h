@@ -86,6 +86,9 @@ struct BenchRow {
   // nonoverlap, a lower bound.
   double comm_model_s = 0.0, nonoverlap_comm_s = 0.0, ideal_step_s = 0.0;
   double vs_ideal = 0.0;  // step_s / ideal_step_s
+  // Note [Scaling model] (scaling_model.h) for this mode from compute_s and the same collective
+  // times: where its schedule lets communication overlap (>= ideal_step_s; equal in interleaved).
+  double predicted_step_s = 0.0;
 
   std::int64_t wire_bytes_per_step = 0;     // per rank, max over ranks (communicator.h)
   std::int64_t payload_bytes_per_step = 0;  // per rank, max over ranks

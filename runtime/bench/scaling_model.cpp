@@ -25,8 +25,8 @@ std::vector<ModePlan> all_mode_plans(const Config& config) {
 
 ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const LinkConfig& link,
                             int ranks) {
-  ModeComm out = mode_comm(mode, plan, [&](CollectiveOp op, std::int64_t bytes) {
-    return modelled_seconds(link, op, bytes, ranks);
+  ModeComm out = mode_comm(mode, plan, [&](const PlannedCollective& c) {
+    return modelled_seconds(link, c.op, c.bytes, ranks);
   });
   for (const PlannedCollective& c : mode.collectives(plan)) {
     out.wire_bytes += wire_bytes(c.op, c.bytes, modelled_ranks(link, ranks));

@@ -15,6 +15,7 @@
 
 #include "base/errors.h"
 #include "kernels/gemm.h"
+#include "runtime/config/bf16_gemm_check.h"
 #include "runtime/config/config_reader.h"
 
 namespace zl {
@@ -310,12 +311,6 @@ void read_precision(const toml::table& root, ConfigSource& source, PrecisionConf
                             "\"bf16\" (got compute = \"{}\"); use reduce_dtype = \"fp32\"",
                             to_string(p.compute)));
   }
-  if (p.compute == ComputePrecision::Bf16 && !cpu_gemm_has_bf16()) {
-    source.fail("precision.compute",
-                "\"bf16\" needs a bf16 GEMM on the CPU, and this build's BLAS has none "
-                "(OpenBLAS without sbgemm); use compute = \"fp32\" or rebuild against a BLAS with "
-                "bf16 GEMMs");
-  }
 }
 
 void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
@@ -402,13 +397,6 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
   }
   r.number_array("bucket_cap_mb", b.bucket_cap_mb, above(0), 0, true);
   r.enumeration_list("precision", b.precision, kComputeNames);
-  const bool sweeps_bf16 = std::find(b.precision.begin(), b.precision.end(),
-                                     ComputePrecision::Bf16) != b.precision.end();
-  if (sweeps_bf16 && !cpu_gemm_has_bf16()) {
-    source.fail("bench.precision",
-                "\"bf16\" needs a bf16 GEMM on the CPU, and this build's BLAS has none; drop "
-                "\"bf16\" from the list or rebuild against a BLAS with bf16 GEMMs");
-  }
   r.integer("warmup", b.warmup, at_least(0));
   r.integer("steps", b.steps, at_least(1));
   r.finish();
@@ -522,6 +510,19 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
+// bf16 compute needs a bf16 GEMM where the GEMMs run (bf16_gemm_check.h): refused here when
+// runtime.device says the CPU; "cuda" and, in a CUDA build, "auto" are checked once resolved.
+void check_bf16_gemm_at_parse(const Config& c, ConfigSource& source) {
+  const std::string why =
+      bf16_gemm_refusal(c.runtime.device, cpu_gemm_has_bf16(), cuda_backend_built());
+  if (why.empty()) return;
+  if (c.precision.compute == ComputePrecision::Bf16) source.fail("precision.compute", why);
+  if (std::find(c.bench.precision.begin(), c.bench.precision.end(), ComputePrecision::Bf16) !=
+      c.bench.precision.end()) {
+    source.fail("bench.precision", why + "; or drop \"bf16\" from the list");
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -542,6 +543,7 @@ Config read_config(const toml::table& root, ConfigSource& source, const std::str
   read_link(root, source, c.link);
   read_output(root, source, c.output);
   check_parallel_with_train(c, source);
+  check_bf16_gemm_at_parse(c, source);
   return c;
 }
 
