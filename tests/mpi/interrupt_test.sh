@@ -51,6 +51,35 @@ interrupt() {
   echo "ok: $name: stopped at step $step, exit $rc"
 }
 
+# The bench: SIGINT to both ranks after its first run; it stops after the run in progress, prints
+# the table of the runs it finished and exits 130, without bench.json / bench.csv.
+bench_interrupt() {
+  local dir="$work/bench"
+  mkdir -p "$dir"
+  mpirun -np 2 $flags "$zerolap" bench "$config" --set bench.steps=20000 --set bench.warmup=5 \
+    --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
+  local job=$! ranks=""
+  for _ in $(seq 1 600); do grep -q '^\[1/7\]' "$dir/job.log" && break; sleep 0.1; done
+  ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+  [ "$(echo $ranks | wc -w)" -eq 2 ] || { cat "$dir/job.log"; kill -9 "$job"; fail "bench: ranks not found"; }
+  kill -INT $ranks
+  for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    pkill -9 -P "$job"; kill -9 "$job"; cat "$dir/job.log"; fail "bench: still running 30 s after SIGINT"
+  fi
+  wait "$job"
+  local rc=$?
+  [ "$rc" -eq 130 ] || { cat "$dir/job.log"; fail "bench: exit code $rc, expected 130"; }
+  local done
+  done=$(sed -nE 's/.*bench interrupted after ([0-9]+) of 7 runs.*/\1/p' "$dir/job.log")
+  [ -n "$done" ] && [ "$done" -ge 1 ] && [ "$done" -lt 7 ] ||
+    { cat "$dir/job.log"; fail "bench: no 'bench interrupted after N of 7 runs' line with 1 <= N < 7"; }
+  grep -q '^ddp ' "$dir/job.log" || { cat "$dir/job.log"; fail "bench: the finished rows were not printed"; }
+  [ ! -e "$dir/out/bench.json" ] || fail "bench: an interrupted bench wrote bench.json"
+  echo "ok: bench: stopped after $done of 7 runs, exit $rc"
+}
+
+bench_interrupt
 interrupt sigint_ranks INT ranks 130
 interrupt sigterm_ranks TERM ranks 143
 interrupt sigint_mpirun INT mpirun 1
