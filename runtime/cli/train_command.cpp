@@ -11,6 +11,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/cli/interrupt.h"
+#include "runtime/cli/run_progress.h"
 #include "runtime/cli/training_run.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/simulated_link.h"
@@ -55,6 +56,7 @@ int run_train_command(const ConfigArgs& args, const World& world) {
                   (std::filesystem::path(config.output.dir) / "trace.json").string(),
                   config.runtime.timeout_s, {{"command", "train"}, {"link", link_label(config.link)}});
     }
+    if (world.is_root() && !trainer->options().quiet) report_run_outputs(config);
     return 0;
   });
   trainer.reset();

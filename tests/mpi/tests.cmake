@@ -36,6 +36,13 @@ add_test(NAME mpi.interrupt.np2
 set_tests_properties(mpi.interrupt.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
   FAIL_REGULAR_EXPRESSION "FAIL")
 
+# Progress lines, the outputs line, epochs after a 2 -> 3 reshard, elapsed_s across a resume.
+add_test(NAME mpi.bookkeeping.np3
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/bookkeeping_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/bookkeeping)
+set_tests_properties(mpi.bookkeeping.np3 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
 # zerolap bench, the simulated link and the trace (tests/mpi/test_bench.cpp).
 zerolap_add_mpi_test(bench 2 "[bench]" 600)
 add_test(NAME mpi.plot_bench.np2
