@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 try:
@@ -375,8 +376,8 @@ def torch_gemm_shapes(torch, zl_shapes, threads, repeats=20):
 
 def check_gemm_rates(torch_gflops, zerolap_gflops, threads):
     """Prints both sides' GEMM rate; exits 2 naming the package when PyTorch's BLAS is far slower."""
-    print(f"GEMM at the config's shapes, {threads} thread(s), fp32: PyTorch {torch_gflops:.1f} "
-          f"GFLOP/s, zerolap {zerolap_gflops:.1f} GFLOP/s")
+    print(wrapped(f"GEMM at the config's shapes, {threads} thread(s), fp32: PyTorch "
+                  f"{torch_gflops:.1f} GFLOP/s, zerolap {zerolap_gflops:.1f} GFLOP/s"))
     if zerolap_gflops > 0 and torch_gflops < SLOW_BLAS_SHARE * zerolap_gflops:
         fail(f"PyTorch's GEMM runs at {torch_gflops:.1f} GFLOP/s, under {SLOW_BLAS_SHARE:g}x "
              f"zerolap's {zerolap_gflops:.1f} GFLOP/s: its BLAS is not an optimized one, and the "
@@ -413,6 +414,15 @@ def run_zerolap(binary, config_path, overrides, world, device_kind, workdir, tag
 
 # --- the table -------------------------------------------------------------------------------------
 
+WIDTH = 100  # every line of the report fits a 100-column terminal (tested)
+
+
+def wrapped(text, indent="    "):
+    """`text` in lines of at most WIDTH columns, the later ones indented (a long command)."""
+    return "\n".join(textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_long_words=True,
+                                    break_on_hyphens=False))
+
+
 def best(rows):
     timed = [r for r in rows if "median_s" in r]
     return min(timed, key=lambda r: r["median_s"]) if timed else None
@@ -427,40 +437,45 @@ def print_world(world, torch_report, zl_report, config, device_kind, purpose="")
                if r.get("precision", precision) == precision]
     torch_best, zl_best = best(torch_rows), best(zl_rows)
     batch = int(get(config, "data", "batch_size", 64))
-    print(f"\n{world} rank(s){purpose}, {device_kind}, batch {batch} per rank, "
-          f"{get(config, 'optimizer', 'kind', 'adam')}; PyTorch {torch_report['torch']} "
-          f"({torch_report['backend']}, {torch_report['precision']}"
-          f"{' autocast' if torch_report['precision'] == 'bf16' else ''}"
-          f"{', fused optimizer' if torch_report['fused'] else ''}, threads: intra-op "
-          f"{torch_report['intra_op_threads']}, BLAS "
-          f"{torch_report['blas_threads']}); zerolap (GEMM threads per rank: "
-          f"{zl_report.get('cpu_threads', '?')}): {zl_report['command']}")
+    print()
+    print(wrapped(f"{world} rank(s){purpose}, {device_kind}, batch {batch} per rank, "
+                  f"{get(config, 'optimizer', 'kind', 'adam')}"))
+    print(wrapped(f"  PyTorch {torch_report['torch']} ({torch_report['backend']}, "
+                  f"{torch_report['precision']}"
+                  f"{' autocast' if torch_report['precision'] == 'bf16' else ''}"
+                  f"{', fused optimizer' if torch_report['fused'] else ''}, threads: intra-op "
+                  f"{torch_report['intra_op_threads']}, BLAS {torch_report['blas_threads']})"))
+    print(f"  zerolap (GEMM threads per rank: {zl_report.get('cpu_threads', '?')})")
+    print(wrapped(f"  command: {zl_report['command']}", indent="      "))
     if device_kind == "cpu" and str(zl_report.get("cpu_threads")) != torch_report["blas_threads"]:
-        print(f"warning: zerolap ran {zl_report.get('cpu_threads')} GEMM threads per rank and "
-              f"PyTorch {torch_report['blas_threads']}: not like for like (set runtime.threads)")
+        print(wrapped(f"warning: zerolap ran {zl_report.get('cpu_threads')} GEMM threads per rank "
+                      f"and PyTorch {torch_report['blas_threads']}: not like for like (set "
+                      "runtime.threads)"))
     if zl_report.get("simulated_link"):
-        print(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
-              "PyTorch on the real one")
-    print(f"{'':8} {'mode':<40} {'cap':>5} {'median ms':>10} {'p10-p90 ms':>15} {'samples/s':>10} "
-          f"{'/ torch best':>12}")
+        print(wrapped(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
+                      "PyTorch on the real one"))
+    # 7 + 39 (the longest mode, zero/after_backward/allreduce_broadcast) + 50 columns of figures
+    print(f"{'':7} {'mode':<39} {'cap':>4} {'median ms':>9} {'p10-p90 ms':>15} {'samples/s':>9} "
+          f"{'/ torch':>7}")
     refused = set()
     for name, rows in (("PyTorch", torch_rows), ("zerolap", zl_rows)):
         for r in rows:
             if "refused" in r:
                 if r["mode"] not in refused:  # once per mode: the cap does not matter
                     refused.add(r["mode"])
-                    print(f"{name:8} {r['mode']:<40} {'-':>5} refused on "
-                          f"{torch_report['backend']}: {r['refused'][:90]}")
+                    print(wrapped(f"{name:7} {r['mode']:<39} {'-':>4} refused on "
+                                  f"{torch_report['backend']}: {r['refused'][:150]}",
+                                  indent=" " * 53))
                 continue
             ratio = r["median_s"] / torch_best["median_s"] if torch_best else float("nan")
-            print(f"{name:8} {r['mode']:<40} {r['bucket_cap_mb']:>5g} {r['median_s'] * 1e3:>10.2f} "
-                  f"{r['p10_s'] * 1e3:>7.2f}-{r['p90_s'] * 1e3:<7.2f} "
-                  f"{batch * world / r['median_s']:>10.0f} {ratio:>11.2f}x")
+            spread = f"{r['p10_s'] * 1e3:.2f}-{r['p90_s'] * 1e3:.2f}"
+            print(f"{name:7} {r['mode']:<39} {r['bucket_cap_mb']:>4g} {r['median_s'] * 1e3:>9.2f} "
+                  f"{spread:>15} {batch * world / r['median_s']:>9.0f} {ratio:>6.2f}x")
     if torch_best and zl_best:
-        print(f"best: zerolap {zl_best['mode']} (cap {zl_best['bucket_cap_mb']:g}) "
-              f"{zl_best['median_s'] * 1e3:.2f} ms vs PyTorch {torch_best['mode']} "
-              f"(cap {torch_best['bucket_cap_mb']:g}) {torch_best['median_s'] * 1e3:.2f} ms: "
-              f"{zl_best['median_s'] / torch_best['median_s']:.2f}x")
+        print(wrapped(f"best: zerolap {zl_best['mode']} (cap {zl_best['bucket_cap_mb']:g}) "
+                      f"{zl_best['median_s'] * 1e3:.2f} ms vs PyTorch {torch_best['mode']} "
+                      f"(cap {torch_best['bucket_cap_mb']:g}) {torch_best['median_s'] * 1e3:.2f} "
+                      f"ms: {zl_best['median_s'] / torch_best['median_s']:.2f}x"))
     return torch_best, zl_best
 
 
@@ -537,10 +552,10 @@ def main():
             base_torch, base_zl = baselines[threads]
             if not (t and z and base_torch and base_zl):
                 continue
-            print(f"weak scaling {base_world} -> {world} ranks at {threads} thread(s) per rank "
-                  f"(t{base_world} / t{world}, best modes): zerolap "
-                  f"{base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
-                  f"{base_torch['median_s'] / t['median_s'] * 100:.0f}%")
+            print(wrapped(f"weak scaling {base_world} -> {world} ranks at {threads} thread(s) per "
+                          f"rank (t{base_world} / t{world}, best modes): zerolap "
+                          f"{base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
+                          f"{base_torch['median_s'] / t['median_s'] * 100:.0f}%"))
     return 0
 
 
