@@ -4,12 +4,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "base/clock.h"
 #include "runtime/comm/timed_mpi.h"
 
 namespace zl {
@@ -80,9 +84,19 @@ StopAgreement::StopAgreement(const World& world, double timeout_s)
 }
 
 StopAgreement::~StopAgreement() {
-  // A pending all-reduce is matched on every rank (they all stop after the same step); complete
-  // it so the communicator can go. Never throws: a failure here ends the job elsewhere.
-  if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  // Unwinding (a step timed out, a peer died): the pending all-reduce may never be matched and
+  // the job is ending (MPI_Abort), so leave it; an MPI_Wait here held the rank past
+  // runtime.timeout_s. Otherwise every rank stopped after the same step and the request is
+  // matched: complete it, within the deadline too, so the communicator can go. Never throws.
+  if (std::uncaught_exceptions() > uncaught_at_start_) return;
+  if (request_ != MPI_REQUEST_NULL) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    int done = 0;
+    while (MPI_Test(&request_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+      if (Clock::now() > deadline) return;  // not matched: leave the request and communicator
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 

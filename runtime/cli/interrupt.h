@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
 
 #include <string>
 
@@ -56,6 +57,7 @@ class StopAgreement {
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Request request_ = MPI_REQUEST_NULL;
   int sent_ = 0, agreed_ = 0;
+  int uncaught_at_start_ = std::uncaught_exceptions();  // > at destruction: unwinding
 };
 
 // Rank 0's line for a run stopped by `signal` after `step`: `interrupted at step N; checkpoint

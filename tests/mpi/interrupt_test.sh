@@ -79,6 +79,50 @@ bench_interrupt() {
   echo "ok: bench: stopped after $done of 7 runs, exit $rc"
 }
 
+# One rank stopped (SIGSTOP) while the other is interrupted: the interrupted rank waits at most
+# runtime.timeout_s (exit 1 naming it; the pending agreement once held it for ever); a second
+# SIGINT ends it at once.
+stalled() {
+  local name=$1 second=$2 dir="$work/$1"
+  mkdir -p "$dir"
+  mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=100000000 --set train.epochs=0 \
+    --set train.log_every=1000000 --set train.eval_every=0 --set runtime.timeout_s=4 \
+    --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
+  local job=$! ranks=""
+  for _ in $(seq 1 300); do
+    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+    [ -s "$dir/out/metrics.csv" ] && [ "$(echo $ranks | wc -w)" -eq 2 ] && break
+    sleep 0.1
+  done
+  [ "$(echo $ranks | wc -w)" -eq 2 ] || { cat "$dir/job.log"; kill -9 "$job"; fail "$name: ranks not found"; }
+  local r0 r1
+  read -r r0 r1 <<<"$ranks"
+  sleep 0.5
+  kill -STOP "$r1"
+  kill -INT "$r0"
+  local begin=$SECONDS
+  if [ "$second" = yes ]; then sleep 0.5; kill -INT "$r0"; fi
+  for _ in $(seq 1 200); do kill -0 "$r0" 2>/dev/null || break; sleep 0.1; done
+  local took=$((SECONDS - begin)) alive=no
+  kill -0 "$r0" 2>/dev/null && alive=yes
+  kill -CONT "$r1" 2>/dev/null
+  kill -9 "$r1" 2>/dev/null
+  wait "$job"
+  [ "$alive" = no ] || { pkill -9 -P "$job"; cat "$dir/job.log"; fail "$name: rank 0 still running 20 s later"; }
+  if [ "$second" = yes ]; then
+    [ "$took" -le 2 ] || { cat "$dir/job.log"; fail "$name: a second SIGINT took $took s"; }
+    grep -q "interrupted again: ending now" "$dir/job.log" || { cat "$dir/job.log"; fail "$name: no 'interrupted again' line"; }
+  else
+    [ "$took" -le 10 ] || { cat "$dir/job.log"; fail "$name: rank 0 took $took s with runtime.timeout_s = 4"; }
+    # The step's collectives or the agreement, whichever waits first, time out.
+    grep -q "rank 0: .* did not complete within runtime.timeout_s" "$dir/job.log" ||
+      { cat "$dir/job.log"; fail "$name: no timeout message naming rank 0"; }
+  fi
+  echo "ok: $name: rank 0 ended after $took s"
+}
+
+stalled stalled_peer_timeout no
+stalled stalled_peer_second_signal yes
 bench_interrupt
 interrupt sigint_ranks INT ranks 130
 interrupt sigterm_ranks TERM ranks 143
