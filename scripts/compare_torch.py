@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 try:
@@ -342,6 +343,55 @@ def run_torch(config, world, threads, device_kind, workdir):
 
 # --- zerolap bench ---------------------------------------------------------------------------------
 
+# PyTorch's GEMM below this share of zerolap's at the config's shapes means its BLAS is not an
+# optimized one (Debian's python3-torch with only the reference libblas3 ran 6 GFLOP/s): the
+# comparison would measure that BLAS, not the frameworks, so it is refused.
+SLOW_BLAS_SHARE = 0.2
+BLAS_HINT = ("install an optimized BLAS for PyTorch: on Debian 12 `apt-get install "
+             "libopenblas0-pthread` (python3-torch then uses it in place of the reference "
+             "libblas3), then rerun")
+
+
+def gemm_rate(shapes):
+    """GFLOP/s over one step's GEMMs: [(m, n, k, count, gflops)] -> total FLOPs / total time."""
+    flops = sum(2.0 * m * n * k * count for m, n, k, count, _ in shapes)
+    seconds = sum(2.0 * m * n * k * count / (g * 1e9) for m, n, k, count, g in shapes if g > 0)
+    return flops / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def torch_gemm_shapes(torch, zl_shapes, threads, repeats=20):
+    """PyTorch's fp32 matmul at each of zerolap's GEMM shapes, on `threads` threads."""
+    torch.set_num_threads(threads)
+    out = []
+    for m, n, k, count, _ in zl_shapes:
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        torch.mm(a, b)  # warm-up: first-call dispatch and allocation
+        start = time.perf_counter()
+        for _ in range(repeats):
+            torch.mm(a, b)
+        seconds = (time.perf_counter() - start) / repeats
+        out.append((m, n, k, count, 2.0 * m * n * k / seconds / 1e9))
+    return out
+
+
+def check_gemm_rates(torch_gflops, zerolap_gflops, threads):
+    """Prints both sides' GEMM rate; exits 2 naming the package when PyTorch's BLAS is far slower."""
+    print(wrapped(f"GEMM at the config's shapes, {threads} thread(s), fp32: PyTorch "
+                  f"{torch_gflops:.1f} GFLOP/s, zerolap {zerolap_gflops:.1f} GFLOP/s"))
+    if zerolap_gflops > 0 and torch_gflops < SLOW_BLAS_SHARE * zerolap_gflops:
+        fail(f"PyTorch's GEMM runs at {torch_gflops:.1f} GFLOP/s, under {SLOW_BLAS_SHARE:g}x "
+             f"zerolap's {zerolap_gflops:.1f} GFLOP/s: its BLAS is not an optimized one, and the "
+             f"comparison would measure that BLAS; {BLAS_HINT}")
+
+
+def zerolap_gemm_shapes(zl_report):
+    """The fp32 GEMM limits of a bench.json: [(m, n, k, count, gflops)]."""
+    for p in zl_report.get("limits", {}).get("precisions", []):
+        if p.get("precision") in ("fp32", "tf32"):
+            return [(g["m"], g["n"], g["k"], g["count"], g["gflops"]) for g in p.get("gemm", [])]
+    return []
+
+
 def run_zerolap(binary, config_path, overrides, world, device_kind, workdir, tag):
     out_dir = os.path.join(workdir, f"zerolap_{world}_{tag}")
     cmd = [binary, "bench", config_path, "--set", f'output.dir="{out_dir}"',
@@ -364,6 +414,15 @@ def run_zerolap(binary, config_path, overrides, world, device_kind, workdir, tag
 
 # --- the table -------------------------------------------------------------------------------------
 
+WIDTH = 100  # every line of the report fits a 100-column terminal (tested)
+
+
+def wrapped(text, indent="    "):
+    """`text` in lines of at most WIDTH columns, the later ones indented (a long command)."""
+    return "\n".join(textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_long_words=True,
+                                    break_on_hyphens=False))
+
+
 def best(rows):
     timed = [r for r in rows if "median_s" in r]
     return min(timed, key=lambda r: r["median_s"]) if timed else None
@@ -378,40 +437,45 @@ def print_world(world, torch_report, zl_report, config, device_kind, purpose="")
                if r.get("precision", precision) == precision]
     torch_best, zl_best = best(torch_rows), best(zl_rows)
     batch = int(get(config, "data", "batch_size", 64))
-    print(f"\n{world} rank(s){purpose}, {device_kind}, batch {batch} per rank, "
-          f"{get(config, 'optimizer', 'kind', 'adam')}; PyTorch {torch_report['torch']} "
-          f"({torch_report['backend']}, {torch_report['precision']}"
-          f"{' autocast' if torch_report['precision'] == 'bf16' else ''}"
-          f"{', fused optimizer' if torch_report['fused'] else ''}, threads: intra-op "
-          f"{torch_report['intra_op_threads']}, BLAS "
-          f"{torch_report['blas_threads']}); zerolap (GEMM threads per rank: "
-          f"{zl_report.get('cpu_threads', '?')}): {zl_report['command']}")
+    print()
+    print(wrapped(f"{world} rank(s){purpose}, {device_kind}, batch {batch} per rank, "
+                  f"{get(config, 'optimizer', 'kind', 'adam')}"))
+    print(wrapped(f"  PyTorch {torch_report['torch']} ({torch_report['backend']}, "
+                  f"{torch_report['precision']}"
+                  f"{' autocast' if torch_report['precision'] == 'bf16' else ''}"
+                  f"{', fused optimizer' if torch_report['fused'] else ''}, threads: intra-op "
+                  f"{torch_report['intra_op_threads']}, BLAS {torch_report['blas_threads']})"))
+    print(f"  zerolap (GEMM threads per rank: {zl_report.get('cpu_threads', '?')})")
+    print(wrapped(f"  command: {zl_report['command']}", indent="      "))
     if device_kind == "cpu" and str(zl_report.get("cpu_threads")) != torch_report["blas_threads"]:
-        print(f"warning: zerolap ran {zl_report.get('cpu_threads')} GEMM threads per rank and "
-              f"PyTorch {torch_report['blas_threads']}: not like for like (set runtime.threads)")
+        print(wrapped(f"warning: zerolap ran {zl_report.get('cpu_threads')} GEMM threads per rank "
+                      f"and PyTorch {torch_report['blas_threads']}: not like for like (set "
+                      "runtime.threads)"))
     if zl_report.get("simulated_link"):
-        print(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
-              "PyTorch on the real one")
-    print(f"{'':8} {'mode':<40} {'cap':>5} {'median ms':>10} {'p10-p90 ms':>15} {'samples/s':>10} "
-          f"{'/ torch best':>12}")
+        print(wrapped(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
+                      "PyTorch on the real one"))
+    # 7 + 39 (the longest mode, zero/after_backward/allreduce_broadcast) + 50 columns of figures
+    print(f"{'':7} {'mode':<39} {'cap':>4} {'median ms':>9} {'p10-p90 ms':>15} {'samples/s':>9} "
+          f"{'/ torch':>7}")
     refused = set()
     for name, rows in (("PyTorch", torch_rows), ("zerolap", zl_rows)):
         for r in rows:
             if "refused" in r:
                 if r["mode"] not in refused:  # once per mode: the cap does not matter
                     refused.add(r["mode"])
-                    print(f"{name:8} {r['mode']:<40} {'-':>5} refused on "
-                          f"{torch_report['backend']}: {r['refused'][:90]}")
+                    print(wrapped(f"{name:7} {r['mode']:<39} {'-':>4} refused on "
+                                  f"{torch_report['backend']}: {r['refused'][:150]}",
+                                  indent=" " * 53))
                 continue
             ratio = r["median_s"] / torch_best["median_s"] if torch_best else float("nan")
-            print(f"{name:8} {r['mode']:<40} {r['bucket_cap_mb']:>5g} {r['median_s'] * 1e3:>10.2f} "
-                  f"{r['p10_s'] * 1e3:>7.2f}-{r['p90_s'] * 1e3:<7.2f} "
-                  f"{batch * world / r['median_s']:>10.0f} {ratio:>11.2f}x")
+            spread = f"{r['p10_s'] * 1e3:.2f}-{r['p90_s'] * 1e3:.2f}"
+            print(f"{name:7} {r['mode']:<39} {r['bucket_cap_mb']:>4g} {r['median_s'] * 1e3:>9.2f} "
+                  f"{spread:>15} {batch * world / r['median_s']:>9.0f} {ratio:>6.2f}x")
     if torch_best and zl_best:
-        print(f"best: zerolap {zl_best['mode']} (cap {zl_best['bucket_cap_mb']:g}) "
-              f"{zl_best['median_s'] * 1e3:.2f} ms vs PyTorch {torch_best['mode']} "
-              f"(cap {torch_best['bucket_cap_mb']:g}) {torch_best['median_s'] * 1e3:.2f} ms: "
-              f"{zl_best['median_s'] / torch_best['median_s']:.2f}x")
+        print(wrapped(f"best: zerolap {zl_best['mode']} (cap {zl_best['bucket_cap_mb']:g}) "
+                      f"{zl_best['median_s'] * 1e3:.2f} ms vs PyTorch {torch_best['mode']} "
+                      f"(cap {torch_best['bucket_cap_mb']:g}) {torch_best['median_s'] * 1e3:.2f} "
+                      f"ms: {zl_best['median_s'] / torch_best['median_s']:.2f}x"))
     return torch_best, zl_best
 
 
@@ -458,11 +522,19 @@ def main():
           "OMP_NUM_THREADS, MKL_NUM_THREADS)")
     config_path = os.path.abspath(args.config)
     with tempfile.TemporaryDirectory(prefix="compare_torch_") as workdir:
+        checked = []
+
         def measure(world, threads, purpose=""):
-            torch_report = run_torch(config, world, threads, args.device, workdir)
             overrides = args.overrides + ([f"runtime.threads={threads}"] if purpose else [])
             zl_report = run_zerolap(args.zerolap, config_path, overrides, world, args.device,
                                     workdir, f"t{threads}")
+            if not checked and args.device == "cpu":  # before PyTorch's runs: its BLAS is fit
+                shapes = zerolap_gemm_shapes(zl_report)
+                if shapes:
+                    check_gemm_rates(gemm_rate(torch_gemm_shapes(torch, shapes, threads)),
+                                     gemm_rate(shapes), threads)
+                checked.append(True)
+            torch_report = run_torch(config, world, threads, args.device, workdir)
             return print_world(world, torch_report, zl_report, config, args.device, purpose)
 
         summary = [(world,) + measure(world, threads_per_rank(config, world)) for world in worlds]
@@ -480,10 +552,10 @@ def main():
             base_torch, base_zl = baselines[threads]
             if not (t and z and base_torch and base_zl):
                 continue
-            print(f"weak scaling {base_world} -> {world} ranks at {threads} thread(s) per rank "
-                  f"(t{base_world} / t{world}, best modes): zerolap "
-                  f"{base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
-                  f"{base_torch['median_s'] / t['median_s'] * 100:.0f}%")
+            print(wrapped(f"weak scaling {base_world} -> {world} ranks at {threads} thread(s) per "
+                          f"rank (t{base_world} / t{world}, best modes): zerolap "
+                          f"{base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
+                          f"{base_torch['median_s'] / t['median_s'] * 100:.0f}%"))
     return 0
 
 

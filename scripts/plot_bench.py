@@ -22,6 +22,7 @@ except ImportError:
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 PHASES = [  # (label, colour): the compute-only run split by phase, then what communication adds
     ("forward", "#4c72b0"),
@@ -120,7 +121,13 @@ def plot_speedup(bench, path):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("bucket_cap_mb")
+    # A tick at every measured cap, labelled in plain numbers (a log axis alone labels 2x10^0, 3x10^0
+    # and may skip a measured cap), and the unit on the axis.
+    caps = sorted({r["bucket_cap_mb"] for r in rows})
+    ax.set_xticks(caps)
+    ax.set_xticklabels([f"{c:g}" for c in caps])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("bucket_cap_mb (MiB)")
     ax.set_ylabel("speed-up over ddp (same bucket cap and precision)")
     ax.set_title("Speed-up against bucket size: " + title_suffix(bench), fontsize=10)
     ax.grid(alpha=0.3)

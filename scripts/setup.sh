@@ -29,7 +29,22 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# The commands the build and the jobs run: a package can be installed while its command is not on
+# PATH (a removed alternative, a PATH without /usr/bin), and the build would fail later.
+missing_commands() {
+  local cmd
+  for cmd in cmake g++ mpirun mpicxx python3; do
+    command -v "$cmd" >/dev/null 2>&1 || echo "$cmd"
+  done
+}
+
 if ((${#missing[@]} == 0)); then
+  gone=$(missing_commands | tr '\n' ' ')
+  if [[ -n $gone ]]; then
+    echo "setup: the packages are installed, but not on PATH: ${gone% } (mpirun, mpicxx: package" \
+      "openmpi-bin, see \`update-alternatives --display mpirun\`; cmake: cmake; g++: build-essential)" >&2
+    exit 1
+  fi
   echo "setup: all packages present"
   exit 0
 fi

@@ -329,9 +329,11 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   Tracer bench_clock(world.rank, config.output.trace);  // the bench's trace timeline
   std::vector<TraceSource> trace;
   const std::size_t total_runs = precisions.size() * modes.size() * caps.size();
+  report.planned_runs = total_runs;
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
       for (const auto& mode : modes) {
+        if (report.stopped_by != 0) break;
         const ModePlan mode_plan = mode_plan_of(mode, config, precision, world.size);
         const PlannedLayout planned = plan_for(config, mode_plan, cap, world.size);
         const BucketPlan& plan = planned.plan;
@@ -442,6 +444,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                      done.step_s * 1e3, done.compute_s * 1e3, done.exposed_comm_s * 1e3);
           std::fflush(stdout);
         }
+        if (options.stop_after_run) report.stopped_by = options.stop_after_run();
       }
     }
   }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,10 +114,15 @@ struct BenchReport {
   bool peak_rss_per_mode = true;  // false: VmHWM could not be reset, peaks are since start-up
   BenchLimits limits;           // per precision where they depend on it
   std::vector<BenchRow> rows;  // precisions outer, then caps, modes inner
+  std::size_t planned_runs = 0;  // precisions x caps x modes; rows.size() when not stopped
+  int stopped_by = 0;  // the signal the ranks stopped for after rows.size() runs (0: complete)
 };
 
 struct BenchOptions {
   bool progress = true;  // progress lines on rank 0
+  // Collective, after every run: nonzero (a signal) stops the bench after that run, the same run
+  // on every rank; the report then holds the rows finished so far (stopped_by says why).
+  std::function<int()> stop_after_run;
 };
 
 // Runs the whole bench (collective); writes output.dir/trace.json when output.trace is set.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -65,70 +66,184 @@ nlohmann::ordered_json row_scalars(const BenchRow& r) {
   j["optimizer_state_bytes_max"] = max_of(r.optimizer_state_bytes);
   j["planned_optimizer_state_bytes_max"] = max_of(r.planned_optimizer_state_bytes);
   j["peak_rss_bytes_max"] = max_of(r.peak_rss_bytes);
+  const std::string noise = noise_reason(r);
+  j["noisy"] = noise.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(noise);
   return j;
 }
 
 std::string csv_cell(const nlohmann::ordered_json& v) {
   if (v.is_null()) return "";
-  if (v.is_string()) return v.get<std::string>();  // mode and dtype names: no commas or quotes
+  if (v.is_string()) {
+    // The link label has commas ("simulated link: 10 Gb/s, 0 us"): quoted as RFC 4180 says.
+    const std::string text = v.get<std::string>();
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";
+    for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  }
   if (v.is_number_float()) return fmt::format("{:.9g}", v.get<double>());
   return v.dump();
 }
 
 }  // namespace
 
-std::string format_bench_table(const BenchReport& rep) {
+namespace {
+
+// The narrow tables have no precision column: a line names the precision where it changes.
+std::string precision_group(const std::vector<BenchRow>& rows, std::size_t i) {
+  const BenchRow& r = rows[i];
+  if (i > 0 && rows[i - 1].precision == r.precision) return "";
+  if (r.precision != "bf16") return fmt::format("{}:\n", r.precision);
+  return fmt::format("bf16 (reduce_dtype {}, master_weights {}):\n", r.reduce_dtype,
+                     r.master_weights);
+}
+
+// Prose of a report, wrapped at word boundaries to the narrow tables' width, continuation lines
+// starting with `indent`; ends in a newline. Leading newlines and spaces are kept.
+std::string wrap(const std::string& text, const std::string& indent = "") {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size() && text[start] == '\n') out += text[start++];
+  std::string line;
+  while (start < text.size() && text[start] == ' ') line += text[start++];
+  const std::size_t lead = line.size();
+  std::istringstream words(text.substr(start));
+  for (std::string word; words >> word;) {
+    if (line.size() > lead && line.size() + 1 + word.size() > kNarrowTableColumns) {
+      out += line + "\n";
+      line = indent;
+    }
+    line += (line.size() > lead && line != indent ? " " : "") + word;
+  }
+  return out + line + "\n";
+}
+
+}  // namespace
+
+std::string noise_reason(const BenchRow& r) {
+  std::vector<std::string> why;
+  if (r.step_p10_s > 0.0 && r.step_p90_s / r.step_p10_s > kNoisySpread) {
+    why.push_back(fmt::format("p90/p10 {:.2f}", r.step_p90_s / r.step_p10_s));
+  }
+  if (r.comm_model_s > 0.0 && r.exposed_comm_s > r.comm_model_s) {
+    why.push_back("exposed > comm");
+  }
+  if (r.ideal_step_s > 0.0 && r.vs_ideal < kNoisyVsIdeal) {
+    why.push_back(fmt::format("/ideal {:.2f}", r.vs_ideal));
+  }
+  return fmt::format("{}", fmt::join(why, "; "));  // no comma: it is a CSV cell
+}
+
+std::string format_bench_table(const BenchReport& rep, TableWidth width) {
+  const bool wide = width == TableWidth::Wide;
+  std::size_t mode_width = 4;  // "mode"
+  for (const BenchRow& r : rep.rows) mode_width = std::max(mode_width, r.mode.size());
+  if (wide) mode_width = std::max<std::size_t>(mode_width, 39);
+  const auto mode = [&](const std::string& name) { return fmt::format("{:<{}}", name, mode_width); };
   std::string out;
   if (!rep.link_label.empty()) out += fmt::format("*** {} (every figure below) ***\n", rep.link_label);
-  out += fmt::format(
-      "{} ranks, {} parameters, {} timed steps after {} warmup, {}comm threads {}; times in ms per "
-      "step\n\n",
-      rep.world_size, rep.parameters, rep.steps, rep.warmup,
-      rep.device == DeviceKind::Cuda ? std::string()
-                                     : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads,
-                                                   rep.cpu_threads == 1 ? "" : "s"),
-      rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
-  out += fmt::format("{:<5} {:<44} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
-                     "{:>6}\n",
-                     "prec", "mode", "cap", "step", "p10-p90", "samples/s", "x ddp", "compute",
-                     "comm", "exposed", "hidden", "ideal", "/ideal");
-  for (const BenchRow& r : rep.rows) {
+  out += fmt::format("{} ranks, {} parameters, {} timed steps after {} warmup; times in ms per step\n",
+                     rep.world_size, rep.parameters, rep.steps, rep.warmup);
+  out += fmt::format("{}comm threads {}\n\n",
+                     rep.device == DeviceKind::Cuda
+                         ? std::string()
+                         : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads,
+                                       rep.cpu_threads == 1 ? "" : "s"),
+                     rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
+  std::vector<std::string> noisy(rep.rows.size());
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) noisy[i] = noise_reason(rep.rows[i]);
+  const auto mark = [&](std::size_t i) { return noisy[i].empty() ? "" : " *"; };
+  if (wide) {
+    out += fmt::format("{:<5} {} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
+                       "{:>6}\n",
+                       "prec", mode("mode"), "cap", "step", "p10-p90", "samples/s", "x ddp",
+                       "compute", "comm", "exposed", "hidden", "ideal", "/ideal");
+  } else {
+    out += fmt::format("{} {:>5} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"), "cap",
+                       "step", "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
+  }
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    const BenchRow& r = rep.rows[i];
     // Share of the mode's communication (timed alone) that did not lengthen the step.
     const double hidden =
         r.comm_model_s > 0.0 ? std::clamp(1.0 - r.exposed_comm_s / r.comm_model_s, 0.0, 1.0) : 1.0;
+    const std::string speedup = r.speedup_vs_ddp ? fmt::format("{:.2f}", *r.speedup_vs_ddp) : "-";
+    if (wide) {
+      out += fmt::format(
+          "{:<5} {} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% "
+          "{:>8.2f} {:>6.2f}{}\n",
+          r.precision, mode(r.mode), r.bucket_cap_mb, r.step_s * 1e3,
+          fmt::format("{:.2f}-{:.2f}", r.step_p10_s * 1e3, r.step_p90_s * 1e3), r.samples_per_s,
+          speedup, r.compute_s * 1e3, r.comm_model_s * 1e3, r.exposed_comm_s * 1e3,
+          hidden * 100.0, r.ideal_step_s * 1e3, r.vs_ideal, mark(i));
+    } else {
+      out += precision_group(rep.rows, i);
+      out += fmt::format("{} {:>5g} {:>7.2f} {:>6.2f} {:>5} {:>7.2f} {:>7.2f} {:>5.0f}% {:>6.2f}{}\n",
+                         mode(r.mode), r.bucket_cap_mb, r.step_s * 1e3,
+                         r.step_p10_s > 0.0 ? r.step_p90_s / r.step_p10_s : 0.0, speedup,
+                         r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.vs_ideal,
+                         mark(i));
+    }
+  }
+  std::size_t noisy_rows = 0;
+  for (const std::string& why : noisy) noisy_rows += why.empty() ? 0 : 1;
+  if (noisy_rows > 0) {
     out += fmt::format(
-        "{:<5} {:<44} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% "
-        "{:>8.2f} {:>6.2f}\n",
-        r.precision, r.mode, r.bucket_cap_mb, r.step_s * 1e3,
-        fmt::format("{:.2f}-{:.2f}", r.step_p10_s * 1e3, r.step_p90_s * 1e3), r.samples_per_s,
-        r.speedup_vs_ddp ? fmt::format("{:.2f}", *r.speedup_vs_ddp) : "-", r.compute_s * 1e3,
-        r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.ideal_step_s * 1e3,
-        r.vs_ideal);
+        "* noisy: {} of {} rows (p90/p10 above {:.1f}, exposed above comm, or /ideal below {:.1f}:\n"
+        "  the machine was busy while they ran); compare them only after a rerun on an idle "
+        "machine\n",
+        noisy_rows, rep.rows.size(), kNoisySpread, kNoisyVsIdeal);
   }
   for (const BenchRow& r : rep.rows) {
-    if (r.precision != "bf16") continue;  // the bf16 rows' wire and masters, once
+    if (!wide || r.precision != "bf16") continue;  // the bf16 rows' wire and masters, once
     out += fmt::format("bf16 rows: reduce_dtype {}, master_weights {}\n", r.reduce_dtype,
                        r.master_weights);
     break;
   }
-  out += fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and the "
-                     "share of them compute covered; per rank (max over ranks) the bytes sent per "
-                     "step and the state (parameters + gradients + master + optimizer state)\n",
-                     rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads");
-  out += fmt::format("{:<5} {:<44} {:>6} {:>8} {:>8} {:>7} {:>6} {:>7} {:>8} {:>7} {:>8} {:>8} "
-                     "{:>7} {:>10} {:>10} {:>9}\n",
-                     "prec", "mode", "cap", "forward", "backward", "optim", "wait", "f+b+o",
-                     "reduce", "bcast", "hidden", "exposed", "idle", "wire MB", "state MiB",
-                     "peak MiB");
-  for (const BenchRow& r : rep.rows) {
-    out += fmt::format("{:<5} {:<44} {:>6g} {:>8.2f} {:>8.2f} {:>7.2f} {:>6.2f} {:>6.0f}% {:>8.2f} "
-                       "{:>7.2f} {:>8.2f} {:>8.2f} {:>7.2f} {:>10.2f} {:>10.2f} {:>9.1f}\n",
-                       r.precision, r.mode, r.bucket_cap_mb, r.forward_s * 1e3, r.backward_s * 1e3,
-                       r.optimizer_s * 1e3, r.wait_s * 1e3, r.phases_vs_step * 100.0,
-                       r.reduction_s * 1e3, r.broadcast_s * 1e3, r.hidden_comm_s * 1e3,
-                       r.exposed_comm_s * 1e3, r.idle_s * 1e3,
-                       static_cast<double>(r.wire_bytes_per_step) * 1e-6,
-                       mib(max_of(r.state_bytes)), mib(max_of(r.peak_rss_bytes)));
+  out += wrap(fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and "
+                          "the share of them compute covered{}",
+                          rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads",
+                          wide ? "; per rank (max over ranks) the bytes sent per step and the state "
+                                 "(parameters + gradients + master + optimizer state)"
+                               : ""));
+  if (wide) {
+    out += fmt::format("{:<5} {} {:>6} {:>8} {:>8} {:>7} {:>6} {:>7} {:>8} {:>7} {:>8} {:>8} "
+                       "{:>7} {:>10} {:>10} {:>9}\n",
+                       "prec", mode("mode"), "cap", "forward", "backward", "optim", "wait", "f+b+o",
+                       "reduce", "bcast", "hidden", "exposed", "idle", "wire MB", "state MiB",
+                       "peak MiB");
+    for (const BenchRow& r : rep.rows) {
+      out += fmt::format("{:<5} {} {:>6g} {:>8.2f} {:>8.2f} {:>7.2f} {:>6.2f} {:>6.0f}% {:>8.2f} "
+                         "{:>7.2f} {:>8.2f} {:>8.2f} {:>7.2f} {:>10.2f} {:>10.2f} {:>9.1f}\n",
+                         r.precision, mode(r.mode), r.bucket_cap_mb, r.forward_s * 1e3,
+                         r.backward_s * 1e3, r.optimizer_s * 1e3, r.wait_s * 1e3,
+                         r.phases_vs_step * 100.0, r.reduction_s * 1e3, r.broadcast_s * 1e3,
+                         r.hidden_comm_s * 1e3, r.exposed_comm_s * 1e3, r.idle_s * 1e3,
+                         static_cast<double>(r.wire_bytes_per_step) * 1e-6,
+                         mib(max_of(r.state_bytes)), mib(max_of(r.peak_rss_bytes)));
+    }
+  } else {
+    out += fmt::format("{} {:>5} {:>7} {:>8} {:>6} {:>5} {:>6} {:>6} {:>7}\n", mode("mode"), "cap",
+                       "forward", "backward", "optim", "wait", "reduce", "bcast", "exposed");
+    for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+      const BenchRow& r = rep.rows[i];
+      out += precision_group(rep.rows, i);
+      out += fmt::format("{} {:>5g} {:>7.2f} {:>8.2f} {:>6.2f} {:>5.2f} {:>6.2f} {:>6.2f} {:>7.2f}\n",
+                         mode(r.mode), r.bucket_cap_mb, r.forward_s * 1e3,
+                         r.backward_s * 1e3, r.optimizer_s * 1e3, r.wait_s * 1e3,
+                         r.reduction_s * 1e3, r.broadcast_s * 1e3, r.exposed_comm_s * 1e3);
+    }
+    out += wrap("\nper rank (max over ranks): the bytes sent per step, the state (parameters + "
+                "gradients + master + optimizer state) and the peak resident memory");
+    out += fmt::format("{} {:>5} {:>9} {:>10} {:>9}\n", mode("mode"), "cap", "wire MB",
+                       "state MiB", "peak MiB");
+    for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+      const BenchRow& r = rep.rows[i];
+      out += precision_group(rep.rows, i);
+      out += fmt::format("{} {:>5g} {:>9.2f} {:>10.2f} {:>9.1f}\n", mode(r.mode), r.bucket_cap_mb,
+                         static_cast<double>(r.wire_bytes_per_step) * 1e-6,
+                         mib(max_of(r.state_bytes)), mib(max_of(r.peak_rss_bytes)));
+    }
   }
   const BenchLimits& l = rep.limits;
   const bool gpu = l.device == DeviceKind::Cuda;  // Note [Limits on the device]
@@ -141,7 +256,7 @@ std::string format_bench_table(const BenchReport& rep) {
                        "{}, {} B/element)\n",
                        p.precision, p.gemm_step_s * 1e3, p.optimizer_gbps,
                        p.optimizer_vs_triad * 100.0, bandwidth, p.optimizer_bytes_per_element);
-    out += fmt::format("    {} GEMM: {}\n", gpu ? "GPU" : "CPU", p.gemm_kernel);
+    out += wrap(fmt::format("    {} GEMM: {}", gpu ? "GPU" : "CPU", p.gemm_kernel), "      ");
     for (const GemmLimit& g : p.gemm) {
       out += fmt::format("    gemm {:<16} m={:<6} n={:<6} k={:<6} x{:<3} {:>7.1f} GFLOP/s\n",
                          g.pass, g.m, g.n, g.k, g.count, g.gflops);
@@ -152,7 +267,7 @@ std::string format_bench_table(const BenchReport& rep) {
            "model one)\n";
   }
   for (const CollectiveLimit& c : l.collectives) {
-    out += fmt::format("  {:<10} {:<4} {:>10.3f} MiB  {:>9.3f} ms  algbw {:>7.2f} GB/s  busbw "
+    out += fmt::format("  {:<10} {:<4} {:>9.3f} MiB {:>8.3f} ms  algbw {:>7.2f} GB/s  busbw "
                        "{:>7.2f} GB/s ({:.1f} Gb/s)\n",
                        c.op, dtype_name(c.dtype), mib(c.bytes), c.seconds * 1e3, c.algbw_gbps,
                        c.busbw_gbps, c.busbw_gbps * 8.0);

@@ -3,6 +3,7 @@
 // the JSON rows and the CSV header; docs/bench.md explains each.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,7 +12,21 @@
 
 namespace zl {
 
-std::string format_bench_table(const BenchReport& report);
+// Narrow: tables that fit 100 columns (the columns a comparison of modes needs; the rest are in
+// the JSON and CSV); Wide (`zerolap bench --wide`): every column, as the files have them.
+enum class TableWidth { Narrow, Wide };
+inline constexpr std::size_t kNarrowTableColumns = 100;
+
+// A row whose figures the machine's load made unreliable: its per-step times spread more than
+// this (p90 / p10), its exposed communication exceeds the mode's communication timed alone, or
+// it ran in less than this fraction of its ideal (a lower bound). The table marks such rows and
+// says so; the JSON and CSV give the reason in `noisy` (null for a clean row).
+inline constexpr double kNoisySpread = 1.2;
+inline constexpr double kNoisyVsIdeal = 0.5;
+// Why a row is noisy ("p90/p10 1.35; /ideal 0.42"); empty for a clean row.
+std::string noise_reason(const BenchRow& row);
+
+std::string format_bench_table(const BenchReport& report, TableWidth width = TableWidth::Narrow);
 nlohmann::ordered_json bench_to_json(const BenchReport& report);
 std::string bench_to_csv(const BenchReport& report);
 

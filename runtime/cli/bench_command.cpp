@@ -1,5 +1,6 @@
 // `zerolap bench CONFIG`: runs every bench mode x bucket cap (runtime/bench/bench.h), prints the table on
 // rank 0 and writes bench.json / bench.csv (and trace.json with output.trace) to output.dir.
+#include <csignal>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -8,12 +9,31 @@
 #include "runtime/bench/bench_report.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
+#include "runtime/cli/interrupt.h"
 #include "runtime/config/config.h"
 #include "runtime/trace/metrics.h"
 
 namespace zl {
+namespace {
 
-int run_bench_command(const ConfigArgs& args, const World& world) {
+// A bench stopped by SIGINT / SIGTERM: the rows it finished, on rank 0; no bench.json or
+// bench.csv, which would read as a complete run. Returns the exit code, 128 + signal.
+int report_stopped_bench(const World& world, const BenchReport& report, TableWidth width) {
+  if (world.is_root()) {
+    if (!report.rows.empty()) fmt::print("\n{}", format_bench_table(report, width));
+    std::fflush(stdout);
+    fmt::print(stderr, "zerolap: {}: bench interrupted after {} of {} runs (the table above); "
+                       "bench.json and bench.csv not written\n",
+               report.stopped_by == SIGINT ? "SIGINT" : "SIGTERM", report.rows.size(),
+               report.planned_runs);
+    std::fflush(stderr);
+  }
+  return interrupt_exit_code(report.stopped_by);
+}
+
+}  // namespace
+
+int run_bench_command(const ConfigArgs& args, const World& world, TableWidth width) {
   Config config;
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
@@ -22,9 +42,13 @@ int run_bench_command(const ConfigArgs& args, const World& world) {
   }, config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Bench);
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
-  const BenchReport report = run_bench(config, world);
+  const InterruptHandlers interrupts;  // Ctrl-C: stop after the run in progress (interrupt.h)
+  BenchOptions options;
+  options.stop_after_run = [&] { return agree_on_signal(world, config.runtime.timeout_s); };
+  const BenchReport report = run_bench(config, world, options);
+  if (report.stopped_by != 0) return report_stopped_bench(world, report, width);
   if (!world.is_root()) return 0;
-  fmt::print("\n{}", format_bench_table(report));
+  fmt::print("\n{}", format_bench_table(report, width));
   write_bench_outputs(report, config.output.dir);
   fmt::print("wrote {0}/bench.json and {0}/bench.csv{1}\n", config.output.dir,
              config.output.trace ? fmt::format(" and {}/trace.json", config.output.dir) : "");

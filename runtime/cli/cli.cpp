@@ -61,6 +61,10 @@ int run_cli(int argc, char** argv) {
   auto* bench = app.add_subcommand(
       "bench", "Measure every overlap mode x bucket cap of the config's [bench] side by side");
   add_config_args(*bench, bench_args);
+  bool bench_wide = false;
+  bench->add_flag("--wide", bench_wide,
+                  "Print every column (wider than 100 columns); bench.json and bench.csv always "
+                  "have them all");
   std::string inspect_path;
   auto* inspect = app.add_subcommand("inspect", "List the tensors and metadata of a checkpoint");
   inspect->add_option("file", inspect_path,
@@ -68,6 +72,20 @@ int run_cli(int argc, char** argv) {
                       "pointer (the latest checkpoint)")
       ->required();
 
+  // An unknown first word is named (CLI11 would only say that a subcommand is required).
+  const auto is_command = [&](const char* word) {
+    for (const CLI::App* sub : {train, plan, bench, inspect}) {
+      if (sub->get_name() == word) return true;
+    }
+    return false;
+  };
+  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
+    std::fprintf(stderr,
+                 "zerolap: error: unknown command '%s' (the commands: train, plan, bench, "
+                 "inspect; see zerolap --help)\n",
+                 argv[1]);
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -86,7 +104,10 @@ int run_cli(int argc, char** argv) {
   try {
     if (*train) return run_train_command(train_args, world);
     if (*plan) return run_plan_command(plan_args, plan_world, world, plan_options);
-    if (*bench) return run_bench_command(bench_args, world);
+    if (*bench) {
+      return run_bench_command(bench_args, world,
+                               bench_wide ? TableWidth::Wide : TableWidth::Narrow);
+    }
     if (*inspect) return run_inspect_command(inspect_path, world);
     return kExitBadInput;
   } catch (const ReportedUserError&) {

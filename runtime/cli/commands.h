@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/bench/bench_report.h"
 #include "runtime/comm/world.h"
 
 namespace zl {
@@ -26,8 +27,10 @@ struct PlanOptions {
 // world_size > 0 plans for that many ranks instead of the job's.
 int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
                      const PlanOptions& options = {});
-// Measures every overlap mode x bucket cap of the config's [bench] (runtime/bench/bench.h).
-int run_bench_command(const ConfigArgs& args, const World& world);
+// Measures every overlap mode x bucket cap of the config's [bench] (runtime/bench/bench.h) and
+// prints the tables at `width` (the files keep every column).
+int run_bench_command(const ConfigArgs& args, const World& world,
+                      TableWidth width = TableWidth::Narrow);
 // Lists a checkpoint's tensors, shapes, dtypes and metadata (rank 0); a corrupt file exits 2.
 int run_inspect_command(const std::string& path, const World& world);
 

@@ -3,8 +3,11 @@
 // bytes for the configured mode. With a link (the options or the config's [link]) it also prints,
 // for each mode, the per-rank memory and the modelled communication per step at N ranks; with a
 // measured compute time, the predicted step time and scaling efficiency at 8, 64 and 512 ranks
-// (Note [Scaling model], runtime/bench/scaling_model.h).
+// (runtime/bench/scaling_model.h). Worlds above kRankRowsShown ranks get a distribution over the
+// ranks instead of a row per rank.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -22,7 +25,60 @@
 namespace zl {
 namespace {
 
-double mib(std::int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+// Worlds larger than this get a distribution over the ranks instead of a row per rank.
+constexpr int kRankRowsShown = 16;
+
+// min / median / max of per-rank values, and the rank holding the max (the lowest such rank).
+struct Spread {
+  std::int64_t min = 0, median = 0, max = 0;
+  int max_rank = 0;
+};
+
+Spread spread_of(const std::vector<std::int64_t>& per_rank) {
+  Spread s;
+  if (per_rank.empty()) return s;
+  std::vector<std::int64_t> sorted = per_rank;
+  std::sort(sorted.begin(), sorted.end());
+  s.min = sorted.front(), s.median = sorted[sorted.size() / 2], s.max = sorted.back();
+  s.max_rank = static_cast<int>(std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin());
+  return s;
+}
+
+using SizeText = std::string (*)(std::int64_t);
+std::string count_text(std::int64_t n) { return fmt::format("{}", n); }
+
+std::string spread_row(const char* what, const std::vector<std::int64_t>& per_rank, SizeText text) {
+  const Spread s = spread_of(per_rank);
+  return fmt::format("  {:<16} {:>12} {:>12} {:>12}  (rank {})\n", what, text(s.min), text(s.median),
+                     text(s.max), s.max_rank);
+}
+
+std::string spread_header(int d) {
+  return fmt::format("  {:<16} {:>12} {:>12} {:>12}  (a rank with the max; --world {} or fewer "
+                     "prints every rank)\n",
+                     fmt::format("over {} ranks", d), "min", "median", "max", kRankRowsShown);
+}
+
+// The bucket rows, then per rank the buckets and elements owned and the optimizer state (as `mode`
+// allocates them): a row per rank up to kRankRowsShown ranks, else their distribution.
+std::string ownership_tables(const BucketPlan& plan, const ParameterStore& store,
+                             const ModePlan& mode) {
+  const int d = plan.world_size;
+  if (d <= kRankRowsShown) return format_bucket_plan(plan, store, mode);
+  std::vector<std::int64_t> buckets(static_cast<std::size_t>(d)), owned(buckets.size()),
+      state(buckets.size());
+  for (int r = 0; r < d; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    for (const auto& b : plan.buckets) buckets[i] += mode.element_shards || b.assigned_rank == r;
+    // Element shards: rank r owns shard r of every bucket.
+    owned[i] = mode.element_shards ? mode.stepped_numel(plan, r) : plan.numel_assigned_to(r);
+    state[i] = mode.state_bytes(plan, r);
+  }
+  return format_bucket_table(plan, store, mode) + spread_header(d) +
+         spread_row("buckets", buckets, count_text) +
+         spread_row("owned elements", owned, count_text) +
+         spread_row("optimizer state", state, human_bytes) + format_step_balance(plan, store, mode);
+}
 
 // The bytes per parameter of the config's mode and precision, as a formula in d, and per rank the
 // memory estimate (runtime/train/memory_estimate.h): the model's buffers as ModePlan::rank_memory
@@ -49,19 +105,44 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   if (mode.zero_stage == 2) {
     const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
     out += fmt::format("gradient pool: {} of {} buffers of the largest bucket ({} elements): "
-                       "{:.1f} MiB per rank\n",
+                       "{} per rank\n",
                        std::min<std::size_t>(kGradientPoolBuffers, plan.buckets.size()),
-                       kGradientPoolBuffers, plan.largest_bucket_numel(), mib(r0.gradient_pool));
+                       kGradientPoolBuffers, plan.largest_bucket_numel(), human_bytes(r0.gradient_pool));
   }
-  out += fmt::format("\nmemory per rank in bytes (estimated before allocation; the trainer checks it "
-                     "against the node's memory)\n");
-  out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}  {:>14}\n", "rank",
-                     "parameters", "gradients", "master", "optimizer state", "activations",
-                     "total");
-  for (int r = 0; r < d; ++r) {
-    const MemoryEstimate m = estimate_rank_memory(config, store, plan, mode, r);
-    out += fmt::format("{:>6}  {:>14}  {:>14}  {:>14}  {:>16}  {:>14}  {:>14}\n", r, m.parameters,
-                       m.gradients, m.master, m.optimizer_state, m.activations, m.total());
+  out += "\nmemory per rank (estimated before allocation; the trainer checks it against the node's "
+         "memory)\n";
+  std::vector<MemoryEstimate> ranks;
+  for (int r = 0; r < d; ++r) ranks.push_back(estimate_rank_memory(config, store, plan, mode, r));
+  if (d > kRankRowsShown) {
+    const auto column = [&](std::int64_t (*field)(const MemoryEstimate&)) {
+      std::vector<std::int64_t> v;
+      for (const MemoryEstimate& m : ranks) v.push_back(field(m));
+      return v;
+    };
+    out += spread_header(d);
+    out += spread_row("parameters", column([](const MemoryEstimate& m) { return m.parameters; }),
+                      human_bytes);
+    out += spread_row("gradients", column([](const MemoryEstimate& m) { return m.gradients; }),
+                      human_bytes);
+    out += spread_row("master", column([](const MemoryEstimate& m) { return m.master; }),
+                      human_bytes);
+    out += spread_row("optimizer state",
+                      column([](const MemoryEstimate& m) { return m.optimizer_state; }), human_bytes);
+    out += spread_row("activations", column([](const MemoryEstimate& m) { return m.activations; }),
+                      human_bytes);
+    out += spread_row("total", column([](const MemoryEstimate& m) { return m.total(); }),
+                      human_bytes);
+  } else {
+    out += fmt::format("{:>6}  {:>11}  {:>11}  {:>11}  {:>15}  {:>11}  {:>11}\n", "rank",
+                       "parameters", "gradients", "master", "optimizer state", "activations",
+                       "total");
+    for (int r = 0; r < d; ++r) {
+      const MemoryEstimate& m = ranks[static_cast<std::size_t>(r)];
+      out += fmt::format("{:>6}  {:>11}  {:>11}  {:>11}  {:>15}  {:>11}  {:>11}\n", r,
+                         human_bytes(m.parameters), human_bytes(m.gradients),
+                         human_bytes(m.master), human_bytes(m.optimizer_state),
+                         human_bytes(m.activations), human_bytes(m.total()));
+    }
   }
   out += fmt::format("largest rank: {}\n",
                      describe_memory(estimate_peak_rank_memory(config, store, plan, mode)));
@@ -76,18 +157,25 @@ PlannedLayout plan_at(const Config& config, const ModePlan& mode, int ranks) {
 std::string scaling_tables(const Config& config, const ParameterStore& store, int ranks,
                            const PlanOptions& options) {
   const LinkConfig& link = config.link;
-  std::string out = fmt::format(
-      "\nmodelled communication per step at {} ranks on a {:g} Gb/s, {:g} us link (ring "
-      "alpha-beta model, no contention, no hierarchy: docs/bench.md)\n",
-      ranks, link.bandwidth_gbps, link.latency_us);
-  out += fmt::format("{:<46} {:>12} {:>10} {:>12} {:>12}\n", "mode", "memory MiB", "comm ms",
-                     "wire MB", "unhidable ms");
-  for (const ModePlan& m : all_mode_plans(config)) {
-    const PlannedLayout at = plan_at(config, m, ranks);
-    const ModeComm c = modelled_mode_comm(m, at.plan, link, ranks);
-    out += fmt::format("{:<46} {:>12.1f} {:>10.3f} {:>12.2f} {:>12.3f}\n", m.name(),
-                       mib(estimate_peak_rank_memory(config, at.layout, at.plan, m).total()),
-                       c.total_s * 1e3, static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
+  std::string out;
+  if (ranks == 1) {
+    out += "\nno communication at 1 rank: give --world N for each mode's modelled communication "
+           "per step at N ranks\n";
+  } else {
+    out += fmt::format(
+        "\nmodelled communication per step at {} ranks on a {:g} Gb/s, {:g} us link (ring "
+        "alpha-beta model, no contention, no hierarchy: docs/bench.md, \"A scaling "
+        "prediction\")\n",
+        ranks, link.bandwidth_gbps, link.latency_us);
+    out += fmt::format("{:<46} {:>12} {:>10} {:>12} {:>12}\n", "mode", "memory", "comm ms",
+                       "wire MB", "unhidable ms");
+    for (const ModePlan& m : all_mode_plans(config)) {
+      const PlannedLayout at = plan_at(config, m, ranks);
+      const ModeComm c = modelled_mode_comm(m, at.plan, link, ranks);
+      out += fmt::format("{:<46} {:>12} {:>10.3f} {:>12.2f} {:>12.3f}\n", m.name(),
+                         human_bytes(estimate_peak_rank_memory(config, at.layout, at.plan, m).total()),
+                         c.total_s * 1e3, static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
+    }
   }
   if (options.compute_ms <= 0.0) return out;
   const double compute_s = options.compute_ms * 1e-3;
@@ -95,7 +183,8 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
   const std::vector<int> sizes{8, 64, 512};
   out += fmt::format(
       "\npredicted step time (ms) and scaling efficiency (compute / step) from a measured compute "
-      "time of {:g} ms per step ({:.0f}% backward by FLOPs); Note [Scaling model]\n",
+      "time of {:g} ms per step ({:.0f}% backward by FLOPs; the model: docs/bench.md, \"A "
+      "scaling prediction\")\n",
       options.compute_ms, share * 100.0);
   out += fmt::format("{:<46}", "mode");
   for (int n : sizes) out += fmt::format(" {:>18}", fmt::format("{} ranks", n));
@@ -146,7 +235,10 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
              config.source_path, ranks, ranks == 1 ? "" : "s", mode.name(),
              config.parallel.bucket_cap_mb, config.parallel.first_bucket_cap_mb, assignment,
              to_string(config.optimizer.kind));
-  fmt::print("{}", format_bucket_plan(plan, layout, mode));
+  if (world_size == 0 && ranks == 1) {
+    fmt::print("(planned for 1 rank, the size of this job: --world N plans for N ranks)\n\n");
+  }
+  fmt::print("{}", ownership_tables(plan, layout, mode));
   fmt::print("{}", memory_table(config, plan, layout, mode));
   if (config.link.enabled()) fmt::print("{}", scaling_tables(config, layout, ranks, options));
   return 0;

@@ -7,8 +7,11 @@
 
 #include "base/fault_stop.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/run_outputs.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
+#include "runtime/cli/interrupt.h"
+#include "runtime/cli/run_progress.h"
 #include "runtime/cli/training_run.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/simulated_link.h"
@@ -21,7 +24,12 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   fault_stop_point("startup", world.rank);
   Config config;
   agree_on_user_errors(
-      world, [&] { config = load_config(args.path, args.overrides); }, config.runtime.timeout_s);
+      world,
+      [&] {
+        config = load_config(args.path, args.overrides);
+        if (world.is_root()) check_run_outputs(config, world.size, /*quiet=*/false);
+      },
+      config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);
   std::unique_ptr<Trainer> trainer;
   agree_on_user_errors(
@@ -30,7 +38,8 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   const int code = run_or_abort(world, [&] {
     prepare_checkpoints(trainer->state());  // creates checkpoint.dir; resumes when configured
     try {
-      run_training(*trainer);
+      const InterruptHandlers interrupts;  // Ctrl-C: stop at a step and save (interrupt.h)
+      if (const int signal = run_training(*trainer)) return interrupt_exit_code(signal);
     } catch (const NonfiniteStop& e) {
       // Every rank found the same step non-finite at the same point (docs/design.md,
       // "Divergence"): one message, exit 1, a clean finalize, and no checkpoint of that state.
@@ -47,6 +56,7 @@ int run_train_command(const ConfigArgs& args, const World& world) {
                   (std::filesystem::path(config.output.dir) / "trace.json").string(),
                   config.runtime.timeout_s, {{"command", "train"}, {"link", link_label(config.link)}});
     }
+    if (world.is_root() && !trainer->options().quiet) report_run_outputs(config);
     return 0;
   });
   trainer.reset();

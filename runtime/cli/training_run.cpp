@@ -10,12 +10,14 @@
 
 #include "base/clock.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/cli/interrupt.h"
+#include "runtime/cli/run_progress.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/trace/metrics.h"
 
 namespace zl {
 
-void run_training(Trainer& trainer) {
+int run_training(Trainer& trainer) {
   const Config& config = trainer.config();
   const World& world = trainer.world();
   const bool quiet = trainer.options().quiet;
@@ -28,11 +30,15 @@ void run_training(Trainer& trainer) {
                             trainer.step());
   }
   const auto start = Clock::now();
+  const std::int64_t first_step = trainer.step();
+  const double elapsed_before = metrics.kept_elapsed_s();  // a resume continues the run's clock
+  auto elapsed = [&] { return elapsed_before + seconds_since(start); };
+  auto epochs = [&] { return epochs_done(trainer.batch_cursor(), trainer.batches_per_epoch()); };
   auto window_start = Clock::now();
   const bool classification = trainer.task() == TaskKind::Classification;
   if (world.is_root() && !quiet) {
     fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples "
-               "({} per epoch), mode {}{}{}\n",
+               "({} steps per epoch), mode {}{}, {}{}\n",
                config.source_path, trainer.model().store().parameter_numel(), world.size,
                world.size == 1 ? "" : "s", device_name(trainer.model().store().device()),
                total_steps, config.data.batch_size * world.size * config.train.grad_accum,
@@ -41,12 +47,13 @@ void run_training(Trainer& trainer) {
                    ? fmt::format("/{}/{}", to_string(config.parallel.overlap),
                                  to_string(config.parallel.collective))
                    : std::string(),
+               to_string(config.precision.compute),
                // samples/s below are taken on the modelled network: say so up front
                config.link.enabled() ? "; " + link_label(config.link) : std::string());
     std::fflush(stdout);
   }
   auto emit = [&](MetricsRow row, const std::string& line) {
-    row.elapsed_s = seconds_since(start);
+    row.elapsed_s = elapsed();
     if (!world.is_root()) return;
     metrics.write(row);
     if (!quiet) {
@@ -55,6 +62,7 @@ void run_training(Trainer& trainer) {
     }
   };
 
+  StopAgreement stop(world, config.runtime.timeout_s);  // SIGINT / SIGTERM: Note [Stop agreement]
   std::int64_t window_first_step = trainer.step() + 1;
   while (trainer.step() < total_steps) {
     trainer.train_step();  // a non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence")
@@ -68,7 +76,7 @@ void run_training(Trainer& trainer) {
       trainer.check_window(sums[0], sums[3], window_first_step, step);
       MetricsRow row;
       row.step = step;
-      row.epoch = (step - 1) / steps_per_epoch;
+      row.epoch = static_cast<std::int64_t>(epochs());  // whole epochs consumed, as checkpoints say
       // Steps skipped as non-finite are not in the sums (window.steps counts the others).
       const auto counted = static_cast<double>(std::max<std::int64_t>(window.steps, 1));
       row.train_loss = sums[0] / (counted * world.size * static_cast<double>(config.train.grad_accum));
@@ -78,10 +86,12 @@ void run_training(Trainer& trainer) {
       row.lr = scheduled_lr(config.optimizer, std::max<std::int64_t>(trainer.optimizer().step_count(), 1),
                             total_steps);
       if (config.train.clip_grad_norm > 0.0f) row.grad_norm = trainer.last_grad_norm();
-      emit(row, fmt::format("step {:>6}/{}  epoch {}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s",
-                            step, total_steps, row.epoch, *row.train_loss,
+      emit(row, fmt::format("step {:>6}/{}  epoch {:.2f}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s  {}",
+                            step, total_steps, epochs(), *row.train_loss,
                             classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",
-                            *row.lr, *row.samples_per_s));
+                            *row.lr, *row.samples_per_s,
+                            progress_times(elapsed(), seconds_since(start), first_step, step,
+                                           total_steps)));
       window_first_step = step + 1;
       window_start = Clock::now();
     }
@@ -89,7 +99,7 @@ void run_training(Trainer& trainer) {
       const EvalResult e = trainer.evaluate();
       MetricsRow row;
       row.step = step;
-      row.epoch = (step - 1) / steps_per_epoch;
+      row.epoch = static_cast<std::int64_t>(epochs());
       row.test_loss = e.loss;
       if (classification) row.test_accuracy = e.accuracy;
       emit(row, fmt::format("eval  step {}  test_loss {:.4f}{}", step, e.loss,
@@ -103,21 +113,38 @@ void run_training(Trainer& trainer) {
       save_checkpoint(trainer.state());
       window_start = Clock::now();  // checkpoint time is not training throughput
     }
+    if (const int signal = stop.after_step()) {  // every rank, after the same step
+      std::string path;
+      if (!config.checkpoint.dir.empty()) {
+        if (!checkpoint_due(config.checkpoint, step, total_steps)) {
+          trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
+                               std::min(window_first_step, step), step);
+          save_checkpoint(trainer.state());
+        }
+        path = (std::filesystem::path(config.checkpoint.dir) / checkpoint_file_name(step)).string();
+      }
+      report_interrupt(world, signal, step, path);
+      return signal;
+    }
   }
   if (total_steps == 0) save_checkpoint_if_due(trainer.state());  // steps = 0: the initial parameters
   const EvalResult e = trainer.evaluate();
   const std::int64_t step = trainer.step();
   MetricsRow row;
   row.step = step;
-  row.epoch = step > 0 ? (step - 1) / steps_per_epoch : 0;
+  row.epoch = static_cast<std::int64_t>(epochs());
   row.test_loss = e.loss;
   if (classification) row.test_accuracy = e.accuracy;
-  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  ({:.2f} s){}", step, e.loss,
-                        classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
-                        seconds_since(start),
+  // A finished run resumed trains nothing: its final row is in metrics.csv already.
+  if (step == first_step && metrics.kept_test_row_at(step)) metrics = MetricsWriter();
+  // (seconds): this process's time, which scripts/bench_threads_under_load.sh reads.
+  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  epoch {:.2f}  ({:.2f} s){}", step,
+                        e.loss, classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
+                        epochs(), seconds_since(start),
                         trainer.skipped_steps() > 0
                             ? fmt::format("  ({} steps skipped as non-finite)", trainer.skipped_steps())
                             : std::string()));
+  return 0;
 }
 
 }  // namespace zl

@@ -8,7 +8,9 @@
 
 namespace zl {
 
-// Trains from the trainer's position to its total_steps. Collective.
-void run_training(Trainer& trainer);
+// Trains from the trainer's position to its total_steps. Collective. Returns 0, or the signal
+// (SIGINT, SIGTERM) every rank stopped for after the same step, a checkpoint of it written when
+// checkpoint.dir is set (runtime/cli/interrupt.h).
+int run_training(Trainer& trainer);
 
 }  // namespace zl

@@ -359,6 +359,7 @@ void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointCo
       r.type_error("resume", *node, "true, false or a checkpoint path");
     }
   }
+  r.boolean("overwrite", c.overwrite);
   r.finish();
   if (c.resume && c.resume_path.empty() && c.dir.empty()) {
     source.fail("checkpoint.resume",
@@ -427,6 +428,7 @@ void read_output(const toml::table& root, ConfigSource& source, OutputConfig& o)
   SectionReader r(source, section_table(root, "output"), "output");
   r.string("dir", o.dir, /*allow_empty=*/false);
   r.boolean("trace", o.trace);
+  r.boolean("overwrite", o.overwrite);
   r.finish();
 }
 

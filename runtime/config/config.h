@@ -104,6 +104,8 @@ struct CheckpointConfig {
   std::int64_t keep = 3;
   bool resume = false;       // true: latest in dir, or resume_path when set
   std::string resume_path;  // resume = "path"
+  // true: replace or remove another run's checkpoints in dir (runtime/checkpoint/run_outputs.h).
+  bool overwrite = false;
 };
 
 struct RuntimeConfig {
@@ -126,6 +128,8 @@ struct BenchConfig {
 struct OutputConfig {
   std::string dir = "runs/default";
   bool trace = false;
+  // true: replace another run's metrics.csv, config.toml and trace.json in dir.
+  bool overwrite = false;
 };
 
 struct Config {

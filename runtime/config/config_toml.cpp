@@ -189,6 +189,7 @@ std::string to_toml(const Config& c) {
   } else {
     w.boolean("resume", k.resume);
   }
+  w.boolean("overwrite", k.overwrite);
 
   w.section("runtime");
   w.string("device", to_string(c.runtime.device));
@@ -216,6 +217,7 @@ std::string to_toml(const Config& c) {
   w.section("output");
   w.string("dir", c.output.dir);
   w.boolean("trace", c.output.trace);
+  w.boolean("overwrite", c.output.overwrite);
   return w.take();
 }
 

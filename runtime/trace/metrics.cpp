@@ -47,6 +47,15 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step)
   }
   std::fprintf(file_, "%s\n", header());
   for (const auto& line : kept) std::fprintf(file_, "%s\n", line.c_str());
+  if (!kept.empty()) {  // columns: step,epoch,train_loss,train_accuracy,test_loss,...,elapsed_s
+    const std::string& last = kept.back();
+    kept_elapsed_s_ = std::strtod(last.c_str() + last.rfind(',') + 1, nullptr);
+    std::size_t at = 0;
+    for (int comma = 0; comma < 4 && at != std::string::npos; ++comma) at = last.find(',', at + 1);
+    if (at != std::string::npos && at + 1 < last.size() && last[at + 1] != ',') {
+      kept_test_step_ = std::strtoll(last.c_str(), nullptr, 10);
+    }
+  }
   std::fflush(file_);
 }
 
@@ -55,12 +64,16 @@ MetricsWriter::~MetricsWriter() {
 }
 
 MetricsWriter::MetricsWriter(MetricsWriter&& other) noexcept
-    : file_(std::exchange(other.file_, nullptr)) {}
+    : file_(std::exchange(other.file_, nullptr)),
+      kept_elapsed_s_(other.kept_elapsed_s_),
+      kept_test_step_(other.kept_test_step_) {}
 
 MetricsWriter& MetricsWriter::operator=(MetricsWriter&& other) noexcept {
   if (this != &other) {
     if (file_) std::fclose(file_);
     file_ = std::exchange(other.file_, nullptr);
+    kept_elapsed_s_ = other.kept_elapsed_s_;
+    kept_test_step_ = other.kept_test_step_;
   }
   return *this;
 }

@@ -37,8 +37,16 @@ class MetricsWriter {
   void write(const MetricsRow& row);
   static const char* header();
 
+  // Of the rows kept from the run resumed: the last one's elapsed_s (0 when none), which this
+  // run's elapsed_s continues from so the column never goes back; and whether that row has a
+  // test loss at `step` (a finished run resumed: its final evaluation is already there).
+  double kept_elapsed_s() const { return kept_elapsed_s_; }
+  bool kept_test_row_at(std::int64_t step) const { return kept_test_step_ == step; }
+
  private:
   std::FILE* file_ = nullptr;
+  double kept_elapsed_s_ = 0.0;
+  std::int64_t kept_test_step_ = -1;
 };
 
 }  // namespace zl

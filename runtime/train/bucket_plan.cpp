@@ -117,20 +117,17 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
   return plan;
 }
 
-namespace {
-
 std::string human_bytes(std::int64_t bytes) {
   const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
   if (b >= 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
   if (b >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
   if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
   return fmt::format("{} B", bytes);
 }
 
-}  // namespace
-
-std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
-                               const ModePlan& mode) {
+std::string format_bucket_table(const BucketPlan& plan, const ParameterStore& store,
+                                const ModePlan& mode) {
   std::string out;
   out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", "bucket", "elements", "bytes",
                      "size", "assigned", "parameters");
@@ -149,6 +146,12 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
   out += fmt::format("\n{} buckets, {} parameters ({} elements, {} with alignment padding)\n",
                      plan.buckets.size(), store.count(), store.parameter_numel(),
                      store.total_numel());
+  return out;
+}
+
+std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
+                               const ModePlan& mode) {
+  std::string out = format_bucket_table(plan, store, mode);
   out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", "rank", "buckets", "owned elements",
                      "optimizer state");
   for (int r = 0; r < plan.world_size; ++r) {
@@ -163,12 +166,16 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
     out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, count, owned,
                        human_bytes(mode.state_bytes(plan, r)));
   }
+  return out + format_step_balance(plan, store, mode);
+}
+
+std::string format_step_balance(const BucketPlan& plan, const ParameterStore& store,
+                                const ModePlan& mode) {
   const StepBalance balance = step_balance(mode, plan, store);
-  out += fmt::format(
+  return fmt::format(
       "balance: elements each rank steps, largest {} and smallest {} ({} and {} without "
       "padding)\n",
       balance.largest, balance.smallest, balance.largest_parameters, balance.smallest_parameters);
-  return out;
 }
 
 }  // namespace zl

@@ -40,11 +40,13 @@ device = "cpu"
 dir = "$work/out"
 TOML
 
-# run NAME ARGS...: the exit code of a 2-rank `zerolap train`; its output in NAME.log.
+# run NAME ARGS...: the exit code of a 2-rank `zerolap train` writing its outputs to out_NAME (each
+# run is another run: they may not share an output.dir); its output in NAME.log.
 run() {
   local name=$1
   shift
-  timeout 120 mpirun $flags -np 2 "$zerolap" train "$work/run.toml" "$@" >"$work/$name.log" 2>&1
+  timeout 120 mpirun $flags -np 2 "$zerolap" train "$work/run.toml" \
+    --set output.dir=\""$work/out_$name"\" "$@" >"$work/$name.log" 2>&1
   echo $?
 }
 expect_rc() {  # NAME RC EXPECTED
@@ -124,12 +126,13 @@ echo "ok: adam at lr = 1e10 is finite and trains on; with train.max_loss = 1e6 i
 
 # --- skip: a NaN input on rank 1 at step 3 is skipped on both ranks ---------------------------------
 timeout 120 mpirun $flags -x ZEROLAP_FAULT_NONFINITE=3:1 -np 2 "$zerolap" train "$work/run.toml" \
-  --set checkpoint.dir=\""$work/skip"\" --set train.on_nonfinite=\"skip_step\" >"$work/skip.log" 2>&1
+  --set checkpoint.dir=\""$work/skip"\" --set train.on_nonfinite=\"skip_step\" \
+  --set output.dir=\""$work/out_skip"\" >"$work/skip.log" 2>&1
 expect_rc skip $? 0
 expect_log skip "skipped step 3: the training loss is not finite \(nan on rank 1\)"
 expect_log skip "final step 6 .*\(1 steps skipped as non-finite\)"
 check_dir skip "$work/skip"
-grep -q "^on_nonfinite = \"skip_step\"" "$work/out/config.toml" || fail "skip: not in the effective config"
+grep -q "^on_nonfinite = \"skip_step\"" "$work/out_skip/config.toml" || fail "skip: not in the effective config"
 echo "ok: skip_step skips the NaN step and finishes"
 
 # --- config: exit 2 naming the key --------------------------------------------------------------------

@@ -138,7 +138,7 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
                                            world.cpus_per_rank == 1 ? "" : "s")));
     BenchReport threaded = report;
     threaded.cpu_threads = 3;
-    CHECK_THAT(format_bench_table(threaded), Catch::Contains(", 3 GEMM threads per rank, comm"));
+    CHECK_THAT(format_bench_table(threaded), Catch::Contains("3 GEMM threads per rank, comm threads"));
     CHECK(bench_to_json(threaded).at("cpu_threads") == 3);
     threaded.device = DeviceKind::Cuda;  // GPU runs' GEMMs are cuBLAS's: no CPU thread count
     CHECK_THAT(format_bench_table(threaded), !Catch::Contains("GEMM thread"));

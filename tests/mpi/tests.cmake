@@ -15,6 +15,34 @@ add_test(NAME mpi.kill_rank.np2
 set_tests_properties(mpi.kill_rank.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
   FAIL_REGULAR_EXPRESSION "FAIL")
 
+# zerolap's OpenMP wait policy on every rank under mpirun, and a user's own one kept.
+add_test(NAME mpi.openmp_wait.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/openmp_wait_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/openmp_wait)
+set_tests_properties(mpi.openmp_wait.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
+# Runs never overwrite each other's outputs (docs/reliability.md); the README's commands twice.
+add_test(NAME mpi.run_outputs.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_outputs_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/run_outputs)
+set_tests_properties(mpi.run_outputs.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
+# SIGINT / SIGTERM on 2 ranks: the same stop step, a loadable checkpoint of it, exit 130 / 143.
+add_test(NAME mpi.interrupt.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/interrupt_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/interrupt)
+set_tests_properties(mpi.interrupt.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
+# Progress lines, the outputs line, epochs after a 2 -> 3 reshard, elapsed_s across a resume.
+add_test(NAME mpi.bookkeeping.np3
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/bookkeeping_test.sh $<TARGET_FILE:zerolap>
+          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/bookkeeping)
+set_tests_properties(mpi.bookkeeping.np3 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
 # zerolap bench, the simulated link and the trace (tests/mpi/test_bench.cpp).
 zerolap_add_mpi_test(bench 2 "[bench]" 600)
 add_test(NAME mpi.plot_bench.np2

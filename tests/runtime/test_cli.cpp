@@ -2,6 +2,7 @@
 // key and file, --help/--version, `plan`, and a short `train` writing its metrics file.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -110,6 +111,12 @@ TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]")
   }
 }
 
+TEST_CASE("an unknown command is named, exit 2", "[cli]") {
+  const CliResult r = run_zerolap("foo configs/spirals.toml");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("unknown command 'foo'") && Catch::Contains("train, plan"));
+}
+
 TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   const auto path = write_file("ok.toml", kSpirals);
   // A tiny cap gives one bucket per module (Note [Bucket order]): 2 linear layers, 2 buckets.
@@ -128,7 +135,7 @@ TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   CHECK_THAT(tf32.output, Catch::Contains("(tf32, reduce_dtype fp32, adam, ddp)") &&
                               Catch::Contains("formula 4 + 4 + 8 = 16"));
   // One memory table: per rank the plan's buffers (masters too in bf16) and the activations.
-  CHECK_THAT(r.output, Catch::Contains("memory per rank in bytes") &&
+  CHECK_THAT(r.output, Catch::Contains("memory per rank (estimated") &&
                            Catch::Contains("activations"));
   if (zl::cpu_gemm_has_bf16()) {
     const CliResult bf16 = run_zerolap("plan " + path + " --world 8 --set parallel.mode=zero "
@@ -162,11 +169,34 @@ TEST_CASE("plan and train with element shards; stage 2 is planned, not trained",
                                       "\"");
   CHECK(train.exit_code == 0);
   const CliResult refused = run_zerolap("train " + path + shards +
-                                        " --set parallel.zero_stage=2 --set output.dir=\"" + out +
-                                        "\"");
+                                        " --set parallel.zero_stage=2 --set output.dir=\"" +
+                                        temp_dir("train_stage2") + "\"");
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.output, Catch::Contains("parallel.zero_stage = 2") &&
                                  Catch::Contains("not built yet"));
+}
+
+TEST_CASE("plan at scale: a distribution over the ranks, sizes in MiB, pointers into docs/",
+          "[cli]") {
+  const auto path = write_file("ok.toml", kSpirals);
+  const CliResult r = run_zerolap("plan " + path + " --world 512 --set parallel.mode=zero "
+                                  "--link-gbps 100 --compute-ms 2");
+  CHECK(r.exit_code == 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') < 60);  // not a row per rank
+  CHECK_THAT(r.output, Catch::Contains("over 512 ranks") && Catch::Contains("median") &&
+                           Catch::Contains("owned elements") && Catch::Contains("KiB") &&
+                           Catch::Contains("docs/bench.md") &&
+                           !Catch::Contains("Scaling model]"));  // no source note cited
+  CHECK_THAT(r.output, !Catch::Contains("\n   511  "));
+  // Without --world: 1 rank, said so, and no all-zero communication table.
+  const CliResult one = run_zerolap("plan " + path + " --link-gbps 100");
+  CHECK(one.exit_code == 0);
+  CHECK_THAT(one.output, Catch::Contains("planned for 1 rank") &&
+                             Catch::Contains("no communication at 1 rank") &&
+                             !Catch::Contains("modelled communication per step at 1 ranks"));
+  // A small world keeps its per-rank rows, with sizes for people.
+  const CliResult three = run_zerolap("plan " + path + " --world 3");
+  CHECK_THAT(three.output, Catch::Contains("     2  ") && Catch::Contains(" KiB"));
 }
 
 TEST_CASE("plan lays out a model too large to allocate", "[cli]") {
@@ -184,14 +214,17 @@ TEST_CASE("train with tf32 on the CPU says it is fp32; bf16 trains, and the effe
           "records it",
           "[cli]") {
   const auto out = temp_dir("train_tf32");
+  std::filesystem::remove_all(out);  // a bf16 run of an earlier test run would be another run's
   const auto path = write_file("ok.toml", kSpirals);
   const CliResult tf32 = run_zerolap("train " + path + " --set output.dir=\"" + out +
                                      "\" --set train.steps=2 --set precision.compute=tf32");
   INFO(tf32.output);
   CHECK(tf32.exit_code == 0);
   CHECK_THAT(tf32.output, Catch::Contains("precision.compute = \"tf32\" on the CPU"));
+  // Another config into the same output.dir: it replaces the tf32 run's files only when asked.
   const CliResult bf16 = run_zerolap("train " + path + " --set output.dir=\"" + out +
-                                     "\" --set train.steps=2 --set precision.compute=bf16");
+                                     "\" --set train.steps=2 --set precision.compute=bf16 "
+                                     "--set output.overwrite=true");
   INFO(bf16.output);
   CHECK(bf16.exit_code == 0);
   CHECK_THAT(bf16.output, Catch::Contains("final step 2  test_loss"));

@@ -1,0 +1,117 @@
+// InterruptHandlers, agree_on_signal and StopAgreement (see interrupt.h).
+#include "runtime/cli/interrupt.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "base/clock.h"
+#include "runtime/comm/timed_mpi.h"
+
+namespace zl {
+namespace {
+
+std::atomic<int> g_signal{0};
+struct sigaction g_previous_int, g_previous_term;
+
+void on_signal(int signal) {
+  int none = 0;
+  if (g_signal.compare_exchange_strong(none, signal)) return;  // the first: stop at a step
+  // The second: at once, as the user asked twice. Only async-signal-safe calls here.
+  const char message[] = "\nzerolap: interrupted again: ending now, without a checkpoint\n";
+  const ssize_t ignored = write(STDERR_FILENO, message, sizeof(message) - 1);
+  (void)ignored;
+  _exit(interrupt_exit_code(signal));
+}
+
+}  // namespace
+
+InterruptHandlers::InterruptHandlers() {
+  g_signal.store(0);
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // a read or wait in progress goes on; the loop checks the flag
+  sigaction(SIGINT, &action, &g_previous_int);
+  sigaction(SIGTERM, &action, &g_previous_term);
+}
+
+InterruptHandlers::~InterruptHandlers() {
+  sigaction(SIGINT, &g_previous_int, nullptr);
+  sigaction(SIGTERM, &g_previous_term, nullptr);
+}
+
+int received_signal() { return g_signal.load(); }
+
+void report_interrupt(const World& world, int signal, std::int64_t step,
+                      const std::string& checkpoint) {
+  if (!world.is_root()) return;
+  const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  if (checkpoint.empty()) {
+    fmt::print(stderr, "zerolap: {}: interrupted at step {}; no checkpoint (checkpoint.dir is not "
+                       "set)\n", name, step);
+  } else {
+    fmt::print(stderr, "zerolap: {}: interrupted at step {}; checkpoint {}; resume with --set "
+                       "checkpoint.resume=true\n", name, step, checkpoint);
+  }
+  std::fflush(stderr);
+}
+
+int agree_on_signal(const World& world, double timeout_s) {
+  const int mine = received_signal();
+  if (world.size == 1) return mine;
+  int agreed = 0;
+  timed_allreduce(&mine, &agreed, 1, MPI_INT, MPI_MAX, world.comm, WaitLimit{world.rank, timeout_s},
+                  "agreeing on whether to stop (SIGINT / SIGTERM)");
+  return agreed;
+}
+
+StopAgreement::StopAgreement(const World& world, double timeout_s)
+    : world_(world), timeout_s_(timeout_s) {
+  if (world_.size > 1) {
+    comm_ = timed_comm_dup(world_.comm, WaitLimit{world_.rank, timeout_s_},
+                           "creating the stop-agreement communicator");
+  }
+}
+
+StopAgreement::~StopAgreement() {
+  // Unwinding (a step timed out, a peer died): the pending all-reduce may never be matched and
+  // the job is ending (MPI_Abort), so leave it; an MPI_Wait here held the rank past
+  // runtime.timeout_s. Otherwise every rank stopped after the same step and the request is
+  // matched: complete it, within the deadline too, so the communicator can go. Never throws.
+  if (std::uncaught_exceptions() > uncaught_at_start_) return;
+  if (request_ != MPI_REQUEST_NULL) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    int done = 0;
+    while (MPI_Test(&request_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+      if (Clock::now() > deadline) return;  // not matched: leave the request and communicator
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+int StopAgreement::after_step() {
+  if (world_.size == 1) return received_signal();
+  int agreed = 0;
+  if (request_ != MPI_REQUEST_NULL) {
+    wait_with_deadline(request_, WaitLimit{world_.rank, timeout_s_},
+                       "agreeing on whether to stop (SIGINT / SIGTERM)");
+    agreed = agreed_;
+  }
+  if (agreed != 0) return agreed;  // every rank saw the same result of the same all-reduce
+  sent_ = received_signal();
+  MPI_Iallreduce(&sent_, &agreed_, 1, MPI_INT, MPI_MAX, comm_, &request_);
+  return 0;
+}
+
+}  // namespace zl

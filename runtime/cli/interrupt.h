@@ -1,0 +1,68 @@
+// Ctrl-C and SIGTERM during `zerolap train` (docs/reliability.md, "Ctrl-C and SIGTERM"): the
+// first signal asks every rank to stop at the same step, the second ends the process at once.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <exception>
+
+#include <string>
+
+#include "runtime/comm/world.h"
+
+namespace zl {
+
+// While alive: SIGINT and SIGTERM set this process's stop request instead of ending it; a second
+// one writes a line and ends the process at once (_exit(128 + signal)). The previous handlers come
+// back at destruction.
+class InterruptHandlers {
+ public:
+  InterruptHandlers();
+  ~InterruptHandlers();
+  InterruptHandlers(const InterruptHandlers&) = delete;
+  InterruptHandlers& operator=(const InterruptHandlers&) = delete;
+};
+
+// The signal this process received (SIGINT, SIGTERM), 0 when none.
+int received_signal();
+
+// The exit code of a run stopped by `signal`: 130 for SIGINT, 143 for SIGTERM (128 + signal).
+inline int interrupt_exit_code(int signal) { return 128 + signal; }
+
+// Collective and blocking: the signal any rank has received (the maximum over ranks), 0 when
+// none. For loops whose iterations take seconds (the bench's runs), where one wait each costs
+// nothing and the loop stops right after the iteration the signal arrived in.
+int agree_on_signal(const World& world, double timeout_s);
+
+// Note [Stop agreement]: the ranks agree on the step to stop at with one nonblocking 1-int
+// all-reduce (MAX of the signal) per step on a communicator of its own, started after step s and
+// completed after step s + 1, so it overlaps a whole step and no step waits for it. A signal seen
+// by any rank during step s stops every rank after step s + 1 (the same step everywhere); the
+// price is one more step after the signal, and one tiny collective per step.
+class StopAgreement {
+ public:
+  StopAgreement(const World& world, double timeout_s);
+  ~StopAgreement();
+  StopAgreement(const StopAgreement&) = delete;
+  StopAgreement& operator=(const StopAgreement&) = delete;
+
+  // Collective, after each step: the signal every rank agrees to stop for (0: go on). The same
+  // value on every rank after the same step.
+  int after_step();
+
+ private:
+  World world_;
+  double timeout_s_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  int sent_ = 0, agreed_ = 0;
+  int uncaught_at_start_ = std::uncaught_exceptions();  // > at destruction: unwinding
+};
+
+// Rank 0's line for a run stopped by `signal` after `step`: `interrupted at step N; checkpoint
+// <path>; resume with --set checkpoint.resume=true` (`checkpoint` empty: no checkpoint.dir).
+void report_interrupt(const World& world, int signal, std::int64_t step,
+                      const std::string& checkpoint);
+
+}  // namespace zl

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Ctrl-C and SIGTERM on a 2-rank training job (docs/reliability.md, "Ctrl-C and SIGTERM"): every
+# rank finishes its step, all stop at the same step, the checkpoint of that step is written and
+# loads (inspect, and a resume that starts at that step), rank 0 prints the promised line, and
+# the job exits 128 + signal. Delivered to every rank (as Slurm's scancel does): mpirun exits
+# 130 / 143. Delivered to mpirun alone (a terminal's Ctrl-C: Open MPI gives each rank a process
+# group of its own): Open MPI 4 sends SIGTERM to the ranks, which stop the same way, and mpirun
+# itself exits 1, its own choice.
+# Usage: interrupt_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
+config=$2
+
+# interrupt NAME SIGNAL TARGET(ranks|mpirun) EXPECTED_RC
+interrupt() {
+  local name=$1 signal=$2 target=$3 expected=$4 dir="$work/$1"
+  mkdir -p "$dir"
+  mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=100000000 --set train.epochs=0 \
+    --set train.log_every=1000000 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
+    --set "checkpoint.dir=\"$dir/ck\"" >"$dir/job.log" 2>&1 &
+  local job=$! ranks=""
+  for _ in $(seq 1 300); do  # until both ranks train (metrics.csv: rank 0 finished set-up)
+    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+    [ -s "$dir/out/metrics.csv" ] && [ "$(echo $ranks | wc -w)" -eq 2 ] && break
+    sleep 0.1
+  done
+  [ "$(echo $ranks | wc -w)" -eq 2 ] || { cat "$dir/job.log"; kill -9 "$job"; fail "$name: ranks not found"; }
+  sleep 1
+  if [ "$target" = ranks ]; then kill "-$signal" $ranks; else kill "-$signal" "$job"; fi
+  for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    pkill -9 -P "$job"; kill -9 "$job"; cat "$dir/job.log"; fail "$name: still running 30 s after SIG$signal"
+  fi
+  wait "$job"
+  local rc=$?
+  [ "$rc" -eq "$expected" ] || { cat "$dir/job.log"; fail "$name: exit code $rc, expected $expected"; }
+  local line step file
+  line=$(grep -E "interrupted at step [0-9]+; checkpoint .*; resume with --set checkpoint.resume=true" "$dir/job.log")
+  [ -n "$line" ] || { cat "$dir/job.log"; fail "$name: no 'interrupted at step N; checkpoint ...' line"; }
+  step=$(sed -E 's/.*interrupted at step ([0-9]+);.*/\1/' <<<"$line")
+  file=$(printf '%s/ck/step_%08d.safetensors' "$dir" "$step")
+  [ -f "$file" ] || { ls "$dir/ck"; fail "$name: no checkpoint of the interrupted step $step"; }
+  [ "$(cat "$dir/ck/latest")" = "$(basename "$file")" ] || fail "$name: latest is not step $step"
+  "$zerolap" inspect "$file" >"$dir/inspect.log" 2>&1 || { cat "$dir/inspect.log"; fail "$name: inspect failed"; }
+  mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=$((step + 2)) --set train.epochs=0 \
+    --set train.log_every=1 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
+    --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.resume=true >"$dir/resume.log" 2>&1 ||
+    { cat "$dir/resume.log"; fail "$name: the resume failed"; }
+  grep -q "resumed from .* at step $step " "$dir/resume.log" &&
+    grep -q "^final step $((step + 2)) " "$dir/resume.log" ||
+    { cat "$dir/resume.log"; fail "$name: the resume did not continue from step $step"; }
+  echo "ok: $name: stopped at step $step, exit $rc"
+}
+
+# The bench: SIGINT to both ranks after its first run; it stops after the run in progress, prints
+# the table of the runs it finished and exits 130, without bench.json / bench.csv.
+bench_interrupt() {
+  local dir="$work/bench"
+  mkdir -p "$dir"
+  mpirun -np 2 $flags "$zerolap" bench "$config" --set bench.steps=20000 --set bench.warmup=5 \
+    --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
+  local job=$! ranks=""
+  for _ in $(seq 1 600); do grep -q '^\[1/7\]' "$dir/job.log" && break; sleep 0.1; done
+  ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+  [ "$(echo $ranks | wc -w)" -eq 2 ] || { cat "$dir/job.log"; kill -9 "$job"; fail "bench: ranks not found"; }
+  kill -INT $ranks
+  for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    pkill -9 -P "$job"; kill -9 "$job"; cat "$dir/job.log"; fail "bench: still running 30 s after SIGINT"
+  fi
+  wait "$job"
+  local rc=$?
+  [ "$rc" -eq 130 ] || { cat "$dir/job.log"; fail "bench: exit code $rc, expected 130"; }
+  local done
+  done=$(sed -nE 's/.*bench interrupted after ([0-9]+) of 7 runs.*/\1/p' "$dir/job.log")
+  [ -n "$done" ] && [ "$done" -ge 1 ] && [ "$done" -lt 7 ] ||
+    { cat "$dir/job.log"; fail "bench: no 'bench interrupted after N of 7 runs' line with 1 <= N < 7"; }
+  grep -q '^ddp ' "$dir/job.log" || { cat "$dir/job.log"; fail "bench: the finished rows were not printed"; }
+  [ ! -e "$dir/out/bench.json" ] || fail "bench: an interrupted bench wrote bench.json"
+  echo "ok: bench: stopped after $done of 7 runs, exit $rc"
+}
+
+# One rank stopped (SIGSTOP) while the other is interrupted: the interrupted rank waits at most
+# runtime.timeout_s (exit 1 naming it; the pending agreement once held it for ever); a second
+# SIGINT ends it at once.
+stalled() {
+  local name=$1 second=$2 dir="$work/$1"
+  mkdir -p "$dir"
+  mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=100000000 --set train.epochs=0 \
+    --set train.log_every=1000000 --set train.eval_every=0 --set runtime.timeout_s=4 \
+    --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
+  local job=$! ranks=""
+  for _ in $(seq 1 300); do
+    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+    [ -s "$dir/out/metrics.csv" ] && [ "$(echo $ranks | wc -w)" -eq 2 ] && break
+    sleep 0.1
+  done
+  [ "$(echo $ranks | wc -w)" -eq 2 ] || { cat "$dir/job.log"; kill -9 "$job"; fail "$name: ranks not found"; }
+  local r0 r1
+  read -r r0 r1 <<<"$ranks"
+  sleep 0.5
+  kill -STOP "$r1"
+  kill -INT "$r0"
+  local begin=$SECONDS
+  if [ "$second" = yes ]; then sleep 0.5; kill -INT "$r0"; fi
+  for _ in $(seq 1 200); do kill -0 "$r0" 2>/dev/null || break; sleep 0.1; done
+  local took=$((SECONDS - begin)) alive=no
+  kill -0 "$r0" 2>/dev/null && alive=yes
+  kill -CONT "$r1" 2>/dev/null
+  kill -9 "$r1" 2>/dev/null
+  wait "$job"
+  [ "$alive" = no ] || { pkill -9 -P "$job"; cat "$dir/job.log"; fail "$name: rank 0 still running 20 s later"; }
+  if [ "$second" = yes ]; then
+    [ "$took" -le 2 ] || { cat "$dir/job.log"; fail "$name: a second SIGINT took $took s"; }
+    grep -q "interrupted again: ending now" "$dir/job.log" || { cat "$dir/job.log"; fail "$name: no 'interrupted again' line"; }
+  else
+    [ "$took" -le 10 ] || { cat "$dir/job.log"; fail "$name: rank 0 took $took s with runtime.timeout_s = 4"; }
+    # The step's collectives or the agreement, whichever waits first, time out.
+    grep -q "rank 0: .* did not complete within runtime.timeout_s" "$dir/job.log" ||
+      { cat "$dir/job.log"; fail "$name: no timeout message naming rank 0"; }
+  fi
+  echo "ok: $name: rank 0 ended after $took s"
+}
+
+stalled stalled_peer_timeout no
+stalled stalled_peer_second_signal yes
+bench_interrupt
+interrupt sigint_ranks INT ranks 130
+interrupt sigterm_ranks TERM ranks 143
+interrupt sigint_mpirun INT mpirun 1
+echo "PASS"
