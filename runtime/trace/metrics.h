@@ -1,6 +1,6 @@
 // The metrics file of a run: CSV with a header row, one row per log or eval step; a column without
 // a value in that row is left empty. Written by rank 0 only, flushed after every row so a killed
-// run keeps what it logged.
+// run keeps what it logged; a row that cannot be written (a full disk) ends the run with exit 1.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +38,10 @@ class MetricsWriter {
   static const char* header();
 
  private:
+  void put(const std::string& text);  // RuntimeFailure naming the file when it cannot be written
+
   std::FILE* file_ = nullptr;
+  std::string path_;
 };
 
 }  // namespace zl

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/elementwise.h"
+#include "base/checked_write.h"
 #include "base/errors.h"
 #include "base/fault_stop.h"
 #include "kernels/gemm.h"
@@ -187,12 +188,8 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
 
   if (world_.is_root() && options_.write_outputs) {
     ensure_output_dir(config_.output.dir);
-    std::ofstream config_file(std::filesystem::path(config_.output.dir) / "config.toml");
-    config_file << to_toml(config_);
-    if (!config_file) {
-      throw UserError(fmt::format("cannot write '{}/config.toml' (check output.dir)",
-                                  config_.output.dir));
-    }
+    write_whole_file((std::filesystem::path(config_.output.dir) / "config.toml").string(),
+                     to_toml(config_), "the effective config");
   }
 }
 
