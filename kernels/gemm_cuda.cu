@@ -117,7 +117,7 @@ void gemm_cuda(const ExecContext& ctx, Transpose trans_a, Transpose trans_b, std
             ldb, beta, c, ldc);
     return;
   }
-  // Note [Row-major on cuBLAS]: B comes first, then A.
+  // B comes first, then A (Note [Row-major on cuBLAS]).
   ZL_CUBLAS_CHECK(cublasSgemm(handle, to_cublas(trans_b), to_cublas(trans_a), to_blas_int(n, "n"),
                               to_blas_int(m, "m"), to_blas_int(k, "k"), &alpha, b,
                               to_blas_int(ldb, "ldb"), a, to_blas_int(lda, "lda"), &beta, c,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sanitizer and fuzz jobs (README "Reliability"), CPU only, with clang:
+# The sanitizer and fuzz jobs (docs/reliability.md), CPU only, with clang:
 #   asan: address + undefined behaviour (leaks included) over the unit tests, a set of MPI tests
 #         and the fuzz corpus replays (ctest label `sanitize`), in build-asan;
 #   fuzz: each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 45) over its corpus,

@@ -61,7 +61,7 @@ ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const 
 // no input gradient): about 2/3.
 double backward_flop_share(const ParameterStore& store);
 
-// Note [Scaling model]: the predicted step time of `mode` for compute time `compute_s` of which
+// The predicted step time (Note [Scaling model]) of `mode` for compute time `compute_s` of which
 // `backward_share` is backward.
 double predicted_step_s(const ModePlan& mode, const ModeComm& comm, double compute_s,
                         double backward_share);

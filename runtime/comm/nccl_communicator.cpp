@@ -244,7 +244,7 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
   // The stream's own timeline (base/stream_timeline.h): GPU times, after the wait for the data.
   StreamTimeline* timeline = tracer_ && tracer_->timeline().recording() ? &tracer_->timeline() : nullptr;
   const StreamTimeline::Mark begin_mark = timeline ? timeline->mark(exec()) : StreamTimeline::Mark{};
-  // Note [Link on the device]: the reservation starts when the stream gets here, after the wait
+  // The reservation starts when the stream gets here (Note [Link on the device]), after the wait
   // for the data's producer; the wait holds the stream until the modelled transfer ends.
   if (link_) link_->reserve(stream_, link_slot_, modelled_s);
   launch(stream_);
@@ -363,7 +363,7 @@ bool NcclCommunicator::model_link_on_stream(std::shared_ptr<DeviceLink> link) {
 
 Work NcclCommunicator::then(std::function<void(const ExecContext& stream)> fn) {
   check_usable();
-  // Note [Callbacks on CUDA]: fn runs now and enqueues its work on (or after) this stream.
+  // fn runs now and enqueues its work on (or after) this stream (Note [Callbacks on CUDA]).
   fn(exec());
   auto done = std::make_shared<Event>(false);
   ZL_CUDA_CHECK(cudaEventRecord(done->event, stream_));

@@ -501,14 +501,9 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
-Config parse_config(const std::string& toml_text, const std::string& source_name,
-                    const std::vector<std::string>& overrides,
-                    const std::vector<FlagOverride>& flags) {
-  ConfigSource source(source_name);
-  toml::table root = parse_document(toml_text, source_name);
-  apply_overrides(root, overrides, flags, source);
-  check_sections(root, source);
+namespace {
 
+Config read_config(const toml::table& root, ConfigSource& source, const std::string& source_name) {
   Config c;
   c.source_path = source_name;
   read_model(root, source, c.model);
@@ -526,6 +521,28 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   check_parallel_with_train(c, source);
   check_derived_sizes(c, source);
   return c;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides,
+                    const std::vector<FlagOverride>& flags) {
+  ConfigSource source(source_name);
+  toml::table root = parse_document(toml_text, source_name);
+  apply_overrides(root, overrides, flags, source);
+  check_sections(root, source);
+  return read_config(root, source, source_name);
+}
+
+std::vector<std::string> accepted_config_keys() {
+  // Every section reader asks for every one of its keys whether the file has it or not, so
+  // reading the smallest valid config asks for all of them.
+  const std::string text = "[model]\nwidths = [2, 2]\n[data]\nkind = \"spirals\"\n";
+  ConfigSource source("<accepted keys>");
+  const toml::table root = parse_document(text, source.name());
+  read_config(root, source, source.name());
+  return source.known_keys();
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides,

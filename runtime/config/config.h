@@ -1,4 +1,4 @@
-// The run configuration: TOML files (see README "Config reference" and docs/design.md, "Config contract") plus
+// The run configuration: TOML files (see docs/config.md and docs/design.md, "Config contract") plus
 // `--set section.key=value` overrides. Parsing validates everything up front: an unknown key, a
 // wrong type or an out-of-range value is a UserError that names the key and its file and line.
 #pragma once
@@ -157,6 +157,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 Config parse_config(const std::string& toml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides = {},
                     const std::vector<FlagOverride>& flags = {});
+
+// Every full key ("section.key") the reader accepts, in reading order (docs/config.md lists
+// them; a test compares the two).
+std::vector<std::string> accepted_config_keys();
 
 // The effective configuration as canonical TOML (every key, defaults filled in). Written next to
 // run outputs and hashed (config_hash) into checkpoints.

@@ -147,6 +147,7 @@ bool SectionReader::has(std::string_view key) const {
 
 const toml::node* SectionReader::get(std::string_view key) {
   known_.emplace_back(key);
+  source_.note_known(full_key(key));
   const toml::node* node = table_ != nullptr ? table_->get(key) : nullptr;
   if (node != nullptr) source_.record(full_key(key), *node);
   return node;

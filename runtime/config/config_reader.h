@@ -50,6 +50,9 @@ class ConfigSource {
   void mark_override(const std::string& key, const std::string& label) { overrides_[key] = label; }
   bool is_override(const std::string& key) const { return overrides_.count(key) > 0; }
   void record(const std::string& full_key, const toml::node& node);
+  // Every full key a section reader asked for, in reading order: the keys the reader accepts.
+  void note_known(std::string full_key) { known_.push_back(std::move(full_key)); }
+  const std::vector<std::string>& known_keys() const { return known_; }
 
   // The flag for an override ("--set key", "--link-gbps"), else the node's line, else the recorded line of the key or of
   // its section, else the file name alone.
@@ -63,6 +66,7 @@ class ConfigSource {
   std::string name_;
   std::map<std::string, std::string> overrides_;  // key -> the flag that set it
   std::map<std::string, std::string> recorded_;   // full key -> "file:line"
+  std::vector<std::string> known_;
 };
 
 // Reads the keys of one section. Each read registers the key as known, so finish() can reject

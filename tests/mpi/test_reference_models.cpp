@@ -1,6 +1,7 @@
 // Each small reference config in configs/ trains briefly under mpirun and learns: its test loss
 // falls well below the loss at initialisation (and accuracy rises well above chance). In bf16,
-// the Fashion-MNIST MLP reaches the README's accuracy and the teacher task fp32's loss.
+// the Fashion-MNIST MLP reaches the accuracy of the reference models (docs/guide.md) and the
+// teacher task fp32's loss.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -58,8 +59,8 @@ TEST_CASE("the teacher regression MLP learns", "[reference]") {
   CHECK(r.after.loss < 0.25 * r.before.loss);
 }
 
-// bf16 (docs/design.md "Precision"): the README's reference run in bf16 reaches the accuracy the
-// fp32 run reaches (87.59%) to within a tenth of a point.
+// bf16 (docs/design.md "Precision"): the guide's reference run (docs/guide.md) in bf16 reaches
+// the accuracy the fp32 run reaches (87.59%) to within a tenth of a point.
 TEST_CASE("the Fashion-MNIST MLP in bf16, 3 epochs, zero/interleaved, reaches 87.5%",
           "[reference-bf16]") {
   const Learned r = train_briefly("fashion_mnist_mlp.toml", 0,

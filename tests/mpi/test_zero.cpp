@@ -108,7 +108,7 @@ TEST_CASE("interleaved steps a bucket before a later bucket's collective complet
     int any = early_step ? 1 : 0, all_any = 0;
     MPI_Allreduce(&any, &all_any, 1, MPI_INT, MPI_MAX, world.comm);
     CHECK(all_any == 1);  // on at least one rank (a rank owning an early bucket)
-    // Note [Tail broadcast order]: the last bucket is broadcast first, then the second-to-last,
+    // Note [Tail broadcast order]. The last bucket is broadcast first, then the second-to-last,
     // whose step (3+ buckets) follows the last bucket's collective.
     REQUIRE(buckets >= 3);
     const long last_broadcast = find_event(events, StepEvent::Kind::BroadcastLaunched, buckets - 1);
