@@ -14,6 +14,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/comm/world.h"
+#include "runtime/config/config.h"
 #include "runtime/config/config_limits.h"
 
 namespace zl {
@@ -41,6 +42,18 @@ CLI::Validator finite_in(const char* flag, double lo, double hi) {
         return {};
       },
       fmt::format("in ({:g}, {:g}]", lo, hi));
+}
+
+// runtime.timeout_s of the command's config, for the start-up watchdog; the default where there
+// is no config or it does not load (its error is reported, on every rank, once MPI is up).
+double startup_timeout_s(const ConfigArgs* args) {
+  if (args != nullptr) {
+    try {
+      return load_config(args->path, args->overrides).runtime.timeout_s;
+    } catch (const std::exception&) {
+    }
+  }
+  return RuntimeConfig{}.timeout_s;
 }
 
 void add_config_args(CLI::App& cmd, ConfigArgs& args) {
@@ -107,7 +120,11 @@ int run_cli(int argc, char** argv) {
     return kExitBadInput;
   }
 
-  MpiSession session(&argc, &argv);
+  // MPI_Init waits for every rank with no deadline of its own: the start-up watchdog gives it
+  // runtime.timeout_s, read from the config before MPI starts.
+  const ConfigArgs* config_args = *train ? &train_args : *plan ? &plan_args
+                                : *bench ? &bench_args : nullptr;
+  MpiSession session(&argc, &argv, startup_timeout_s(config_args));
   const World& world = session.world();
   try {
     if (*train) return run_train_command(train_args, world);
