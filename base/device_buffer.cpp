@@ -33,9 +33,8 @@ constexpr std::size_t kCpuAlignment = 64;
 // asks, so a buffer of at least 2 MiB is a mapping of its own, 2 MiB-aligned and
 // madvise(MADV_HUGEPAGE)d, and is unmapped when freed: its memory goes back to the system at once
 // instead of staying in malloc's heap (the bench builds a trainer per mode, and peak memory per
-// mode must not include the previous modes' leftovers). Measured with `mpirun -np 2 zerolap
-// bench configs/bench_overlap.toml --set link.bandwidth_gbps=10` on a 2-core machine:
-// zero/interleaved/reduce_broadcast 36.0-36.2 -> 34.7-35.4 ms per step. The costs: at most 2 MiB
+// mode must not include the previous modes' leftovers; the gain is in docs/bench.md, "What it
+// took to hide communication on 2 cores"). The costs: at most 2 MiB
 // of rounding per such buffer, and the kernel zero-fills the pages at first touch, so their page
 // faults fall in the first step rather than in the constructor. Where huge pages are off or
 // unavailable, madvise fails or is ignored and the mapping has ordinary pages.

@@ -41,15 +41,15 @@ std::int64_t DistributedSampler::global_batch() const {
   return spec_.local_batch * spec_.world_size;
 }
 
-std::int64_t DistributedSampler::steps_per_epoch() const {
+std::int64_t DistributedSampler::batches_per_epoch() const {
   return spec_.num_samples / global_batch();
 }
 
-void DistributedSampler::batch_indices(std::int64_t epoch, std::int64_t step_in_epoch, int rank,
+void DistributedSampler::batch_indices(std::int64_t epoch, std::int64_t batch_in_epoch, int rank,
                                        std::vector<std::int64_t>& out) {
   ZL_CHECK(epoch >= 0, "epoch {}", epoch);
-  ZL_CHECK(step_in_epoch >= 0 && step_in_epoch < steps_per_epoch(), "step {} of {} per epoch",
-           step_in_epoch, steps_per_epoch());
+  ZL_CHECK(batch_in_epoch >= 0 && batch_in_epoch < batches_per_epoch(), "batch {} of {} per epoch",
+           batch_in_epoch, batches_per_epoch());
   ZL_CHECK(rank >= 0 && rank < spec_.world_size, "rank {} of {}", rank, spec_.world_size);
   if (spec_.shuffle && epoch != cached_epoch_) {
     // Training walks epochs in order, so one cached permutation serves a whole epoch.
@@ -62,7 +62,7 @@ void DistributedSampler::batch_indices(std::int64_t epoch, std::int64_t step_in_
     }
     cached_epoch_ = epoch;
   }
-  const std::int64_t begin = step_in_epoch * global_batch() + rank * spec_.local_batch;
+  const std::int64_t begin = batch_in_epoch * global_batch() + rank * spec_.local_batch;
   out.assign(perm_.begin() + begin, perm_.begin() + begin + spec_.local_batch);
 }
 

@@ -27,11 +27,12 @@ class DistributedSampler {
  public:
   explicit DistributedSampler(const SamplerSpec& spec);  // throws UserError if no full batch fits
 
-  std::int64_t steps_per_epoch() const;   // floor(num_samples / global batch)
+  std::int64_t batches_per_epoch() const;  // global batches: floor(num_samples / global batch)
   std::int64_t global_batch() const;
 
-  // Indices of rank `rank`'s share of global batch `step_in_epoch` of `epoch` (local_batch of them).
-  void batch_indices(std::int64_t epoch, std::int64_t step_in_epoch, int rank,
+  // Indices of rank `rank`'s share of global batch `batch_in_epoch` of `epoch` (local_batch of
+  // them).
+  void batch_indices(std::int64_t epoch, std::int64_t batch_in_epoch, int rank,
                      std::vector<std::int64_t>& out);
 
  private:

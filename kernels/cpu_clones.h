@@ -10,11 +10,11 @@
 //   correctly rounded at every width (tests/kernels/test_optimizer_kernels.cpp checks the steps
 //   against the scalar element functions).
 // - A clone's own pointer parameters must carry __restrict: the loops inlined into it lose their
-//   callee's, and without it the AVX-512 clone of the Adam step ran slower than the baseline
-//   build, not faster.
+//   callee's, and without it the compiler must assume the buffers alias, so the wide clone does
+//   not pay.
 // - The fused fp32 Adam step is compute-bound at 4 floats per instruction (two divisions and a
-//   square root per element): on one Zen 4 core the bench's optimizer phase for 4.2M parameters
-//   took 2.2 ms per step with the AVX-512 clone against 3.7-3.8 ms in the baseline build.
+//   square root per element), which the wider clones relieve (the bench's optimizer phase:
+//   docs/bench.md, "Against PyTorch", where the time goes).
 // GCC on x86-64 only: clang builds (the sanitizer builds) and other CPUs run the baseline build.
 #pragma once
 

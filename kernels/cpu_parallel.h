@@ -2,8 +2,8 @@
 //
 // Runs fn(begin, end) over [0, n) split into up to `threads` contiguous chunks on an OpenMP team:
 // the one oneDNN's GEMMs run on, whose threads are still spinning from the last GEMM, so the split
-// costs no thread start and takes no core from anyone (a std::thread per chunk, tried first for
-// the optimizer step, shared a core with a spinning OpenMP thread and made the step 2x slower).
+// costs no thread start and takes no core from anyone (a std::thread per chunk would share a core
+// with a spinning OpenMP thread; docs/bench.md, "Splitting the CPU kernels across threads").
 // A chunk is at least kMinChunkElements elements and every boundary but n is a multiple of
 // `align` elements (16: a 64-byte line of fp32). Only for work whose result does not depend on
 // where the chunks fall (element-wise updates, column sums over whole columns); a reduction splits

@@ -19,9 +19,11 @@
 #include "runtime/comm/compute_only_communicator.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
+#include "runtime/bench/scaling_model.h"
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
+#include "runtime/bench/step_stats.h"
 #include "runtime/train/trainer.h"
 
 namespace zl {
@@ -104,6 +106,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   }
   RunFigures f;
   Trainer trainer(config, world, options);
+  StepStatsRecorder recorder(trainer);
   f.device = trainer.model().store().device();
   // A failure ends the job before ~Trainer could wait for a failed peer (run_or_abort).
   run_or_abort(world, [&] {
@@ -111,7 +114,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     trainer.synchronize();
     aligned_barrier(world, limit);
 
-    trainer.reset_step_stats();
+    recorder.start();
     const double trace_offset_us = bench_clock.now_us();
     const auto start = Clock::now();
     for (std::int64_t i = 0; i < config.bench.steps; ++i) {
@@ -123,7 +126,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     aligned_barrier(world, limit);
     f.total_s = seconds_since(start);
 
-    const StepStats stats = trainer.step_stats();
+    const StepStats stats = recorder.stop();
     f.phases = stats.host;
     f.timeline = summarize_timeline(stats.timeline, static_cast<int>(trainer.plan().buckets.size()),
                                     f.total_s);
@@ -152,21 +155,20 @@ ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
   return mode_plan_of(mode, config, config.precision);
 }
 
-// Note [Ideal step] (bench.h).
+// Note [Ideal step] (bench.h), and the scaling model's step (Note [Scaling model]), both from the
+// collectives' times the limits measured and the row's compute time.
 void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
-                const BenchLimits& limits) {
-  double comm = 0.0, last = 0.0;
-  for (const PlannedCollective& c : mode.collectives(plan)) {
-    const double seconds = limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes);
-    comm += seconds;
-    // The last bucket holds the first layers: its gradients are final only when backward ends
-    // and the next forward needs its parameters first.
-    if (c.bucket == plan.buckets.back().index) last += seconds;
-  }
-  row.comm_model_s = comm;
-  row.nonoverlap_comm_s = last;
-  row.ideal_step_s = std::max(row.compute_s, comm - last) + last;
+                const BenchLimits& limits, double backward_share) {
+  // The last bucket holds the first layers: its gradients are final only when backward ends and
+  // the next forward needs its parameters first.
+  const ModeComm comm = mode_comm(mode, plan, [&](const PlannedCollective& c) {
+    return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes);
+  });
+  row.comm_model_s = comm.total_s;
+  row.nonoverlap_comm_s = comm.last_s;
+  row.ideal_step_s = std::max(row.compute_s, comm.total_s - comm.last_s) + comm.last_s;
   row.vs_ideal = row.ideal_step_s > 0.0 ? row.step_s / row.ideal_step_s : 0.0;
+  row.predicted_step_s = predicted_step_s(mode, comm, row.compute_s, backward_share);
 }
 
 BucketPlan plan_for(const Config& config, const Model& model, double cap_mb, int world_size) {
@@ -190,28 +192,41 @@ std::vector<BenchMode> all_bench_modes() {
 
 std::vector<BenchMode> bench_modes(const Config& config) {
   const std::vector<BenchMode> all = all_bench_modes();
-  const bool clipping = config.train.clip_grad_norm > 0.0f;
+  // Interleaved cannot clip or skip a step: the default list leaves it out then, and listing it
+  // is an error. bench.modes matters only here, so it is checked here, once, before any run (a
+  // training run is not refused over it).
+  auto runs = [&](const BenchMode& m) {
+    const ModePlan mode = mode_plan_of(m, config);
+    return (mode.can_clip || config.train.clip_grad_norm <= 0.0f) &&
+           (mode.schedule != ScheduleKind::ZeroInterleaved ||
+            config.train.on_nonfinite == OnNonfinite::Stop);
+  };
   if (config.bench.modes.empty()) {
-    // Every mode that can run this config: interleaved cannot clip, so it is left out then.
     std::vector<BenchMode> runnable;
-    std::copy_if(all.begin(), all.end(), std::back_inserter(runnable),
-                 [&](const BenchMode& m) { return !clipping || mode_plan_of(m, config).can_clip; });
+    std::copy_if(all.begin(), all.end(), std::back_inserter(runnable), runs);
     return runnable;
   }
   std::vector<BenchMode> out;
   for (const std::string& name : config.bench.modes) {
-    const auto it = std::find_if(all.begin(), all.end(), [&](const BenchMode& m) { return m.name == name; });
+    const auto it = std::find_if(all.begin(), all.end(),
+                                 [&](const BenchMode& m) { return m.name == name; });
     if (it == all.end()) {
       std::string names;
       for (const auto& m : all) names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", m.name);
       throw UserError(fmt::format("{}: bench.modes: unknown mode \"{}\"; the modes are {}",
                                   config.source_path, name, names));
     }
-    if (clipping && !mode_plan_of(*it, config).can_clip) {
+    if (!runs(*it)) {
       throw UserError(fmt::format(
-          "{}: bench.modes lists \"{}\" but train.clip_grad_norm = {} (interleaved overlap cannot "
-          "clip); set train.clip_grad_norm = 0 or drop the interleaved modes",
-          config.source_path, name, config.train.clip_grad_norm));
+          "{}: bench.modes lists \"{}\" but {} (interleaved overlap cannot {}); {} or drop the "
+          "interleaved modes",
+          config.source_path, name,
+          config.train.clip_grad_norm > 0.0f
+              ? fmt::format("train.clip_grad_norm = {}", config.train.clip_grad_norm)
+              : std::string("train.on_nonfinite = \"skip_step\""),
+          config.train.clip_grad_norm > 0.0f ? "clip" : "skip a step",
+          config.train.clip_grad_norm > 0.0f ? "set train.clip_grad_norm = 0"
+                                             : "set train.on_nonfinite = \"stop\""));
     }
     out.push_back(*it);
   }
@@ -405,7 +420,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
           row.planned_optimizer_state_bytes.push_back(planned.state);
           row.planned_state_bytes.push_back(planned.total());
         }
-        ideal_step(row, mode_plan, plan, report.limits);
+        ideal_step(row, mode_plan, plan, report.limits, backward_flop_share(model.store()));
         report.rows.push_back(std::move(row));
         if (root_prints) {
           const BenchRow& done = report.rows.back();

@@ -61,7 +61,7 @@ struct BenchRow {
   // timeline (CUDA events where the model is on a GPU, the host clock of the thread that runs
   // them on the CPU; runtime/trace/timeline_summary.h): forward without its waits for
   // broadcasts (wait_s), optimizer on whichever stream stepped. finish_backward_s is the main
-  // thread's wall time in the mode's step policy; comm_busy_s the time both comm streams spent in
+  // thread's wall time in the mode's schedule; comm_busy_s the time both comm streams spent in
   // collectives (their counters, summed).
   double forward_s = 0.0, backward_s = 0.0, finish_backward_s = 0.0, optimizer_s = 0.0;
   double wait_s = 0.0;
@@ -85,12 +85,15 @@ struct BenchRow {
   // nonoverlap, a lower bound.
   double comm_model_s = 0.0, nonoverlap_comm_s = 0.0, ideal_step_s = 0.0;
   double vs_ideal = 0.0;  // step_s / ideal_step_s
+  // Note [Scaling model] (scaling_model.h) for this mode from compute_s and the same collective
+  // times: where its schedule lets communication overlap (>= ideal_step_s; equal in interleaved).
+  double predicted_step_s = 0.0;
 
   std::int64_t wire_bytes_per_step = 0;     // per rank, max over ranks (communicator.h)
   std::int64_t payload_bytes_per_step = 0;  // per rank, max over ranks
   // Per rank, what the trainer allocated and what `zerolap plan` prints for it (ModePlan's
   // rank_memory; equal, tested): the optimizer state alone, and the model's state = parameters
-  // + gradients (with the bf16 wire buffer) + masters + optimizer state.
+  // + gradients (with the bf16 reduce buffer) + masters + optimizer state.
   std::vector<std::int64_t> optimizer_state_bytes, planned_optimizer_state_bytes;
   std::vector<std::int64_t> state_bytes, planned_state_bytes;
   std::vector<std::int64_t> peak_rss_bytes;         // per rank, during this mode (VmHWM)

@@ -20,6 +20,7 @@
 #include "runtime/comm/device.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/timed_mpi.h"
+#include "runtime/config/bf16_gemm_check.h"
 
 namespace zl {
 namespace {
@@ -318,6 +319,9 @@ BenchLimits measure_limits(const Config& config, const World& world,
   ExecContext compute = device.compute();
   compute.cpu_threads = threads;  // as the Trainer's compute context (unused on CUDA)
   out.triad_gbps = measure_bandwidth(compute, world, limit);
+  for (const PrecisionConfig& precision : precisions) {
+    check_bf16_gemm(config, "bench.precision", precision.compute, device.kind());
+  }
   for (const PrecisionConfig& precision : precisions) {
     // The GEMM math of the precision, as the trainer's compute context has it.
     ExecContext exec = compute;

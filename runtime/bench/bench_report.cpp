@@ -57,6 +57,7 @@ nlohmann::ordered_json row_scalars(const BenchRow& r) {
   j["comm_model_s"] = r.comm_model_s;
   j["nonoverlap_comm_s"] = r.nonoverlap_comm_s;
   j["ideal_step_s"] = r.ideal_step_s;
+  j["predicted_step_s"] = r.predicted_step_s;
   j["vs_ideal"] = r.vs_ideal;
   j["wire_bytes_per_step"] = r.wire_bytes_per_step;
   j["payload_bytes_per_step"] = r.payload_bytes_per_step;

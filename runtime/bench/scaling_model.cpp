@@ -25,8 +25,8 @@ std::vector<ModePlan> all_mode_plans(const Config& config) {
 
 ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const LinkConfig& link,
                             int ranks) {
-  ModeComm out = mode_comm(mode, plan, [&](CollectiveOp op, std::int64_t bytes) {
-    return modelled_seconds(link, op, bytes, ranks);
+  ModeComm out = mode_comm(mode, plan, [&](const PlannedCollective& c) {
+    return modelled_seconds(link, c.op, c.bytes, ranks);
   });
   for (const PlannedCollective& c : mode.collectives(plan)) {
     out.wire_bytes += wire_bytes(c.op, c.bytes, modelled_ranks(link, ranks));
@@ -53,14 +53,14 @@ double predicted_step_s(const ModePlan& mode, const ModeComm& c, double compute_
                         double backward_share) {
   const double backward = compute_s * backward_share;
   switch (mode.schedule) {
-    case StepSchedule::Ddp:
+    case ScheduleKind::Ddp:
       return compute_s + std::max(0.0, c.total_s - c.last_s - backward) + c.last_s;
-    case StepSchedule::ZeroNone:
-    case StepSchedule::ZeroAfterBackward:
+    case ScheduleKind::ZeroNone:
+    case ScheduleKind::ZeroAfterBackward:
       // Reductions launched during backward overlap what is left of it; the last bucket's cannot.
       return compute_s + std::max(0.0, c.reduce_s - c.reduce_last_s - backward) + c.reduce_last_s +
              c.broadcast_s;
-    case StepSchedule::ZeroInterleaved:
+    case ScheduleKind::ZeroInterleaved:
       return std::max(compute_s, c.total_s - c.last_s) + c.last_s;
   }
   return compute_s + c.total_s;

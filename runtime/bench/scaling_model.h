@@ -49,7 +49,8 @@ struct ModeComm {
   std::int64_t wire_bytes = 0;  // per rank per step
 };
 
-// `seconds(op, bytes)` times one collective (the link model, or the bench's measured limits).
+// `seconds(collective)` times one PlannedCollective (the link model, or the bench's measured
+// limits, which depend on its dtype too).
 template <typename Seconds>
 ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, Seconds&& seconds);
 
@@ -74,7 +75,7 @@ ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, Seconds&& secon
   if (plan.buckets.empty()) return out;
   const int last_bucket = plan.buckets.back().index;
   for (const PlannedCollective& c : mode.collectives(plan)) {
-    const double s = seconds(c.op, c.bytes);
+    const double s = seconds(c);
     const bool last = c.bucket == last_bucket;
     out.total_s += s;
     if (last) out.last_s += s;

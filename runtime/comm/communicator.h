@@ -132,6 +132,12 @@ class Communicator {
   // The continuation of everything issued so far; fn gets the stream it continues (see the
   // contract above: CPU after completion on the comm thread, CUDA at once, stream-ordered).
   virtual Work then(std::function<void(const ExecContext& stream)> fn) = 0;
+  // An operation that moves nothing and involves no peer, ordered as a collective is: after
+  // everything issued on this communicator so far and after the work issued so far on its issuing
+  // stream (null: the compute stream; CUDA: an event wait, as a collective's; CPU: nothing to
+  // order, see above). The compute-only bench twin (compute_only_communicator.h) issues it for
+  // each collective, so a continuation behind it waits for the data a real collective would read.
+  virtual Work no_op(const ExecContext* issuing_stream = nullptr) = 0;
   // Waits for everything issued so far.
   virtual void synchronize() = 0;
 

@@ -1,5 +1,6 @@
 // ComputeOnlyCommunicator: a decorator that moves no data. Collectives complete as no-ops in issue
-// order on the wrapped communicator's stream, while rank() and size() stay the real world's, so a
+// order on the wrapped communicator's stream, each after the work on its issuing stream as the real
+// collective would be (Communicator::no_op), while rank() and size() stay the real world's, so a
 // Trainer built on it plans the same buckets, owns the same shards and runs the same forward,
 // backward and optimizer work as the real run, minus communication. The bench measures a mode's
 // compute time this way (runtime/bench/bench.cpp); parameters then diverge across ranks, so it is for
@@ -20,22 +21,34 @@ class ComputeOnlyCommunicator final : public Communicator {
   int size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
 
-  // No data moves: each returns a no-op ordered after everything issued so far.
+  // No data moves: each is a no-op ordered as the collective it stands for, after the work issued
+  // so far on its issuing stream. (A plain then() would not wait for that stream on CUDA: the
+  // interleaved step issued behind it could then run during the backward writing its gradients.)
   using Communicator::all_reduce;
   using Communicator::broadcast;
   using Communicator::reduce;
-  Work all_reduce(void*, std::int64_t, DType, ReduceOp, const ExecContext* = nullptr) override {
-    return no_op();
+  Work all_reduce(void*, std::int64_t, DType, ReduceOp,
+                  const ExecContext* issuing_stream = nullptr) override {
+    return inner_->no_op(issuing_stream);
   }
-  Work reduce(void*, std::int64_t, DType, int, ReduceOp, const ExecContext* = nullptr) override {
-    return no_op();
+  Work reduce(void*, std::int64_t, DType, int, ReduceOp,
+              const ExecContext* issuing_stream = nullptr) override {
+    return inner_->no_op(issuing_stream);
   }
-  Work broadcast(void*, std::int64_t, DType, int, const ExecContext* = nullptr) override {
-    return no_op();
+  Work broadcast(void*, std::int64_t, DType, int,
+                 const ExecContext* issuing_stream = nullptr) override {
+    return inner_->no_op(issuing_stream);
   }
-  Work all_reduce_f64(double*, std::int64_t) override { return no_op(); }
+  // Host data, read by the caller before the call: the real one follows only this communicator's
+  // stream, and so does a continuation.
+  Work all_reduce_f64(double*, std::int64_t) override {
+    return inner_->then([](const ExecContext&) {});
+  }
   Work then(std::function<void(const ExecContext& stream)> fn) override {
     return inner_->then(std::move(fn));
+  }
+  Work no_op(const ExecContext* issuing_stream = nullptr) override {
+    return inner_->no_op(issuing_stream);
   }
   void synchronize() override { inner_->synchronize(); }
   ExecContext exec() const override { return inner_->exec(); }
@@ -45,7 +58,6 @@ class ComputeOnlyCommunicator final : public Communicator {
   void set_tracer(Tracer* tracer) override { inner_->set_tracer(tracer); }
 
  private:
-  Work no_op() { return inner_->then([](const ExecContext&) {}); }
   std::unique_ptr<Communicator> inner_;
 };
 

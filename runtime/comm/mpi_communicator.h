@@ -39,6 +39,10 @@ class MpiCommunicator final : public Communicator {
                  const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
   Work then(std::function<void(const ExecContext& stream)> fn) override;
+  // A continuation that does nothing: the issuing thread produced its data before the call.
+  Work no_op(const ExecContext* = nullptr) override {
+    return then([](const ExecContext&) {});
+  }
   void synchronize() override;
   ExecContext exec() const override { return ExecContext{}; }
 

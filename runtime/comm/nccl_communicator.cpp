@@ -269,6 +269,15 @@ cudaStream_t NcclCommunicator::issuer_of(const ExecContext* issuing_stream) cons
                                    : compute_stream_;
 }
 
+void NcclCommunicator::follow(cudaStream_t issuer) {
+  if (issuer == nullptr || issuer == stream_) return;
+  // The data is final on the issuing stream *now* (its producer kernels are enqueued): an event
+  // there and a wait on ours, instead of a stream sync, so the host never blocks. Re-recording
+  // issued_ later is safe: a wait binds to the record current at the call.
+  ZL_CUDA_CHECK(cudaEventRecord(issued_, issuer));
+  ZL_CUDA_CHECK(cudaStreamWaitEvent(stream_, issued_, 0));
+}
+
 template <typename Launch>
 Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, const char* label,
                                cudaStream_t issuer, Launch&& launch,
@@ -285,13 +294,7 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
         link_->config().bandwidth_gbps));
   }
   const double begin_us = tracer_ ? tracer_->now_us() : 0.0;
-  if (issuer != nullptr && issuer != stream_) {
-    // The data is final on the issuing stream *now* (its producer kernels are enqueued): an
-    // event there and a wait on ours, instead of a stream sync, so the host never blocks.
-    // Re-recording issued_ later is safe: a wait binds to the record current at the call.
-    ZL_CUDA_CHECK(cudaEventRecord(issued_, issuer));
-    ZL_CUDA_CHECK(cudaStreamWaitEvent(stream_, issued_, 0));
-  }
+  follow(issuer);
   Timing t{std::make_shared<Event>(true), std::make_shared<Event>(true)};
   ZL_CUDA_CHECK(cudaEventRecord(t.start->event, stream_));
   // The stream's own timeline (base/stream_timeline.h): GPU times, after the wait for the data.
@@ -425,6 +428,14 @@ Work NcclCommunicator::then(std::function<void(const ExecContext& stream)> fn) {
   auto done = std::make_shared<Event>(false);
   ZL_CUDA_CHECK(cudaEventRecord(done->event, stream_));
   return Work(std::make_shared<NcclWork>(shared_, std::move(done), "callback", nullptr));
+}
+
+Work NcclCommunicator::no_op(const ExecContext* issuing_stream) {
+  check_usable();
+  follow(issuer_of(issuing_stream));
+  auto done = std::make_shared<Event>(false);
+  ZL_CUDA_CHECK(cudaEventRecord(done->event, stream_));
+  return Work(std::make_shared<NcclWork>(shared_, std::move(done), "no-op", nullptr));
 }
 
 void NcclCommunicator::synchronize() {

@@ -54,6 +54,8 @@ class NcclCommunicator final : public Communicator {
                  const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
   Work then(std::function<void(const ExecContext& stream)> fn) override;
+  // An event behind the issuing stream's work and everything issued here, as a collective's.
+  Work no_op(const ExecContext* issuing_stream = nullptr) override;
   void synchronize() override;
   // The comm stream. No cuBLAS handle: callbacks run element-wise kernels (the fused optimizer
   // step), never a GEMM.
@@ -80,6 +82,8 @@ class NcclCommunicator final : public Communicator {
                Launch&& launch, std::function<void()> on_complete = {});
   // The stream a collective must follow: `issuing_stream`'s, or the compute stream when null.
   cudaStream_t issuer_of(const ExecContext* issuing_stream) const;
+  // Makes the comm stream wait for the work enqueued so far on `issuer` (none: null or itself).
+  void follow(cudaStream_t issuer);
   void harvest_timings() const;  // finished collectives' GPU time into stats_; stats_mutex_ held
   void check_usable() const;
 

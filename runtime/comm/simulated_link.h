@@ -126,6 +126,10 @@ class SimulatedLinkCommunicator final : public Communicator {
   Work then(std::function<void(const ExecContext& stream)> fn) override {
     return inner_->then(std::move(fn));
   }
+  // Nothing crosses the link.
+  Work no_op(const ExecContext* issuing_stream = nullptr) override {
+    return inner_->no_op(issuing_stream);
+  }
   void synchronize() override { inner_->synchronize(); }
   ExecContext exec() const override { return inner_->exec(); }
 

@@ -3,13 +3,13 @@
 // Note [Comm thread priority]: a comm thread needs the CPU in short stretches (notice a peer's
 // message, copy or sum a bucket, issue the next collective), but it needs it *promptly*: each step
 // of a collective waits for it. When the ranks' compute threads keep every core busy (2 ranks on 2
-// cores), the kernel's fair scheduler lets the running GEMM finish its time slice first. A 2 MiB
-// bucket reduce, 0.84 ms on a modelled 10 Gb/s link, then took 3-5 ms during backward, and the
-// collectives of interleaved fell behind backward. `comm_priority = "realtime"` puts the MPI comm
-// threads under SCHED_FIFO at the lowest real-time priority: they preempt compute at once, and
-// the collectives then ran at the modelled link time. What runs on those threads runs at that
-// priority too: in interleaved mode that includes the optimizer step of each owned bucket (a
-// collective-completion callback), the same work as before, done sooner. The threads never stay
+// cores), the kernel's fair scheduler lets the running GEMM finish its time slice first, and the
+// collectives of interleaved fall behind backward (docs/bench.md, "What it took to hide
+// communication on 2 cores"). `comm_priority = "realtime"` puts the MPI comm threads under
+// SCHED_FIFO at the lowest real-time priority: they preempt compute at once, so a collective
+// advances as soon as its data can move. What runs on those threads runs at that priority too: in
+// interleaved mode that includes the optimizer step of each owned bucket (a collective's
+// continuation), the same work, done sooner. The threads never stay
 // on the CPU waiting: a wait spins for at most 20 us, then sleeps (Note [Polling back-off]), and
 // the kernel's real-time throttling (sched_rt_runtime_us, 95% by default) bounds what a
 // misbehaving real-time thread could take. SCHED_FIFO needs CAP_SYS_NICE or `ulimit -r` >= 1 (root

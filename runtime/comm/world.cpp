@@ -64,16 +64,14 @@ int cpu_threads(int requested, const World& world) {
 void set_mpi_defaults() {
   // Note [Nonblocking collective algorithms]: Open MPI's libnbc runs its default segmented chain
   // algorithms for MPI_Ireduce/MPI_Ibcast one segment per progress call, so a multi-MiB reduce
-  // polled by a comm thread that backs off takes ~25x longer than the same all-reduce. Binomial
-  // trees finish in log2(p) rounds (its Rabenseifner ireduce is segmented too: 60 ms for 2 MiB).
-  // MPI_Iallreduce in place, or on fewer than 4 ranks, is by default a binomial reduce to rank 0
-  // and a broadcast from it: rank 0 copies and sums every byte while the others wait.
-  // Rabenseifner's reduce-scatter + all-gather gives each rank 1/p of the sums, in log2(p)
-  // rounds: `mpirun -np 2 zerolap bench configs/bench_overlap.toml` on 2 cores, 4 runs each, took
-  // 45.9 -> 41.4 ms per ddp step and 45.3 -> 39.7 ms per zero/after_backward/allreduce_broadcast
-  // step (medians). Every element is still summed once, by one rank, so all ranks get the same
-  // bits. Only defaults: a user's own OMPI_MCA_* setting wins, and other MPI implementations
-  // ignore these variables.
+  // polled by a comm thread that backs off advances one segment per poll. Binomial trees finish in
+  // log2(p) rounds (its Rabenseifner ireduce is segmented too). MPI_Iallreduce in place, or on
+  // fewer than 4 ranks, is by default a binomial reduce to rank 0 and a broadcast from it: rank 0
+  // copies and sums every byte while the others wait. Rabenseifner's reduce-scatter + all-gather
+  // gives each rank 1/p of the sums, in log2(p) rounds (docs/bench.md, "What this shows", has the
+  // figures). Every element is still summed once, by one rank, so all ranks get the same bits.
+  // Only defaults: a user's own OMPI_MCA_* setting wins, and other MPI implementations ignore
+  // these variables.
   setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "2", /*overwrite=*/0);
   setenv("OMPI_MCA_coll_libnbc_ibcast_algorithm", "2", /*overwrite=*/0);
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);

@@ -16,6 +16,7 @@
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "kernels/gemm.h"
+#include "runtime/config/bf16_gemm_check.h"
 #include "runtime/config/config_limits.h"
 #include "runtime/config/config_reader.h"
 #include "runtime/config/config_sizes.h"
@@ -309,12 +310,6 @@ void read_precision(const toml::table& root, ConfigSource& source, PrecisionConf
                             "\"bf16\" (got compute = \"{}\"); use reduce_dtype = \"fp32\"",
                             to_string(p.compute)));
   }
-  if (p.compute == ComputePrecision::Bf16 && !cpu_gemm_has_bf16()) {
-    source.fail("precision.compute",
-                "\"bf16\" needs a bf16 GEMM on the CPU, and this build's BLAS has none "
-                "(OpenBLAS without sbgemm); use compute = \"fp32\" or rebuild against a BLAS with "
-                "bf16 GEMMs");
-  }
 }
 
 void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
@@ -409,13 +404,6 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
   }
   r.number_array("bucket_cap_mb", b.bucket_cap_mb, open_closed(0, kMaxBucketCapMb), 0, true);
   r.enumeration_list("precision", b.precision, kComputeNames);
-  const bool sweeps_bf16 = std::find(b.precision.begin(), b.precision.end(),
-                                     ComputePrecision::Bf16) != b.precision.end();
-  if (sweeps_bf16 && !cpu_gemm_has_bf16()) {
-    source.fail("bench.precision",
-                "\"bf16\" needs a bf16 GEMM on the CPU, and this build's BLAS has none; drop "
-                "\"bf16\" from the list or rebuild against a BLAS with bf16 GEMMs");
-  }
   r.integer("warmup", b.warmup, closed(0, kMaxBenchSteps));
   r.integer("steps", b.steps, closed(1, kMaxBenchSteps));
   r.finish();
@@ -499,6 +487,19 @@ std::string read_file(const std::string& path) {
   }
 }
 
+// bf16 compute needs a bf16 GEMM where the GEMMs run (bf16_gemm_check.h): refused here when
+// runtime.device says the CPU; "cuda" and, in a CUDA build, "auto" are checked once resolved.
+void check_bf16_gemm_at_parse(const Config& c, ConfigSource& source) {
+  const std::string why =
+      bf16_gemm_refusal(c.runtime.device, cpu_gemm_has_bf16(), cuda_backend_built());
+  if (why.empty()) return;
+  if (c.precision.compute == ComputePrecision::Bf16) source.fail("precision.compute", why);
+  if (std::find(c.bench.precision.begin(), c.bench.precision.end(), ComputePrecision::Bf16) !=
+      c.bench.precision.end()) {
+    source.fail("bench.precision", why + "; or drop \"bf16\" from the list");
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -520,6 +521,7 @@ Config read_config(const toml::table& root, ConfigSource& source, const std::str
   read_output(root, source, c.output);
   check_parallel_with_train(c, source);
   check_derived_sizes(c, source);
+  check_bf16_gemm_at_parse(c, source);
   return c;
 }
 

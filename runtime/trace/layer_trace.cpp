@@ -19,7 +19,7 @@ LayerTrace::LayerTrace(Tracer& tracer, const ParameterStore& store) : tracer_(tr
 }
 
 ParamUseHook LayerTrace::forward_hook(const ParamUseHook& inner) {
-  // `inner` is the Reducer's hook, owned by the Reducer for the Trainer's lifetime.
+  // `inner` is the Trainer's per-layer wait, which lives as long as the Trainer.
   return [this, &inner](int param_id) { before_param_use(param_id, inner); };
 }
 

@@ -8,11 +8,9 @@
 // moment, when that module's backward ends: splitting them would only add a collective. Only
 // consecutive parameters are grouped. A new bucket starts when adding the next module would
 // exceed the cap (bucket 0 uses first_bucket_cap_mb, so the first collective starts early in
-// backward); a module larger than the cap gets a bucket alone. Cutting between a layer's weight
-// and bias used to leave each 4 KiB bias in a bucket of its own, and such tiny collectives cost a
-// full round of synchronisation each: grouping halved the collectives of
-// configs/bench_overlap.toml and raised the share of communication interleaved hides
-// (docs/bench.md).
+// backward); a module larger than the cap gets a bucket alone. A cut between a layer's weight and
+// bias would put a tiny bias in a bucket of its own, whose collective costs a full round of
+// synchronisation for a few KiB (docs/bench.md, "What it took to hide communication on 2 cores").
 // The plan depends only on the model and the config, so every rank computes the same plan and
 // launches bucket collectives in index order.
 #pragma once

@@ -10,40 +10,46 @@
 namespace zl {
 
 BucketSteps::BucketSteps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                         const GradientWire& wire, ShardedOptimizer& optimizer,
-                         Communicator& broadcast_comm, ExecContext compute, Tracer* tracer)
+                         const ReduceBuffer& gradients, ShardedOptimizer& optimizer,
+                         Communicator& broadcast_comm, ExecContext compute, Tracer* tracer,
+                         std::string reduce_stream_name)
     : mode_(mode),
       plan_(plan),
       store_(store),
-      wire_(wire),
+      gradients_(gradients),
       optimizer_(optimizer),
       broadcast_comm_(broadcast_comm),
       compute_(compute),
-      tracer_(tracer) {
+      tracer_(tracer),
+      reduce_stream_name_(std::move(reduce_stream_name)) {
   const std::size_t n = plan.buckets.size();
-  step_work_.resize(n);
+  interleaved_task_.resize(n);
   broadcast_work_.resize(n);
-  awaiting_.assign(n, 0);
+  next_forward_.assign(n, NextForward::ReadsAtOnce);
 }
 
 void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
-                              const std::string& trace_thread) {
+                              StepStream stream) {
   if (!optimizer_.owns(bucket)) return;
-  if (observer_) observer_->on_step_event({StepEvent::Kind::StepBegin, bucket});
+  if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepBegin, .bucket = bucket});
   {
-    const std::int64_t elements = plan_.buckets[static_cast<std::size_t>(bucket)].numel;
-    TraceSpan span(tracer_, trace_thread, "step", {{"bucket", bucket}, {"elements", elements}});
+    const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
+    // The trace names threads ("main", the comm stream), the timeline streams ("compute", ...).
+    const bool on_compute = stream == StepStream::Compute;
+    TraceSpan span(tracer_, on_compute ? "main" : reduce_stream_name_, "step",
+                   {{"bucket", bucket}, {"elements", b.numel}});
     TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, exec,
-                        trace_thread == "main" ? "compute" : trace_thread, "optimizer", bucket);
-    optimizer_.step_bucket(bucket, scalars, exec,
-                           wire_.gradient(plan_.buckets[static_cast<std::size_t>(bucket)]));
+                        on_compute ? "compute" : reduce_stream_name_, "optimizer", bucket);
+    optimizer_.step_bucket(bucket, scalars, exec, gradients_.gradient(b));
   }
-  if (observer_) observer_->on_step_event({StepEvent::Kind::StepEnd, bucket});
+  if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepEnd, .bucket = bucket});
 }
 
-void BucketSteps::broadcast_bucket(int bucket, const ExecContext* issuing_stream) {
+void BucketSteps::start_broadcast(int bucket, const ExecContext* issuing_stream) {
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
-  if (observer_) observer_->on_step_event({StepEvent::Kind::BroadcastLaunched, bucket});
+  if (observer_) {
+    observer_->on_step_event({.kind = StepEvent::Kind::BroadcastStarted, .bucket = bucket});
+  }
   const DType dtype = store_.param_dtype();
   void* params = static_cast<char*>(store_.raw_data()) + b.offset * dtype_size(dtype);
   broadcast_work_[static_cast<std::size_t>(bucket)] = traced_collective(
@@ -56,26 +62,28 @@ void BucketSteps::wait_broadcasts() {
   for (auto& w : broadcast_work_) w.wait();
 }
 
-void BucketSteps::wait_before_use(int param_id) {
+void BucketSteps::wait_for_parameters(int param_id) {
   const auto bucket =
       static_cast<std::size_t>(plan_.bucket_of_param[static_cast<std::size_t>(param_id)]);
-  if (!awaiting_[bucket]) return;
-  // The step task publishes broadcast_work_[bucket]; waiting on it first orders that write
-  // before the read below (on CUDA the task already ran when it was issued). On CUDA both are
-  // stream waits: only this layer's kernels on the compute stream wait for its bucket's
-  // broadcast event, and the host goes on enqueueing the forward.
-  // The compute stream idles from here until the broadcast completed: a "wait" span, which the
-  // bench subtracts from forward (Note [Exposed communication], runtime/trace/timeline_summary.h).
+  if (next_forward_[bucket] == NextForward::ReadsAtOnce) return;
+  // The interleaved continuation publishes broadcast_work_[bucket]; waiting on it first orders
+  // that write before the read below (on CUDA the continuation already ran when it was issued). On
+  // CUDA both are stream waits: only this layer's kernels on the compute stream wait for its
+  // bucket's broadcast event, and the host goes on enqueueing the forward. The compute stream idles
+  // from here until the broadcast completed: a "wait" span, which the bench subtracts from forward
+  // (Note [Exposed communication], runtime/trace/timeline_summary.h).
   TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, compute_, "compute", "wait",
                       static_cast<int>(bucket));
-  step_work_[bucket].stream_wait(compute_);
+  interleaved_task_[bucket].stream_wait(compute_);
   broadcast_work_[bucket].stream_wait(compute_);
-  awaiting_[bucket] = 0;
+  next_forward_[bucket] = NextForward::ReadsAtOnce;
 }
 
-void BucketSteps::wait_all_before_use() {
-  for (std::size_t b = 0; b < awaiting_.size(); ++b) {
-    if (awaiting_[b]) wait_before_use(plan_.buckets[b].param_ids.front());
+void BucketSteps::wait_for_all_parameters() {
+  for (std::size_t b = 0; b < next_forward_.size(); ++b) {
+    if (next_forward_[b] == NextForward::WaitsForBroadcast) {
+      wait_for_parameters(plan_.buckets[b].param_ids.front());
+    }
   }
 }
 
@@ -85,14 +93,14 @@ double BucketSteps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int 
   spans.clear();
   for (const auto& b : plan_.buckets) {
     if (mode_.steps_on(b, rank)) {
-      spans.push_back({static_cast<const T*>(wire_.gradient(b).data), b.numel});
+      spans.push_back({static_cast<const T*>(gradients_.gradient(b).data), b.numel});
     }
   }
   return total_sum_of_squares(compute_, spans.data(), static_cast<std::int64_t>(spans.size()));
 }
 
 double BucketSteps::local_grad_sum_sq(int rank) {
-  return wire_.dtype() == DType::BF16 ? sum_of_stepped_squares(norm_spans_bf16_, rank)
+  return gradients_.dtype() == DType::BF16 ? sum_of_stepped_squares(norm_spans_bf16_, rank)
                                       : sum_of_stepped_squares(norm_spans_f32_, rank);
 }
 

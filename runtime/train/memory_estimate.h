@@ -21,7 +21,7 @@ namespace zl {
 // communication staging and the libraries' own memory are not.
 struct MemoryEstimate {
   std::int64_t parameters = 0;       // RankMemory::parameters
-  std::int64_t gradients = 0;        // RankMemory::gradients (the bf16 wire buffer included)
+  std::int64_t gradients = 0;        // RankMemory::gradients (the bf16 reduce buffer included)
   std::int64_t master = 0;           // RankMemory::master (bf16 only)
   std::int64_t optimizer_state = 0;  // RankMemory::state
   std::int64_t activations = 0;

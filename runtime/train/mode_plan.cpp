@@ -34,13 +34,13 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
   m.broadcast_after_step = true;
   m.sharded_state = true;
   switch (parallel.overlap) {
-    case Overlap::None: m.schedule = StepSchedule::ZeroNone; break;
+    case Overlap::None: m.schedule = ScheduleKind::ZeroNone; break;
     case Overlap::AfterBackward:
-      m.schedule = StepSchedule::ZeroAfterBackward;
+      m.schedule = ScheduleKind::ZeroAfterBackward;
       m.forward_waits_per_layer = true;
       break;
     case Overlap::Interleaved:
-      m.schedule = StepSchedule::ZeroInterleaved;
+      m.schedule = ScheduleKind::ZeroInterleaved;
       m.forward_waits_per_layer = true;
       m.can_clip = false;
       break;

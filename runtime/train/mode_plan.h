@@ -1,6 +1,6 @@
 // ModePlan: the facts of one parallel mode, derived once from the config. Which collective a
 // bucket's gradients take, whether the assigned rank broadcasts the stepped bucket, where the
-// optimizer state lives and how much of it, when the step runs. The step policies, the optimizer,
+// optimizer state lives and how much of it, when the step runs. The schedules, the optimizer,
 // `zerolap plan`, the bench and checkpoints read these facts here instead of re-deriving them
 // from ParallelConfig (docs/design.md "Modes" has the table).
 #pragma once
@@ -15,8 +15,9 @@
 
 namespace zl {
 
-// When a bucket's optimizer step runs relative to backward (one step policy each, step_policy.h).
-enum class StepSchedule {
+// When a bucket's optimizer step runs relative to backward (one schedule each, schedule.h; the
+// config names zero's schedule parallel.overlap).
+enum class ScheduleKind {
   Ddp,                // after backward, every rank steps every bucket
   ZeroNone,           // after backward: owned steps, every broadcast, wait for them
   ZeroAfterBackward,  // after backward, per bucket in order: wait, step if owned, broadcast
@@ -36,7 +37,7 @@ struct ModePlan {
   ParallelMode mode = ParallelMode::Ddp;
   Overlap overlap = Overlap::None;  // None in ddp, whatever the config says
   CollectiveKind collective = CollectiveKind::AllreduceBroadcast;  // likewise
-  StepSchedule schedule = StepSchedule::Ddp;
+  ScheduleKind schedule = ScheduleKind::Ddp;
   // The gradients' collective: AllReduce, or Reduce to the bucket's assigned rank.
   CollectiveOp bucket_collective = CollectiveOp::AllReduce;
   // zero: the assigned rank broadcasts the bucket's new parameters after stepping it.
@@ -52,7 +53,7 @@ struct ModePlan {
   int state_floats_per_element = 0;  // Adam/AdamW 2, SGD with momentum 1, plain SGD 0
   // Precision (docs/design.md "Precision"). The parameters forward/backward read and the
   // broadcast sends are param_dtype; gradients accumulate in fp32 and travel as reduce_dtype
-  // (bf16: cast into a wire buffer of 2 bytes per element first); with bf16 parameters the rank
+  // (bf16: cast into a reduce buffer of 2 bytes per element first); with bf16 parameters the rank
   // that steps a bucket keeps fp32 masters, or their int16 remainders.
   DType param_dtype = DType::F32;
   DType reduce_dtype = DType::F32;
@@ -84,7 +85,7 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
 // ModePlan::state_bytes / master_bytes count).
 struct BytesPerParameter {
   double parameters = 0;  // the flat parameter buffer: 4 (fp32) or 2 (bf16)
-  double gradients = 0;   // the fp32 gradient buffer, plus the bf16 wire buffer with reduce_dtype bf16
+  double gradients = 0;   // the fp32 gradient buffer, plus the bf16 reduce buffer with reduce_dtype bf16
   double master = 0;      // bf16: fp32 masters 4 or remainders 2, per stepping rank
   double state = 0;       // optimizer state: Adam 8, SGD momentum 4
   double total() const { return parameters + gradients + master + state; }

@@ -1,4 +1,4 @@
-// Reducer: grad-ready counting and the in-order launch of bucket collectives (see reducer.h).
+// Reducer: grad-ready counting and the in-order start of bucket collectives (see reducer.h).
 #include "runtime/train/reducer.h"
 
 #include "base/errors.h"
@@ -7,10 +7,10 @@
 
 namespace zl {
 
-Reducer::Reducer(const BucketPlan& plan, GradientWire& wire, Communicator& comm,
+Reducer::Reducer(const BucketPlan& plan, ReduceBuffer& buffer, Communicator& comm,
                  CollectiveOp bucket_collective, ExecContext compute, Tracer* tracer)
     : plan_(plan),
-      wire_(wire),
+      buffer_(buffer),
       comm_(comm),
       op_(bucket_collective),
       compute_(compute),
@@ -21,40 +21,36 @@ Reducer::Reducer(const BucketPlan& plan, GradientWire& wire, Communicator& comm,
   work_.resize(plan.buckets.size());
 }
 
-void Reducer::arm() {
+void Reducer::begin_final_backward() {
   for (const auto& b : plan_.buckets) {
     pending_[static_cast<std::size_t>(b.index)] = static_cast<int>(b.param_ids.size());
   }
   next_ = 0;
-  armed_ = true;
+  in_final_backward_ = true;
 }
 
-void Reducer::on_grad_ready(int param_id) {
-  if (!armed_) return;
+void Reducer::gradient_ready(int param_id) {
+  if (!in_final_backward_) return;
   const int bucket = plan_.bucket_of_param[static_cast<std::size_t>(param_id)];
   int& pending = pending_[static_cast<std::size_t>(bucket)];
   ZL_CHECK(pending > 0, "gradient of parameter {} reported twice in one backward", param_id);
-  if (--pending > 0) return;
-  // Launch every complete bucket in index order: the order is then the same on every rank even
-  // for a model whose backward finished buckets out of order.
-  const int count = static_cast<int>(plan_.buckets.size());
-  while (next_ < count && pending_[static_cast<std::size_t>(next_)] == 0) launch(next_++);
+  --pending;
 }
 
-void Reducer::disarm() {
-  ZL_CHECK(next_ == static_cast<int>(plan_.buckets.size()),
-           "backward finished with {} of {} buckets launched (a parameter reported no gradient)",
-           next_, plan_.buckets.size());
-  armed_ = false;
-}
-
-void Reducer::launch(int bucket) {
+std::optional<int> Reducer::start_next_collective() {
+  if (!in_final_backward_ || next_ == static_cast<int>(plan_.buckets.size()) ||
+      pending_[static_cast<std::size_t>(next_)] > 0) {
+    return std::nullopt;
+  }
+  const int bucket = next_++;
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
   // bf16: the cast goes on the compute stream, which the collective (issued with the default
-  // issuing stream) follows; on the CPU it is done when stage() returns.
-  void* grad = wire_.stage(b, compute_);
-  const DType dtype = wire_.dtype();
-  if (observer_) observer_->on_step_event({StepEvent::Kind::CollectiveLaunched, bucket});
+  // issuing stream) follows; on the CPU it is done when prepare() returns.
+  void* grad = buffer_.prepare(b, compute_);
+  const DType dtype = buffer_.dtype();
+  if (observer_) {
+    observer_->on_step_event({.kind = StepEvent::Kind::CollectiveStarted, .bucket = bucket});
+  }
   Work& work = work_[static_cast<std::size_t>(bucket)];
   work = traced_collective(comm_, tracer_, bucket, collective_name(op_),
                            b.numel * dtype_size(dtype), [&] {
@@ -67,13 +63,21 @@ void Reducer::launch(int bucket) {
     // truthful: nothing that waits for this bucket runs before CollectiveDone is recorded.
     StepObserver* observer = observer_;
     work = comm_.then([observer, bucket](const ExecContext&) {
-      observer->on_step_event({StepEvent::Kind::CollectiveDone, bucket});
+      observer->on_step_event({.kind = StepEvent::Kind::CollectiveDone, .bucket = bucket});
     });
   }
-  if (issued_) issued_(bucket);
+  return bucket;
 }
 
-void Reducer::stream_wait_all(const ExecContext& exec) const {
+void Reducer::end_final_backward() {
+  ZL_CHECK(next_ == static_cast<int>(plan_.buckets.size()),
+           "backward finished with {} of {} bucket collectives started (a parameter reported no "
+           "gradient)",
+           next_, plan_.buckets.size());
+  in_final_backward_ = false;
+}
+
+void Reducer::wait_collectives(const ExecContext& exec) const {
   for (const auto& w : work_) w.stream_wait(exec);
 }
 

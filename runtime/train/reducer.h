@@ -1,24 +1,24 @@
 // The gradient reducer: counts grad-ready hooks per bucket and, once every gradient of a bucket
-// is final, issues the bucket's collective (ModePlan::bucket_collective: all-reduce, or reduce to
-// the assigned rank; in ModePlan::reduce_dtype, gradient_wire.h) on the reduce communicator, in
-// bucket index order (Note [Bucket order]), one Work per bucket. It only reduces: what follows a bucket's collective (step, broadcast) is the
-// step policy's (step_policy.h), told through the issued hook.
+// is final, starts the bucket's collective (ModePlan::bucket_collective: all-reduce, or reduce to
+// the assigned rank; in ModePlan::reduce_dtype, reduce_buffer.h) on the reduce communicator, in
+// bucket index order (Note [Bucket order]), one Work per bucket. It only reduces: the step hands
+// each started bucket to the mode's schedule right after its collective (train_step.cpp).
 //
 // Note [Two communicators]: bucket collectives are issued by the main thread in bucket order on
 // the reduce communicator; broadcasts go on the broadcast communicator, issued in bucket order too
-// - by the main thread, or in interleaved mode by the reduce stream's callbacks, which run in
+// - by the main thread, or in interleaved mode by the reduce stream's continuations, which run in
 // completion = issue order. So each communicator sees the same sequence on every rank
 // (docs/design.md invariant 1) even though broadcasts are issued from another thread at
 // timing-dependent moments.
 #pragma once
 
-#include <functional>
+#include <optional>
 #include <vector>
 
 #include "base/exec_context.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
-#include "runtime/train/gradient_wire.h"
+#include "runtime/train/reduce_buffer.h"
 #include "runtime/train/step_observer.h"
 
 namespace zl {
@@ -27,48 +27,47 @@ class Tracer;
 
 class Reducer {
  public:
-  // Called on the main thread right after bucket b's collective was issued.
-  using IssuedHook = std::function<void(int bucket)>;
-
-  // `wire`: the buffer each bucket's collective runs on (fp32 gradients in place, or their bf16
+  // `buffer`: what each bucket's collective runs on (fp32 gradients in place, or their bf16
   // cast, made on `compute` right before the collective).
-  Reducer(const BucketPlan& plan, GradientWire& wire, Communicator& comm,
+  Reducer(const BucketPlan& plan, ReduceBuffer& buffer, Communicator& comm,
           CollectiveOp bucket_collective, ExecContext compute, Tracer* tracer);
 
-  void set_issued_hook(IssuedHook hook) { issued_ = std::move(hook); }
   void set_observer(StepObserver* observer) { observer_ = observer; }
 
-  // A backward whose gradients are final for this step begins: every bucket waits for all of its
-  // parameters' grad-ready hooks. Outside an armed backward on_grad_ready does nothing (the
-  // earlier micro-batches of gradient accumulation).
-  void arm();
-  // The grad-ready hook (backward calls it once per parameter, when its gradient is final).
-  void on_grad_ready(int param_id);
-  // Ends the armed backward; a bucket left unlaunched (a parameter without a gradient) is an error.
-  void disarm();
+  // The backward whose gradients are final for this step begins: every bucket waits for all of
+  // its parameters' grad-ready hooks. Outside it gradient_ready does nothing (the earlier
+  // micro-batches of gradient accumulation).
+  void begin_final_backward();
+  // Backward's grad-ready hook calls this once per parameter, when its gradient is final.
+  void gradient_ready(int param_id);
+  // Starts the collective of the next bucket in index order when all its gradients are final,
+  // and returns it; nullopt when that bucket is not complete yet (or outside the final
+  // backward). Called until nullopt after each gradient_ready, the buckets start in index order
+  // on every rank even where backward finishes them out of order.
+  std::optional<int> start_next_collective();
+  // Ends the final backward; a bucket whose collective did not start (a parameter without a
+  // gradient) is an InternalError.
+  void end_final_backward();
 
-  // The Work of bucket b's last collective (complete after the collective, and after the
-  // observer's or tracer's task that follows it on the stream).
-  const Work& work(int bucket) const { return work_[static_cast<std::size_t>(bucket)]; }
+  // The Work of bucket b's collective (complete after the collective, and after the observer's
+  // or tracer's task that follows it on the stream).
+  const Work& collective(int bucket) const { return work_[static_cast<std::size_t>(bucket)]; }
   // Orders `exec` after every bucket's collective (CPU: blocks until they completed; CUDA: the
   // stream waits for their events and the host moves on).
-  void stream_wait_all(const ExecContext& exec) const;
+  void wait_collectives(const ExecContext& exec) const;
 
  private:
-  void launch(int bucket);
-
   const BucketPlan& plan_;
-  GradientWire& wire_;
+  ReduceBuffer& buffer_;
   Communicator& comm_;
   CollectiveOp op_;
   ExecContext compute_;
   Tracer* tracer_;
   StepObserver* observer_ = nullptr;
-  IssuedHook issued_;
 
-  bool armed_ = false;
+  bool in_final_backward_ = false;
   std::vector<int> pending_;  // per bucket: gradients not yet final in this backward
-  int next_ = 0;              // the next bucket to launch (index order)
+  int next_ = 0;              // the next bucket to start (index order)
   std::vector<Work> work_;
 };
 

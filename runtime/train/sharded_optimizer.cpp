@@ -89,12 +89,8 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPl
 
 StepScalars ShardedOptimizer::next_step(float grad_scale) {
   ++t_;
-  return StepScalars{t_, scheduled_lr(config_, t_, total_steps_), grad_scale};
-}
-
-void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec) {
-  const Bucket& b = plan_.buckets.at(static_cast<std::size_t>(bucket));
-  step_bucket(bucket, s, exec, BucketGradient{store_.grad() + b.offset, DType::F32});
+  return StepScalars{
+      .t = t_, .lr = scheduled_lr(config_, t_, total_steps_), .grad_scale = grad_scale};
 }
 
 void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,

@@ -34,7 +34,7 @@ struct StepScalars {
 };
 
 // A bucket's reduced gradients as the step reads them: the bucket's numel elements of `dtype`
-// (the store's fp32 gradients, or the bf16 wire buffer with reduce_dtype = "bf16").
+// (the store's fp32 gradients, or the bf16 reduce buffer with reduce_dtype = "bf16").
 struct BucketGradient {
   const void* data = nullptr;
   DType dtype = DType::F32;
@@ -63,11 +63,10 @@ class ShardedOptimizer {
   std::int64_t step_count() const { return t_; }
   void set_step_count(std::int64_t t) { t_ = t; }
 
-  // The fused update of bucket b's slice: reads p (or its master), g, state; writes p, its master
-  // and state. Runs on `exec` (the main thread / compute stream, or the comm thread / comm stream
-  // in interleaved mode). The first form reads the store's fp32 gradients; the second `grad`
-  // (bf16 gradients need bf16 parameters).
-  void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec);
+  // The fused update of bucket b's slice: reads p (or its master), the reduced gradient `grad`
+  // (bf16 gradients need bf16 parameters) and the state; writes p, its master and state. Runs on
+  // `exec` (the main thread / compute stream, or the comm thread / comm stream in interleaved
+  // mode).
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                    const BucketGradient& grad);
 

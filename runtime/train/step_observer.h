@@ -1,13 +1,13 @@
-// StepObserver: what a training step did to each bucket, in the order it happened, for tests that
-// check where steps run relative to collectives. Optional: with no observer the step pays one
-// null test per event and issues nothing extra. Events come from the main thread and from the
-// reduce communicator's thread (interleaved steps), so an observer synchronises itself.
+// Observers of a training step. StepObserver: what a step did to each bucket, in the order it
+// happened, for tests that check where steps run relative to collectives. PhaseObserver: the
+// main thread's wall time in each phase of a step, for the bench. Both optional: with none the
+// step pays one null test per event and issues nothing extra.
 #pragma once
 
 namespace zl {
 
 struct StepEvent {
-  enum class Kind { CollectiveLaunched, CollectiveDone, StepBegin, StepEnd, BroadcastLaunched };
+  enum class Kind { CollectiveStarted, CollectiveDone, StepBegin, StepEnd, BroadcastStarted };
   Kind kind;
   int bucket;
 };
@@ -15,9 +15,23 @@ struct StepEvent {
 class StepObserver {
  public:
   virtual ~StepObserver() = default;
-  // CollectiveDone is recorded by a task on the reduce stream after the bucket's collective (an
-  // observer therefore adds one then() per bucket); the others where they happen.
+  // Events come from the main thread and from the reduce communicator's thread (interleaved
+  // steps), so an observer synchronises itself. CollectiveDone is recorded by a task on the
+  // reduce stream after the bucket's collective (an observer therefore adds one then() per
+  // bucket); the others where they happen.
   virtual void on_step_event(const StepEvent& event) = 0;
+};
+
+// The phases of Trainer::train_step on the main thread. Forward includes the per-layer waits for
+// broadcasts; AfterBackward is the mode's schedule after the final backward (ddp and zero/none
+// wait for the collectives there).
+enum class StepPhase { Forward, Backward, AfterBackward };
+
+class PhaseObserver {
+ public:
+  virtual ~PhaseObserver() = default;
+  // Main thread, once per phase of each micro-batch (AfterBackward: once per step).
+  virtual void on_phase(StepPhase phase, double seconds) = 0;
 };
 
 }  // namespace zl

@@ -39,7 +39,7 @@ std::vector<std::int64_t> global_batch(zl::DistributedSampler& sampler, int worl
 std::vector<std::int64_t> epoch_order(zl::DistributedSampler& sampler, int world,
                                       std::int64_t epoch) {
   std::vector<std::int64_t> all;
-  for (std::int64_t k = 0; k < sampler.steps_per_epoch(); ++k) {
+  for (std::int64_t k = 0; k < sampler.batches_per_epoch(); ++k) {
     const std::vector<std::int64_t> g = global_batch(sampler, world, epoch, k);
     all.insert(all.end(), g.begin(), g.end());
   }
@@ -53,10 +53,10 @@ TEST_CASE("sampler: rank shards are disjoint and make up the global batch", "[da
   const int world = 4;
   zl::DistributedSampler sampler(spec_of(n, batch, world));
   CHECK(sampler.global_batch() == 32);
-  CHECK(sampler.steps_per_epoch() == 31);  // 1003 / 32, the last partial batch dropped
+  CHECK(sampler.batches_per_epoch() == 31);  // 1003 / 32, the last partial batch dropped
   std::set<std::int64_t> seen;
   std::vector<std::int64_t> part;
-  for (std::int64_t k = 0; k < sampler.steps_per_epoch(); ++k) {
+  for (std::int64_t k = 0; k < sampler.batches_per_epoch(); ++k) {
     for (int r = 0; r < world; ++r) {
       sampler.batch_indices(0, k, r, part);
       REQUIRE(part.size() == static_cast<std::size_t>(batch));
@@ -75,10 +75,10 @@ TEST_CASE("sampler: N ranks x B equals 1 rank x N*B, in order", "[data]") {
     const std::int64_t batch = 5;
     zl::DistributedSampler many(spec_of(997, batch, world));
     zl::DistributedSampler one(spec_of(997, batch * world, 1));
-    REQUIRE(many.steps_per_epoch() == one.steps_per_epoch());
+    REQUIRE(many.batches_per_epoch() == one.batches_per_epoch());
     std::vector<std::int64_t> single;
     for (std::int64_t epoch : {0, 1, 7}) {
-      for (std::int64_t k = 0; k < many.steps_per_epoch(); ++k) {
+      for (std::int64_t k = 0; k < many.batches_per_epoch(); ++k) {
         one.batch_indices(epoch, k, 0, single);
         CHECK(global_batch(many, world, epoch, k) == single);
       }
@@ -131,7 +131,7 @@ TEST_CASE("sampler: a global batch larger than the dataset is a UserError", "[da
   CHECK_THROWS_AS(zl::DistributedSampler(spec_of(100, INT64_MAX / 2, 4)), zl::UserError);
   // Exactly one global batch fits.
   zl::DistributedSampler fits(spec_of(100, 25, 4));
-  CHECK(fits.steps_per_epoch() == 1);
+  CHECK(fits.batches_per_epoch() == 1);
 }
 
 TEST_CASE("eval_shard covers [0, n) exactly, in rank order, sizes within 1", "[data]") {

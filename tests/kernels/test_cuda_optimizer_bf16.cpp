@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/bf16.h"
+#include "base/device_buffer.h"
 #include "kernels/optimizer_kernels.h"
 #include "kernel_test_util.h"
 
@@ -30,13 +31,15 @@ using zl::Bf16;
 using zl::DType;
 using zl::MasterWeights;
 
-// Device memory of `count` elements of T, filled from / read back to a host vector.
+// Device memory of `count` elements of T, filled from / read back to a host vector. The copies are
+// the runtime's blocking ones (Note [Blocking copies], base/device_memory.cu): a plain cudaMemcpy
+// on the legacy stream is not ordered after the kernels of the test's non-blocking stream.
 template <class T>
 class DeviceArray {
  public:
   explicit DeviceArray(const std::vector<T>& host) : count_(host.size()) {
     REQUIRE(cudaMalloc(&data_, bytes()) == cudaSuccess);
-    REQUIRE(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice) == cudaSuccess);
+    upload(host);
   }
   ~DeviceArray() { cudaFree(data_); }
   DeviceArray(const DeviceArray&) = delete;
@@ -44,12 +47,13 @@ class DeviceArray {
   T* data() const { return data_; }
   void upload(const std::vector<T>& host) {
     REQUIRE(host.size() == count_);
-    REQUIRE(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice) == cudaSuccess);
+    zl::copy_bytes_from_host(host.data(), data_, zl::DeviceKind::Cuda,
+                             static_cast<std::int64_t>(bytes()));
   }
   std::vector<T> download() const {
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     std::vector<T> host(count_);
-    REQUIRE(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    zl::copy_bytes_to_host(data_, zl::DeviceKind::Cuda, host.data(),
+                           static_cast<std::int64_t>(bytes()));
     return host;
   }
 

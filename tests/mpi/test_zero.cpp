@@ -98,7 +98,7 @@ TEST_CASE("interleaved steps a bucket before a later bucket's collective complet
     for (int b = 0; b + 1 < buckets; ++b) {
       const long step = find_event(events, StepEvent::Kind::StepBegin, b);
       const long later_done = find_event(events, StepEvent::Kind::CollectiveDone, buckets - 1);
-      const long later_launch = find_event(events, StepEvent::Kind::CollectiveLaunched, buckets - 1);
+      const long later_launch = find_event(events, StepEvent::Kind::CollectiveStarted, buckets - 1);
       REQUIRE(later_done >= 0);
       if (step >= 0 && step < later_done) early_step = true;
       // The step of b never runs before b's own collective completed.
@@ -111,9 +111,9 @@ TEST_CASE("interleaved steps a bucket before a later bucket's collective complet
     // Note [Tail broadcast order]. The last bucket is broadcast first, then the second-to-last,
     // whose step (3+ buckets) follows the last bucket's collective.
     REQUIRE(buckets >= 3);
-    const long last_broadcast = find_event(events, StepEvent::Kind::BroadcastLaunched, buckets - 1);
+    const long last_broadcast = find_event(events, StepEvent::Kind::BroadcastStarted, buckets - 1);
     const long second_last_broadcast =
-        find_event(events, StepEvent::Kind::BroadcastLaunched, buckets - 2);
+        find_event(events, StepEvent::Kind::BroadcastStarted, buckets - 2);
     REQUIRE(last_broadcast >= 0);
     CHECK(last_broadcast < second_last_broadcast);
     const long second_last_step = find_event(events, StepEvent::Kind::StepBegin, buckets - 2);
@@ -132,7 +132,7 @@ TEST_CASE("interleaved steps a bucket before a later bucket's collective complet
     long last_collective = -1, first_step = static_cast<long>(events.size());
     for (std::size_t i = 0; i < events.size(); ++i) {
       const auto k = events[i].kind;
-      if (k == StepEvent::Kind::CollectiveLaunched || k == StepEvent::Kind::CollectiveDone) {
+      if (k == StepEvent::Kind::CollectiveStarted || k == StepEvent::Kind::CollectiveDone) {
         last_collective = static_cast<long>(i);
       }
       if (k == StepEvent::Kind::StepBegin) first_step = std::min(first_step, static_cast<long>(i));

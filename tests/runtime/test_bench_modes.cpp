@@ -1,5 +1,6 @@
 // Which modes `zerolap bench` runs: all seven by default, without the interleaved ones when the
-// config clips gradients (they cannot), and a clear error for a listed mode that cannot run.
+// config clips gradients or skips non-finite steps (they cannot), and a clear error for a listed
+// mode that cannot run or does not exist.
 #include <catch2/catch.hpp>
 
 #include "base/errors.h"
@@ -26,4 +27,18 @@ TEST_CASE("bench runs every mode that can run the config", "[bench-modes]") {
                                {"train.clip_grad_norm=1.0",
                                 "bench.modes=[\"zero/interleaved/reduce_broadcast\"]"})),
       Catch::Contains("interleaved overlap cannot clip"));
+}
+
+TEST_CASE("bench leaves out the interleaved modes when the config skips non-finite steps",
+          "[bench-modes]") {
+  const auto skipping =
+      bench_modes(parse_config(kConfig, "b.toml", {"train.on_nonfinite=\"skip_step\""}));
+  CHECK(skipping.size() == 5);
+  for (const auto& m : skipping) CHECK(m.overlap != Overlap::Interleaved);
+  const std::vector<std::string> listed{
+      "train.on_nonfinite=\"skip_step\"",
+      "bench.modes=[\"ddp\", \"zero/interleaved/allreduce_broadcast\"]"};
+  CHECK_THROWS_WITH(bench_modes(parse_config(kConfig, "b.toml", listed)),
+                    Catch::Contains("bench.modes lists \"zero/interleaved/allreduce_broadcast\" "
+                                    "but train.on_nonfinite = \"skip_step\""));
 }

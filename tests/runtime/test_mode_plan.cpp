@@ -33,7 +33,7 @@ TEST_CASE("each mode's facts", "[mode_plan]") {
   const ModePlan ddp = make_mode_plan(
       parallel(ParallelMode::Ddp, Overlap::Interleaved, CollectiveKind::ReduceBroadcast), adam);
   CHECK(ddp.name() == "ddp");
-  CHECK(ddp.schedule == StepSchedule::Ddp);
+  CHECK(ddp.schedule == ScheduleKind::Ddp);
   CHECK(ddp.bucket_collective == CollectiveOp::AllReduce);
   CHECK_FALSE(ddp.broadcast_after_step);
   CHECK_FALSE(ddp.sharded_state);
@@ -44,7 +44,7 @@ TEST_CASE("each mode's facts", "[mode_plan]") {
   const ModePlan none = make_mode_plan(
       parallel(ParallelMode::Zero, Overlap::None, CollectiveKind::AllreduceBroadcast), adam);
   CHECK(none.name() == "zero/none/allreduce_broadcast");
-  CHECK(none.schedule == StepSchedule::ZeroNone);
+  CHECK(none.schedule == ScheduleKind::ZeroNone);
   CHECK(none.bucket_collective == CollectiveOp::AllReduce);
   CHECK(none.broadcast_after_step);
   CHECK(none.sharded_state);
@@ -54,14 +54,14 @@ TEST_CASE("each mode's facts", "[mode_plan]") {
   const ModePlan after = make_mode_plan(
       parallel(ParallelMode::Zero, Overlap::AfterBackward, CollectiveKind::ReduceBroadcast), adam);
   CHECK(after.name() == "zero/after_backward/reduce_broadcast");
-  CHECK(after.schedule == StepSchedule::ZeroAfterBackward);
+  CHECK(after.schedule == ScheduleKind::ZeroAfterBackward);
   CHECK(after.bucket_collective == CollectiveOp::Reduce);
   CHECK(after.forward_waits_per_layer);
   CHECK(after.can_clip);
 
   const ModePlan inter = make_mode_plan(
       parallel(ParallelMode::Zero, Overlap::Interleaved, CollectiveKind::ReduceBroadcast), adam);
-  CHECK(inter.schedule == StepSchedule::ZeroInterleaved);
+  CHECK(inter.schedule == ScheduleKind::ZeroInterleaved);
   CHECK(inter.forward_waits_per_layer);
   CHECK_FALSE(inter.can_clip);
 

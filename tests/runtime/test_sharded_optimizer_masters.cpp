@@ -155,7 +155,8 @@ TEST_CASE("bf16 steps: masters follow the fused kernel, remainders are bitwise f
       const StepScalars s = fp32_opt.next_step(0.5f);
       rem_opt.next_step(0.5f);
       for (const Bucket& b : plan.buckets) {
-        fp32_opt.step_bucket(b.index, s, cpu);
+        const BucketGradient fp32_grads{fp32_model.store().grad() + b.offset, DType::F32};
+        fp32_opt.step_bucket(b.index, s, cpu, fp32_grads);
         // Bf16 gradients too (reduce_dtype = "bf16"): the remainder run reads the rounded ones;
         // so does the reference for this bucket.
         std::vector<Bf16> g16(static_cast<std::size_t>(b.numel));
@@ -165,7 +166,7 @@ TEST_CASE("bf16 steps: masters follow the fused kernel, remainders are bitwise f
         if (bf16_grad) {
           rem_opt.step_bucket(b.index, s, cpu, BucketGradient{g16.data(), DType::BF16});
         } else {
-          rem_opt.step_bucket(b.index, s, cpu);
+          rem_opt.step_bucket(b.index, s, cpu, BucketGradient{g32, DType::F32});
         }
         Bf16OptimizerSlice slice;
         slice.grad = bf16_grad ? static_cast<const void*>(g16.data()) : ref.grad() + b.offset;

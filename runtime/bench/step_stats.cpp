@@ -1,0 +1,56 @@
+// StepStatsRecorder: the bench's snapshot of a Trainer's steps (see step_stats.h).
+#include "runtime/bench/step_stats.h"
+
+#include "base/tracer.h"
+
+namespace zl {
+
+void StepStatsRecorder::start() {
+  trainer_.reduce_comm().reset_stats();
+  trainer_.broadcast_comm().reset_stats();
+  trainer_.optimizer().reset_timers();
+  phases_ = PhaseSeconds{};
+  Tracer& tracer = trainer_.tracer();
+  tracer.clear();
+  tracer.reset_origin();
+  tracer.timeline().start(trainer_.compute_context());
+  timeline_origin_us_ = tracer.now_us();
+  trainer_.set_phase_observer(this);
+}
+
+void StepStatsRecorder::on_phase(StepPhase phase, double seconds) {
+  switch (phase) {
+    case StepPhase::Forward: phases_.forward += seconds; break;
+    case StepPhase::Backward: phases_.backward += seconds; break;
+    case StepPhase::AfterBackward: phases_.finish_backward += seconds; break;
+  }
+}
+
+StepStats StepStatsRecorder::stop() {
+  trainer_.set_phase_observer(nullptr);
+  Tracer& tracer = trainer_.tracer();
+  tracer.timeline().stop();
+  StepStats s;
+  s.host = phases_;
+  s.optimizer_host_s = trainer_.optimizer().optimizer_seconds();
+  s.reduce = trainer_.reduce_comm().stats();
+  s.broadcast = trainer_.broadcast_comm().stats();
+  s.optimizer_state_bytes = trainer_.optimizer().state_bytes();
+  s.allocated = trainer_.allocated_memory();
+  s.timeline = tracer.timeline().spans();
+  s.timeline_origin_us = timeline_origin_us_;
+  if (tracer.enabled() && trainer_.compute_context().device == DeviceKind::Cuda) {
+    // The GPU streams' spans beside the host's: their own threads in the Chrome trace, placed on
+    // the tracer's clock through the timeline's origin (aligned to a few us).
+    for (const TimelineSpan& t : s.timeline) {
+      tracer.span("gpu " + t.stream, t.name, timeline_origin_us_ + t.begin_s * 1e6,
+                  timeline_origin_us_ + t.end_s * 1e6,
+                  t.bucket >= 0 ? nlohmann::json{{"bucket", t.bucket}, {"clock", "gpu"}}
+                                : nlohmann::json{{"clock", "gpu"}});
+    }
+  }
+  if (tracer.enabled()) s.trace_events = tracer.events();
+  return s;
+}
+
+}  // namespace zl

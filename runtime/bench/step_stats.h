@@ -1,0 +1,59 @@
+// StepStats: what a Trainer's steps did between start() and stop(), in one snapshot, for the
+// bench: the main thread's phase times (through the Trainer's PhaseObserver), the communicators'
+// counters, the optimizer's host time, the streams' timeline and the trace events. The bench
+// reads this instead of reaching into the communicators, the optimizer and the tracer itself.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/stream_timeline.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/train/mode_plan.h"
+#include "runtime/train/step_observer.h"
+#include "runtime/train/trainer.h"
+
+namespace zl {
+
+// Wall time of the phases of Trainer::train_step on the main thread, summed over steps. Overlap
+// modes: forward includes waits for broadcasts, finish_backward the mode's schedule.
+struct PhaseSeconds {
+  double forward = 0.0, backward = 0.0, finish_backward = 0.0;
+};
+
+struct StepStats {
+  PhaseSeconds host;              // main-thread wall time of the phases
+  double optimizer_host_s = 0.0;  // host time in the fused optimizer calls (enqueue time on CUDA)
+  CommStats reduce, broadcast;    // the two communicators' counters
+  std::int64_t optimizer_state_bytes = 0;
+  RankMemory allocated;  // Trainer::allocated_memory()
+  // Every stream's spans since start(), seconds since then, and the tracer's clock at that
+  // origin (to place device spans in the Chrome trace).
+  std::vector<TimelineSpan> timeline;
+  double timeline_origin_us = 0.0;
+  nlohmann::json trace_events;  // the tracer's events since start() (empty when not tracing)
+};
+
+class StepStatsRecorder final : public PhaseObserver {
+ public:
+  explicit StepStatsRecorder(Trainer& trainer) : trainer_(trainer) {}
+  ~StepStatsRecorder() override { trainer_.set_phase_observer(nullptr); }
+
+  // Zeroes every counter, starts the stream timeline and observes the trainer's phases. Call
+  // with nothing in flight (after Trainer::synchronize()).
+  void start();
+  // Stops the timeline and returns the snapshot. Call after Trainer::synchronize(): the
+  // timeline's device marks must have been reached.
+  StepStats stop();
+
+  void on_phase(StepPhase phase, double seconds) override;
+
+ private:
+  Trainer& trainer_;
+  PhaseSeconds phases_;
+  double timeline_origin_us_ = 0.0;
+};
+
+}  // namespace zl

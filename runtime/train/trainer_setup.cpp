@@ -1,0 +1,156 @@
+// TrainerSetup: device, agreement, data, memory check, model, communicators (trainer_setup.h).
+#include "runtime/train/trainer_setup.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "base/checked_write.h"
+#include "base/errors.h"
+#include "kernels/gemm.h"
+#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/thread_priority.h"
+#include "runtime/config/bf16_gemm_check.h"
+#include "runtime/trace/metrics.h"
+#include "runtime/train/bucket_plan.h"
+#include "runtime/train/datasets_from_config.h"
+#include "runtime/train/memory_estimate.h"
+#include "runtime/train/startup_facts.h"
+#include "runtime/train/step_options.h"
+
+namespace zl {
+namespace {
+
+// The compute context of the run: runtime.timeout_s limits the host's waits for its stream (a
+// loss or a norm read back on CUDA), so a stream stuck behind a dead peer's collective is an
+// error; precision.compute = "tf32" lets fp32 GEMMs use TF32 tensor cores (ExecContext::gemm_math:
+// a property of the calls made with this context, not of a shared cuBLAS handle; the CPU has no
+// TF32 and computes those GEMMs in fp32).
+ExecContext run_context(ExecContext exec, const Config& config, const World& world) {
+  exec.host_wait_timeout_s = config.runtime.timeout_s;
+  exec.cpu_threads = cpu_threads(config.runtime.threads, world);
+  if (config.precision.compute == ComputePrecision::Tf32) exec.gemm_math = GemmMath::Tf32;
+  return exec;
+}
+
+// Steps and micro-batches are counted in int64 (the sampler position adds up to an epoch to it):
+// 2^53, far beyond any run, keeps every count exact in a double (metrics, lr schedule) and the
+// arithmetic on it from overflowing.
+constexpr std::int64_t kMaxMicroBatches = std::int64_t{1} << 53;
+
+// The optimizer steps of the run: train.steps, or train.epochs whole epochs. The limits depend
+// on the epoch's size, which only the loaded data gives.
+std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_epoch) {
+  const TrainConfig& t = config.train;
+  const std::int64_t max_steps = kMaxMicroBatches / t.grad_accum;
+  if (t.steps > 0) {
+    if (t.steps > max_steps) {
+      throw UserError(fmt::format(
+          "{}: train.steps = {} with train.grad_accum = {} is more than the {} micro-batches a "
+          "run may take; lower train.steps",
+          config.source_path, t.steps, t.grad_accum, kMaxMicroBatches));
+    }
+    return t.steps;
+  }
+  if (t.epochs > max_steps / steps_per_epoch) {
+    throw UserError(fmt::format(
+        "{}: train.epochs = {} of {} steps each (with train.grad_accum = {}) is more than the {} "
+        "micro-batches a run may take; lower train.epochs",
+        config.source_path, t.epochs, steps_per_epoch, t.grad_accum, kMaxMicroBatches));
+  }
+  return t.epochs * steps_per_epoch;
+}
+
+}  // namespace
+
+TrainerSetup::TrainerSetup(const Config& config, const World& world, const TrainerOptions& options)
+    : device(config.runtime.device, world, config.runtime.timeout_s),
+      compute(run_context(device.compute(), config, world)),
+      mode(make_mode_plan(config.parallel, config.optimizer, config.precision)) {
+  set_cpu_gemm_threads(compute.cpu_threads);
+  // Ranks that run another config or build would size their collectives differently (heap
+  // corruption, a crash) or train apart: they must agree before anything sized by the config.
+  agree_on_facts(world, config_facts(config), config.runtime.timeout_s);
+  // tf32 is the compute context's GEMM math (run_context); the CPU stays fp32, said once.
+  if (config.precision.compute == ComputePrecision::Tf32 && compute.device == DeviceKind::Cpu &&
+      world.is_root() && !options.quiet) {
+    fmt::print("zerolap: precision.compute = \"tf32\" on the CPU: TF32 is a CUDA tensor-core "
+               "format, so this run computes in fp32\n");
+  }
+  // Bad data (a missing file on one node, a model that does not fit) must end every rank before
+  // any of them enters the communicator set-up below.
+  agree_on_user_errors(world, [&] {
+    check_bf16_gemm(config, "precision.compute", config.precision.compute, compute.device);
+    data = load_datasets(config);
+    // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
+    const ParameterStore layout = Model::parameter_layout(config.model);
+    const BucketPlan layout_plan =
+        build_bucket_plan(layout, config.parallel.bucket_cap_mb,
+                          config.parallel.first_bucket_cap_mb, world.size,
+                          config.parallel.assignment);
+    check_memory_fits(estimate_rank_memory(config, layout, layout_plan, mode, world.rank), config,
+                      compute.device, available_memory(compute.device), world.local_size);
+    // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for bf16 compute.
+    ModelSpec spec = config.model;
+    spec.dtype = mode.param_dtype;
+    model = std::make_unique<Model>(spec, compute.device);
+    sampler = std::make_unique<DistributedSampler>(SamplerSpec{
+        .num_samples = data.train.num_samples,
+        .local_batch = config.data.batch_size,
+        .world_size = world.size,
+        .shuffle = config.data.shuffle,
+        .seed = config.data.seed,
+        .dataset_name = data.train.name,
+    });
+    steps_per_epoch = sampler->batches_per_epoch() / config.train.grad_accum;
+    if (steps_per_epoch < 1) {
+      throw UserError(fmt::format(
+          "{}: train.grad_accum = {} micro-batches of data.batch_size = {} on {} ranks need more "
+          "than the {} training samples of one epoch; lower the batch size or grad_accum",
+          config.source_path, config.train.grad_accum, config.data.batch_size, world.size,
+          data.train.num_samples));
+    }
+    total_steps = checked_total_steps(config, steps_per_epoch);
+  }, config.runtime.timeout_s);
+  // The same for the data each rank loaded (node-local files may differ).
+  agree_on_facts(world, data_facts(config, data), config.runtime.timeout_s);
+
+  if (world.is_root() && !options.quiet) {
+    fmt::print("zerolap: {}\n", device.summary());
+    std::fflush(stdout);
+    const std::string warning = comm_priority_warning(config.runtime.comm_priority, compute.device);
+    if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
+  }
+  // Construction order is the same on every rank (each construction is a collective): MPI on the
+  // CPU, NCCL on CUDA.
+  reduce_comm = device.make_communicator(world.comm, "comm.reduce", comm_options(config.runtime));
+  broadcast_comm =
+      device.make_communicator(world.comm, "comm.broadcast", comm_options(config.runtime));
+  if (config.link.enabled()) {
+    // One link per rank, shared by both streams (Note [Link occupancy]); on CUDA it delays the
+    // comm streams on the device (Note [Link on the device]).
+    auto link = std::make_shared<SimulatedLink>(config.link, config.runtime.timeout_s);
+    reduce_comm = with_simulated_link(std::move(reduce_comm), link);
+    broadcast_comm = with_simulated_link(std::move(broadcast_comm), link);
+  }
+  if (options.wrap_comm) {
+    reduce_comm = options.wrap_comm(std::move(reduce_comm));
+    broadcast_comm = options.wrap_comm(std::move(broadcast_comm));
+  }
+  // docs/design.md, "Divergence": on CUDA a per-step verdict would drain the stream every step;
+  // a stop can wait for the log window, a clip, a skip or a loss limit cannot.
+  step_check = options.step_check.value_or(
+      compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train)
+          ? StepCheck::EveryLogWindow
+          : StepCheck::EveryStep);
+}
+
+void write_effective_config(const Config& config) {
+  ensure_output_dir(config.output.dir);
+  write_whole_file((std::filesystem::path(config.output.dir) / "config.toml").string(),
+                   to_toml(config), "the effective config");
+}
+
+}  // namespace zl

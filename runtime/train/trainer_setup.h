@@ -1,0 +1,58 @@
+// TrainerSetup: everything a Trainer is built from, built in the same order on every rank (each
+// step of it may be a collective): the device and its compute context, the ranks' agreement on
+// config and data, the datasets, the memory check, the model and sampler, the run's step counts,
+// and the two communicators with the modelled link and the caller's wrapper. Also the effective
+// config rank 0 writes next to the outputs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "base/exec_context.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "models/model.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/device.h"
+#include "runtime/comm/world.h"
+#include "runtime/config/config.h"
+#include "runtime/train/mode_plan.h"
+#include "runtime/train/step_verdict.h"
+
+namespace zl {
+
+struct TrainerOptions {
+  bool quiet = false;         // no progress lines (tests)
+  bool write_outputs = true;  // metrics file, effective config
+  // Applied to each communicator after the [link] model (the bench wraps them in a
+  // ComputeOnlyCommunicator to time a mode without communication). Empty: none.
+  std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)> wrap_comm;
+  // Tests: when steps are checked for non-finite values; unset: as the config and device say
+  // (docs/design.md, "Divergence").
+  std::optional<StepCheck> step_check;
+};
+
+struct TrainerSetup {
+  // Collective over `world`. A UserError (bad data, a model that does not fit, ranks that
+  // disagree) ends every rank before any communicator is built.
+  TrainerSetup(const Config& config, const World& world, const TrainerOptions& options);
+
+  Device device;        // before everything that lives on it
+  ExecContext compute;  // the run's compute context: timeout, CPU threads, GEMM math
+  ModePlan mode;        // derived once from the config
+  DatasetSplits data;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<DistributedSampler> sampler;
+  std::int64_t steps_per_epoch = 0;  // optimizer steps (Note [Epochs and accumulation])
+  std::int64_t total_steps = 0;
+  std::unique_ptr<Communicator> reduce_comm, broadcast_comm;
+  // Where steps are checked for non-finite values (options.step_check, else by device and config).
+  StepCheck step_check = StepCheck::EveryStep;
+};
+
+// Rank 0: output.dir/config.toml, the effective config (UserError when it cannot be written).
+void write_effective_config(const Config& config);
+
+}  // namespace zl
