@@ -1,7 +1,8 @@
 // Test hook for the deadline tests, never set in production: ZEROLAP_FAULT_STOP = "<point>:<rank>"
 // makes that rank stop itself with SIGSTOP when it reaches the named point, as a process that
 // hangs or is descheduled would; its peers must then end the job within runtime.timeout_s.
-// Points: "startup" (before the first exchange of `zerolap train`), "checkpoint" (inside a
+// Points: "mpi_init" (just before MPI_Init, the rank taken from the launcher's environment),
+// "startup" (before the first exchange of `zerolap train`), "checkpoint" (inside a
 // checkpoint write, after its communicator exists), "evaluation" (before evaluation's reduction),
 // "trace" (before the trace of `zerolap train` is gathered).
 //

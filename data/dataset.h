@@ -46,6 +46,14 @@ DatasetSplits load_idx_splits(const std::string& train_images, const std::string
 DatasetSplits load_fashion_mnist(const std::string& dir);
 inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
+// The sizes a synthetic set may have (the config checks them up front, naming the key): at most
+// 2^31 samples per split (spirals), 2^31 input values per split (teacher), and a teacher of at
+// most 2^20 inputs, 2^16 hidden units and 2^16 outputs.
+inline constexpr std::int64_t kMaxSyntheticSamples = std::int64_t{1} << 31;
+inline constexpr std::int64_t kMaxTeacherInputs = std::int64_t{1} << 20;
+inline constexpr std::int64_t kMaxTeacherHidden = std::int64_t{1} << 16;
+inline constexpr std::int64_t kMaxTeacherOutputs = std::int64_t{1} << 16;
+
 struct SpiralsSpec {
   std::int64_t classes = 3;
   std::int64_t train_per_class = 1000;

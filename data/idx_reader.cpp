@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 #include "data/dataset.h"
 
 namespace zl {
@@ -52,8 +53,12 @@ class IdxFile {
     if (std::filesystem::is_directory(status)) {
       throw UserError(fmt::format("{} file '{}' is a directory, not an IDX file", what_, path_));
     }
+    // Opened without blocking and checked to be a regular file (a FIFO named by mistake would
+    // otherwise block forever); zlib then reads from the descriptor.
+    ReadableFile opened = open_regular_file(path, std::string(what_) + " file");
     errno = 0;
-    file_ = gzopen(path.c_str(), "rb");
+    file_ = gzdopen(opened.fd(), "rb");
+    if (file_ != nullptr) opened.release();  // gzclose closes it
     if (file_ == nullptr) {
       throw UserError(fmt::format("cannot open {} file '{}': {}", what_, path_,
                                   errno != 0 ? std::strerror(errno) : "out of memory"));

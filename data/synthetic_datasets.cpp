@@ -19,7 +19,7 @@ constexpr double kPi = 3.14159265358979323846;
 // How far (radians) an arm turns from the centre to radius 1; 4 is the classic CS231n spiral,
 // which a small MLP separates only with a hidden layer or two.
 constexpr double kSpiralSweep = 4.0;
-constexpr std::int64_t kMaxSamples = std::int64_t{1} << 31;
+constexpr std::int64_t kMaxSamples = kMaxSyntheticSamples;
 
 // DataRng streams of one seed. Noise has its own streams so that changing `noise` leaves the
 // inputs (and, for the teacher, its weights) unchanged.
@@ -219,10 +219,12 @@ DatasetSplits make_teacher(const TeacherSpec& spec) {
                       "got {}",
                       spec.output_dim));
   require(
-      spec.input_dim <= (1 << 20) && spec.hidden_dim <= (1 << 16) && spec.output_dim <= (1 << 16),
+      spec.input_dim <= kMaxTeacherInputs && spec.hidden_dim <= kMaxTeacherHidden &&
+          spec.output_dim <= kMaxTeacherOutputs,
       fmt::format("teacher: widths {}, {}, {} are too large for a synthetic set (at most {}, "
                   "{}, {})",
-                  spec.input_dim, spec.hidden_dim, spec.output_dim, 1 << 20, 1 << 16, 1 << 16));
+                  spec.input_dim, spec.hidden_dim, spec.output_dim, kMaxTeacherInputs, kMaxTeacherHidden,
+                  kMaxTeacherOutputs));
   require(spec.train_samples >= 1 && spec.test_samples >= 1 &&
               spec.train_samples <= kMaxSamples / spec.input_dim &&
               spec.test_samples <= kMaxSamples / spec.input_dim,

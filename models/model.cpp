@@ -7,10 +7,37 @@
 #include <string>
 #include <utility>
 
+#include "base/checked_size.h"
 #include "base/errors.h"
 #include "models/layers.h"
 
 namespace zl {
+namespace {
+
+// The flat layout's element count (Note [Flat layout]: every tensor padded to kAlignFloats) of the
+// layers register_parameters adds, checked: widths such as [784, 2^54, 10] wrap an int64.
+CheckedSize padded_parameter_count(const ModelSpec& spec) {
+  const std::vector<std::int64_t>& w = spec.widths;
+  const auto padded = [](CheckedSize n) {
+    return checked_round_up(n, ParameterStore::kAlignFloats);
+  };
+  const auto linear = [&](std::int64_t in, std::int64_t out) {
+    return padded(CheckedSize(out) * CheckedSize(in)) + padded(CheckedSize(out));
+  };
+  const auto layernorm = [&](std::int64_t d) { return padded(CheckedSize(d)) * CheckedSize(2); };
+  CheckedSize total;
+  if (spec.kind == ModelKind::Mlp) {
+    for (std::size_t i = 0; i + 1 < w.size(); ++i) total += linear(w[i], w[i + 1]);
+    return total;
+  }
+  const std::int64_t d = w[1];
+  const auto blocks = static_cast<std::int64_t>(w.size()) - 3;
+  total = linear(w[0], d) + CheckedSize(blocks) * (layernorm(d) + linear(d, d) + linear(d, d)) +
+          layernorm(d) + linear(d, w.back());
+  return total;
+}
+
+}  // namespace
 
 void validate_model_spec(const ModelSpec& spec) {
   const bool residual = spec.kind == ModelKind::ResidualMlp;
@@ -36,6 +63,13 @@ void validate_model_spec(const ModelSpec& spec) {
                         i, spec.widths[i], spec.widths[1]));
       }
     }
+  }
+  if (!padded_parameter_count(spec).fits(kMaxModelParameters)) {
+    throw UserError(fmt::format(
+        "these widths give more than {} parameters (2^40, 4 TiB of fp32), the most a model may "
+        "have{}; lower the widths",
+        kMaxModelParameters,
+        padded_parameter_count(spec).ok() ? "" : " (their products overflow a 64-bit count)"));
   }
   if (!(spec.layernorm_eps > 0.0f) || !std::isfinite(spec.layernorm_eps)) {
     throw UserError(

@@ -40,7 +40,14 @@ struct ModelSpec {
   DType dtype = DType::F32;
 };
 
-// Checks a spec; throws UserError naming the problem (the caller adds the config key and file).
+// The most parameters a model may have: 2^40 (4 TiB of fp32), beyond any node zerolap runs on, so
+// that every count and byte figure derived from the parameter count (per rank, per mode, at any
+// world size a plan is made for) fits an int64 with room to spare.
+inline constexpr std::int64_t kMaxModelParameters = std::int64_t{1} << 40;
+
+// Checks a spec, including that its padded parameter count is computed without overflow and is
+// at most kMaxModelParameters; throws UserError naming the problem (the caller adds the config
+// key and file).
 void validate_model_spec(const ModelSpec& spec);
 
 struct ForwardResult {

@@ -46,8 +46,8 @@ for step in "${steps[@]}"; do
     fuzz)
       echo "== fuzz: ${fuzz_seconds} s per target"
       configure "$asan_dir" address,undefined -DZEROLAP_FUZZ=ON
-      cmake --build "$asan_dir" -j "$jobs" --target fuzz_config fuzz_idx fuzz_safetensors
-      for target in config idx safetensors; do
+      cmake --build "$asan_dir" -j "$jobs" --target fuzz_config fuzz_idx fuzz_safetensors fuzz_flags fuzz_latest
+      for target in config idx safetensors flags latest; do
         # New inputs go to a scratch folder; the corpus in the repo is only read. A crash leaves
         # crash-<sha1> in $asan_dir/fuzz/<target>/: add it to tests/fuzz/corpus/<target>/ with a unit test.
         work=$asan_dir/fuzz/$target

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_write.h"
 #include "base/errors.h"
 
 namespace zl {
@@ -371,11 +372,9 @@ void write_bench_outputs(const BenchReport& report, const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
   const auto path = std::filesystem::path(dir);
-  std::ofstream json(path / "bench.json");
-  json << bench_to_json(report).dump(2) << '\n';
-  std::ofstream csv(path / "bench.csv");
-  csv << bench_to_csv(report);
-  if (!json || !csv) throw UserError(fmt::format("cannot write bench.json / bench.csv in '{}'", dir));
+  write_whole_file((path / "bench.json").string(), bench_to_json(report).dump(2) + '\n',
+                   "the bench results");
+  write_whole_file((path / "bench.csv").string(), bench_to_csv(report), "the bench results");
 }
 
 }  // namespace zl

@@ -524,12 +524,14 @@ void prepare_checkpoints(const TrainingState& state) {
     if (!c.resume) return;
     if (!c.resume_path.empty()) {
       std::error_code ec;
-      if (!fs::is_regular_file(c.resume_path, ec)) {
+      if (!fs::exists(c.resume_path, ec)) {
         throw UserError(fmt::format("checkpoint.resume = \"{}\": no such file (a path to a "
                                     ".safetensors checkpoint, or true for the latest in "
                                     "checkpoint.dir)",
                                     c.resume_path));
       }
+      // Anything else (a FIFO, a directory) is refused by the reader, which opens it without
+      // blocking and names what it is.
       path = c.resume_path;
     } else if (const auto latest = latest_checkpoint(c.dir)) {
       path = *latest;

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 #include "models/parameter_store.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
@@ -30,6 +31,8 @@ namespace {
 
 constexpr const char* kNamePrefix = "step_";
 constexpr const char* kNameSuffix = ".safetensors";
+// A `latest` pointer holds one file name and a newline.
+constexpr std::int64_t kMaxPointerBytes = 4096;
 constexpr std::int64_t kMaxCheckpointCount = std::int64_t{1} << 53;
 
 [[noreturn]] void fail(const SafetensorsReader& file, const std::string& what) {
@@ -82,7 +85,10 @@ void write_file_durably(const fs::path& path, const std::string& text) {
   if (ok) ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   if (f && std::fclose(f) != 0) ok = false;
   if (!ok) {
-    throw RuntimeFailure(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+    const std::string reason = std::strerror(errno);
+    std::error_code ec;
+    fs::remove(path, ec);  // no temporary file is left behind, and `latest` stays as it was
+    throw RuntimeFailure(fmt::format("cannot write '{}': {} (disk full?)", path.string(), reason));
   }
 }
 
@@ -243,10 +249,20 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   const fs::path pointer = fs::path(dir) / kLatestPointerName;
   std::error_code ec;
   if (!fs::exists(pointer, ec)) return std::nullopt;
-  std::ifstream in(pointer);
-  std::string name;
-  std::getline(in, name);
+  // A pointer holds one file name: read without blocking (a FIFO named `latest` must not hang the
+  // job), at most kMaxPointerBytes, and echoed in messages only as a bounded, escaped excerpt.
+  const std::string text = read_small_file(pointer.string(), "checkpoint pointer", kMaxPointerBytes);
+  std::string name = text;
   while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  const bool printable = std::all_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) != 0x7F;
+  });
+  if (!printable) {
+    throw UserError(fmt::format("checkpoint pointer '{}' does not hold one file name (it holds "
+                                "\"{}\"): set checkpoint.resume = \"<file>.safetensors\" to the "
+                                "checkpoint to resume from",
+                                pointer.string(), escaped_excerpt(text)));
+  }
   if (name.empty()) {
     throw UserError(fmt::format("checkpoint pointer '{}' is empty: set checkpoint.resume = "
                                 "\"<file>.safetensors\" to the checkpoint to resume from",
@@ -256,7 +272,7 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   if (!fs::exists(path, ec)) {
     throw UserError(fmt::format("checkpoint pointer '{}' names '{}', which does not exist: set "
                                 "checkpoint.resume = \"<file>.safetensors\" to one that does",
-                                pointer.string(), path.string()));
+                                pointer.string(), escaped_excerpt(path.string(), 200)));
   }
   return path.string();
 }

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 
 namespace zl {
 
@@ -207,11 +208,19 @@ SafetensorsReader::SafetensorsReader(std::string path) : path_(std::move(path)) 
 }
 
 void SafetensorsReader::open_and_validate() {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named as a checkpoint opens at once (and is refused below) instead of
+  // waiting forever for a writer; the flag is cleared for the reads of a regular file.
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd_ < 0) fail(fmt::format("cannot open: {}", std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail(fmt::format("cannot stat: {}", std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) fail("not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    fail(S_ISFIFO(st.st_mode)  ? "not a regular file (it is a FIFO)"
+         : S_ISDIR(st.st_mode) ? "not a regular file (it is a directory)"
+         : S_ISCHR(st.st_mode) ? "not a regular file (it is a character device)"
+                               : "not a regular file");
+  }
+  if (const int flags = ::fcntl(fd_, F_GETFL); flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
   const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
   if (file_bytes < 8) {
     fail(fmt::format("truncated: {} bytes, shorter than the 8-byte header length of a "
@@ -234,7 +243,8 @@ void SafetensorsReader::open_and_validate() {
   try {
     header = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    fail(fmt::format("corrupt header: not valid JSON ({})", e.what()));
+    // The parser's message quotes the bytes it last read: bounded and escaped.
+    fail(fmt::format("corrupt header: not valid JSON ({})", escaped_excerpt(e.what(), 160)));
   }
   if (!header.is_object()) fail("corrupt header: the JSON is not an object");
 

@@ -6,12 +6,14 @@
 #include <fmt/format.h>
 
 #include "runtime/bench/bench.h"
+#include "runtime/bench/bench_memory.h"
 #include "runtime/bench/bench_report.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/cli/interrupt.h"
 #include "runtime/config/config.h"
 #include "runtime/trace/metrics.h"
+#include "runtime/train/startup_facts.h"
 
 namespace zl {
 namespace {
@@ -38,8 +40,12 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
+    check_bench_memory(config, world);  // before the bench allocates its model and buffers
     if (world.is_root()) ensure_output_dir(config.output.dir);  // not after minutes of measuring
   }, config.runtime.timeout_s);
+  // The bench sizes its limit collectives from the config before any trainer agrees: ranks that
+  // run another config must stop here (exit 2, per key and rank), not in a mis-sized collective.
+  agree_on_facts(world, config_facts(config), config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Bench);
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
   const InterruptHandlers interrupts;  // Ctrl-C: stop after the run in progress (interrupt.h)

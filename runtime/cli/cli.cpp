@@ -4,7 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 #include <exception>
 #include <optional>
 
@@ -12,12 +14,47 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/comm/world.h"
+#include "runtime/config/config.h"
+#include "runtime/config/config_limits.h"
 
 namespace zl {
 namespace {
 
 constexpr int kExitRuntimeFailure = 1;
 constexpr int kExitBadInput = 2;
+
+// A number flag's check: finite and in (lo, hi], bounds printed readably (CLI11's own ranges let
+// NaN through, since every comparison with it is false).
+CLI::Validator finite_in(const char* flag, double lo, double hi) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0.0;
+        std::size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || !std::isfinite(v) || !(v > lo) || !(v <= hi)) {
+          return fmt::format("{} must be a finite number in ({:g}, {:g}] (got '{}')", flag, lo, hi,
+                             text);
+        }
+        return {};
+      },
+      fmt::format("in ({:g}, {:g}]", lo, hi));
+}
+
+// runtime.timeout_s of the command's config, for the start-up watchdog; the default where there
+// is no config or it does not load (its error is reported, on every rank, once MPI is up).
+double startup_timeout_s(const ConfigArgs* args) {
+  if (args != nullptr) {
+    try {
+      return load_config(args->path, args->overrides).runtime.timeout_s;
+    } catch (const std::exception&) {
+    }
+  }
+  return RuntimeConfig{}.timeout_s;
+}
 
 void add_config_args(CLI::App& cmd, ConfigArgs& args) {
   cmd.add_option("config", args.path, "TOML config file")->required();
@@ -45,19 +82,21 @@ int run_cli(int argc, char** argv) {
   auto* plan = app.add_subcommand("plan", "Print the gradient bucket plan and per-rank state");
   add_config_args(*plan, plan_args);
   plan->add_option("--world", plan_world, "Plan for this many ranks (default: the job's size)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, static_cast<int>(kMaxWorldSize)));
   PlanOptions plan_options;
+  // These two are their config twins' values (checked as link.bandwidth_gbps and link.latency_us).
   plan->add_option("--link-gbps", plan_options.link_gbps,
                    "Model a link of this bandwidth (Gb/s): per-mode memory and communication per "
-                   "step (overrides link.bandwidth_gbps)")
-      ->check(CLI::PositiveNumber);
+                   "step (overrides link.bandwidth_gbps, and has its range)")
+      ->type_name("FLOAT");
   plan->add_option("--latency-us", plan_options.latency_us,
-                   "The modelled link's latency per hop (us; overrides link.latency_us)")
-      ->check(CLI::NonNegativeNumber);
+                   "The modelled link's latency per hop (us; overrides link.latency_us, and has "
+                   "its range)")
+      ->type_name("FLOAT");
   plan->add_option("--compute-ms", plan_options.compute_ms,
                    "A measured compute time per step (ms, e.g. the bench's compute column): "
                    "predicts step time and scaling efficiency at 8, 64 and 512 ranks")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_in("--compute-ms", 0.0, kMaxComputeMs));
   auto* bench = app.add_subcommand(
       "bench", "Measure every overlap mode x bucket cap of the config's [bench] side by side");
   add_config_args(*bench, bench_args);
@@ -99,7 +138,11 @@ int run_cli(int argc, char** argv) {
     return kExitBadInput;
   }
 
-  MpiSession session(&argc, &argv);
+  // MPI_Init waits for every rank with no deadline of its own: the start-up watchdog gives it
+  // runtime.timeout_s, read from the config before MPI starts.
+  const ConfigArgs* config_args = *train ? &train_args : *plan ? &plan_args
+                                : *bench ? &bench_args : nullptr;
+  MpiSession session(&argc, &argv, startup_timeout_s(config_args));
   const World& world = session.world();
   try {
     if (*train) return run_train_command(train_args, world);

@@ -208,9 +208,14 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
                      const PlanOptions& options) {
   Config config;
   agree_on_user_errors(world, [&] {
-    config = load_config(args.path, args.overrides);
-    if (options.link_gbps > 0.0) config.link.bandwidth_gbps = options.link_gbps;
-    if (options.latency_us >= 0.0) config.link.latency_us = options.latency_us;
+    std::vector<FlagOverride> flags;
+    if (!options.link_gbps.empty()) {
+      flags.push_back({"--link-gbps", "link.bandwidth_gbps", options.link_gbps});
+    }
+    if (!options.latency_us.empty()) {
+      flags.push_back({"--latency-us", "link.latency_us", options.latency_us});
+    }
+    config = load_config(args.path, args.overrides, flags);
     if (options.compute_ms > 0.0 && !config.link.enabled()) {
       throw UserError("plan: --compute-ms predicts step times on a modelled link: give --link-gbps "
                       "(or [link] bandwidth_gbps in the config)");

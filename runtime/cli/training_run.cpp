@@ -2,6 +2,7 @@
 #include "runtime/cli/training_run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -14,6 +15,8 @@
 #include "runtime/cli/run_progress.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/trace/metrics.h"
+#include "runtime/train/skip_bound.h"
+#include "runtime/train/step_verdict.h"
 
 namespace zl {
 
@@ -64,8 +67,10 @@ int run_training(Trainer& trainer) {
 
   StopAgreement stop(world, config.runtime.timeout_s);  // SIGINT / SIGTERM: Note [Stop agreement]
   std::int64_t window_first_step = trainer.step() + 1;
+  SkipBound skips(config.train.max_consecutive_skips);
   while (trainer.step() < total_steps) {
     trainer.train_step();  // a non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence")
+    skips.after_step(trainer.step(), trainer.skipped_steps());
     const std::int64_t step = trainer.step();
     const bool last = step == total_steps;
     if (step % config.train.log_every == 0 || last) {
@@ -78,17 +83,25 @@ int run_training(Trainer& trainer) {
       row.step = step;
       row.epoch = static_cast<std::int64_t>(epochs());  // whole epochs consumed, as checkpoints say
       // Steps skipped as non-finite are not in the sums (window.steps counts the others).
-      const auto counted = static_cast<double>(std::max<std::int64_t>(window.steps, 1));
-      row.train_loss = sums[0] / (counted * world.size * static_cast<double>(config.train.grad_accum));
-      if (classification) row.train_accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+      // A window whose every step was skipped has no loss: its cells stay empty, not 0.
+      const auto counted = static_cast<double>(window.steps);
+      if (window.steps > 0) {
+        row.train_loss =
+            sums[0] / (counted * world.size * static_cast<double>(config.train.grad_accum));
+        if (classification) row.train_accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+      }
       row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
       // The schedule follows the optimizer's step count, which a skipped step does not advance.
       row.lr = scheduled_lr(config.optimizer, std::max<std::int64_t>(trainer.optimizer().step_count(), 1),
                             total_steps);
       if (config.train.clip_grad_norm > 0.0f) row.grad_norm = trainer.last_grad_norm();
-      emit(row, fmt::format("step {:>6}/{}  epoch {:.2f}  loss {:.4f}{}  lr {:.3g}  {:.0f} samples/s  {}",
-                            step, total_steps, epochs(), *row.train_loss,
-                            classification ? fmt::format("  acc {:.4f}", *row.train_accuracy) : "",
+      emit(row, fmt::format("step {:>6}/{}  epoch {:.2f}  loss {}{}  lr {:.3g}  {:.0f} samples/s  {}",
+                            step, total_steps, epochs(),
+                            row.train_loss ? fmt::format("{:.4f}", *row.train_loss)
+                                           : std::string("- (every step skipped)"),
+                            classification && row.train_accuracy
+                                ? fmt::format("  acc {:.4f}", *row.train_accuracy)
+                                : "",
                             *row.lr, *row.samples_per_s,
                             progress_times(elapsed(), seconds_since(start), first_step, step,
                                            total_steps)));
@@ -106,11 +119,13 @@ int run_training(Trainer& trainer) {
                             classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
       window_start = Clock::now();  // evaluation time is not training throughput
     }
-    if (checkpoint_due(config.checkpoint, step, total_steps)) {
+    if (checkpoint_due(config.checkpoint, step, total_steps) &&
+        skips.state_changed_since_checkpoint()) {
       // Checked per window: the parameters must be finite before they become a checkpoint.
       trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
                            std::min(window_first_step, step), step);
       save_checkpoint(trainer.state());
+      skips.checkpoint_written();
       window_start = Clock::now();  // checkpoint time is not training throughput
     }
     if (const int signal = stop.after_step()) {  // every rank, after the same step
@@ -133,7 +148,8 @@ int run_training(Trainer& trainer) {
   MetricsRow row;
   row.step = step;
   row.epoch = static_cast<std::int64_t>(epochs());
-  row.test_loss = e.loss;
+  const bool final_finite = std::isfinite(e.loss);
+  if (final_finite) row.test_loss = e.loss;  // a non-finite loss leaves its cell empty
   if (classification) row.test_accuracy = e.accuracy;
   // A finished run resumed trains nothing: its final row is in metrics.csv already.
   if (step == first_step && metrics.kept_test_row_at(step)) metrics = MetricsWriter();
@@ -144,6 +160,16 @@ int run_training(Trainer& trainer) {
                         trainer.skipped_steps() > 0
                             ? fmt::format("  ({} steps skipped as non-finite)", trainer.skipped_steps())
                             : std::string()));
+  if (!final_finite) {
+    // Every rank has the same all-reduced loss: all throw together (exit 1, as "stop" does).
+    throw NonfiniteStop(fmt::format(
+        "the final evaluation's test loss is not finite ({}) after step {}: the model diverged{} "
+        "(lower optimizer.lr, or set train.clip_grad_norm)",
+        e.loss, step,
+        trainer.skipped_steps() > 0
+            ? fmt::format(" ({} steps were skipped as non-finite)", trainer.skipped_steps())
+            : std::string()));
+  }
   return 0;
 }
 

@@ -62,6 +62,40 @@ struct NcclCommunicator::Shared {
         rank, name, text));
   }
 
+  // Note [Non-blocking NCCL]: the communicator is created non-blocking (ncclConfig_t::blocking =
+  // 0), so that its init, which waits for every peer, returns at once and is polled here against
+  // runtime.timeout_s: a peer that died or stopped during start-up is an error naming the phase,
+  // and ncclCommAbort frees what the init holds. A non-blocking communicator may answer any call
+  // with ncclInProgress; the next call must wait until ncclCommGetAsyncError says it is done.
+  // `phase` names the call for the timeout message.
+  void settle(ncclResult_t issued, const std::string& phase) {
+    if (issued != ncclInProgress) {
+      ZL_NCCL_CHECK(issued);
+      return;
+    }
+    ncclResult_t state = ncclInProgress;
+    poll_until(
+        [&] {
+          ZL_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+          return state != ncclInProgress;
+        },
+        timeout_s,
+        [&] {
+          abort();
+          return fmt::format(
+              "rank {}: {} of NCCL communicator '{}' did not complete within runtime.timeout_s = "
+              "{} s (a peer rank died, stopped or never started it); the communicator was aborted",
+              rank, phase, name, timeout_s);
+        });
+    if (state != ncclSuccess) {
+      const std::string text = ncclGetErrorString(state);
+      abort();
+      throw RuntimeFailure(fmt::format("rank {}: {} of NCCL communicator '{}' failed: {} "
+                                       "(NCCL_DEBUG=INFO says more)",
+                                       rank, phase, name, text));
+    }
+  }
+
   // Waits on the host for `event` (recorded on the comm stream after `what`).
   void wait(cudaEvent_t event, const std::string& what) {
     int polls = 0;
@@ -177,7 +211,17 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   shared_->name = name_;
   shared_->rank = rank_;
   shared_->timeout_s = timeout_s_;
-  ZL_NCCL_CHECK(ncclCommInitRank(&shared_->comm, size_, id, rank_));
+  // The init waits for every peer; polled, it has a deadline (Note [Non-blocking NCCL]).
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t issued =
+      ncclCommInitRankConfig(&shared_->comm, size_, id, rank_, &config);
+  if (issued != ncclSuccess && issued != ncclInProgress) {
+    if (shared_->comm != nullptr) ncclCommAbort(shared_->comm);
+    shared_->comm = nullptr;
+    ZL_NCCL_CHECK(issued);
+  }
+  shared_->settle(issued, "the init (ncclCommInitRankConfig)");
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -189,6 +233,15 @@ NcclCommunicator::~NcclCommunicator() {
       if (!shared_->aborted) synchronize();
     } catch (...) {
       shared_->abort();
+    }
+    // See Note [Non-blocking NCCL]. The finalize waits for the peers too, so it is polled with the
+    // same deadline (abort on a timeout) before the destroy frees what is local.
+    if (!shared_->aborted && shared_->comm != nullptr) {
+      try {
+        shared_->settle(ncclCommFinalize(shared_->comm), "the finalize (ncclCommFinalize)");
+      } catch (...) {
+        shared_->abort();
+      }
     }
     if (!shared_->aborted && shared_->comm != nullptr) ncclCommDestroy(shared_->comm);
     shared_->comm = nullptr;  // Works that outlive this communicator only query their events
@@ -293,8 +346,9 @@ Work NcclCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, Reduce
   check_reduce_op(dtype, op, name_);
   return enqueue(CollectiveOp::AllReduce, n * dtype_size(dtype), "all_reduce",
                  issuer_of(issuing_stream), [&](cudaStream_t s) {
-                   ZL_NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(dtype), nccl_op(op),
-                                               shared_->comm, s));
+                   shared_->settle(ncclAllReduce(buf, buf, count, nccl_type(dtype),
+                                                 nccl_op(op), shared_->comm, s),
+                                   "ncclAllReduce");
                  });
 }
 
@@ -305,8 +359,9 @@ Work NcclCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root, 
   // In place on the root; NCCL reads recvbuff on the root only, so other ranks' buffers stay.
   return enqueue(CollectiveOp::Reduce, n * dtype_size(dtype), "reduce", issuer_of(issuing_stream),
                  [&](cudaStream_t s) {
-                   ZL_NCCL_CHECK(ncclReduce(buf, buf, count, nccl_type(dtype), nccl_op(op), root,
-                                            shared_->comm, s));
+                   shared_->settle(ncclReduce(buf, buf, count, nccl_type(dtype), nccl_op(op),
+                                              root, shared_->comm, s),
+                                   "ncclReduce");
                  });
 }
 
@@ -315,8 +370,9 @@ Work NcclCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int roo
   const std::size_t count = checked_count(n, name_);
   return enqueue(CollectiveOp::Broadcast, n * dtype_size(dtype), "broadcast",
                  issuer_of(issuing_stream), [&](cudaStream_t s) {
-                   ZL_NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(dtype), root,
-                                               shared_->comm, s));
+                   shared_->settle(ncclBroadcast(buf, buf, count, nccl_type(dtype), root,
+                                                 shared_->comm, s),
+                                   "ncclBroadcast");
                  });
 }
 
@@ -373,7 +429,8 @@ Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
       CollectiveOp::AllReduce, n * 8, "all_reduce_f64", /*issuer=*/nullptr,
       [&](cudaStream_t s) {
         ZL_CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s));
-        ZL_NCCL_CHECK(ncclAllReduce(dev, dev, count, ncclDouble, ncclSum, shared_->comm, s));
+        shared_->settle(ncclAllReduce(dev, dev, count, ncclDouble, ncclSum, shared_->comm, s),
+                        "ncclAllReduce");
         ZL_CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
       },
       [buf, host, bytes, in_use] {

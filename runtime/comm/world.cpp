@@ -1,6 +1,9 @@
 // MPI start-up and shutdown, rank facts, and the job-wide abort.
 #include "runtime/comm/world.h"
 
+#include "base/fault_stop.h"
+#include "runtime/comm/startup_watchdog.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -74,12 +77,15 @@ void set_mpi_defaults() {
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
 }
 
-MpiSession::MpiSession(int* argc, char*** argv) {
+MpiSession::MpiSession(int* argc, char*** argv, double startup_timeout_s) {
+  StartupWatchdog watchdog(startup_timeout_s);
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = 0;
   if (!initialized) {
     set_mpi_defaults();
+    fault_stop_point("mpi_init", launcher_rank());
+    watchdog.phase("MPI_Init_thread (joining the job's other ranks)");
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     owns_mpi_ = true;
   } else {
@@ -95,7 +101,10 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   // Errors come back as codes and become exceptions (check_mpi), so the top level can abort
   // with a message naming the rank instead of MPI's default silent abort.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  watchdog.phase("grouping the ranks by node (MPI_Comm_split_type)");
   world_ = describe_world(MPI_COMM_WORLD);
+  // Every wait from here on has its own deadline (timed_mpi.h).
+  watchdog.done();
 }
 
 MpiSession::~MpiSession() {

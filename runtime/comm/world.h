@@ -32,7 +32,9 @@ struct World {
 class MpiSession {
  public:
   // Initialises MPI (unless already initialised, e.g. by a test main) and checks the thread level.
-  MpiSession(int* argc, char*** argv);
+  // startup_timeout_s > 0: MPI_Init and the node grouping run under a StartupWatchdog of that
+  // deadline (runtime/comm/startup_watchdog.h), which ends the process naming the phase.
+  MpiSession(int* argc, char*** argv, double startup_timeout_s = 0.0);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;

@@ -14,9 +14,12 @@
 #include <system_error>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 #include "kernels/gemm.h"
 #include "runtime/config/bf16_gemm_check.h"
+#include "runtime/config/config_limits.h"
 #include "runtime/config/config_reader.h"
+#include "runtime/config/config_sizes.h"
 
 namespace zl {
 
@@ -34,17 +37,6 @@ toml::table parse_document(const std::string& text, const std::string& source_na
   } catch (const toml::parse_error& e) {
     throw UserError(fmt::format("{}:{}: TOML syntax error: {}", source_name, e.source().begin.line,
                                 e.description()));
-  }
-}
-
-const char* file_type_name(std::filesystem::file_type type) {
-  switch (type) {
-    case std::filesystem::file_type::directory: return "a directory";
-    case std::filesystem::file_type::character: return "a character device";
-    case std::filesystem::file_type::block: return "a block device";
-    case std::filesystem::file_type::fifo: return "a FIFO";
-    case std::filesystem::file_type::socket: return "a socket";
-    default: return "not a regular file";
   }
 }
 
@@ -77,36 +69,29 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-// Puts the value of `--set section.key=value` into `root` (replacing or inserting). The value is
-// read as TOML ("3e-4", "[784, 512, 10]", "true", "\"x\""); what does not read as exactly one TOML
-// value is a bare string, so `--set parallel.overlap=interleaved` needs no quotes.
-void apply_override(toml::table& root, const std::string& item, ConfigSource& source) {
-  const auto eq = item.find('=');
-  const std::string key(trim(std::string_view(item).substr(0, std::min(eq, item.size()))));
+// Puts `value` (TOML text) at `section.key` of `root` (replacing or inserting), set by the flag
+// `label` ("--set optimizer.lr", "--link-gbps"). The value is read as TOML ("3e-4",
+// "[784, 512, 10]", "true", "\"x\""); what does not read as exactly one TOML value is a bare
+// string, so `--set parallel.overlap=interleaved` needs no quotes.
+void apply_value(toml::table& root, const std::string& key, const std::string& value,
+                 const std::string& label, ConfigSource& source) {
   const auto dot = key.find('.');
-  if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == key.size() ||
-      key.find('.', dot + 1) != std::string::npos) {
-    throw UserError(
-        fmt::format("--set '{}': expected section.key=value (e.g. --set optimizer.lr=3e-4)", item));
-  }
   const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
-  const std::string value(trim(std::string_view(item).substr(eq + 1)));
-
   toml::table* target = nullptr;
   if (toml::node* existing = root.get(section)) {
     target = existing->as_table();
     if (target == nullptr) {
       throw UserError(
-          fmt::format("--set {}: '{}' is not a section in {}", key, section, source.name()));
+          fmt::format("{}: '{}' is not a section in {}", label, section, source.name()));
     }
   } else {
     target = root.insert_or_assign(section, toml::table{}).first->second.as_table();
-    source.mark_override(section, key);  // an unknown section is reported at "--set section.key"
+    source.mark_override(section, label);  // an unknown section is reported at the flag
   }
 
   bool inserted = false;
   try {
-    const toml::table parsed = toml::parse("v = " + value, "--set " + key);
+    const toml::table parsed = toml::parse("v = " + value, label);
     if (parsed.size() == 1 && parsed.get("v") != nullptr) {
       parsed.get("v")->visit([&](const auto& node) { target->insert_or_assign(name, node); });
       inserted = true;
@@ -116,17 +101,31 @@ void apply_override(toml::table& root, const std::string& item, ConfigSource& so
   }
   if (!inserted) {
     if (!valid_utf8(value)) {
-      throw UserError(
-          fmt::format("--set {}: the value is not valid UTF-8 (TOML text is UTF-8)", key));
+      throw UserError(fmt::format("{}: the value is not valid UTF-8 (TOML text is UTF-8)", label));
     }
     target->insert_or_assign(name, value);
   }
-  source.mark_override(key, key);
+  source.mark_override(key, label);
+}
+
+// `--set section.key=value`.
+void apply_override(toml::table& root, const std::string& item, ConfigSource& source) {
+  const auto eq = item.find('=');
+  const std::string key(trim(std::string_view(item).substr(0, std::min(eq, item.size()))));
+  const auto dot = key.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == key.size() ||
+      key.find('.', dot + 1) != std::string::npos) {
+    throw UserError(
+        fmt::format("--set '{}': expected section.key=value (e.g. --set optimizer.lr=3e-4)", item));
+  }
+  const std::string value(trim(std::string_view(item).substr(eq + 1)));
+  apply_value(root, key, value, "--set " + key, source);
 }
 
 void apply_overrides(toml::table& root, const std::vector<std::string>& overrides,
-                     ConfigSource& source) {
+                     const std::vector<FlagOverride>& flags, ConfigSource& source) {
   for (const auto& item : overrides) apply_override(root, item, source);
+  for (const FlagOverride& f : flags) apply_value(root, f.key, f.value, f.flag, source);
   // train.steps and train.epochs are alternatives: overriding one replaces the file's other, so
   // `--set train.steps=100` shortens an epochs-based config instead of conflicting with it.
   if (auto* train = root.get("train") ? root.get("train")->as_table() : nullptr) {
@@ -192,14 +191,14 @@ void read_data(const toml::table& root, ConfigSource& source, DataConfig& d) {
   r.string("train_labels", d.train_labels);
   r.string("test_images", d.test_images);
   r.string("test_labels", d.test_labels);
-  r.integer("batch_size", d.batch_size, at_least(1));
-  r.integer("eval_batch_size", d.eval_batch_size, at_least(1));
+  r.integer("batch_size", d.batch_size, closed(1, kMaxSampleCount));
+  r.integer("eval_batch_size", d.eval_batch_size, closed(1, kMaxSampleCount));
   r.boolean("shuffle", d.shuffle);
   r.integer("seed", d.seed);
-  r.integer("train_samples", d.train_samples, at_least(1));
-  r.integer("test_samples", d.test_samples, at_least(1));
+  r.integer("train_samples", d.train_samples, closed(1, kMaxSampleCount));
+  r.integer("test_samples", d.test_samples, closed(1, kMaxSampleCount));
   r.number("noise", d.noise, at_least(0));
-  r.integer("teacher_hidden", d.teacher_hidden, at_least(1));
+  r.integer("teacher_hidden", d.teacher_hidden, closed(1, kMaxSampleCount));
   r.enumeration("teacher_task", d.teacher_task, kTaskKindNames);
   r.finish();
 
@@ -288,8 +287,8 @@ void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig
   r.enumeration("collective", p.collective, kCollectiveNames);
   r.enumeration("assignment", p.assignment, kAssignmentNames);
   r.integer("zero_stage", p.zero_stage, closed(1, 2));
-  r.number("bucket_cap_mb", p.bucket_cap_mb, above(0));
-  r.number("first_bucket_cap_mb", p.first_bucket_cap_mb, above(0));
+  r.number("bucket_cap_mb", p.bucket_cap_mb, open_closed(0, kMaxBucketCapMb));
+  r.number("first_bucket_cap_mb", p.first_bucket_cap_mb, open_closed(0, kMaxBucketCapMb));
   r.finish();
 }
 
@@ -325,6 +324,7 @@ void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
   r.number("clip_grad_norm", t.clip_grad_norm, at_least(0));
   r.enumeration("on_nonfinite", t.on_nonfinite, kOnNonfiniteNames);
   r.number("max_loss", t.max_loss, at_least(0));
+  r.integer("max_consecutive_skips", t.max_consecutive_skips, closed(1, kMaxConsecutiveSkips));
   r.finish();
 
   // Neither key given: one epoch. The struct's 0/0 means "no training" (write the initial
@@ -377,12 +377,20 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
     if (text != nullptr && text->get() == "auto") {
       rt.threads = kAutoThreads;
     } else if (node->is_integer()) {
-      r.integer("threads", rt.threads, at_least(1));
+      if (const auto v = node->as_integer()->get(); v < 1 || v > kMaxCpuThreads) {
+        r.fail("threads",
+               fmt::format("must be in [1, {}] or \"auto\" (got {}): the OpenMP team of one "
+                           "rank's GEMMs and kernels, one library thread per member, and more "
+                           "than {} is more than any CPU node has hardware threads",
+                           kMaxCpuThreads, v, kMaxCpuThreads),
+               node);
+      }
+      rt.threads = static_cast<int>(node->as_integer()->get());
     } else {
       r.type_error("threads", *node, "an integer >= 1 or \"auto\"");
     }
   }
-  r.number("timeout_s", rt.timeout_s, above(0));
+  r.number("timeout_s", rt.timeout_s, open_closed(0, kMaxTimeoutS));
   r.enumeration("comm_priority", rt.comm_priority, kCommPriorityNames);
   r.finish();
 }
@@ -396,10 +404,10 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
       source.fail("bench.modes", fmt::format("\"{}\" is listed twice", b.modes[i]));
     }
   }
-  r.number_array("bucket_cap_mb", b.bucket_cap_mb, above(0), 0, true);
+  r.number_array("bucket_cap_mb", b.bucket_cap_mb, open_closed(0, kMaxBucketCapMb), 0, true);
   r.enumeration_list("precision", b.precision, kComputeNames);
-  r.integer("warmup", b.warmup, at_least(0));
-  r.integer("steps", b.steps, at_least(1));
+  r.integer("warmup", b.warmup, closed(0, kMaxBenchSteps));
+  r.integer("steps", b.steps, closed(1, kMaxBenchSteps));
   r.finish();
 }
 
@@ -415,7 +423,7 @@ void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
                             "no bandwidth limit",
                             l.bandwidth_gbps, kMinLinkBandwidthGbps));
   }
-  r.integer("ranks", l.ranks, at_least(0));
+  r.integer("ranks", l.ranks, closed(0, kMaxWorldSize));
   r.finish();
   if (l.ranks > 0 && !l.enabled()) {
     source.fail("link.ranks", fmt::format("= {} models a link of link.bandwidth_gbps and "
@@ -486,42 +494,13 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
 constexpr std::int64_t kMaxConfigBytes = std::int64_t{1} << 20;
 
 std::string read_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec) {
-    throw UserError(fmt::format("cannot read config file '{}': {}", path, ec.message()));
+  try {
+    return read_small_file(path, "config file", kMaxConfigBytes);
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    if (what.find("is not a regular file") == std::string::npos) throw;
+    throw UserError(what + ": give the path of a TOML file");
   }
-  if (status.type() != std::filesystem::file_type::regular) {
-    throw UserError(fmt::format("config file '{}' is not a regular file (it is {}): give the path "
-                                "of a TOML file",
-                                path, file_type_name(status.type())));
-  }
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    throw UserError(fmt::format("cannot read config file '{}': {}", path,
-                                std::generic_category().message(errno)));
-  }
-  std::string text;
-  char buffer[1 << 16];
-  std::size_t n = 0;
-  // Bounded even if the file grows while it is read.
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0 &&
-         static_cast<std::int64_t>(text.size()) <= kMaxConfigBytes) {
-    text.append(buffer, n);
-  }
-  const bool failed = std::ferror(file) != 0;
-  const int error = errno;
-  std::fclose(file);
-  if (failed) {
-    throw UserError(fmt::format("cannot read config file '{}': {}", path,
-                                std::generic_category().message(error)));
-  }
-  if (static_cast<std::int64_t>(text.size()) > kMaxConfigBytes) {
-    throw UserError(fmt::format("config file '{}' is larger than {} bytes, the most a zerolap "
-                                "config may have: is it the right file?",
-                                path, kMaxConfigBytes));
-  }
-  return text;
 }
 
 // bf16 compute needs a bf16 GEMM where the GEMMs run (bf16_gemm_check.h): refused here when
@@ -557,6 +536,7 @@ Config read_config(const toml::table& root, ConfigSource& source, const std::str
   read_link(root, source, c.link);
   read_output(root, source, c.output);
   check_parallel_with_train(c, source);
+  check_derived_sizes(c, source);
   check_bf16_gemm_at_parse(c, source);
   return c;
 }
@@ -564,10 +544,11 @@ Config read_config(const toml::table& root, ConfigSource& source, const std::str
 }  // namespace
 
 Config parse_config(const std::string& toml_text, const std::string& source_name,
-                    const std::vector<std::string>& overrides) {
+                    const std::vector<std::string>& overrides,
+                    const std::vector<FlagOverride>& flags) {
   ConfigSource source(source_name);
   toml::table root = parse_document(toml_text, source_name);
-  apply_overrides(root, overrides, source);
+  apply_overrides(root, overrides, flags, source);
   check_sections(root, source);
   return read_config(root, source, source_name);
 }
@@ -582,8 +563,9 @@ std::vector<std::string> accepted_config_keys() {
   return source.known_keys();
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  return parse_config(read_file(path), path, overrides);
+Config load_config(const std::string& path, const std::vector<std::string>& overrides,
+                   const std::vector<FlagOverride>& flags) {
+  return parse_config(read_file(path), path, overrides, flags);
 }
 
 }  // namespace zl

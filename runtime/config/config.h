@@ -96,6 +96,9 @@ struct TrainConfig {
   // > 0: a step whose training loss (mean over its micro-batches) on any rank is above this is
   // treated as non-finite (docs/design.md, "Divergence"). 0: only NaN and inf are.
   double max_loss = 0.0;
+  // on_nonfinite = "skip_step": this many skipped steps in a row end the run as "stop" does (exit
+  // 1, no checkpoint of them): a run that only skips is not training.
+  std::int64_t max_consecutive_skips = 10;
 };
 
 struct CheckpointConfig {
@@ -147,13 +150,25 @@ struct Config {
   OutputConfig output;
 };
 
+// A command-line flag that sets a config key, such as `zerolap plan --link-gbps 400` for
+// link.bandwidth_gbps: applied as an override after the --set ones, so the flag gets exactly the
+// key's type and range checks, and a message names the flag.
+struct FlagOverride {
+  std::string flag;   // "--link-gbps"
+  std::string key;    // "link.bandwidth_gbps"
+  std::string value;  // TOML text: "400"
+};
+
 // Reads and validates `path`, then applies `overrides` ("section.key=value"; the value is read as
-// a TOML value, a bare word as a string). Throws UserError naming the key, file and line.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// a TOML value, a bare word as a string) and `flags`. Throws UserError naming the key, file and
+// line (or flag).
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                   const std::vector<FlagOverride>& flags = {});
 
 // Same, from TOML text (tests); `source_name` stands in for the path in messages.
 Config parse_config(const std::string& toml_text, const std::string& source_name,
-                    const std::vector<std::string>& overrides = {});
+                    const std::vector<std::string>& overrides = {},
+                    const std::vector<FlagOverride>& flags = {});
 
 // Every full key ("section.key") the reader accepts, in reading order (docs/config.md lists
 // them; a test compares the two).

@@ -16,14 +16,23 @@ bool Range::contains(double v) const {
   return lo_ok && hi_ok;
 }
 
+// A bound as a reader wants it: integers exactly up to 2^53, else 6 significant digits
+// ("1.79769e+308", never all 309 digits of DBL_MAX).
+std::string readable_bound(double v) {
+  if (std::nearbyint(v) == v && std::fabs(v) <= 9007199254740992.0) {
+    return fmt::format("{}", static_cast<std::int64_t>(v));
+  }
+  return fmt::format("{:.6g}", v);
+}
+
 std::string Range::describe() const {
   const bool has_min = std::isfinite(min), has_max = std::isfinite(max);
   if (has_min && has_max) {
-    return fmt::format("must be in {}{}, {}{}", min_exclusive ? '(' : '[', min, max,
-                       max_exclusive ? ')' : ']');
+    return fmt::format("must be in {}{}, {}{}", min_exclusive ? '(' : '[', readable_bound(min),
+                       readable_bound(max), max_exclusive ? ')' : ']');
   }
-  if (has_min) return fmt::format("must be {} {}", min_exclusive ? ">" : ">=", min);
-  if (has_max) return fmt::format("must be {} {}", max_exclusive ? "<" : "<=", max);
+  if (has_min) return fmt::format("must be {} {}", min_exclusive ? ">" : ">=", readable_bound(min));
+  if (has_max) return fmt::format("must be {} {}", max_exclusive ? "<" : "<=", readable_bound(max));
   return "must be a finite number";
 }
 
@@ -34,7 +43,7 @@ void ConfigSource::record(const std::string& full_key, const toml::node& node) {
 }
 
 std::string ConfigSource::location(const std::string& full_key, const toml::node* node) const {
-  if (auto it = overrides_.find(full_key); it != overrides_.end()) return "--set " + it->second;
+  if (auto it = overrides_.find(full_key); it != overrides_.end()) return it->second;
   if (node != nullptr && node->source().begin.line > 0) {
     return fmt::format("{}:{}", name_, node->source().begin.line);
   }

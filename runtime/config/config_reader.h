@@ -29,10 +29,14 @@ struct Range {
   bool contains(double v) const;
   std::string describe() const;  // "must be > 0", "must be in [0, 1)"
 };
+// "1024", "0.5", "1.79769e+308": how messages print a bound.
+std::string readable_bound(double v);
+
 inline Range at_least(double lo) { return {lo, Range{}.max, false, false}; }
 inline Range above(double lo) { return {lo, Range{}.max, true, false}; }
 inline Range closed(double lo, double hi) { return {lo, hi, false, false}; }
 inline Range half_open(double lo, double hi) { return {lo, hi, false, true}; }
+inline Range open_closed(double lo, double hi) { return {lo, hi, true, false}; }
 
 // Where the keys of one config came from: the file name, the line of each key read so far, and
 // which keys --set replaced. Messages of later cross-key checks use the recorded lines.
@@ -41,15 +45,16 @@ class ConfigSource {
   explicit ConfigSource(std::string name) : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
 
-  // `key` (a full key, or a section an override created) was set by `--set <by>`.
-  void mark_override(const std::string& key, const std::string& by) { overrides_[key] = by; }
+  // `key` (a full key, or a section an override created) was set on the command line, where
+  // `label` says ("--set optimizer.lr", "--link-gbps").
+  void mark_override(const std::string& key, const std::string& label) { overrides_[key] = label; }
   bool is_override(const std::string& key) const { return overrides_.count(key) > 0; }
   void record(const std::string& full_key, const toml::node& node);
   // Every full key a section reader asked for, in reading order: the keys the reader accepts.
   void note_known(std::string full_key) { known_.push_back(std::move(full_key)); }
   const std::vector<std::string>& known_keys() const { return known_; }
 
-  // "--set key" for an override, else the node's line, else the recorded line of the key or of
+  // The flag for an override ("--set key", "--link-gbps"), else the node's line, else the recorded line of the key or of
   // its section, else the file name alone.
   std::string location(const std::string& full_key, const toml::node* node = nullptr) const;
 
@@ -59,7 +64,7 @@ class ConfigSource {
 
  private:
   std::string name_;
-  std::map<std::string, std::string> overrides_;  // key -> the full key of its --set
+  std::map<std::string, std::string> overrides_;  // key -> the flag that set it
   std::map<std::string, std::string> recorded_;   // full key -> "file:line"
   std::vector<std::string> known_;
 };

@@ -178,6 +178,7 @@ std::string to_toml(const Config& c) {
   w.number("clip_grad_norm", t.clip_grad_norm);
   w.string("on_nonfinite", to_string(t.on_nonfinite));
   w.number("max_loss", t.max_loss);
+  w.integer("max_consecutive_skips", t.max_consecutive_skips);
 
   const CheckpointConfig& k = c.checkpoint;
   w.section("checkpoint");

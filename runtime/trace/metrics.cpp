@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 
 namespace zl {
 
@@ -31,8 +32,11 @@ const char* MetricsWriter::header() {
 
 MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step) {
   std::vector<std::string> kept;  // data rows of the earlier run up to resumed_step
-  if (resumed_step > 0) {
-    std::ifstream in(path);
+  std::error_code ec;
+  if (resumed_step > 0 && std::filesystem::exists(path, ec)) {
+    // Opened without blocking and checked to be a regular file, as every file zerolap reads.
+    const ReadableFile earlier = open_regular_file(path, "metrics file");
+    std::ifstream in(fmt::format("/proc/self/fd/{}", earlier.fd()));
     std::string line;
     std::getline(in, line);  // the header, written again below
     while (std::getline(in, line)) {
@@ -45,8 +49,10 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step)
     throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
                                 std::strerror(errno)));
   }
-  std::fprintf(file_, "%s\n", header());
-  for (const auto& line : kept) std::fprintf(file_, "%s\n", line.c_str());
+  path_ = path;
+  std::string text = std::string(header()) + "\n";
+  for (const auto& line : kept) text += line + "\n";
+  put(text);
   if (!kept.empty()) {  // columns: step,epoch,train_loss,train_accuracy,test_loss,...,elapsed_s
     const std::string& last = kept.back();
     kept_elapsed_s_ = std::strtod(last.c_str() + last.rfind(',') + 1, nullptr);
@@ -56,7 +62,16 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step)
       kept_test_step_ = std::strtoll(last.c_str(), nullptr, 10);
     }
   }
-  std::fflush(file_);
+}
+
+// A row reaches the file at the flush: a full disk shows there. The run ends (RuntimeFailure,
+// exit 1) rather than go on with a metrics file that silently ends mid-row.
+void MetricsWriter::put(const std::string& text) {
+  const bool ok = std::fputs(text.c_str(), file_) >= 0;
+  if (std::fflush(file_) == 0 && ok) return;
+  const std::string reason = std::strerror(errno);
+  throw RuntimeFailure(
+      fmt::format("cannot write metrics file '{}': {} (disk full?)", path_, reason));
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -65,6 +80,7 @@ MetricsWriter::~MetricsWriter() {
 
 MetricsWriter::MetricsWriter(MetricsWriter&& other) noexcept
     : file_(std::exchange(other.file_, nullptr)),
+      path_(std::move(other.path_)),
       kept_elapsed_s_(other.kept_elapsed_s_),
       kept_test_step_(other.kept_test_step_) {}
 
@@ -74,6 +90,7 @@ MetricsWriter& MetricsWriter::operator=(MetricsWriter&& other) noexcept {
     file_ = std::exchange(other.file_, nullptr);
     kept_elapsed_s_ = other.kept_elapsed_s_;
     kept_test_step_ = other.kept_test_step_;
+    path_ = std::move(other.path_);
   }
   return *this;
 }
@@ -88,8 +105,7 @@ void MetricsWriter::write(const MetricsRow& r) {
       fmt::format("{},{},{},{},{},{},{},{},{},{:.3f}\n", r.step, r.epoch, cell(r.train_loss),
                   cell(r.train_accuracy), cell(r.test_loss), cell(r.test_accuracy),
                   cell(r.samples_per_s), cell(r.lr), cell(r.grad_norm), r.elapsed_s);
-  std::fputs(line.c_str(), file_);
-  std::fflush(file_);
+  put(line);
 }
 
 }  // namespace zl

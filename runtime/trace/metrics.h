@@ -1,6 +1,6 @@
 // The metrics file of a run: CSV with a header row, one row per log or eval step; a column without
 // a value in that row is left empty. Written by rank 0 only, flushed after every row so a killed
-// run keeps what it logged.
+// run keeps what it logged; a row that cannot be written (a full disk) ends the run with exit 1.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +44,10 @@ class MetricsWriter {
   bool kept_test_row_at(std::int64_t step) const { return kept_test_step_ == step; }
 
  private:
+  void put(const std::string& text);  // RuntimeFailure naming the file when it cannot be written
+
   std::FILE* file_ = nullptr;
+  std::string path_;
   double kept_elapsed_s_ = 0.0;
   std::int64_t kept_test_step_ = -1;
 };

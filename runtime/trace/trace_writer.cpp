@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_write.h"
 #include "base/errors.h"
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/trace/metrics.h"
@@ -112,11 +113,7 @@ void write_trace(const World& world, const Tracer& clock, const nlohmann::json& 
                          {"otherData", metadata}};
   const std::filesystem::path out(path);
   if (out.has_parent_path()) ensure_output_dir(out.parent_path().string());
-  std::ofstream stream(out);
-  stream << file.dump() << '\n';
-  if (!stream) {
-    throw UserError(fmt::format("cannot write the trace to '{}': {}", path, std::strerror(errno)));
-  }
+  write_whole_file(path, file.dump() + '\n', "the trace");
 }
 
 }  // namespace zl

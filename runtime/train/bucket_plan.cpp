@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <queue>
 
 #include <fmt/format.h>
 
@@ -38,11 +39,24 @@ void assign_greedy(std::vector<Bucket>& buckets, int world_size) {
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](int a, int b) { return buckets[a].numel > buckets[b].numel; });
-  std::vector<std::int64_t> load(static_cast<std::size_t>(world_size), 0);
+  // The least-loaded rank, the lowest on a tie. Every bucket holds at least one element, so a
+  // rank without a bucket (load 0) is always least, and the lowest of those is the next one not
+  // yet given a bucket; the loaded ones are a heap of (load, rank). O(buckets x log ranks), and
+  // nothing per rank: a plan for a huge world (plan --world) stays cheap.
+  using Load = std::pair<std::int64_t, int>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<>> loaded;
+  int next_empty = 0;
   for (int index : order) {
-    const auto least = std::min_element(load.begin(), load.end()) - load.begin();
-    buckets[index].assigned_rank = static_cast<int>(least);
-    load[least] += buckets[index].numel;
+    ZL_CHECK(buckets[index].numel > 0, "bucket {} is empty", index);
+    Load least{0, 0};
+    if (next_empty < world_size) {
+      least.second = next_empty++;
+    } else {
+      least = loaded.top();
+      loaded.pop();
+    }
+    buckets[index].assigned_rank = least.second;
+    loaded.push({least.first + buckets[index].numel, least.second});
   }
 }
 

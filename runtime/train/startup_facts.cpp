@@ -51,6 +51,16 @@ std::vector<RankFact> config_facts(const Config& config) {
     }
     facts.push_back({key, value, ""});
   }
+  // Note [Collective schedule keys]: keys that do not change what a run computes, but decide which
+  // collectives a rank issues and when: a checkpoint is a gather at every checkpoint.every-th
+  // step when checkpoint.dir is set (whatever its path on each node), and output.trace = true
+  // gathers every rank's trace at the end. Ranks that differ there would enter different
+  // collectives, so they are agreed on like the keys that affect results.
+  const CheckpointConfig& c = config.checkpoint;
+  facts.push_back({"checkpoint.dir", c.dir.empty() ? "unset" : "set",
+                   c.dir.empty() ? "" : fmt::format("\"{}\"", c.dir)});
+  facts.push_back({"checkpoint.every", fmt::format("{}", c.every), ""});
+  facts.push_back({"output.trace", config.output.trace ? "true" : "false", ""});
   return facts;
 }
 

@@ -12,7 +12,9 @@
 
 namespace zl {
 
-// "build version" and one fact per key of result_entries(config) but the data locations.
+// "build version", one fact per key of result_entries(config) but the data locations, and the
+// keys that schedule collectives without affecting results (Note [Collective schedule keys]):
+// checkpoint.dir (set or not), checkpoint.every, output.trace.
 std::vector<RankFact> config_facts(const Config& config);
 
 // "training inputs", "training labels" (or targets), "test inputs", "test labels": shape and

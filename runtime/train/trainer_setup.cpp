@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_write.h"
 #include "base/errors.h"
 #include "kernels/gemm.h"
 #include "runtime/comm/simulated_link.h"
@@ -153,12 +154,8 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
 
 void write_effective_config(const Config& config) {
   ensure_output_dir(config.output.dir);
-  std::ofstream config_file(std::filesystem::path(config.output.dir) / "config.toml");
-  config_file << to_toml(config);
-  if (!config_file) {
-    throw UserError(
-        fmt::format("cannot write '{}/config.toml' (check output.dir)", config.output.dir));
-  }
+  write_whole_file((std::filesystem::path(config.output.dir) / "config.toml").string(),
+                   to_toml(config), "the effective config");
 }
 
 }  // namespace zl

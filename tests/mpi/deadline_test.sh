@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # No wait without a deadline: one rank of a 2-rank job stops (SIGSTOP, through the
-# ZEROLAP_FAULT_STOP test hook of base/fault_stop.h) at start-up, inside a checkpoint write,
+# ZEROLAP_FAULT_STOP test hook of base/fault_stop.h) before MPI_Init, at start-up, inside a checkpoint write,
 # before evaluation's reduction, or before the trace is gathered at the end of a traced run. The other rank must give up after runtime.timeout_s = 5 s with
 # exit 1 and a message naming its rank and the operation, and the whole job must end within
 # timeout_s + 10 s of the stop. Before, start-up and checkpoints waited forever.
@@ -69,6 +69,8 @@ stop_at() {
   echo "ok: $point: the job ended ${elapsed_ms} ms after rank 1 stopped, exit 1"
 }
 
+# Inside MPI_Init (before the watchdog, 6 of 12 stops within 0.15 s of launch hung the job).
+stop_at mpi_init "MPI_Init_thread"
 stop_at startup "the start-up check for bad input"
 stop_at checkpoint "receiving checkpoint data from rank 1"
 stop_at evaluation "all_reduce_f64"

@@ -6,6 +6,8 @@
 #   adam     Adam at lr = 1e10 stays finite (loss ~1e21 here), so by default it trains on; with
 #            train.max_loss set it exits 1 naming the step;
 #   skip     train.on_nonfinite = "skip_step" skips a step with a NaN input on rank 1 and exits 0;
+#   skip_forever  skip_step at lr = 1e10 stops after train.max_consecutive_skips in a row;
+#   skip_window   a log window of skipped steps leaves its cells empty;
 #   config   bad values and skip_step with interleaved overlap exit 2 naming the key.
 # Before the non-finite check these runs exited 0 with NaN checkpoints as `latest`.
 # Usage: nonfinite_test.sh ZEROLAP_BINARY WORK_DIR
@@ -135,10 +137,47 @@ check_dir skip "$work/skip"
 grep -q "^on_nonfinite = \"skip_step\"" "$work/out_skip/config.toml" || fail "skip: not in the effective config"
 echo "ok: skip_step skips the NaN step and finishes"
 
+# --- skip forever: resuming the good run at lr = 1e10 with skip_step ------------------------------
+# Before train.max_consecutive_skips this exited 0 with 58 of 60 steps skipped, test_loss -nan and
+# the good checkpoints rotated out. Now 10 skips in a row (the default) end it as "stop" does.
+# Skipped steps change no parameter, so they write no checkpoint that would rotate a good one out.
+rc=$(run good_skip --set checkpoint.dir=\""$work/skip_forever"\")
+expect_rc good_skip "$rc" 0
+rc=$(run skip_forever --set checkpoint.dir=\""$work/skip_forever"\" --set checkpoint.resume=true \
+  --set optimizer.lr=1e10 --set train.steps=60 --set train.on_nonfinite=\"skip_step\")
+expect_rc skip_forever "$rc" 1
+expect_log skip_forever "were all skipped as non-finite .*train.max_consecutive_skips = 10 in a row"
+check_dir skip_forever "$work/skip_forever"
+[ -e "$work/skip_forever/step_00000006.safetensors" ] || { ls "$work/skip_forever"; fail "skip_forever: the step it resumed from was rotated out"; }
+# The skipped steps 10.. (all of them, here) wrote no checkpoint of an unchanged state.
+ls "$work/skip_forever" | grep -q '^step_0000001' && { ls "$work/skip_forever"; fail "skip_forever: skipped steps wrote checkpoints"; }
+echo "ok: skip_step at lr = 1e10 stops after 10 skips in a row, writing no checkpoint of them"
+
+# An all-skipped log window leaves its loss cells empty; a non-finite final evaluation is exit 1.
+# A NaN input on rank 1 at step 2, log_every = 1: step 2's row has no train_loss.
+timeout 120 mpirun $flags -x ZEROLAP_FAULT_NONFINITE=2:1 -np 2 "$zerolap" train "$work/run.toml" \
+  --set train.on_nonfinite=\"skip_step\" --set train.steps=3 \
+  --set output.dir=\""$work/skip_window"\" >"$work/skip_window.log" 2>&1
+expect_rc skip_window $? 0
+row=$(grep '^2,' "$work/skip_window/metrics.csv" | head -1)
+[ "$(echo "$row" | cut -d, -f3)" = "" ] || { cat "$work/skip_window/metrics.csv"; fail "skip_window: the skipped window logged a loss: $row"; }
+[ "$(echo "$row" | cut -d, -f4)" = "" ] || { cat "$work/skip_window/metrics.csv"; fail "skip_window: the skipped window logged an accuracy: $row"; }
+expect_log skip_window "step +2/3 .*loss - \(every step skipped\)"
+echo "ok: a window of skipped steps leaves its cells empty"
+# With the bound lifted, the issue's run ends with a NaN test loss: exit 1, not 0.
+rc=$(run final_nan --set checkpoint.dir=\""$work/final_nan"\" --set optimizer.lr=1e10 \
+  --set train.steps=60 --set train.on_nonfinite=\"skip_step\" --set train.max_consecutive_skips=1000)
+expect_rc final_nan "$rc" 1
+expect_log final_nan "the final evaluation's test loss is not finite"
+echo "ok: a final evaluation that is not finite is exit 1"
+
 # --- config: exit 2 naming the key --------------------------------------------------------------------
 rc=$(run bad_value --set train.on_nonfinite=\"ignore\")
 expect_rc bad_value "$rc" 2
 expect_log bad_value "train.on_nonfinite"
+rc=$(run bad_bound --set train.max_consecutive_skips=0)
+expect_rc bad_bound "$rc" 2
+expect_log bad_bound "train.max_consecutive_skips: must be in \[1, "
 rc=$(run interleaved --set parallel.mode=\"zero\" --set parallel.overlap=\"interleaved\" \
   --set train.on_nonfinite=\"skip_step\")
 expect_rc interleaved "$rc" 2

@@ -84,6 +84,30 @@ expect_mismatch idx "" \
   "50 samples x 4 features" "on rank 1 (data.train_images = \"$work/b/train-images\")" \
   "training labels: 60 labels"
 
+# Keys that decide which collectives a rank issues, though not what a run computes: a checkpoint
+# at other steps, on one rank only, or a trace gathered by one rank only (this crashed inside
+# Open MPI before they were agreed on).
+expect_mismatch checkpoint_every "--set checkpoint.dir=\"$work/ckpt\" --set checkpoint.every=2" \
+  "--set checkpoint.dir=\"$work/ckpt\" --set checkpoint.every=3" \
+  "checkpoint.every: 2 on rank 0; 3 on rank 1"
+expect_mismatch checkpoint_dir "--set checkpoint.dir=\"$work/ckpt2\"" "" \
+  "checkpoint.dir: set on rank 0" "unset on rank 1"
+expect_mismatch trace "--set output.trace=true" "" "output.trace: true on rank 0; false on rank 1"
+# The bench sizes its collectives from the config before any trainer starts: it agrees first.
+bench() {
+  local name=$1 a=$2 b=$3
+  timeout 120 mpirun $flags -np 1 "$zerolap" bench "$work/run.toml" --set bench.steps=1 \
+    --set bench.warmup=0 --set 'bench.modes=["ddp"]' $a \
+    : -np 1 "$zerolap" bench "$work/run.toml" --set bench.steps=1 --set bench.warmup=0 \
+    --set 'bench.modes=["ddp"]' $b >"$work/$name.log" 2>&1
+  echo $?
+}
+rc=$(bench bench_widths "" "--set model.widths=[4,64,3]")
+[ "$rc" -eq 2 ] || { cat "$work/bench_widths.log"; fail "bench widths: exit code $rc, expected 2"; }
+grep -qF "model.widths: [4, 16, 3] on rank 0; [4, 64, 3] on rank 1" "$work/bench_widths.log" ||
+  { cat "$work/bench_widths.log"; fail "bench widths: no per-key message"; }
+echo "ok: bench with different widths exits 2 naming them"
+
 # The control: other paths to the same data on one rank (node-local copies) is no mismatch.
 rc=$(run same "" \
   "--set data.train_images=\"$work/same/train-images\" --set data.train_labels=\"$work/same/train-labels\"")

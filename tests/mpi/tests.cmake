@@ -122,3 +122,11 @@ add_test(NAME mpi.nonfinite_cli.np2
           ${CMAKE_CURRENT_BINARY_DIR}/tmp/nonfinite)
 set_tests_properties(mpi.nonfinite_cli.np2 PROPERTIES TIMEOUT 300 LABELS mpi
   PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+
+# Writes that fail (a full disk): exit 1 naming the file, no temporary file, `latest` untouched
+# (tests/mpi/full_disk_test.sh; docs/reliability.md).
+add_test(NAME mpi.full_disk.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/full_disk_test.sh $<TARGET_FILE:zerolap>
+          ${CMAKE_CURRENT_BINARY_DIR}/tmp/full_disk)
+set_tests_properties(mpi.full_disk.np2 PROPERTIES TIMEOUT 300 LABELS mpi
+  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")

@@ -17,8 +17,9 @@ struct CliResult {
   std::string output;  // stdout and stderr
 };
 
-inline CliResult run_zerolap(const std::string& args) {
-  const std::string command = std::string(ZEROLAP_BINARY) + " " + args + " 2>&1";
+// `prefix` goes before the binary: "timeout -k 5 60" bounds a case (a hang is exit 124).
+inline CliResult run_zerolap(const std::string& args, const std::string& prefix = "") {
+  const std::string command = prefix + " " + std::string(ZEROLAP_BINARY) + " " + args + " 2>&1";
   CliResult r;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -27,6 +28,11 @@ inline CliResult run_zerolap(const std::string& args) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// run_zerolap bounded by `seconds`: a hang is exit 124, a crash 128 + its signal.
+inline CliResult run_zerolap_bounded(const std::string& args, int seconds = 120) {
+  return run_zerolap(args, "timeout -k 5 " + std::to_string(seconds));
 }
 
 }  // namespace zl::test

@@ -457,11 +457,11 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
   }
   SECTION("data") {
     REQUIRE_THROWS_WITH(parse(with("[data]\nbatch_size = 0\n")),
-                        "configs/x.toml:4: data.batch_size: must be >= 1 (got 0)");
+                        "configs/x.toml:4: data.batch_size: must be in [1, 1099511627776] (got 0)");
     REQUIRE_THROWS_WITH(parse(with("[data]\nbatch_size = 64.0\n")),
                         "configs/x.toml:4: data.batch_size: expected an integer, got float (64.0)");
     REQUIRE_THROWS_WITH(parse(with("[data]\neval_batch_size = 0\n")),
-                        Contains("configs/x.toml:4: data.eval_batch_size: must be >= 1"));
+                        Contains("configs/x.toml:4: data.eval_batch_size: must be in [1, 1099511627776]"));
     REQUIRE_THROWS_WITH(parse(with("[data]\nshuffle = 1\n")),
                         "configs/x.toml:4: data.shuffle: expected true or false, got integer (1)");
     REQUIRE_THROWS_WITH(parse(with("[data]\nnoise = -0.5\n")),
@@ -507,9 +507,9 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
   }
   SECTION("parallel, and its combinations with train") {
     REQUIRE_THROWS_WITH(parse(with("[parallel]\nbucket_cap_mb = 0\n")),
-                        "configs/x.toml:4: parallel.bucket_cap_mb: must be > 0 (got 0)");
+                        "configs/x.toml:4: parallel.bucket_cap_mb: must be in (0, 1048576] (got 0)");
     REQUIRE_THROWS_WITH(parse(with("[parallel]\nfirst_bucket_cap_mb = -1.0\n")),
-                        Contains("configs/x.toml:4: parallel.first_bucket_cap_mb: must be > 0"));
+                        Contains("configs/x.toml:4: parallel.first_bucket_cap_mb: must be in (0, 1048576]"));
     REQUIRE_THROWS_WITH(parse(with("[parallel]\nmode = \"fsdp\"\n")),
                         Contains("configs/x.toml:4: parallel.mode: expected one of \"ddp\", "
                                  "\"zero\", got \"fsdp\""));
@@ -578,16 +578,16 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
     REQUIRE_THROWS_WITH(parse(with("[checkpoint]\nresume = \"\"\n")),
                         Contains("configs/x.toml:4: checkpoint.resume: an empty path"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = 0\n")),
-                        "configs/x.toml:4: runtime.threads: must be in [1, 2147483647] (got 0)");
+                        Catch::StartsWith("configs/x.toml:4: runtime.threads: must be in [1, 1024] or \"auto\" (got 0): the OpenMP team"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = 3000000000\n")),
-                        Contains("configs/x.toml:4: runtime.threads: must be in [1, 2147483647]"));
+                        Contains("configs/x.toml:4: runtime.threads: must be in [1, 1024]"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = \"all\"\n")),
                         "configs/x.toml:4: runtime.threads: expected an integer >= 1 or \"auto\", "
                         "got string (\"all\")");
     REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = 2.0\n")),
                         Contains("runtime.threads: expected an integer >= 1 or \"auto\", got float"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\ntimeout_s = 0\n")),
-                        Contains("configs/x.toml:4: runtime.timeout_s: must be > 0"));
+                        Contains("configs/x.toml:4: runtime.timeout_s: must be in (0, 31536000]"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\ndevice = \"tpu\"\n")),
                         "configs/x.toml:4: runtime.device: expected one of \"auto\", \"cpu\", "
                         "\"cuda\", got \"tpu\"");
@@ -595,11 +595,11 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                         "configs/x.toml:4: runtime.comm_priority: expected one of \"normal\", "
                         "\"realtime\", got \"high\"");
     REQUIRE_THROWS_WITH(parse(with("[bench]\nwarmup = -1\n")),
-                        Contains("configs/x.toml:4: bench.warmup: must be >= 0"));
+                        Contains("configs/x.toml:4: bench.warmup: must be in [0, 1099511627776]"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nsteps = 0\n")),
-                        Contains("configs/x.toml:4: bench.steps: must be >= 1"));
+                        Contains("configs/x.toml:4: bench.steps: must be in [1, 1099511627776]"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nbucket_cap_mb = [1.0,\n  0]\n")),
-                        Contains("configs/x.toml:5: bench.bucket_cap_mb: element 1 must be > 0"));
+                        Contains("configs/x.toml:5: bench.bucket_cap_mb: element 1 must be in (0, 1048576]"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nbucket_cap_mb = \"big\"\n")),
                         Contains("configs/x.toml:4: bench.bucket_cap_mb: expected an array of "
                                  "numbers or a number, got string"));

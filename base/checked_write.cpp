@@ -1,0 +1,34 @@
+// write_whole_file (see checked_write.h).
+#include "base/checked_write.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "base/errors.h"
+
+namespace zl {
+
+void write_whole_file(const std::string& path, std::string_view text, std::string_view what) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    throw RuntimeFailure(fmt::format("cannot write {} '{}': {}", what, path, std::strerror(errno)));
+  }
+  // Buffered bytes reach the file only at the flush: a full disk shows there or at the close.
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fflush(f) == 0 && ok;
+  int error = ok ? 0 : errno;
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    error = errno;
+  }
+  if (!ok) {
+    std::remove(path.c_str());
+    throw RuntimeFailure(fmt::format("cannot write {} '{}': {}", what, path,
+                                     std::strerror(error != 0 ? error : EIO)));
+  }
+}
+
+}  // namespace zl

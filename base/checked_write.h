@@ -1,0 +1,16 @@
+// Writing a whole output file (the effective config, a trace, bench results) with every step
+// checked: open, write, flush and close. A failure (a full disk, a quota, an I/O error) removes
+// what was written, so no partial file looks complete, and is a RuntimeFailure (exit 1) naming
+// the file: the input was fine, the machine could not take the output.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace zl {
+
+// Writes `text` to `path` (replacing it). `what` names it in messages ("the effective config").
+// Throws RuntimeFailure "cannot write <what> '<path>': <reason>".
+void write_whole_file(const std::string& path, std::string_view text, std::string_view what);
+
+}  // namespace zl

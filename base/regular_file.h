@@ -1,0 +1,48 @@
+// Opening a file zerolap reads (config, data, checkpoint, the `latest` pointer) without blocking:
+// open(2) with O_NONBLOCK, so a FIFO or a device returns at once instead of waiting for a writer;
+// then fstat of that descriptor (no race with a rename) must show a regular file of a plausible
+// size. And the bounded, escaped excerpt of file content that error messages may echo.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace zl {
+
+// An open, regular file for reading (blocking reads again: a regular file never blocks long).
+class ReadableFile {
+ public:
+  ReadableFile() = default;
+  ReadableFile(int fd, std::int64_t size) : fd_(fd), size_(size) {}
+  ~ReadableFile();
+  ReadableFile(ReadableFile&& other) noexcept;
+  ReadableFile& operator=(ReadableFile&& other) noexcept;
+  ReadableFile(const ReadableFile&) = delete;
+  ReadableFile& operator=(const ReadableFile&) = delete;
+
+  int fd() const { return fd_; }
+  std::int64_t size() const { return size_; }
+  // Hands the descriptor over (e.g. to gzdopen, which closes it).
+  int release();
+
+ private:
+  int fd_ = -1;
+  std::int64_t size_ = 0;
+};
+
+// Opens `path` as above. `what` names the file in messages ("config file", "checkpoint pointer");
+// `max_bytes` < 0: no size limit. Throws UserError "<what> '<path>' ...": missing, unreadable, not
+// a regular file (naming what it is: a FIFO, a directory, a device), or larger than max_bytes.
+ReadableFile open_regular_file(const std::string& path, const std::string& what,
+                               std::int64_t max_bytes = -1);
+
+// The whole content of a small file opened with open_regular_file (bounded even if it grows).
+std::string read_small_file(const std::string& path, const std::string& what,
+                            std::int64_t max_bytes);
+
+// At most `max_bytes` of `bytes` for a message: printable ASCII as is, a quote or backslash
+// escaped, anything else as \xNN, and "..." (with the total length) when cut.
+std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes = 80);
+
+}  // namespace zl

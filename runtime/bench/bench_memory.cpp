@@ -1,0 +1,49 @@
+// check_bench_memory (see bench_memory.h).
+#include "runtime/bench/bench_memory.h"
+
+#include <algorithm>
+
+#include "models/model.h"
+#include "runtime/bench/bench.h"
+#include "runtime/train/bucket_plan.h"
+#include "runtime/train/memory_estimate.h"
+#include "runtime/train/mode_plan.h"
+
+namespace zl {
+
+void check_bench_memory(const Config& config, const World& world) {
+  const ParameterStore layout = Model::parameter_layout(config.model);
+  const std::vector<double> caps = config.bench.bucket_cap_mb.empty()
+                                       ? std::vector<double>{config.parallel.bucket_cap_mb}
+                                       : config.bench.bucket_cap_mb;
+  // The largest run's estimate (the trainer checks each run itself, on its device; here the runs
+  // are counted on the host, where a CPU run allocates them beside the bench's own buffers).
+  MemoryEstimate need;
+  for (const PrecisionConfig& precision : bench_precisions(config)) {
+    const Config c = with_precision(config, precision);
+    for (const double cap : caps) {
+      const BucketPlan plan = build_bucket_plan(layout, cap, config.parallel.first_bucket_cap_mb,
+                                                world.size, config.parallel.assignment);
+      for (const BenchMode& m : bench_modes(config)) {
+        ParallelConfig parallel = c.parallel;
+        parallel.mode = m.mode;
+        parallel.overlap = m.overlap;
+        parallel.collective = m.collective;
+        const ModePlan mode = make_mode_plan(parallel, c.optimizer, c.precision);
+        const MemoryEstimate e = estimate_peak_rank_memory(c, layout, plan, mode);
+        if (e.total() > need.total()) need = e;
+      }
+    }
+  }
+  // The bench's fp32 CPU copy of the model, and its optimizer measurement: parameters, gradients,
+  // two moments and a master of at least 8M elements (bench_limits.cpp), held while it runs.
+  const std::int64_t numel = layout.total_numel();
+  const std::int64_t measured = std::max<std::int64_t>(numel, std::int64_t{8} << 20);
+  need.parameters += numel * 4 + measured * 4;
+  need.gradients += measured * 4;
+  need.optimizer_state += 3 * measured * 4;
+  check_memory_fits(need, config, DeviceKind::Cpu, available_memory(DeviceKind::Cpu),
+                    world.local_size);
+}
+
+}  // namespace zl

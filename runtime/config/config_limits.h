@@ -1,0 +1,33 @@
+// The upper bounds of config keys and command-line flags that no machine could honour past, and
+// of the sizes derived from them. Each bound is far beyond any real run; its purpose is that every
+// count, byte figure and duration computed from the config stays exact in an int64 (and a
+// std::chrono duration), so a hostile value is exit 2 naming the key, never a wrap or a crash.
+#pragma once
+
+#include <cstdint>
+
+namespace zl {
+
+// Every byte figure derived from the config (activations, data, a bucket): 4 PiB.
+inline constexpr std::int64_t kMaxDerivedBytes = std::int64_t{1} << 52;
+// data.batch_size, data.eval_batch_size, data.train_samples, data.test_samples,
+// data.teacher_hidden: 2^40 (a global batch of it times any world size stays in an int64).
+inline constexpr std::int64_t kMaxSampleCount = std::int64_t{1} << 40;
+// Ranks a plan may be made for (plan --world) and link.ranks: 2^20.
+inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 20;
+// parallel.bucket_cap_mb, parallel.first_bucket_cap_mb, bench.bucket_cap_mb: 1 TiB in MiB.
+inline constexpr double kMaxBucketCapMb = 1024.0 * 1024.0;
+// runtime.timeout_s: one year, so that a deadline of now + timeout_s is a valid steady_clock time.
+inline constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
+// runtime.threads: the OpenMP team one rank's GEMMs and kernels run on. Each member is a thread
+// oneDNN, OpenBLAS and the kernels start; more than this is more than any CPU node has hardware
+// threads, and a team that large fails inside the libraries rather than in the config.
+inline constexpr int kMaxCpuThreads = 1024;
+// bench.warmup and bench.steps: 2^40 steps.
+inline constexpr std::int64_t kMaxBenchSteps = std::int64_t{1} << 40;
+// train.max_consecutive_skips: 2^53, the most micro-batches a run may take.
+inline constexpr std::int64_t kMaxConsecutiveSkips = std::int64_t{1} << 53;
+// plan --compute-ms: a measured compute time per step of at most about 11.6 days.
+inline constexpr double kMaxComputeMs = 1e9;
+
+}  // namespace zl

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Writes that fail (a full filesystem) end a 2-rank run with exit 1 naming the file, leave no
+# temporary file and never touch `latest`. A file whose name is a link to /dev/full fails every
+# write with ENOSPC, as a full disk does; where this test may mount, output.dir is also a real
+# 8 KiB tmpfs that fills up mid-run. Before the checks the metrics case exited 0 with metrics.csv
+# ending mid-row and no final evaluation row.
+# Usage: full_disk_test.sh ZEROLAP_BINARY WORK_DIR
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
+
+cat >"$work/run.toml" <<TOML
+[model]
+widths = [2, 16, 3]
+[data]
+kind = "spirals"
+train_samples = 256
+test_samples = 64
+batch_size = 8
+[optimizer]
+kind = "sgd"
+lr = 0.05
+[train]
+steps = 6
+log_every = 1
+[runtime]
+timeout_s = 60
+device = "cpu"
+TOML
+
+run() {  # NAME ARGS...: the exit code of a 2-rank `zerolap train`; its output in NAME.log
+  local name=$1
+  shift
+  timeout 120 mpirun $flags -np 2 "$zerolap" train "$work/run.toml" "$@" >"$work/$name.log" 2>&1
+  echo $?
+}
+expect_failure() {  # NAME RC FILE: exit 1 naming FILE
+  [ "$2" -eq 1 ] || { cat "$work/$1.log"; fail "$1: exit code $2, expected 1"; }
+  grep -qF -- "$3" "$work/$1.log" || { cat "$work/$1.log"; fail "$1: the message does not name $3"; }
+  grep -qiE "no space left|disk full" "$work/$1.log" || { cat "$work/$1.log"; fail "$1: no reason"; }
+}
+full_at() {  # PATH: writes to PATH fail with ENOSPC
+  mkdir -p "$(dirname "$1")"
+  ln -sf /dev/full "$1"
+}
+
+# metrics.csv, the effective config and the trace.
+full_at "$work/metrics/metrics.csv"
+expect_failure metrics "$(run metrics --set output.dir=\""$work/metrics"\")" "$work/metrics/metrics.csv"
+full_at "$work/config/config.toml"
+expect_failure config "$(run config --set output.dir=\""$work/config"\")" "$work/config/config.toml"
+full_at "$work/trace/trace.json"
+expect_failure trace "$(run trace --set output.dir=\""$work/trace"\" --set output.trace=true)" \
+  "$work/trace/trace.json"
+echo "ok: metrics, config and trace writes that fail are exit 1 naming the file"
+
+# A checkpoint that cannot be written: exit 1, no temporary file, `latest` as it was.
+ckpt=$work/ckpt
+rc=$(run good --set output.dir=\""$work/good"\" --set checkpoint.dir=\""$ckpt"\" --set checkpoint.every=3)
+[ "$rc" -eq 0 ] || { cat "$work/good.log"; fail "good: exit code $rc"; }
+[ "$(cat "$ckpt/latest")" = "step_00000006.safetensors" ] || fail "good: latest is not step 6"
+full_at "$ckpt/step_00000009.safetensors.tmp"
+rc=$(run checkpoint --set output.dir=\""$work/good"\" --set checkpoint.dir=\""$ckpt"\" \
+  --set checkpoint.every=3 --set checkpoint.resume=true --set train.steps=12)
+expect_failure checkpoint "$rc" "step_00000009.safetensors"
+ls "$ckpt" | grep -q '\.tmp$' && { ls -l "$ckpt"; fail "checkpoint: a temporary file was left"; }
+[ -e "$ckpt/step_00000009.safetensors" ] && fail "checkpoint: a failed checkpoint looks complete"
+[ "$(cat "$ckpt/latest")" = "step_00000006.safetensors" ] || fail "checkpoint: latest was touched"
+# The pointer itself: a failed write of latest.tmp leaves the old pointer and no temporary file.
+full_at "$ckpt/latest.tmp"
+rc=$(run pointer --set output.dir=\""$work/good"\" --set checkpoint.dir=\""$ckpt"\" \
+  --set checkpoint.every=3 --set checkpoint.resume=true --set train.steps=9)
+expect_failure pointer "$rc" "$ckpt/latest.tmp"
+[ -e "$ckpt/latest.tmp" ] && fail "pointer: latest.tmp was left"
+[ "$(cat "$ckpt/latest")" = "step_00000006.safetensors" ] || fail "pointer: latest was touched"
+echo "ok: a checkpoint or pointer that cannot be written is exit 1; no temp file; latest kept"
+
+# The bench's results.
+full_at "$work/bench/bench.json"
+rc=$(timeout 120 mpirun $flags -np 2 "$zerolap" bench "$work/run.toml" --set output.dir=\""$work/bench"\" \
+  --set bench.steps=1 --set bench.warmup=0 --set 'bench.modes=["ddp"]' >"$work/bench.log" 2>&1; echo $?)
+expect_failure bench "$rc" "$work/bench/bench.json"
+echo "ok: bench results that cannot be written are exit 1"
+
+# A real full filesystem, where this test may mount one.
+fs=$work/tmpfs
+mkdir -p "$fs"
+if mount -t tmpfs -o size=8k tmpfs "$fs" 2>/dev/null; then
+  trap 'umount "$fs"' EXIT
+  rc=$(run tmpfs --set output.dir=\""$fs"\" --set train.steps=400)
+  expect_failure tmpfs "$rc" "$fs/metrics.csv"
+  echo "ok: output.dir on a full tmpfs is exit 1 naming metrics.csv"
+else
+  echo "note: cannot mount a tmpfs here; the /dev/full cases above stand for a full disk"
+fi
+echo "PASS"

@@ -1,0 +1,144 @@
+// Sizes, flags and ranges a hostile command line can give `zerolap`: an overflowing layer
+// product, a huge batch, a NaN or out-of-range flag, an absurd thread count. Each must be exit 2
+// naming the key (or flag) and a readable bound, in every command, with no signal and no hang.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli_test_util.h"
+
+using zl::test::CliResult;
+
+namespace {
+
+// Every case is bounded: a hang is exit 124, a crash 128 + its signal, neither is 2.
+CliResult run_bounded(const std::string& args) { return zl::test::run_zerolap_bounded(args); }
+
+std::string config_path(const char* name) {
+  return (std::filesystem::path(ZEROLAP_SOURCE_DIR) / "configs" / name).string();
+}
+
+std::string spirals_config() {
+  const auto dir = std::filesystem::path(ZEROLAP_TEST_TMP) / "config_limits";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "spirals.toml";
+  std::ofstream(path) << "[model]\nwidths = [2, 16, 3]\n[data]\nkind = \"spirals\"\n"
+                         "train_samples = 64\ntest_samples = 32\nbatch_size = 16\n"
+                         "[train]\nsteps = 2\n[output]\ndir = \""
+                      << (dir / "out").string() << "\"\n";
+  return path.string();
+}
+
+void check_bad_input(const CliResult& r, const std::string& names) {
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains(names));
+}
+
+}  // namespace
+
+TEST_CASE("a layer product that overflows 64 bits is exit 2 naming model.widths in every command",
+          "[cli][limits]") {
+  const std::string set = "--set 'model.widths=[784,23203451665043462,10]'";
+  const std::string fashion = config_path("fashion_mnist_mlp.toml");
+  for (const char* command : {"train", "plan", "bench"}) {
+    DYNAMIC_SECTION(command) {
+      const CliResult r = run_bounded(std::string(command) + " " + fashion + " " + set);
+      check_bad_input(r, "model.widths");
+      CHECK_THAT(r.output, Catch::Contains("parameters"));
+    }
+  }
+  SECTION("plan prints no negative byte totals for widths just under the wrap") {
+    const CliResult r =
+        run_bounded("plan " + fashion + " --set 'model.widths=[784,4294967296,4294967296,10]'");
+    check_bad_input(r, "model.widths");
+  }
+}
+
+TEST_CASE("a batch whose activations overflow is exit 2 naming the batch key", "[cli][limits]") {
+  const std::string spirals = spirals_config();
+  SECTION("training batch") {
+    check_bad_input(run_bounded("plan " + spirals + " --set data.batch_size=1099511627777"),
+                    "data.batch_size: must be in [1, 1099511627776]");
+    check_bad_input(run_bounded("train " + spirals +
+                                " --set 'model.widths=[2,65536,3]' "
+                                "--set data.batch_size=1099511627776"),
+                    "data.batch_size");
+  }
+  SECTION("evaluation batch") {
+    check_bad_input(run_bounded("bench " + spirals +
+                                " --set 'model.widths=[2,65536,3]' "
+                                "--set data.eval_batch_size=1099511627776"),
+                    "data.eval_batch_size");
+  }
+  SECTION("generated data") {
+    check_bad_input(run_bounded("train " + spirals + " --set data.train_samples=1099511627776"),
+                    "data.train_samples");
+    check_bad_input(run_bounded("plan " + spirals + " --set data.test_samples=4294967296"),
+                    "data.test_samples");
+  }
+}
+
+TEST_CASE("plan flags get the ranges of their config twins, printed readably", "[cli][limits]") {
+  const std::string large = config_path("bench_large.toml");
+  SECTION("--compute-ms nan") {
+    const CliResult r =
+        run_bounded("plan " + large + " --world 64 --link-gbps 400 --compute-ms nan");
+    check_bad_input(r, "--compute-ms");
+    CHECK_THAT(r.output, !Catch::Contains("nan%"));
+  }
+  SECTION("--compute-ms inf and past its bound") {
+    check_bad_input(run_bounded("plan " + large + " --link-gbps 400 --compute-ms inf"),
+                    "--compute-ms");
+    check_bad_input(run_bounded("plan " + large + " --link-gbps 400 --compute-ms 1e300"),
+                    "--compute-ms");
+  }
+  SECTION("--link-gbps is link.bandwidth_gbps") {
+    const CliResult nan = run_bounded("plan " + large + " --link-gbps nan");
+    check_bad_input(nan, "--link-gbps: link.bandwidth_gbps");
+    const CliResult big = run_bounded("plan " + large + " --link-gbps 1e300");
+    check_bad_input(big, "link.bandwidth_gbps: must be in [0, 1000000]");
+    CHECK_THAT(big.output, !Catch::Contains("179769313486231"));
+    check_bad_input(run_bounded("plan " + large + " --link-gbps fast"), "--link-gbps");
+  }
+  SECTION("--latency-us is link.latency_us") {
+    check_bad_input(run_bounded("plan " + large + " --link-gbps 400 --latency-us -1"),
+                    "--latency-us: link.latency_us");
+    check_bad_input(run_bounded("plan " + large + " --link-gbps 400 --latency-us inf"),
+                    "link.latency_us");
+  }
+  SECTION("--world is bounded, and a large one stays cheap") {
+    const CliResult huge = run_bounded("plan " + large + " --world 2000000000");
+    INFO(huge.output);
+    CHECK(huge.exit_code == 2);
+    CHECK_THAT(huge.output, Catch::Contains("--world"));
+    const CliResult many = run_bounded("plan " + spirals_config() +
+                                       " --world 4096 "
+                                       "--set parallel.assignment=greedy");
+    INFO(many.output);
+    CHECK(many.exit_code == 0);
+  }
+}
+
+TEST_CASE("runtime.threads has a bound the machine can honour, and says why", "[cli][limits]") {
+  const std::string spirals = spirals_config();
+  for (const char* value : {"1025", "2147483647", "0"}) {
+    DYNAMIC_SECTION(value) {
+      const CliResult r = run_bounded("train " + spirals + " --set runtime.threads=" + value);
+      check_bad_input(r, "runtime.threads: must be in [1, 1024]");
+      CHECK_THAT(r.output, Catch::Contains("hardware threads"));
+      CHECK_THAT(r.output, !Catch::Contains("oneDNN"));
+    }
+  }
+}
+
+TEST_CASE("keys bounded so derived durations and byte figures stay exact", "[cli][limits]") {
+  const std::string spirals = spirals_config();
+  check_bad_input(run_bounded("train " + spirals + " --set runtime.timeout_s=1e300"),
+                  "runtime.timeout_s: must be in (0, 31536000]");
+  check_bad_input(run_bounded("plan " + spirals + " --set parallel.bucket_cap_mb=1e300"),
+                  "parallel.bucket_cap_mb: must be in (0, 1048576]");
+  check_bad_input(run_bounded("bench " + spirals + " --set bench.steps=9223372036854775807"),
+                  "bench.steps");
+}
