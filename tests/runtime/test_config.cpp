@@ -103,7 +103,7 @@ timeout_s = 60
 comm_priority = "realtime"
 
 [bench]
-modes = ["ddp", "zero/interleaved/allreduce_broadcast"]
+modes = ["ddp", "zero/after_backward/allreduce_broadcast"]
 bucket_cap_mb = [1, 25.5]
 precision = ["tf32", "fp32"]
 warmup = 2
@@ -229,7 +229,7 @@ TEST_CASE("config: every key parses", "[config]") {
   CHECK(c.runtime.timeout_s == 60.0);
   CHECK(c.runtime.comm_priority == zl::CommPriority::Realtime);
 
-  CHECK(c.bench.modes == std::vector<std::string>{"ddp", "zero/interleaved/allreduce_broadcast"});
+  CHECK(c.bench.modes == std::vector<std::string>{"ddp", "zero/after_backward/allreduce_broadcast"});
   CHECK(c.bench.bucket_cap_mb == std::vector<double>{1.0, 25.5});
   CHECK(c.bench.precision ==
         std::vector<zl::ComputePrecision>{zl::ComputePrecision::Tf32, zl::ComputePrecision::Fp32});
