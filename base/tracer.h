@@ -15,6 +15,10 @@
 
 namespace zl {
 
+// The trace thread of the training (main) thread: forward, backward, layers, checkpoints, and an
+// optimizer step run on the compute stream. Comm streams name their threads after themselves.
+inline constexpr const char* kMainTraceThread = "main";
+
 class Tracer {
  public:
   Tracer(int rank, bool enabled);

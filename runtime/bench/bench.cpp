@@ -201,9 +201,8 @@ std::vector<BenchMode> all_bench_modes() {
 
 std::vector<BenchMode> bench_modes(const Config& config) {
   const std::vector<BenchMode> all = all_bench_modes();
-  // Interleaved cannot clip or skip a step: the default list leaves it out then, and listing it
-  // is an error. bench.modes matters only here, so it is checked here, once, before any run (a
-  // training run is not refused over it).
+  // Interleaved cannot clip or skip a step: the default list leaves it out then. A listed mode is
+  // one of all_bench_modes() and can run the config (config validation, check_bench_modes).
   auto runs = [&](const BenchMode& m) {
     const ModePlan mode = mode_plan_of(m, config);
     return (mode.can_clip || config.train.clip_grad_norm <= 0.0f) &&
@@ -219,24 +218,9 @@ std::vector<BenchMode> bench_modes(const Config& config) {
   for (const std::string& name : config.bench.modes) {
     const auto it = std::find_if(all.begin(), all.end(),
                                  [&](const BenchMode& m) { return m.name == name; });
-    if (it == all.end()) {
-      std::string names;
-      for (const auto& m : all) names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", m.name);
-      throw UserError(fmt::format("{}: bench.modes: unknown mode \"{}\"; the modes are {}",
-                                  config.source_path, name, names));
-    }
-    if (!runs(*it)) {
-      throw UserError(fmt::format(
-          "{}: bench.modes lists \"{}\" but {} (interleaved overlap cannot {}); {} or drop the "
-          "interleaved modes",
-          config.source_path, name,
-          config.train.clip_grad_norm > 0.0f
-              ? fmt::format("train.clip_grad_norm = {}", config.train.clip_grad_norm)
-              : std::string("train.on_nonfinite = \"skip_step\""),
-          config.train.clip_grad_norm > 0.0f ? "clip" : "skip a step",
-          config.train.clip_grad_norm > 0.0f ? "set train.clip_grad_norm = 0"
-                                             : "set train.on_nonfinite = \"stop\""));
-    }
+    ZL_CHECK(it != all.end(), "bench.modes: unknown mode \"{}\" passed config validation", name);
+    ZL_CHECK(runs(*it), "bench.modes: \"{}\" cannot run this config but passed config validation",
+             name);
     out.push_back(*it);
   }
   return out;

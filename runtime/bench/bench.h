@@ -31,8 +31,8 @@ struct BenchMode {
 
 // ddp, then zero x {none, after_backward, interleaved} x {allreduce_broadcast, reduce_broadcast}.
 std::vector<BenchMode> all_bench_modes();
-// The modes of config.bench.modes (all when empty); a misspelt entry is a UserError that names
-// bench.modes, the file and the accepted spellings.
+// The modes of config.bench.modes (all that can run the config when empty). Config validation
+// has checked the list: each entry is one of bench_mode_names() and can run the config.
 std::vector<BenchMode> bench_modes(const Config& config);
 
 // The precisions of bench.precision (precision.compute when empty), each a whole [precision]: a

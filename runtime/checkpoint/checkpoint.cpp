@@ -295,7 +295,7 @@ void create_checkpoint_dir(const std::string& dir) {
 }  // namespace
 
 void write_checkpoint(const TrainingState& state, const std::string& path) {
-  TraceSpan span(state.tracer, "main", "checkpoint", {{"step", state.position.step}});
+  TraceSpan span(state.tracer, kMainTraceThread, "checkpoint", {{"step", state.position.step}});
   const World& world = state.world;
   const CheckpointComm comm(world.comm, wait_limit(state));
   fault_stop_point("checkpoint", world.rank);

@@ -397,7 +397,7 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
 
 void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
   SectionReader r(source, section_table(root, "bench"), "bench");
-  // The mode strings belong to runtime/bench, which checks their spelling; here only their shape.
+  // The names are checked against the train section in check_bench_modes.
   r.string_array("modes", b.modes);
   for (std::size_t i = 0; i < b.modes.size(); ++i) {
     if (std::find(b.modes.begin(), b.modes.begin() + i, b.modes[i]) != b.modes.begin() + i) {
@@ -489,6 +489,31 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
   }
 }
 
+// bench.modes names the modes of bench_mode_names(); an interleaved one cannot clip or skip a step
+// (the same reason as check_parallel_with_train's), so listing one then is an error here.
+void check_bench_modes(const Config& c, const ConfigSource& source) {
+  const std::vector<std::string> known = bench_mode_names();
+  for (const std::string& name : c.bench.modes) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      source.fail("bench.modes", fmt::format("unknown mode \"{}\"; the modes are \"{}\"", name,
+                                             fmt::join(known, "\", \"")));
+    }
+    if (name.find("/interleaved/") == std::string::npos) continue;
+    const bool clips = c.train.clip_grad_norm > 0.0f;
+    if (!clips && c.train.on_nonfinite != OnNonfinite::SkipStep) continue;
+    source.fail("bench.modes",
+                fmt::format("lists \"{}\" but {} (at {}): interleaved overlap cannot {}; {} or drop "
+                            "the interleaved modes",
+                            name,
+                            clips ? fmt::format("train.clip_grad_norm = {}", c.train.clip_grad_norm)
+                                  : std::string("train.on_nonfinite = \"skip_step\""),
+                            source.location(clips ? "train.clip_grad_norm" : "train.on_nonfinite"),
+                            clips ? "clip" : "skip a step",
+                            clips ? "set train.clip_grad_norm = 0"
+                                  : "set train.on_nonfinite = \"stop\""));
+  }
+}
+
 // A config is a small text file: anything else (a device such as /dev/zero, a FIFO, a directory,
 // a data file named by mistake) is refused up front rather than read forever or into memory.
 constexpr std::int64_t kMaxConfigBytes = std::int64_t{1} << 20;
@@ -538,6 +563,7 @@ Config read_config(const toml::table& root, ConfigSource& source, const std::str
   check_parallel_with_train(c, source);
   check_derived_sizes(c, source);
   check_bf16_gemm_at_parse(c, source);
+  check_bench_modes(c, source);
   return c;
 }
 

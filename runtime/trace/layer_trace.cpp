@@ -6,7 +6,6 @@
 namespace zl {
 namespace {
 
-const std::string kMain = "main";
 constexpr double kMinWaitUs = 2.0;  // shorter waits are hook overhead, not a broadcast
 
 }  // namespace
@@ -27,11 +26,11 @@ void LayerTrace::before_param_use(int param_id, const ParamUseHook& inner) {
   const std::string& layer = layer_of_param_.at(static_cast<std::size_t>(param_id));
   const bool new_layer = layer != open_layer_;
   const double wait_begin = tracer_.now_us();
-  if (new_layer && !open_layer_.empty()) tracer_.span(kMain, open_layer_, open_begin_us_, wait_begin);
+  if (new_layer && !open_layer_.empty()) tracer_.span(kMainTraceThread, open_layer_, open_begin_us_, wait_begin);
   if (inner) inner(param_id);
   const double wait_end = tracer_.now_us();
   if (wait_end - wait_begin >= kMinWaitUs) {
-    tracer_.span(kMain, "wait params", wait_begin, wait_end, {{"param", param_id}});
+    tracer_.span(kMainTraceThread, "wait params", wait_begin, wait_end, {{"param", param_id}});
   }
   if (new_layer) {
     open_layer_ = layer;
@@ -40,7 +39,7 @@ void LayerTrace::before_param_use(int param_id, const ParamUseHook& inner) {
 }
 
 void LayerTrace::end_forward() {
-  if (!open_layer_.empty()) tracer_.span(kMain, open_layer_, open_begin_us_, tracer_.now_us());
+  if (!open_layer_.empty()) tracer_.span(kMainTraceThread, open_layer_, open_begin_us_, tracer_.now_us());
   open_layer_.clear();
 }
 
@@ -50,7 +49,7 @@ void LayerTrace::observe_backward(Tape& tape) {
       node_begin_us_ = tracer_.now_us();
       return;
     }
-    tracer_.span(kMain, fmt::format("{} {}", node.name, node.layer), node_begin_us_,
+    tracer_.span(kMainTraceThread, fmt::format("{} {}", node.name, node.layer), node_begin_us_,
                  tracer_.now_us(), {{"layer", node.layer}});
   };
 }

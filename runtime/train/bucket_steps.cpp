@@ -34,9 +34,10 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
   if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepBegin, .bucket = bucket});
   {
     const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
-    // The trace names threads ("main", the comm stream), the timeline streams ("compute", ...).
+    // The trace names threads (the main thread, the comm stream), the timeline streams
+    // ("compute", the comm stream).
     const bool on_compute = stream == StepStream::Compute;
-    TraceSpan span(tracer_, on_compute ? "main" : reduce_stream_name_, "step",
+    TraceSpan span(tracer_, on_compute ? kMainTraceThread : reduce_stream_name_, "step",
                    {{"bucket", bucket}, {"elements", b.numel}});
     TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, exec,
                         on_compute ? "compute" : reduce_stream_name_, "optimizer", bucket);

@@ -53,7 +53,7 @@ void Trainer::train_step() {
     ++position_.cursor;
     auto start = Clock::now();
     {
-      TraceSpan span(&tracer_, "main", "forward", {{"step", step}, {"micro_batch", micro}});
+      TraceSpan span(&tracer_, kMainTraceThread, "forward", {{"step", step}, {"micro_batch", micro}});
       TimelineScope timed(&tracer_.timeline(), setup_.compute, "compute", "forward");
       forward_micro_batch(step);
     }
@@ -73,7 +73,7 @@ void Trainer::train_step() {
       parts_->reducer.begin_final_backward();
     }
     {
-      TraceSpan span(&tracer_, "main", "backward", {{"step", step}, {"micro_batch", micro}});
+      TraceSpan span(&tracer_, kMainTraceThread, "backward", {{"step", step}, {"micro_batch", micro}});
       TimelineScope timed(&tracer_.timeline(), setup_.compute, "compute", "backward");
       tape_.backward(BackwardContext{
           .accumulate = micro == 0 ? Accumulate::Overwrite : Accumulate::Add,
@@ -88,7 +88,7 @@ void Trainer::train_step() {
   const auto start = Clock::now();
   StepVerdict verdict;
   {
-    TraceSpan span(&tracer_, "main", "finish_backward", {{"step", step}});
+    TraceSpan span(&tracer_, kMainTraceThread, "finish_backward", {{"step", step}});
     parts_->reducer.end_final_backward();
     verdict = parts_->schedule->after_backward(scalars_,
                                                [this] { return loss_window_.step_loss(); });

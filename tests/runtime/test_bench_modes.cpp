@@ -1,6 +1,6 @@
 // Which modes `zerolap bench` runs: all ten by default, without the interleaved ones when the
-// config clips gradients or skips non-finite steps (they cannot), and a clear error for a listed
-// mode that cannot run or does not exist.
+// config clips gradients or skips non-finite steps (they cannot), and a clear error when the config
+// is read for a listed mode that cannot run or does not exist.
 #include <catch2/catch.hpp>
 
 #include "base/errors.h"
@@ -27,10 +27,12 @@ TEST_CASE("bench runs every mode that can run the config", "[bench-modes]") {
   CHECK(clipped.size() == 7);
   for (const auto& m : clipped) CHECK(m.overlap != Overlap::Interleaved);
   CHECK_THROWS_WITH(
-      bench_modes(parse_config(kConfig, "b.toml",
-                               {"train.clip_grad_norm=1.0",
-                                "bench.modes=[\"zero/interleaved/reduce_broadcast\"]"})),
-      Catch::Contains("interleaved overlap cannot clip"));
+      parse_config(kConfig, "b.toml",
+                   {"train.clip_grad_norm=1.0",
+                    "bench.modes=[\"zero/interleaved/reduce_broadcast\"]"}),
+      Catch::Contains("bench.modes: lists \"zero/interleaved/reduce_broadcast\" but "
+                      "train.clip_grad_norm = 1 (at --set ") &&
+          Catch::Contains("interleaved overlap cannot clip; set train.clip_grad_norm = 0"));
 }
 
 TEST_CASE("bench leaves out the interleaved modes when the config skips non-finite steps",
@@ -42,7 +44,22 @@ TEST_CASE("bench leaves out the interleaved modes when the config skips non-fini
   const std::vector<std::string> listed{
       "train.on_nonfinite=\"skip_step\"",
       "bench.modes=[\"ddp\", \"zero/interleaved/allreduce_broadcast\"]"};
-  CHECK_THROWS_WITH(bench_modes(parse_config(kConfig, "b.toml", listed)),
-                    Catch::Contains("bench.modes lists \"zero/interleaved/allreduce_broadcast\" "
+  CHECK_THROWS_WITH(parse_config(kConfig, "b.toml", listed),
+                    Catch::Contains("bench.modes: lists \"zero/interleaved/allreduce_broadcast\" "
                                     "but train.on_nonfinite = \"skip_step\""));
+}
+
+TEST_CASE("bench.modes accepts exactly the bench's mode names, checked when the config is read",
+          "[bench-modes]") {
+  std::vector<std::string> names;
+  for (const BenchMode& m : all_bench_modes()) names.push_back(m.name);
+  CHECK(names == bench_mode_names());
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "\"" : ", \"") + n + "\"";
+  const auto listed = bench_modes(parse_config(kConfig, "b.toml", {"bench.modes=[" + list + "]"}));
+  REQUIRE(listed.size() == names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK(listed[i].name == names[i]);
+  CHECK_THROWS_WITH(parse_config(kConfig, "b.toml", {"bench.modes=[\"zero/overlap/ring\"]"}),
+                    Catch::Contains("bench.modes: unknown mode \"zero/overlap/ring\"; the modes "
+                                    "are \"ddp\", \"zero/none/allreduce_broadcast\""));
 }

@@ -104,7 +104,7 @@ timeout_s = 60
 comm_priority = "realtime"
 
 [bench]
-modes = ["ddp", "zero/interleaved/allreduce_broadcast"]
+modes = ["ddp", "zero/after_backward/allreduce_broadcast"]
 bucket_cap_mb = [1, 25.5]
 precision = ["tf32", "fp32"]
 warmup = 2
@@ -230,7 +230,7 @@ TEST_CASE("config: every key parses", "[config]") {
   CHECK(c.runtime.timeout_s == 60.0);
   CHECK(c.runtime.comm_priority == zl::CommPriority::Realtime);
 
-  CHECK(c.bench.modes == std::vector<std::string>{"ddp", "zero/interleaved/allreduce_broadcast"});
+  CHECK(c.bench.modes == std::vector<std::string>{"ddp", "zero/after_backward/allreduce_broadcast"});
   CHECK(c.bench.bucket_cap_mb == std::vector<double>{1.0, 25.5});
   CHECK(c.bench.precision ==
         std::vector<zl::ComputePrecision>{zl::ComputePrecision::Tf32, zl::ComputePrecision::Fp32});
@@ -624,7 +624,7 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                         Contains("configs/x.toml:4: link.bandwidth_gbps: must be in [0, 1000000]"));
     REQUIRE_THROWS_WITH(parse(with("[link]\nlatency_us = -0.5\n")),
                         Contains("configs/x.toml:4: link.latency_us: must be in [0, 10000000]"));
-    // 1e300 used to overflow the cast of the modelled time to a clock duration.
+    // 1e300 must be refused: the modelled time would overflow its cast to a clock duration.
     REQUIRE_THROWS_WITH(parse(with("[link]\nlatency_us = 1e300\n")),
                         Contains("configs/x.toml:4: link.latency_us: must be in [0, 10000000]"));
     REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = 1e300\n")),
@@ -844,7 +844,7 @@ TEST_CASE("config: load_config reads files and names missing ones", "[config]") 
   REQUIRE_THROWS_AS(zl::load_config("/nonexistent/x.toml"), UserError);
   REQUIRE_THROWS_WITH(zl::load_config("/tmp"),
                       Contains("config file '/tmp' is not a regular file (it is a directory)"));
-  // A device used to be read forever.
+  // A device is refused before it is read (/dev/zero would be read forever).
   REQUIRE_THROWS_WITH(zl::load_config("/dev/zero"),
                       Contains("config file '/dev/zero' is not a regular file (it is a character "
                                "device)"));
