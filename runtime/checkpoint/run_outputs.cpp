@@ -5,13 +5,12 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
 
@@ -22,12 +21,8 @@ namespace {
 constexpr const char* kOutputFiles[] = {"metrics.csv", "config.toml", "trace.json"};
 constexpr std::size_t kNamesShown = 4;  // files named in a message; the rest are counted
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+// A saved config.toml is far below this; anything larger is not one.
+constexpr std::int64_t kMaxSavedConfigBytes = std::int64_t{16} << 20;
 
 std::string name_list(const std::vector<std::string>& names) {
   std::string out;
@@ -184,8 +179,11 @@ void check_run_outputs(const Config& config, int world_size, bool quiet) {
   if (present.empty()) return;
   const fs::path saved = fs::path(config.output.dir) / "config.toml";
   std::string why = "no config.toml says which run wrote them";
-  if (fs::exists(saved, ec)) {
-    const auto keys = result_differences(read_text(saved), run_toml);
+  if (fs::exists(saved, ec) && !fs::is_regular_file(saved, ec)) {
+    why = "config.toml is not a regular file";  // a FIFO or a device is never read
+  } else if (fs::exists(saved, ec)) {
+    const auto keys = result_differences(
+        read_small_file(saved.string(), "saved config", kMaxSavedConfigBytes), run_toml);
     if (keys.empty()) return;  // the same command again: it replaces its own outputs
     why = differences_text(keys);
   }

@@ -29,7 +29,9 @@ TOML
 run() {  # NAME ARGS...: the exit code of a 2-rank `zerolap train`; its output in NAME.log
   local name=$1
   shift
-  timeout 120 mpirun $flags -np 2 "$zerolap" train "$work/run.toml" "$@" >"$work/$name.log" 2>&1
+  # output.overwrite: the files made to fail below are not another run's outputs.
+  timeout 120 mpirun $flags -np 2 "$zerolap" train "$work/run.toml" --set output.overwrite=true \
+    "$@" >"$work/$name.log" 2>&1
   echo $?
 }
 expect_failure() {  # NAME RC FILE: exit 1 naming FILE

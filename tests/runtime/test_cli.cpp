@@ -23,6 +23,15 @@ std::string temp_dir(const std::string& name) {
   return dir.string();
 }
 
+// An empty output.dir: a run refuses to replace another run's outputs (docs/reliability.md), and
+// an earlier build's test run may have left some here.
+std::string fresh_output_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(ZEROLAP_TEST_TMP) / "cli" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
 std::string write_file(const std::string& name, const std::string& text) {
   const auto path = std::filesystem::path(temp_dir("configs")) / name;
   std::ofstream(path) << text;
@@ -164,13 +173,13 @@ TEST_CASE("plan and train with element shards; stage 2 is planned, not trained",
   CHECK(two.exit_code == 0);
   CHECK_THAT(two.output, Catch::Contains("formula 4 + 12/d + pool") &&
                              Catch::Contains("gradient pool: 1 of 2 buffers"));
-  const auto out = temp_dir("train_shards");
+  const auto out = fresh_output_dir("train_shards");
   const CliResult train = run_zerolap("train " + path + shards + " --set output.dir=\"" + out +
                                       "\"");
   CHECK(train.exit_code == 0);
   const CliResult refused = run_zerolap("train " + path + shards +
                                         " --set parallel.zero_stage=2 --set output.dir=\"" +
-                                        temp_dir("train_stage2") + "\"");
+                                        fresh_output_dir("train_stage2") + "\"");
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.output, Catch::Contains("parallel.zero_stage = 2") &&
                                  Catch::Contains("not built yet"));
@@ -213,7 +222,7 @@ TEST_CASE("plan lays out a model too large to allocate", "[cli]") {
 TEST_CASE("train with tf32 on the CPU says it is fp32; bf16 trains, and the effective config "
           "records it",
           "[cli]") {
-  const auto out = temp_dir("train_tf32");
+  const auto out = fresh_output_dir("train_tf32");
   std::filesystem::remove_all(out);  // a bf16 run of an earlier test run would be another run's
   const auto path = write_file("ok.toml", kSpirals);
   const CliResult tf32 = run_zerolap("train " + path + " --set output.dir=\"" + out +
@@ -235,8 +244,7 @@ TEST_CASE("train with tf32 on the CPU says it is fp32; bf16 trains, and the effe
 }
 
 TEST_CASE("train runs and writes a metrics CSV with a header and rows", "[cli]") {
-  const auto out = temp_dir("train_out");
-  std::filesystem::remove(std::filesystem::path(out) / "metrics.csv");
+  const auto out = fresh_output_dir("train_out");
   const auto path = write_file("ok.toml", kSpirals);
   const CliResult r = run_zerolap("train " + path + " --set output.dir=\"" + out + "\"");
   INFO(r.output);
