@@ -42,11 +42,6 @@ const std::vector<OptimizerCase>& optimizer_cases() {
 const std::vector<std::pair<std::string, std::string>> kCaps = {
     {"1e-7", "1e-7"}, {"0.004", "0.001"}, {"25.0", "25.0"}};
 
-std::vector<std::string> with(std::vector<std::string> base, std::vector<std::string> more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
-}
-
 // 1 rank x batch N*B, ddp with a local optimizer, on a world of one.
 std::vector<float> reference_parameters(const std::vector<std::string>& overrides, int world_size) {
   const Config base = small_config(overrides);
@@ -69,12 +64,6 @@ std::vector<std::vector<std::string>> mode_cases() {
     }
   }
   return modes;
-}
-
-std::string describe(const std::vector<std::string>& overrides) {
-  std::string s;
-  for (const auto& o : overrides) s += o + " ";
-  return s;
 }
 
 }  // namespace
