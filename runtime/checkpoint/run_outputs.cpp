@@ -68,7 +68,8 @@ std::string foreign_reason(const fs::path& path, const std::string& run_toml, in
     if (config == meta.end() || world == meta.end()) return "no zerolap run metadata";
     std::vector<std::string> why;
     if (world->second != std::to_string(world_size)) {
-      why.push_back(fmt::format("written on {} ranks, this run has {}", world->second, world_size));
+      why.push_back(fmt::format("written on {} ranks, this run has {}",
+                                escaped_excerpt(world->second), world_size));
     }
     if (const auto keys = result_differences(config->second, run_toml); !keys.empty()) {
       why.push_back(differences_text(keys));
