@@ -80,7 +80,7 @@ void check_tensor(const SafetensorsReader& file, const std::string& name,
 }
 
 void write_file_durably(const fs::path& path, const std::string& text) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::FILE* f = open_for_writing(path.string(), "wb", "checkpoint pointer");
   bool ok = f != nullptr;
   if (ok) ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (ok) ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;

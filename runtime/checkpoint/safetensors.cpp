@@ -110,7 +110,7 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
   for (const TensorSpec& t : tensors_) crc_positions_.push_back(placeholder_at(tensor_crc_key(t.name)));
   data_crc_position_ = placeholder_at(kDataCrcKey);
 
-  file_ = std::fopen(path_.c_str(), "wb");
+  file_ = open_for_writing(path_, "wb", "checkpoint file");
   if (!file_) {
     throw UserError(fmt::format("cannot create checkpoint file '{}': {} (check that "
                                 "checkpoint.dir exists and is writable)",
