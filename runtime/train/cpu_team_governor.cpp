@@ -21,10 +21,10 @@ namespace zl {
 // Note [Adaptive CPU team]: the CPU GEMMs (oneDNN on GNU OpenMP) and the element-wise kernels run
 // on one OpenMP team, and a step runs many short parallel regions. Between regions libgomp's
 // threads spin (its default, GOMP_SPINCOUNT 300000), which is the fastest on an idle machine: a
-// sleeping (passive) thread takes a wake-up per region, which doubles the step time of a small
-// model. But while other processes hold the cores, a spinning thread holds a core that the
-// thread it waits for needs, and the step collapses (many times slower than one thread); no spin
-// count is both fast idle and safe under load (scripts/bench_threads_under_load.sh measures it).
+// sleeping (passive) thread takes a wake-up per region, which slows a small model's step. But
+// while other processes hold the cores, a spinning thread holds a core that the thread it waits
+// for needs, and the step collapses (far slower than one thread); no spin count is both fast
+// idle and safe under load (scripts/bench_threads_under_load.sh measures it).
 // So zerolap keeps libgomp's spinning wait and sizes the team to the CPUs that are free: every
 // interval (0.1 s, checked after a step) it reads how long each CPU of the rank's affinity mask
 // was busy (/proc/stat) and how much of that was this process (getrusage); the rest is other
