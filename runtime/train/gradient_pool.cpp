@@ -65,7 +65,7 @@ void GradientPool::before_grad_write(int param_id, const ExecContext& compute) {
   if (acquired) return;
   acquired = 1;
   Slot& slot = slots_[static_cast<std::size_t>(buffer_of(bucket))];
-  // Note [Gradient pool]: the last user's reduce-scatter was issued, so this wait ends.
+  // The last user's reduce-scatter was issued (Note [Gradient pool]), so this wait ends.
   ZL_CHECK(slot.issued,
            "backward writes bucket {} before the reduce-scatter of bucket {}, which holds its "
            "pool buffer, was issued",
