@@ -181,6 +181,16 @@ TEST_CASE("plan and train with element shards at stage 1 and 2", "[cli]") {
                                        " --set parallel.zero_stage=2 --set output.dir=\"" +
                                        fresh_output_dir("train_stage2") + "\"");
   CHECK(stage2.exit_code == 0);
+  // Stage 2 with a bucket collective, or stage 0: bad input naming the keys.
+  const CliResult bucket_stage2 =
+      run_zerolap("train " + path + " --set parallel.mode=zero --set parallel.zero_stage=2 "
+                  "--set parallel.collective=reduce_broadcast");
+  CHECK(bucket_stage2.exit_code == 2);
+  CHECK_THAT(bucket_stage2.output, Catch::Contains("parallel.zero_stage") &&
+                                       Catch::Contains("parallel.collective"));
+  const CliResult stage0 = run_zerolap("train " + path + shards + " --set parallel.zero_stage=0");
+  CHECK(stage0.exit_code == 2);
+  CHECK_THAT(stage0.output, Catch::Contains("parallel.zero_stage"));
 }
 
 TEST_CASE("plan at scale: a distribution over the ranks, sizes in MiB, pointers into docs/",
