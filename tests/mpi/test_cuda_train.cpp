@@ -85,11 +85,6 @@ void check_cuda_matches_cpu(const std::vector<std::string>& overrides, double rt
 const std::vector<std::string> kBuckets = {"parallel.bucket_cap_mb=0.004",
                                            "parallel.first_bucket_cap_mb=0.001"};
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 }  // namespace
 
 TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") {

@@ -27,15 +27,6 @@ namespace {
 
 constexpr int kSteps = 20;
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-std::string describe(const std::vector<std::string>& overrides) {
-  return fmt::format("{}", fmt::join(overrides, " "));
-}
-
 // A few buckets of a module or two each.
 const std::vector<std::string> kBuckets = {"parallel.bucket_cap_mb=0.004",
                                            "parallel.first_bucket_cap_mb=0.001"};

@@ -51,11 +51,6 @@ std::vector<std::vector<std::string>> modes(bool with_interleaved) {
   return m;
 }
 
-std::vector<std::string> with(std::vector<std::string> base, std::vector<std::string> more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
-}
-
 }  // namespace
 
 TEST_CASE("skip_step skips a non-finite step on every rank and trains on", "[nonfinite]") {
