@@ -217,6 +217,28 @@ TEST_CASE("element shards allocate what the plan prints for them", "[shards]") {
   }
 }
 
+TEST_CASE("stage 2's backward waits for a pool buffer once per bucket, on the timeline",
+          "[shards]") {
+  // Note [Gradient pool]: every bucket's first gradient write of a backward takes its buffer,
+  // waiting (a "wait" span on the compute stream) until the buffer's last bucket was
+  // reduce-scattered. overlap = none has no forward waits, so every wait span is the pool's.
+  const World world = world_of(MPI_COMM_WORLD);
+  Trainer trainer(small_config(with(kBuckets, shards("none", 2))), world, quiet_options());
+  REQUIRE(trainer.plan().buckets.size() >= 3);  // buckets reuse the two buffers
+  trainer.train_step();
+  trainer.tracer().timeline().start(trainer.compute_context());
+  train_checking_identity(trainer, 2);
+  trainer.tracer().timeline().stop();
+  std::vector<int> waits(trainer.plan().buckets.size(), 0);
+  for (const TimelineSpan& span : trainer.tracer().timeline().spans()) {
+    if (span.name != "wait") continue;
+    CHECK(span.stream == "compute");
+    REQUIRE(span.bucket >= 0);
+    ++waits[static_cast<std::size_t>(span.bucket)];
+  }
+  for (const int n : waits) CHECK(n == 2);  // one per bucket and backward
+}
+
 TEST_CASE("a stage-2 checkpoint resumes bitwise into stage 1 and 2, and into bucket modes and "
           "ddp on fewer ranks",
           "[shards]") {
