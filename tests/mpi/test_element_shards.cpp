@@ -219,7 +219,7 @@ TEST_CASE("element shards allocate what the plan prints for them", "[shards]") {
 
 TEST_CASE("stage 2's backward waits for a pool buffer once per bucket, on the timeline",
           "[shards]") {
-  // Note [Gradient pool]: every bucket's first gradient write of a backward takes its buffer,
+  // Every bucket's first gradient write of a backward takes its buffer (Note [Gradient pool]),
   // waiting (a "wait" span on the compute stream) until the buffer's last bucket was
   // reduce-scattered. overlap = none has no forward waits, so every wait span is the pool's.
   const World world = world_of(MPI_COMM_WORLD);
