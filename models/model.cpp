@@ -109,11 +109,12 @@ void Model::register_parameters(const ModelSpec& spec, ParameterStore& store, La
   }
 }
 
-Model::Model(const ModelSpec& spec, DeviceKind device, const LayoutPadding& padding)
+Model::Model(const ModelSpec& spec, DeviceKind device, const LayoutPadding& padding,
+             GradientStorage gradients)
     : spec_(spec), layers_(std::make_unique<Layers>()) {
   validate_model_spec(spec_);
   register_parameters(spec_, store_, *layers_);
-  store_.finalize(device, spec_.dtype, padding);
+  store_.finalize(device, spec_.dtype, padding, gradients);
   initialize_parameters();
 }
 

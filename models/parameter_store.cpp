@@ -59,18 +59,34 @@ void ParameterStore::lay_out(const LayoutPadding& padding) {
   laid_out_ = true;
 }
 
-void ParameterStore::finalize(DeviceKind device, DType param_dtype, const LayoutPadding& padding) {
+void ParameterStore::finalize(DeviceKind device, DType param_dtype, const LayoutPadding& padding,
+                              GradientStorage gradients) {
   ZL_CHECK(!finalized_, "finalize() called twice");
   lay_out(padding);
   device_ = device;
+  gradient_storage_ = gradients;
+  grad_ptrs_.assign(params_.size(), nullptr);
   if (total_ > 0) {
     // DeviceBuffer zero-fills: padding starts (and stays) zero, and so do the gradients.
     data_ = DeviceBuffer(device, total_, param_dtype);
-    grad_ = DeviceBuffer(device, total_);
+    if (gradients == GradientStorage::Flat) {
+      grad_ = DeviceBuffer(device, total_);
+      for (std::size_t id = 0; id < params_.size(); ++id) {
+        grad_ptrs_[id] = grad_.data() + params_[id].offset;
+      }
+    }
   } else {
     data_ = DeviceBuffer(device, 0, param_dtype);  // remembers the dtype
   }
   finalized_ = true;
+}
+
+void ParameterStore::bind_gradient(int id, float* grad) {
+  ZL_CHECK(finalized_ && gradient_storage_ == GradientStorage::Bound,
+           "bind_gradient({}) on a store whose gradients are not bound by its owner", id);
+  ZL_CHECK(id >= 0 && id < count() && grad != nullptr, "bind_gradient({}, {})", id,
+           static_cast<const void*>(grad));
+  grad_ptrs_[static_cast<std::size_t>(id)] = grad;
 }
 
 int ParameterStore::find(const std::string& name) const {
@@ -112,7 +128,10 @@ Tensor ParameterStore::param_tensor(int id) {
 
 Tensor ParameterStore::grad_tensor(int id) {
   ZL_CHECK(finalized_, "grad_tensor({}) before finalize()", id);
-  return view_of(params_.at(id), grad_, device_);
+  const ParameterInfo& info = params_.at(id);
+  const bool matrix = info.shape.size() == 2;
+  return Tensor{param_grad(id), matrix ? info.shape[0] : 1, matrix ? info.shape[1] : info.shape[0],
+                device_, DType::F32};
 }
 
 }  // namespace zl

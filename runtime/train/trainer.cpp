@@ -33,6 +33,11 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                        setup_.compute, &tracer_);
   parts_->broadcast_initial_parameters();
   grad_ready_hook_ = [this](int param_id) { gradient_ready(param_id); };
+  if (GradientPool* pool = parts_->reduce_buffer.pool()) {
+    grad_write_hook_ = [pool, this](int param_id) {
+      pool->before_grad_write(param_id, setup_.compute);
+    };
+  }
   param_use_hook_ = [this](int param_id) { parts_->buckets.wait_for_parameters(param_id); };
   if (tracer_.enabled()) {
     layer_trace_ = std::make_unique<LayerTrace>(tracer_, setup_.model->store());
@@ -69,11 +74,13 @@ void Trainer::check_window(double loss_sum, double check_value, std::int64_t fir
 
 RankMemory Trainer::allocated_memory() const {
   const ParameterStore& store = setup_.model->store();
+  const GradientPool* pool = parts_->reduce_buffer.pool();
   return RankMemory{
       .parameters = store.param_bytes(),
-      .gradients = store.grad_bytes() + parts_->reduce_buffer.bf16_bytes(),
+      .gradients = store.grad_bytes() + parts_->reduce_buffer.bytes(),
       .master = optimizer_->master_bytes(),  // 0 in fp32: the parameters are their own masters
       .state = optimizer_->state_bytes(),
+      .gradient_pool = pool ? pool->pool_bytes() : 0,
   };
 }
 
