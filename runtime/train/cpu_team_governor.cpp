@@ -30,19 +30,20 @@ namespace zl {
 // was busy (/proc/stat) and how much of that was this process (getrusage); the rest is other
 // processes' (other ranks of the job sharing the mask count too). The team is the mask's CPUs
 // less theirs, rounded, in [1, runtime.threads resolved]: a spinning thread then never competes
-// with a busy process for a core. It starts at one thread, drops at once (a collapse costs most)
-// and grows one thread per interval while CPUs are free, so ranks sharing a mask settle instead
-// of all jumping together.
+// with a busy process for a core. It starts at one thread and drops at once (a collapse costs
+// most); it grows to the whole count at once when nothing else ran on the mask, else one thread
+// per interval, so ranks sharing a mask (each the others' load) settle instead of all jumping.
 // Results never depend on the team: the element-wise kernels give the same bits on any split
 // (kernels/cpu_parallel.h), and a GEMM shape runs on a smaller team only where that gives the
 // full team's bits (Note [GEMM bits on a smaller team], kernels/gemm.cpp), so ranks need not
 // agree on their teams. Only with runtime.threads = "auto": an explicit count is run as given;
 // and not when the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT (they chose how threads wait).
 
-int next_team_size(int current, int full, double available_cpus) {
+int next_team_size(int current, int full, int cpus, double available_cpus) {
   const double rounded = std::isfinite(available_cpus) ? std::round(available_cpus) : full;
   const int want = static_cast<int>(std::clamp<double>(rounded, 1.0, full));
   if (want < current) return want;
+  if (std::isfinite(available_cpus) && available_cpus > cpus - 0.5) return want;  // idle mask
   return std::min(want, current + 1);
 }
 
@@ -143,7 +144,7 @@ void CpuTeamGovernor::after_step() {
   const double own = sample->own_s - last_->own_s;
   const double others = std::max(0.0, (sample->busy_s - last_->busy_s) - own);
   const auto cpus = static_cast<double>(options_.cpus);
-  team_ = next_team_size(team_, options_.full, cpus - others / wall);
+  team_ = next_team_size(team_, options_.full, options_.cpus, cpus - others / wall);
   set_cpu_team_limit(team_);
   last_ = sample;
   last_time_ = now;

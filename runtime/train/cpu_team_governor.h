@@ -20,9 +20,10 @@ struct CpuSample {
   double own_s = 0.0;
 };
 
-// The team for the next interval: `available` CPUs (the mask's CPUs less what other processes
-// used) rounded to the nearest whole CPU, in [1, full]; down at once, up one thread per interval.
-int next_team_size(int current, int full, double available_cpus);
+// The team for the next interval: `available` CPUs (the mask's `cpus` less what other processes
+// used) rounded to the nearest whole CPU, in [1, full]; down at once; up at once when nothing
+// else ran on the mask (less than half a CPU), else one thread per interval.
+int next_team_size(int current, int full, int cpus, double available_cpus);
 
 // Busy seconds (user, nice, system, irq, softirq, steal) summed over the CPUs in `cpus` from the
 // text of /proc/stat; nullopt when a CPU of the list has no line or the text is not /proc/stat's.

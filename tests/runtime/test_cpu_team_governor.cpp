@@ -16,15 +16,18 @@
 
 using namespace zl;
 
-TEST_CASE("the team follows the free CPUs: down at once, up one thread at a time", "[cpu_team]") {
-  CHECK(next_team_size(4, 4, 4.0) == 4);      // idle
-  CHECK(next_team_size(4, 4, 1.2) == 1);      // three CPUs taken: straight down
-  CHECK(next_team_size(1, 4, 4.0) == 2);      // freed: one more per interval
-  CHECK(next_team_size(2, 4, 2.6) == 3);      // rounded to the nearest CPU
-  CHECK(next_team_size(2, 4, 2.4) == 2);
-  CHECK(next_team_size(3, 4, 0.0) == 1);      // never below one
-  CHECK(next_team_size(4, 4, 9.0) == 4);      // never above the full team
-  CHECK(next_team_size(2, 4, std::nan("")) == 3);  // nothing measured: towards the full team
+TEST_CASE("the team follows the free CPUs: down at once, up at once only on an idle mask",
+          "[cpu_team]") {
+  CHECK(next_team_size(4, 4, 4, 4.0) == 4);      // idle
+  CHECK(next_team_size(4, 4, 4, 1.2) == 1);      // three CPUs taken: straight down
+  CHECK(next_team_size(1, 4, 4, 3.8) == 4);      // nothing else runs: the whole team at once
+  CHECK(next_team_size(1, 4, 4, 3.4) == 2);      // another process still there: one more
+  CHECK(next_team_size(2, 4, 4, 2.6) == 3);      // rounded to the nearest CPU
+  CHECK(next_team_size(2, 4, 4, 2.4) == 2);
+  CHECK(next_team_size(3, 4, 4, 0.0) == 1);      // never below one
+  CHECK(next_team_size(2, 2, 8, 5.0) == 2);      // never above the full team (a shared mask)
+  CHECK(next_team_size(1, 4, 8, 5.0) == 2);      // the mask's other ranks count as load
+  CHECK(next_team_size(2, 4, 4, std::nan("")) == 3);  // nothing measured: towards the full team
 }
 
 TEST_CASE("busy seconds of the listed CPUs from /proc/stat", "[cpu_team]") {
@@ -45,7 +48,7 @@ TEST_CASE("the governor starts at one thread, grows while CPUs are free, drops u
           "[cpu_team]") {
   // 4 CPUs; each scripted interval is 1 s of wall time with `others` CPU-seconds of other
   // processes' work on them (own time is subtracted from busy time, so it cancels).
-  std::vector<double> others = {0, 0, 0, 0, 0, 3, 3, 0};
+  std::vector<double> others = {1, 1, 1, 0, 0, 3, 3, 0, 0};
   std::size_t next = 0;
   CpuSample total;
   GovernorOptions options;
@@ -72,7 +75,8 @@ TEST_CASE("the governor starts at one thread, grows while CPUs are free, drops u
       teams.push_back(governor.team());
       CHECK(cpu_team_limit() == governor.team());
     }
-    CHECK(teams == std::vector<int>{2, 3, 4, 4, 4, 1, 1, 2});
+    // One CPU taken: up one per interval to 3; idle: all 4; three taken: 1; idle: all 4 again.
+    CHECK(teams == std::vector<int>{2, 3, 3, 4, 4, 1, 1, 4, 4});
   }
   CHECK(cpu_team_limit() == 0);  // the governor's end lifts the limit
 }
