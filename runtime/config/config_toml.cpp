@@ -170,6 +170,8 @@ std::string to_toml(const Config& c) {
   w.string("collective", to_string(p.collective));
   w.string("assignment", to_string(p.assignment));
   w.integer("zero_stage", p.zero_stage);
+  w.integer("prefetch", p.prefetch);
+  w.boolean("reshard_after_forward", p.reshard_after_forward);
   w.number("bucket_cap_mb", p.bucket_cap_mb);
   w.number("first_bucket_cap_mb", p.first_bucket_cap_mb);
 

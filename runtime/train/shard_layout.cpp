@@ -69,6 +69,19 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
         "step is not built yet; use zero_stage = 1",
         config.source_path));
   }
+  if (mode.gathers_parameters() && mode.shard_ranks > 0) {
+    throw UserError(fmt::format(
+        "{}: link.ranks = {} above the {} real ranks (the shard timing study) cannot be combined "
+        "with parallel.zero_stage = 3, whose gathers need every rank's real shard: unset "
+        "link.ranks or use zero_stage = 1",
+        config.source_path, mode.shard_ranks, world));
+  }
+  if (mode.gathers_parameters() && !config.checkpoint.dir.empty()) {
+    throw UserError(fmt::format(
+        "{}: checkpoints of parallel.zero_stage = 3 are not built yet; unset checkpoint.dir or "
+        "use zero_stage = 1 (a stage-1 checkpoint holds the same tensors)",
+        config.source_path));
+  }
 }
 
 }  // namespace zl

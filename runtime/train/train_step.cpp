@@ -78,7 +78,10 @@ void Trainer::train_step() {
       tape_.backward(BackwardContext{
           .accumulate = micro == 0 ? Accumulate::Overwrite : Accumulate::Add,
           .on_grad_ready = &grad_ready_hook_,
+          .before_read = &backward_read_hook_,
       });
+      // Stage 3: every gather buffer goes back; the next forward gathers again.
+      if (parts_->gather) parts_->gather->release_all();
     }
     end_phase(StepPhase::Backward, start);
   }

@@ -95,7 +95,10 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for bf16 compute.
     ModelSpec spec = config.model;
     spec.dtype = mode.param_dtype;
-    model = std::make_unique<Model>(spec, compute.device, planned.padding);
+    // Stage 3 keeps no flat parameters: each rank's shards (runtime/train/parameter_gather.h).
+    model = std::make_unique<Model>(spec, compute.device, planned.padding,
+                                    mode.gathers_parameters() ? ParamStorage::Gathered
+                                                              : ParamStorage::Flat);
     sampler = std::make_unique<DistributedSampler>(SamplerSpec{
         .num_samples = data.train.num_samples,
         .local_batch = config.data.batch_size,
@@ -147,7 +150,9 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   // docs/design.md, "Divergence": on CUDA a per-step verdict would drain the stream every step;
   // a stop can wait for the log window, a clip, a skip or a loss limit cannot.
   step_check = options.step_check.value_or(
-      compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train)
+      // Stage 3 has no flat parameters for the per-window check to read.
+      compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train) &&
+              !mode.gathers_parameters()
           ? StepCheck::EveryLogWindow
           : StepCheck::EveryStep);
 }

@@ -6,6 +6,7 @@
 // checkpoints hold full tensors that resume into any mode, world size and precision.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -124,7 +125,17 @@ TEST_CASE("element shards match ddp in every overlap and precision, ranks bitwis
       for (const char* overlap : {"none", "after_backward", "interleaved"}) {
         const auto overrides = with(base, shards(overlap));
         INFO("world " << world.size << ": " << precision.name << ", " << describe(overrides));
-        check_matches(train(small_config(overrides), world), ddp, world.size, precision.bf16);
+        const std::vector<float> stage1 = train(small_config(overrides), world);
+        check_matches(stage1, ddp, world.size, precision.bf16);
+        // Stage 3 steps the same shards with the same reduce-scatter, and forward and backward
+        // read the gathered bits of those shards: bitwise stage 1 at every world size.
+        for (const char* reshard : {"true", "false"}) {
+          const auto stage3 = with(overrides, {"parallel.zero_stage=3",
+                                               std::string("parallel.reshard_after_forward=") +
+                                                   reshard});
+          INFO(describe(stage3));
+          CHECK(bitwise_equal(train(small_config(stage3), world), stage1));
+        }
       }
     }
   }
@@ -169,7 +180,12 @@ TEST_CASE("element shards allocate what the plan prints for them", "[shards]") {
   for (const auto& keys : std::vector<std::vector<std::string>>{
            {}, {"optimizer.kind=sgd", "optimizer.momentum=0.9"},
            {"precision.compute=bf16", "precision.reduce_dtype=bf16"},
-           {"precision.compute=bf16", "precision.master_weights=remainders"}}) {
+           {"precision.compute=bf16", "precision.master_weights=remainders"},
+           {"parallel.zero_stage=3"},
+           {"parallel.zero_stage=3", "parallel.prefetch=2", "optimizer.kind=sgd",
+            "optimizer.momentum=0.9"},
+           {"parallel.zero_stage=3", "parallel.reshard_after_forward=false",
+            "precision.compute=bf16", "precision.master_weights=remainders"}}) {
     const Config config = small_config(with(with(kBuckets, shards("interleaved")), keys));
     INFO(describe(keys));
     Trainer trainer(config, world, quiet_options());
@@ -186,6 +202,101 @@ TEST_CASE("element shards allocate what the plan prints for them", "[shards]") {
     // Invariant 5, exact: the state is the padded total / world.
     const int floats = config.optimizer.kind == OptimizerKind::Sgd ? 1 : 2;
     CHECK(got.state * world.size == trainer.model().store().total_numel() * floats * 4);
+    if (trainer.mode_plan().gathers_parameters()) {
+      // Stage 3: no flat parameters; the shards are the padded total / world, plus the buffers.
+      CHECK(trainer.model().store().param_bytes() == 0);
+      const std::int64_t size = dtype_size(trainer.mode_plan().param_dtype);
+      CHECK(trainer.parameter_gather()->shard_bytes() * world.size ==
+            trainer.model().store().total_numel() * size);
+      CHECK(trainer.parameter_gather()->gather_bytes() ==
+            trainer.mode_plan().gather_buffers(trainer.plan()) *
+                trainer.plan().largest_bucket_numel() * size);
+    }
+  }
+}
+
+namespace {
+
+// Stage 3's gather events of the main thread, in order (steps and reduce-scatters, which
+// interleaved records from the reduce thread, are left out).
+struct GatherLog final : StepObserver {
+  std::vector<StepEvent> events;
+  void on_step_event(const StepEvent& e) override {
+    if (e.kind == StepEvent::Kind::GatherIssued || e.kind == StepEvent::Kind::GatherDone ||
+        e.kind == StepEvent::Kind::GatherReleased || e.kind == StepEvent::Kind::ParameterRead) {
+      events.push_back(e);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("stage 3 gathers a bucket before its layers read it, prefetch buckets ahead",
+          "[shards]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  for (const char* prefetch : {"0", "1", "2"}) {
+    for (const char* reshard : {"true", "false"}) {
+      const Config config = small_config(with(with(kBuckets, shards("interleaved")),
+                                              {"parallel.zero_stage=3", "train.grad_accum=2",
+                                               std::string("parallel.prefetch=") + prefetch,
+                                               std::string("parallel.reshard_after_forward=") +
+                                                   reshard}));
+      INFO("prefetch " << prefetch << ", reshard_after_forward " << reshard);
+      Trainer trainer(config, world, quiet_options());
+      const int buckets = static_cast<int>(trainer.plan().buckets.size());
+      REQUIRE(buckets >= 3);
+      GatherLog log;
+      trainer.set_step_observer(&log);
+      trainer.train_step();
+      trainer.train_step();
+      trainer.synchronize();
+      trainer.set_step_observer(nullptr);
+      enum class State { Free, Issued, Done };
+      std::vector<State> state(static_cast<std::size_t>(buckets), State::Free);
+      int reads = 0, issued = 0, prefetched = 0;
+      for (const StepEvent& e : log.events) {
+        auto& s = state[static_cast<std::size_t>(e.bucket)];
+        switch (e.kind) {
+          case StepEvent::Kind::GatherIssued:
+            REQUIRE(s == State::Free);
+            s = State::Issued;
+            ++issued;
+            break;
+          case StepEvent::Kind::GatherDone: {
+            REQUIRE(s == State::Issued);
+            s = State::Done;
+            // Outstanding beyond the one waited: at most `prefetch`.
+            const auto outstanding = std::count(state.begin(), state.end(), State::Issued);
+            CHECK(outstanding <= std::stoi(prefetch));
+            prefetched += outstanding > 0;
+            break;
+          }
+          case StepEvent::Kind::GatherReleased: s = State::Free; break;
+          case StepEvent::Kind::ParameterRead:
+            // The gather completed (the CPU waits on the host) and is still resident.
+            CHECK(s == State::Done);
+            ++reads;
+            break;
+          default: break;
+        }
+      }
+      CHECK(reads > 0);
+      if (std::string(prefetch) != "0") {
+        CHECK(prefetched > 0);
+      } else {
+        CHECK(prefetched == 0);
+      }
+      // Every gather buffer is back between steps. 2 steps x 2 micro-batches: forward gathers
+      // every bucket once each; without reshard_after_forward backward finds them all resident,
+      // with it backward gathers again all but bucket 0 (kept from forward) that it reads.
+      for (State s : state) CHECK(s == State::Free);
+      if (std::string(reshard) == "false") {
+        CHECK(issued == 4 * buckets);
+      } else {
+        CHECK(issued > 4 * buckets);
+        CHECK(issued < 8 * buckets);
+      }
+    }
   }
 }
 
