@@ -76,12 +76,6 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
         "link.ranks or use zero_stage = 1",
         config.source_path, mode.shard_ranks, world));
   }
-  if (mode.gathers_parameters() && !config.checkpoint.dir.empty()) {
-    throw UserError(fmt::format(
-        "{}: checkpoints of parallel.zero_stage = 3 are not built yet; unset checkpoint.dir or "
-        "use zero_stage = 1 (a stage-1 checkpoint holds the same tensors)",
-        config.source_path));
-  }
 }
 
 }  // namespace zl

@@ -355,6 +355,7 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
   // bit for bit, and the run goes on with identical ranks; on 3 ranks in fp32 it continues the
   // sharded run (within check_matches's tolerance; another world size changes the global
   // batch and with it the sample order).
+  std::string source = path;  // the checkpoint resume_on loads
   const auto resume_on = [&](int ranks, const Config& config) {
     MPI_Comm sub = MPI_COMM_NULL;
     MPI_Comm_split(world.comm, world.rank < ranks ? 0 : MPI_UNDEFINED, world.rank, &sub);
@@ -366,7 +367,7 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
                                                      to_string(config.parallel.collective),
                                                      to_string(config.precision.compute)}));
       Trainer resumed(config, part, quiet_options());
-      load_checkpoint(resumed.state(), path);
+      load_checkpoint(resumed.state(), source);
       CHECK(resumed.step() == 4);
       const bool bf16 = config.precision.compute == ComputePrecision::Bf16;
       const std::vector<float> loaded = named_parameters(resumed);
@@ -375,7 +376,7 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
       } else {
         CHECK(bitwise_equal(loaded, at4));
       }
-      const SafetensorsReader file(path);
+      const SafetensorsReader file(source);
       const ParameterStore& store = resumed.model().store();
       std::vector<float> want;
       for (int id = 0; id < store.count(); ++id) {
@@ -403,6 +404,42 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
   resume_on(3, small_config(with(with(base, shards("none")), {"precision.compute=bf16"})));
   resume_on(2, small_config(with(base, shards("after_backward"))));
   resume_on(1, small_config(with(base, {"parallel.mode=ddp"})));
+  // Stage 3 (its parameters are shards too): it resumes stage 1's file on 3 ranks bitwise (stage
+  // 3 is bitwise stage 1), writes the same tensors, and its file resumes elsewhere.
+  const auto stage3 = [&](const char* overlap, std::vector<std::string> keys) {
+    return small_config(with(with(with(base, shards(overlap)), {"parallel.zero_stage=3"}), keys));
+  };
+  {
+    Trainer resumed(stage3("interleaved", {}), world, quiet_options());
+    load_checkpoint(resumed.state(), path);
+    while (resumed.step() < 10) resumed.train_step();
+    CHECK(bitwise_equal(parameters_of(resumed), at10_flat));
+  }
+  const std::string stage3_path = dir + "/stage3_step4.safetensors";
+  {
+    Trainer three(stage3("interleaved", {}), world, quiet_options());
+    while (three.step() < 4) three.train_step();
+    write_checkpoint(three.state(), stage3_path);
+  }
+  if (world.is_root()) {
+    const SafetensorsReader one_file(path), three_file(stage3_path);
+    const ParameterStore layout = Model::parameter_layout(sharded.model);
+    std::vector<float> a, b;
+    for (const ParameterInfo& p : layout.parameters()) {
+      for (const std::string& name : {p.name, fmt::format("optimizer.{}.exp_avg", p.name)}) {
+        a.resize(static_cast<std::size_t>(p.numel));
+        b.resize(a.size());
+        one_file.read_f32(name, p.shape, a.data());
+        three_file.read_f32(name, p.shape, b.data());
+        CHECK(bitwise_equal(a, b));
+      }
+    }
+  }
+  resume_on(2, stage3("none", {"precision.compute=bf16"}));
+  source = stage3_path;
+  resume_on(1, small_config(with(base, {"parallel.mode=ddp"})));
+  resume_on(3, stage3("after_backward", {"parallel.reshard_after_forward=false"}));
+  source = path;
 
   // And the other way: a bucket-mode checkpoint resumes into element shards on 2 ranks, every
   // rank's shard of state taken from the full tensors, bitwise.
