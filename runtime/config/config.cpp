@@ -394,6 +394,7 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
   }
   r.number("timeout_s", rt.timeout_s, open_closed(0, kMaxTimeoutS));
   r.enumeration("comm_priority", rt.comm_priority, kCommPriorityNames);
+  r.number("memory_limit_mb", rt.memory_limit_mb, closed(0, kMaxMemoryLimitMb));
   r.finish();
 }
 

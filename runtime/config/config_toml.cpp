@@ -212,6 +212,7 @@ std::string to_toml(const Config& c) {
     w.integer("threads", c.runtime.threads);
   }
   w.number("timeout_s", c.runtime.timeout_s);
+  w.number("memory_limit_mb", c.runtime.memory_limit_mb);
   w.string("comm_priority", to_string(c.runtime.comm_priority));
 
   const BenchConfig& b = c.bench;
@@ -237,7 +238,7 @@ std::string to_toml(const Config& c) {
 bool key_affects_results(const std::string& key) {
   const auto in_section = [&](const char* section) { return key.rfind(section, 0) == 0; };
   return !in_section("checkpoint.") && !in_section("output.") && key != "runtime.timeout_s" &&
-         key != "runtime.comm_priority";
+         key != "runtime.comm_priority" && key != "runtime.memory_limit_mb";
 }
 
 std::vector<std::pair<std::string, std::string>> result_entries(const Config& config) {

@@ -17,6 +17,7 @@
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/datasets_from_config.h"
 #include "runtime/train/memory_estimate.h"
+#include "runtime/train/memory_limit.h"
 #include "runtime/train/shard_layout.h"
 #include "runtime/train/startup_facts.h"
 #include "runtime/train/step_options.h"
@@ -89,9 +90,13 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
     // The layout is the mode's (element shards pad every bucket: shard_layout.h).
     const PlannedLayout planned = plan_layout(config.model, config.parallel, mode, world.size);
-    check_memory_fits(
-        estimate_rank_memory(config, planned.layout, planned.plan, mode, world.rank), config,
-        compute.device, available_memory(compute.device), world.local_size);
+    if (config.runtime.memory_limit_mb > 0) {
+      check_memory_limit(config, world.size);  // instead of what the node has
+    } else {
+      check_memory_fits(
+          estimate_rank_memory(config, planned.layout, planned.plan, mode, world.rank), config,
+          compute.device, available_memory(compute.device), world.local_size);
+    }
     // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for bf16 compute.
     ModelSpec spec = config.model;
     spec.dtype = mode.param_dtype;

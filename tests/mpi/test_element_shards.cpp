@@ -504,3 +504,54 @@ TEST_CASE("link.ranks = 8 makes each rank step the shard it would own among 8 ra
   CHECK_THROWS_WITH(Trainer(with_dir, world, quiet_options()),
                     Catch::Contains("link.ranks = 8") && Catch::Contains("timing study"));
 }
+
+TEST_CASE("runtime.memory_limit_mb refuses a run above it naming what fits; 4 ranks at stage 3 "
+          "train under it",
+          "[shards]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  if (world.size != 4) return;  // a 1-rank run against a 4-rank one
+  // Parameters dominate (about 116k): ddp keeps 16 bytes of each per rank, stage 3 on 4 ranks
+  // about 7 plus a few gather buffers.
+  const std::vector<std::string> model = {"model.widths=[8, 128, 128, 128, 128, 128, 128, 128, 128, 4]", "data.eval_batch_size=16",
+                                          "parallel.bucket_cap_mb=0.05",
+                                          "parallel.first_bucket_cap_mb=0.01"};
+  const auto peak = [](const Config& c, int ranks) {
+    const ModePlan mode = make_run_mode_plan(c, ranks);
+    const PlannedLayout planned = plan_layout(c.model, c.parallel, mode, ranks);
+    return estimate_peak_rank_memory(c, planned.layout, planned.plan, mode).total();
+  };
+  const Config ddp = small_config(with(model, {"parallel.mode=ddp"}));
+  const Config stage3 = small_config(with(with(model, shards("interleaved")),
+                                          {"parallel.zero_stage=3"}));
+  const std::int64_t one = peak(ddp, 1), four = peak(stage3, 4);
+  REQUIRE(four * 3 < one * 2);
+  const double limit_mb = static_cast<double>(one + four) / 2.0 / (1024.0 * 1024.0);
+  const std::string limit = fmt::format("runtime.memory_limit_mb={}", limit_mb);
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(world.comm, world.rank == 0 ? 0 : MPI_UNDEFINED, world.rank, &sub);
+  if (sub != MPI_COMM_NULL) {
+    // Refused at start-up on every rank of the run (ReportedUserError: exit 2 from the CLI).
+    std::string what;
+    try {
+      Trainer refused(small_config(with(with(model, {"parallel.mode=ddp"}), {limit})),
+                      world_of(sub), quiet_options());
+    } catch (const ReportedUserError& e) {
+      what = e.what();
+    }
+    {
+      INFO(what);
+      CHECK_THAT(what, Catch::Contains("runtime.memory_limit_mb") &&
+                           Catch::Contains("the largest of 1 ranks needs") &&
+                           Catch::Contains("parallel.zero_stage = 3") &&
+                           Catch::Contains(" ranks with ") && Catch::Contains("on the largest rank)"));
+    }
+    MPI_Comm_free(&sub);
+  }
+  MPI_Barrier(world.comm);
+  Trainer fits(small_config(with(with(with(model, shards("interleaved")),
+                                      {"parallel.zero_stage=3"}),
+                                 {limit})),
+               world, quiet_options());
+  CHECK(fits.allocated_memory().total() < static_cast<std::int64_t>(limit_mb * 1024 * 1024));
+  train_checking_identity(fits, 2);
+}
