@@ -62,6 +62,7 @@ template <class T>
 double sum_of_squares_cuda(const ExecContext& ctx, const T* x, std::int64_t n);
 template <class T>
 void scale_cuda(const ExecContext& ctx, T* x, std::int64_t n, float alpha);
+void zero_fill_cuda(const ExecContext& ctx, float* x, std::int64_t n);
 void cast_cuda(const ExecContext& ctx, const float* src, Bf16* dst, std::int64_t n);
 void cast_cuda(const ExecContext& ctx, const Bf16* src, float* dst, std::int64_t n);
 template <class T>

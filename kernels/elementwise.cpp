@@ -549,6 +549,14 @@ double total_sum_of_squares(const ExecContext& ctx, const ReadSpan<T>* spans, st
   return total;
 }
 
+void zero_fill(const ExecContext& ctx, float* x, std::int64_t n) {
+  ZL_CHECK(n >= 0, "zero_fill: negative size {}", n);
+  if (ctx.device == DeviceKind::Cuda) {
+    ZL_DISPATCH_CUDA("zero_fill", zero_fill_cuda(ctx, x, n));
+  }
+  std::fill(x, x + n, 0.0f);
+}
+
 void cast(const ExecContext& ctx, const float* src, Bf16* dst, std::int64_t n) {
   ZL_CHECK(n >= 0, "cast: negative size {}", n);
   if (ctx.device == DeviceKind::Cuda) {

@@ -445,6 +445,13 @@ void scale_cuda(const ExecContext& ctx, T* x, std::int64_t n, float alpha) {
   ZL_CUDA_CHECK(cudaGetLastError());
 }
 
+// x (n) = +0.0, stream-ordered.
+void zero_fill_cuda(const ExecContext& ctx, float* x, std::int64_t n) {
+  check_size(n, "zero_fill_cuda");
+  if (n == 0) return;
+  ZL_CUDA_CHECK(cudaMemsetAsync(x, 0, sizeof(float) * static_cast<std::size_t>(n), stream_of(ctx)));
+}
+
 namespace {
 template <class From, class To>
 void launch_cast(const ExecContext& ctx, const From* src, To* dst, std::int64_t n) {

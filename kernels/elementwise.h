@@ -88,6 +88,9 @@ double sum_of_squares(const ExecContext& ctx, const T* x, std::int64_t n);
 template <class T>
 void scale(const ExecContext& ctx, T* x, std::int64_t n, float alpha);
 
+// x (n) = +0.0 (all-zero bits: also over NaN or inf, which `scale` by 0 would keep).
+void zero_fill(const ExecContext& ctx, float* x, std::int64_t n);
+
 // dst (n) = src converted: fp32 -> bf16 rounds to nearest even (float_to_bf16), bf16 -> fp32 is
 // exact. src and dst must not overlap.
 void cast(const ExecContext& ctx, const float* src, Bf16* dst, std::int64_t n);

@@ -166,6 +166,8 @@ Value linear_forward_as(Tape& tape, ParameterStore& store, const LinearLayer& l,
       if (skip != nullptr) add(ctx, dx, skip, dx, rows * in);
     }
     // dW (out, in) =/+= d(pre)^T (out, rows) x (rows, in); beta 0 ignores the old contents.
+    bctx.before_grad_write(weight_id);
+    bctx.before_grad_write(bias_id);
     const float beta = bctx.accumulate == Accumulate::Add ? 1.0f : 0.0f;
     gemm(ctx, Transpose::Yes, Transpose::No, out, in, rows, 1.0f, dpre, out, xv, in, beta, dw, in);
     bias_backward(ctx, dpre, db, rows, out, bctx.accumulate);  // db (out) =/+= column sums
@@ -241,6 +243,8 @@ Value layernorm_forward_as(Tape& tape, ParameterStore& store, const LayerNormLay
   const int weight_id = l.weight, bias_id = l.bias;
   auto backward = [=](const BackwardContext& bctx) {
     // dx (rows, dim) =; dgamma, dbeta (dim) =/+=
+    bctx.before_grad_write(weight_id);
+    bctx.before_grad_write(bias_id);
     layernorm_backward(ctx, xv, static_cast<const T*>(*gamma_slot), mean_v, rstd_v, dy, dx,
                        dgamma, dbeta, rows, dim, bctx.accumulate);
     if (skip != nullptr) add(ctx, dx, skip, dx, rows * dim);

@@ -110,11 +110,11 @@ void Model::register_parameters(const ModelSpec& spec, ParameterStore& store, La
 }
 
 Model::Model(const ModelSpec& spec, DeviceKind device, const LayoutPadding& padding,
-             ParamStorage storage)
+             GradientStorage gradients, ParamStorage storage)
     : spec_(spec), layers_(std::make_unique<Layers>()) {
   validate_model_spec(spec_);
   register_parameters(spec_, store_, *layers_);
-  store_.finalize(device, spec_.dtype, padding, storage);
+  store_.finalize(device, spec_.dtype, padding, gradients, storage);
   if (storage == ParamStorage::Flat) initialize_parameters();
 }
 

@@ -60,15 +60,22 @@ void ParameterStore::lay_out(const LayoutPadding& padding) {
 }
 
 void ParameterStore::finalize(DeviceKind device, DType param_dtype, const LayoutPadding& padding,
-                              ParamStorage storage) {
+                              GradientStorage gradients, ParamStorage storage) {
   ZL_CHECK(!finalized_, "finalize() called twice");
   lay_out(padding);
   device_ = device;
+  gradient_storage_ = gradients;
   storage_ = storage;
+  grad_ptrs_.assign(params_.size(), nullptr);
   if (total_ > 0) {
     // DeviceBuffer zero-fills: padding starts (and stays) zero, and so do the gradients.
     data_ = DeviceBuffer(device, storage == ParamStorage::Flat ? total_ : 0, param_dtype);
-    grad_ = DeviceBuffer(device, total_);
+    if (gradients == GradientStorage::Flat) {
+      grad_ = DeviceBuffer(device, total_);
+      for (std::size_t id = 0; id < params_.size(); ++id) {
+        grad_ptrs_[id] = grad_.data() + params_[id].offset;
+      }
+    }
   } else {
     data_ = DeviceBuffer(device, 0, param_dtype);  // remembers the dtype
   }
@@ -95,6 +102,14 @@ void ParameterStore::bind(const std::vector<int>& ids, void* base, std::int64_t 
 void ParameterStore::unbind(const std::vector<int>& ids) {
   ZL_CHECK(storage_ == ParamStorage::Gathered, "unbind() on a store with flat parameters");
   for (int id : ids) bound_[static_cast<std::size_t>(id)] = nullptr;
+}
+
+void ParameterStore::bind_gradient(int id, float* grad) {
+  ZL_CHECK(finalized_ && gradient_storage_ == GradientStorage::Bound,
+           "bind_gradient({}) on a store whose gradients are not bound by its owner", id);
+  ZL_CHECK(id >= 0 && id < count() && grad != nullptr, "bind_gradient({}, {})", id,
+           static_cast<const void*>(grad));
+  grad_ptrs_[static_cast<std::size_t>(id)] = grad;
 }
 
 int ParameterStore::find(const std::string& name) const {
@@ -136,7 +151,7 @@ Tensor ParameterStore::param_tensor(int id) {
 Tensor ParameterStore::grad_tensor(int id) {
   ZL_CHECK(finalized_, "grad_tensor({}) before finalize()", id);
   const ParameterInfo& info = params_.at(id);
-  return view_at(info, static_cast<char*>(grad_.raw()) + info.offset * 4, DType::F32, device_);
+  return view_at(info, param_grad(id), DType::F32, device_);
 }
 
 }  // namespace zl

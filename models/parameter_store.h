@@ -38,6 +38,11 @@ struct LayoutPadding {
 // allocated; a bucket's parameters are bound to the gather buffer its all-gather filled while
 // forward or backward reads them, and unbound (null) when it is released.
 enum class ParamStorage { Flat, Gathered };
+// Where the parameters' gradients live. Flat: the store's flat fp32 buffer (every element).
+// Bound: the store allocates none; its owner binds each parameter's gradient to memory of its own
+// (bind_gradient) before any backward - ZeRO stage 2, whose backward writes each bucket into a
+// buffer of a small pool (runtime/train/gradient_pool.h).
+enum class GradientStorage { Flat, Bound };
 
 struct ParameterInfo {
   std::string name;                 // PyTorch-style: "layers.0.weight"
@@ -57,7 +62,13 @@ class ParameterStore {
   // describes a model, for plans and memory estimates of models too large to allocate.
   void lay_out(const LayoutPadding& padding = {});
   void finalize(DeviceKind device, DType param_dtype = DType::F32,
-                const LayoutPadding& padding = {}, ParamStorage storage = ParamStorage::Flat);
+                const LayoutPadding& padding = {},
+                GradientStorage gradients = GradientStorage::Flat,
+                ParamStorage storage = ParamStorage::Flat);
+  GradientStorage gradient_storage() const { return gradient_storage_; }
+  // GradientStorage::Bound: parameter `id`'s gradient (numel fp32 elements) is at `grad` from
+  // now on; the caller keeps that memory alive while the store is used.
+  void bind_gradient(int id, float* grad);
   bool finalized() const { return finalized_; }
   bool laid_out() const { return laid_out_; }  // lay_out() or finalize() ran
 
@@ -104,13 +115,15 @@ class ParameterStore {
   void* raw_data() const { return data_.raw(); }
 
   float* data() { return data_.data(); }
+  // The flat gradient buffer (GradientStorage::Flat; null when Bound, whose gradients are only
+  // reachable per parameter).
   float* grad() { return grad_.data(); }
   const float* data() const { return data_.data(); }
   const float* grad() const { return grad_.data(); }
   float* param_data(int id) { return param_as<float>(id); }
-  float* param_grad(int id) { return grad_.data() + params_.at(id).offset; }
+  float* param_grad(int id) { return grad_ptrs_.at(static_cast<std::size_t>(id)); }
   const float* param_data(int id) const { return param_as<float>(id); }
-  const float* param_grad(int id) const { return grad_.data() + params_.at(id).offset; }
+  const float* param_grad(int id) const { return grad_ptrs_.at(static_cast<std::size_t>(id)); }
   // The parameter as a (rows, cols) view of param_dtype(): 2-D shapes as they are, 1-D as (1, n).
   // The gradient view is fp32.
   Tensor param_tensor(int id);
@@ -121,6 +134,8 @@ class ParameterStore {
   DeviceBuffer data_;
   DeviceBuffer grad_;
   std::vector<void*> bound_;  // [id]: where the parameter's values are (param_slot)
+  std::vector<float*> grad_ptrs_;  // [id]: into grad_ (Flat) or bound by the owner (Bound)
+  GradientStorage gradient_storage_ = GradientStorage::Flat;
   std::int64_t total_ = 0;
   DeviceKind device_ = DeviceKind::Cpu;
   ParamStorage storage_ = ParamStorage::Flat;

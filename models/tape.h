@@ -6,7 +6,10 @@
 // right after the node that owns the parameter has finished its *whole* backward — its gradient is
 // final and the node no longer reads the parameter's value. The Reducer launches a bucket's
 // collective from this hook, and in interleaved ZeRO the bucket's parameters may be overwritten by
-// the optimizer while backward continues on earlier layers.
+// the optimizer while backward continues on earlier layers. Before a node first writes a
+// parameter's gradient it calls on_grad_write(param id): ZeRO stage 2 hands the parameter's bucket
+// a pool buffer there, waiting if every buffer is still being reduce-scattered
+// (runtime/train/gradient_pool.h).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,9 @@
 namespace zl {
 
 using GradReadyHook = std::function<void(int param_id)>;
+// Called before a node writes (or adds to) a parameter's gradient; blocks (or, on CUDA, orders the
+// compute stream) until that gradient's memory may be written. Empty: no waiting.
+using GradWriteHook = std::function<void(int param_id)>;
 // Called before a layer reads a parameter in forward; blocks until its value is current (the
 // broadcast of its bucket has landed). Empty: no waiting.
 using ParamUseHook = std::function<void(int param_id)>;
@@ -30,8 +36,12 @@ struct BackwardContext {
   // Called with TapeNode::reads_param before a node that reads a parameter runs (ZeRO stage 3
   // gathers the parameter's bucket there). Empty: no call.
   const ParamUseHook* before_read = nullptr;
+  const GradWriteHook* on_grad_write = nullptr;
   void grad_ready(int param_id) const {
     if (on_grad_ready && *on_grad_ready) (*on_grad_ready)(param_id);
+  }
+  void before_grad_write(int param_id) const {
+    if (on_grad_write && *on_grad_write) (*on_grad_write)(param_id);
   }
 };
 

@@ -2,8 +2,9 @@
 # The sanitizer and fuzz jobs (docs/reliability.md), CPU only, with clang:
 #   asan: address + undefined behaviour (leaks included) over the unit tests, a set of MPI tests
 #         and the fuzz corpus replays (ctest label `sanitize`), in build-asan;
-#   fuzz: each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 45) over its corpus,
-#         built in the same build-asan (the targets are instrumented with ASan + UBSan too);
+#   fuzz: each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 45) over its corpus, as
+#         many at once as there are CPUs, built in the same build-asan (the targets are
+#         instrumented with ASan + UBSan too);
 #   tsan: ThreadSanitizer over the comm-thread tests (ctest label `tsan`), in build-tsan; Open
 #         MPI (uninstrumented, with its own progress) is suppressed by library name.
 # Usage: bash scripts/test_sanitizers.sh [asan] [fuzz] [tsan]   (no argument: all three)
@@ -47,17 +48,39 @@ for step in "${steps[@]}"; do
       echo "== fuzz: ${fuzz_seconds} s per target"
       configure "$asan_dir" address,undefined -DZEROLAP_FUZZ=ON
       cmake --build "$asan_dir" -j "$jobs" --target fuzz_config fuzz_idx fuzz_safetensors fuzz_flags fuzz_latest
-      for target in config idx safetensors flags latest; do
-        # New inputs go to a scratch folder; the corpus in the repo is only read. A crash leaves
-        # crash-<sha1> in $asan_dir/fuzz/<target>/: add it to tests/fuzz/corpus/<target>/ with a unit test.
-        work=$asan_dir/fuzz/$target
-        mkdir -p "$work/new"
-        dict=()
+      # The targets run $jobs at a time, each with its own log, printed when it ends.
+      fuzz_one() {  # fuzz_one TARGET: runs it, its output in $asan_dir/fuzz/TARGET/log
+        local target=$1 work=$asan_dir/fuzz/$1
+        local dict=()
         [[ -f tests/fuzz/$target.dict ]] && dict=(-dict="tests/fuzz/$target.dict")
         "$asan_dir/tests/fuzz/fuzz_$target" -max_total_time="$fuzz_seconds" -timeout=10 \
           -rss_limit_mb=2560 -print_final_stats=1 -print_funcs=0 -artifact_prefix="$work/" \
-          "${dict[@]}" "$work/new" "tests/fuzz/corpus/$target"
+          "${dict[@]}" "$work/new" "tests/fuzz/corpus/$target" > "$work/log" 2>&1
+      }
+      declare -A fuzz_pids=()
+      fuzz_failed=()
+      fuzz_reap() {  # waits for one target (any), prints its log, records a failure
+        local pid target
+        wait -n -p pid "${!fuzz_pids[@]}" && status=0 || status=$?
+        target=${fuzz_pids[$pid]}
+        unset "fuzz_pids[$pid]"
+        echo "-- fuzz_$target (exit $status)"
+        cat "$asan_dir/fuzz/$target/log"
+        ((status == 0)) || fuzz_failed+=("$target")
+      }
+      for target in config idx safetensors flags latest; do
+        # New inputs go to a scratch folder; the corpus in the repo is only read. A crash leaves
+        # crash-<sha1> in $asan_dir/fuzz/<target>/: add it to tests/fuzz/corpus/<target>/ with a unit test.
+        mkdir -p "$asan_dir/fuzz/$target/new"
+        ((${#fuzz_pids[@]} < jobs)) || fuzz_reap
+        fuzz_one "$target" &
+        fuzz_pids[$!]=$target
       done
+      while ((${#fuzz_pids[@]} > 0)); do fuzz_reap; done
+      if ((${#fuzz_failed[@]} > 0)); then
+        echo "test_sanitizers.sh: fuzz target(s) failed: ${fuzz_failed[*]}" >&2
+        exit 1
+      fi
       ;;
     tsan)
       echo "== sanitizers: thread"

@@ -70,6 +70,7 @@ Config run_config(const Config& base, const PrecisionConfig& precision, const Be
   c.parallel.mode = mode.mode;
   c.parallel.overlap = mode.overlap;
   c.parallel.collective = mode.collective;
+  c.parallel.zero_stage = mode.zero_stage;
   c.parallel.bucket_cap_mb = cap_mb;
   c.train.steps = base.bench.warmup + base.bench.steps;
   c.train.epochs = 0;
@@ -153,6 +154,7 @@ ModePlan mode_plan_of(const BenchMode& mode, const Config& config,
   parallel.mode = mode.mode;
   parallel.overlap = mode.overlap;
   parallel.collective = mode.collective;
+  parallel.zero_stage = mode.zero_stage;
   Config run = config;
   run.parallel = parallel;
   run.precision = precision;
@@ -194,6 +196,9 @@ std::vector<BenchMode> all_bench_modes() {
                              CollectiveKind::ReduceScatterAllgather}) {
       modes.push_back({"", ParallelMode::Zero, o, c});
     }
+  }
+  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
+    modes.push_back({"", ParallelMode::Zero, o, CollectiveKind::ReduceScatterAllgather, 2});
   }
   for (BenchMode& m : modes) m.name = mode_plan_of(m, Config{}).name();
   return modes;

@@ -29,6 +29,7 @@ void check_bench_memory(const Config& config, const World& world) {
         parallel.mode = m.mode;
         parallel.overlap = m.overlap;
         parallel.collective = m.collective;
+        parallel.zero_stage = m.zero_stage;
         const ModePlan mode = make_mode_plan(parallel, c.optimizer, c.precision);
         const MemoryEstimate e = estimate_peak_rank_memory(c, layout, plan, mode);
         if (e.total() > need.total()) need = e;

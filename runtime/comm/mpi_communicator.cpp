@@ -208,6 +208,9 @@ Work MpiCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, Red
   const std::int64_t bytes = n * dtype_size(dtype);
   return submit(CollectiveOp::ReduceScatter, bytes, "reduce_scatter",
                 [this, buf, shard, count, dtype, op, bytes] {
+                  // One rank's shard is the whole buffer and its sum is itself: Open MPI would
+                  // still copy it out and back through temporaries, at memory speed.
+                  if (size_ == 1) return;
                   const auto shard_bytes = static_cast<std::size_t>(shard * dtype_size(dtype));
                   if (scatter_scratch_.size() < shard_bytes) scatter_scratch_.resize(shard_bytes);
                   MPI_Request req;
@@ -227,6 +230,7 @@ Work MpiCommunicator::all_gather(void* buf, std::int64_t n, DType dtype, const E
   const int count = checked_count(shard_numel(n, size_, name_), name_);
   const std::int64_t bytes = n * dtype_size(dtype);
   return submit(CollectiveOp::AllGather, bytes, "all_gather", [this, buf, count, dtype, bytes] {
+    if (size_ == 1) return;  // the buffer already is the gathered whole
     MPI_Request req;
     // In place: this rank's contribution is already at its shard of buf.
     ZL_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, count, mpi_type(dtype),

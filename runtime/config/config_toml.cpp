@@ -103,6 +103,11 @@ std::vector<std::string> bench_mode_names() {
       names.push_back(fmt::format("{}/{}/{}", to_string(ParallelMode::Zero), o.name, c.name));
     }
   }
+  // ZeRO stage 2 (parallel.zero_stage = 2), element shards only: "zero2/...", as ModePlan names it.
+  for (const auto& o : kOverlapNames) {
+    names.push_back(
+        fmt::format("zero2/{}/{}", o.name, to_string(CollectiveKind::ReduceScatterAllgather)));
+  }
   return names;
 }
 const char* to_string(AssignmentPolicy a) { return name_of(kAssignmentNames, a); }

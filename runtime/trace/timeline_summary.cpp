@@ -131,7 +131,8 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
 
   const auto waits = interval_union(wait);
   const auto forward_busy = interval_difference(interval_union(forward), waits);
-  const auto backward_busy = interval_union(backward);
+  // ZeRO stage 2's backward waits for a pool buffer (Note [Gradient pool]) the same way.
+  const auto backward_busy = interval_difference(interval_union(backward), waits);
   const auto optimizer_busy = interval_union(optimizer);
   std::vector<Interval> all_compute = forward_busy;
   all_compute.insert(all_compute.end(), backward_busy.begin(), backward_busy.end());

@@ -2,8 +2,9 @@
 // and how much communication compute covered, by interval arithmetic over the spans, so every
 // figure is a length of a set of time and never negative.
 //
-// Note [Exposed communication]: compute = the union of forward (minus the compute stream's waits
-// for broadcasts inside it), backward and optimizer spans, on any stream (interleaved steps run
+// Note [Exposed communication]: compute = the union of forward and backward (minus the compute
+// stream's waits inside them: for broadcasts, and in ZeRO stage 2 for a gradient pool buffer)
+// and optimizer spans, on any stream (interleaved steps run
 // on the comm stream); comm = the union of the collectives' spans on the comm streams. Hidden =
 // |comm ∩ compute|, exposed = |comm \ compute| (communication while no compute ran), idle = the
 // window minus |compute ∪ comm| (launch gaps, host work, read-backs). A span nested in another of
@@ -36,7 +37,7 @@ double total_length(const std::vector<Interval>& disjoint);
 struct TimelineSummary {
   double window_s = 0.0;
   double forward_s = 0.0, backward_s = 0.0, optimizer_s = 0.0;  // busy time of each phase
-  double wait_s = 0.0;        // the compute stream waiting for broadcasts inside forward
+  double wait_s = 0.0;  // the compute stream waiting: for broadcasts, for stage 2's pool buffers
   double compute_s = 0.0;     // Note [Exposed communication]
   double reduction_s = 0.0;   // union of all-reduce / reduce / reduce-scatter spans
   double broadcast_s = 0.0;   // union of broadcast / all-gather spans

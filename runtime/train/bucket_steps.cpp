@@ -41,7 +41,8 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
                    {{"bucket", bucket}, {"elements", b.numel}});
     TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, exec,
                         on_compute ? "compute" : reduce_stream_name_, "optimizer", bucket);
-    optimizer_.step_bucket(bucket, scalars, exec, gradients_.gradient(b));
+    optimizer_.step_bucket(bucket, scalars, exec,
+                           gradients_.gradient(b, optimizer_.stepped(bucket)));
   }
   if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepEnd, .bucket = bucket});
 }
@@ -102,8 +103,7 @@ double BucketSteps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int 
     // The stepped part: the whole bucket, or (element shards) this rank's reduced shard.
     const ElementRange range = mode_.stepped_range(plan_, b, rank);
     if (range.numel == 0) continue;
-    spans.push_back(
-        {static_cast<const T*>(gradients_.gradient(b).data) + (range.offset - b.offset), range.numel});
+    spans.push_back({static_cast<const T*>(gradients_.gradient(b, range).data), range.numel});
   }
   return total_sum_of_squares(compute_, spans.data(), static_cast<std::int64_t>(spans.size()));
 }

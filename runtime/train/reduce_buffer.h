@@ -4,38 +4,62 @@
 // (rounded once, to nearest even) into a bf16 buffer right before its collective - 2 bytes per
 // element of the flat layout, the same offsets, allocated on every rank (every rank sends every
 // bucket) - and the optimizer and the clip norm read the reduced bf16 gradients there.
+// ZeRO stage 2 (parallel.zero_stage = 2): the store has no gradient buffer; backward writes each
+// bucket into a buffer of the gradient pool (gradient_pool.h), whose reduce-scatters accumulate
+// into this rank's fp32 gradient shard, which the optimizer and the norm read.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "base/device_buffer.h"
 #include "base/dtype.h"
 #include "base/exec_context.h"
 #include "kernels/elementwise.h"
 #include "models/parameter_store.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/gradient_pool.h"
+#include "runtime/train/mode_plan.h"
 #include "runtime/train/sharded_optimizer.h"
 
 namespace zl {
 
+class Tracer;
+
 class ReduceBuffer {
  public:
-  ReduceBuffer(ParameterStore& store, DType dtype);
+  // Stage 2 binds the store's gradients into its pool (the store must be GradientStorage::Bound).
+  ReduceBuffer(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store, int rank,
+               Tracer* tracer);
 
-  DType dtype() const { return dtype_; }
+  // The dtype the collectives move (reduce_dtype).
+  DType wire_dtype() const { return wire_dtype_; }
+  // The dtype of the reduced gradients the step and the norm read: the wire's, or fp32 for the
+  // stage-2 shard (accumulated in fp32).
+  DType dtype() const { return pool_ ? DType::F32 : wire_dtype_; }
   // Bucket b's collective buffer, made ready on `exec` (bf16: the cast of its fp32 gradients,
   // enqueued on exec's stream; fp32: the gradients themselves, nothing to do).
   void* prepare(const Bucket& b, const ExecContext& exec);
-  // Bucket b's gradients as its collective left them (the optimizer's input).
-  BucketGradient gradient(const Bucket& b) const;
-  // Bytes of the bf16 buffer (reduce_dtype = "bf16"; 0 for fp32, which reduces in place): with
-  // the store's fp32 gradients, what RankMemory::gradients counts.
-  std::int64_t bf16_bytes() const { return bf16_.bytes(); }
+  // Right after bucket b's collective `collective` was issued on `comm`: what the bucket's
+  // reduction is complete after (stage 2: the shard's accumulation, issued here; else the
+  // collective itself).
+  Work finish(const Bucket& b, Communicator& comm, Work collective);
+  // Elements `range` of bucket b as its reduction left them (the optimizer's and the norm's
+  // input), pointing at range.offset; stage 2: within this rank's shard.
+  BucketGradient gradient(const Bucket& b, const ElementRange& range) const;
+  // Stage 2's pool (null otherwise): the grad-write hook and each backward's start go to it.
+  GradientPool* pool() { return pool_.get(); }
+  const GradientPool* pool() const { return pool_.get(); }
+  // Bytes allocated here: the bf16 buffer (reduce_dtype = "bf16"), or stage 2's shards and pool;
+  // with the store's fp32 gradients, what RankMemory::gradients counts.
+  std::int64_t bytes() const;
 
  private:
   ParameterStore& store_;
-  DType dtype_;
-  DeviceBuffer bf16_;  // bf16 only: total_numel elements
+  DType wire_dtype_;
+  DeviceBuffer bf16_;  // bf16 without a pool: total_numel elements
+  std::unique_ptr<GradientPool> pool_;
 };
 
 }  // namespace zl

@@ -23,16 +23,27 @@ Reducer::Reducer(const BucketPlan& plan, ReduceBuffer& buffer, Communicator& com
   work_.resize(plan.buckets.size());
 }
 
-void Reducer::begin_final_backward() {
+void Reducer::begin_backward(MicroBatch micro) {
+  GradientPool* pool = buffer_.pool();
+  final_ = micro.last();
+  active_ = final_ || pool != nullptr;
+  if (!active_) return;
+  if (pool) pool->begin_backward(micro.first() ? Accumulate::Overwrite : Accumulate::Add);
   for (const auto& b : plan_.buckets) {
     pending_[static_cast<std::size_t>(b.index)] = static_cast<int>(b.param_ids.size());
   }
   next_ = 0;
-  in_final_backward_ = true;
+}
+
+Accumulate Reducer::backward_accumulate(MicroBatch micro) const {
+  // Stage 2: each micro-batch's gradients go to the shard through the pool, whose buffers are
+  // another bucket's before.
+  if (buffer_.pool() != nullptr || micro.first()) return Accumulate::Overwrite;
+  return Accumulate::Add;
 }
 
 void Reducer::gradient_ready(int param_id) {
-  if (!in_final_backward_) return;
+  if (!active_) return;
   const int bucket = plan_.bucket_of_param[static_cast<std::size_t>(param_id)];
   int& pending = pending_[static_cast<std::size_t>(bucket)];
   ZL_CHECK(pending > 0, "gradient of parameter {} reported twice in one backward", param_id);
@@ -40,7 +51,7 @@ void Reducer::gradient_ready(int param_id) {
 }
 
 std::optional<int> Reducer::start_next_collective() {
-  if (!in_final_backward_ || next_ == static_cast<int>(plan_.buckets.size()) ||
+  if (!active_ || next_ == static_cast<int>(plan_.buckets.size()) ||
       pending_[static_cast<std::size_t>(next_)] > 0) {
     return std::nullopt;
   }
@@ -49,7 +60,7 @@ std::optional<int> Reducer::start_next_collective() {
   // bf16: the cast goes on the compute stream, which the collective (issued with the default
   // issuing stream) follows; on the CPU it is done when prepare() returns.
   void* grad = buffer_.prepare(b, compute_);
-  const DType dtype = buffer_.dtype();
+  const DType dtype = buffer_.wire_dtype();
   if (observer_) {
     observer_->on_step_event({.kind = StepEvent::Kind::CollectiveStarted, .bucket = bucket});
   }
@@ -64,6 +75,8 @@ std::optional<int> Reducer::start_next_collective() {
       default: return comm_.all_reduce(grad, b.numel, dtype, ReduceOp::Sum);
     }
   });
+  // Stage 2: the shard's accumulation follows on the stream, and frees the pool buffer.
+  work = buffer_.finish(b, comm_, std::move(work));
   if (observer_) {
     // Waiting for the event's task (stream order: after the collective) keeps the recorded order
     // truthful: nothing that waits for this bucket runs before CollectiveDone is recorded.
@@ -75,12 +88,13 @@ std::optional<int> Reducer::start_next_collective() {
   return bucket;
 }
 
-void Reducer::end_final_backward() {
+void Reducer::end_backward() {
+  if (!active_) return;
   ZL_CHECK(next_ == static_cast<int>(plan_.buckets.size()),
            "backward finished with {} of {} bucket collectives started (a parameter reported no "
            "gradient)",
            next_, plan_.buckets.size());
-  in_final_backward_ = false;
+  active_ = false;
 }
 
 void Reducer::wait_collectives(const ExecContext& exec) const {

@@ -26,29 +26,42 @@ namespace zl {
 
 class Tracer;
 
+// Which backward of a step is running: micro-batch `index` of `count` (train.grad_accum).
+struct MicroBatch {
+  std::int64_t index = 0, count = 1;
+  bool first() const { return index == 0; }
+  bool last() const { return index + 1 == count; }
+};
+
 class Reducer {
  public:
-  // `buffer`: what each bucket's collective runs on (fp32 gradients in place, or their bf16
-  // cast, made on `compute` right before the collective).
+  // `buffer`: what each bucket's collective runs on (fp32 gradients in place, their bf16 cast,
+  // made on `compute` right before the collective, or stage 2's pool buffers).
   Reducer(const BucketPlan& plan, ReduceBuffer& buffer, Communicator& comm,
           CollectiveOp bucket_collective, ExecContext compute, Tracer* tracer);
 
   void set_observer(StepObserver* observer) { observer_ = observer; }
 
-  // The backward whose gradients are final for this step begins: every bucket waits for all of
-  // its parameters' grad-ready hooks. Outside it gradient_ready does nothing (the earlier
-  // micro-batches of gradient accumulation).
-  void begin_final_backward();
+  // A backward begins, micro-batch `micro` of the step: in the final one (every one with stage
+  // 2's gradient pool, which reduce-scatters every micro-batch into the shard) every bucket waits
+  // for all of its parameters' grad-ready hooks. Outside those gradient_ready does nothing (the
+  // earlier micro-batches of gradient accumulation).
+  void begin_backward(MicroBatch micro);
+  // How this backward writes parameter gradients: the step's first micro-batch overwrites, the
+  // later ones add (local accumulation); stage 2 always overwrites its pool buffers.
+  Accumulate backward_accumulate(MicroBatch micro) const;
+  // Whether the backward running is the step's final one (its collectives are the step's).
+  bool in_final_backward() const { return active_ && final_; }
   // Backward's grad-ready hook calls this once per parameter, when its gradient is final.
   void gradient_ready(int param_id);
   // Starts the collective of the next bucket in index order when all its gradients are final,
-  // and returns it; nullopt when that bucket is not complete yet (or outside the final
+  // and returns it; nullopt when that bucket is not complete yet (or outside a reducing
   // backward). Called until nullopt after each gradient_ready, the buckets start in index order
   // on every rank even where backward finishes them out of order.
   std::optional<int> start_next_collective();
-  // Ends the final backward; a bucket whose collective did not start (a parameter without a
-  // gradient) is an InternalError.
-  void end_final_backward();
+  // Ends the backward; in a reducing one a bucket whose collective did not start (a parameter
+  // without a gradient) is an InternalError.
+  void end_backward();
 
   // The Work of bucket b's collective (complete after the collective, and after the observer's
   // or tracer's task that follows it on the stream).
@@ -66,7 +79,8 @@ class Reducer {
   Tracer* tracer_;
   StepObserver* observer_ = nullptr;
 
-  bool in_final_backward_ = false;
+  bool active_ = false;  // in a backward that reduces
+  bool final_ = false;   // ... and it is the step's final one
   std::vector<int> pending_;  // per bucket: gradients not yet final in this backward
   int next_ = 0;              // the next bucket to start (index order)
   std::vector<Work> work_;

@@ -63,12 +63,6 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
         "checkpoint.dir or link.ranks",
         config.source_path, mode.shard_ranks, world, mode.shard_ranks));
   }
-  if (mode.zero_stage == 2) {
-    throw UserError(fmt::format(
-        "{}: parallel.zero_stage = 2 is planned (zerolap plan prints its memory) but its training "
-        "step is not built yet; use zero_stage = 1",
-        config.source_path));
-  }
   if (mode.gathers_parameters() && mode.shard_ranks > 0) {
     throw UserError(fmt::format(
         "{}: link.ranks = {} above the {} real ranks (the shard timing study) cannot be combined "

@@ -104,15 +104,13 @@ StepScalars ShardedOptimizer::next_step(float grad_scale) {
 void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,
                                    const BucketGradient& grad) {
   const auto start = std::chrono::steady_clock::now();
-  const Bucket& b = plan_.buckets.at(static_cast<std::size_t>(bucket));
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
   ZL_CHECK(!buffers.empty(), "bucket {} stepped on a rank that does not own it", bucket);
   // The stepped part: the whole bucket, or this rank's shard (Note [Shard layout]: the update is
   // element-wise, so a shard cutting through a parameter steps its part exactly).
   const ElementRange& range = stepped_[static_cast<std::size_t>(bucket)];
   const std::int64_t n = range.numel;
-  const std::int64_t skip = range.offset - b.offset;  // into the bucket's gradient
-  const void* g_data = static_cast<const char*>(grad.data) + skip * dtype_size(grad.dtype);
+  const void* g_data = grad.data;  // at the range's first element
   const bool adam = config_.kind != OptimizerKind::Sgd;
   const AdamHyper adam_hyper{config_.lr,           config_.beta1,       config_.beta2,
                              config_.eps,          config_.weight_decay,

@@ -35,8 +35,9 @@ struct StepScalars {
   float grad_scale = 1.0f;  // 1 / (world size * grad_accum) * clip coefficient
 };
 
-// A bucket's reduced gradients as the step reads them: the bucket's numel elements of `dtype`
-// (the store's fp32 gradients, or the bf16 reduce buffer with reduce_dtype = "bf16").
+// A bucket's reduced gradients as the step reads them: elements of `dtype` from the first one
+// stepped (the store's fp32 gradients, the bf16 reduce buffer with reduce_dtype = "bf16", or
+// stage 2's fp32 gradient shard).
 struct BucketGradient {
   const void* data = nullptr;
   DType dtype = DType::F32;
@@ -71,7 +72,7 @@ class ShardedOptimizer {
   void set_step_count(std::int64_t t) { t_ = t; }
 
   // The fused update of the stepped part of bucket b (stepped(b)): reads p (or its master), the
-  // reduced gradient `grad` (pointing at the bucket's first element; bf16 gradients need bf16
+  // reduced gradient `grad` (pointing at stepped(b)'s first element; bf16 gradients need bf16
   // parameters) and the state; writes p, its master and state. Runs on `exec` (the main thread /
   // compute stream, or the comm thread / comm stream in interleaved mode).
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,

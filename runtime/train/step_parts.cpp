@@ -30,7 +30,7 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
       reduce_comm(reduce_comm),
       broadcast_comm(broadcast_comm),
       compute(compute),
-      reduce_buffer(store, mode.reduce_dtype),
+      reduce_buffer(mode, plan, store, reduce_comm.rank(), tracer),
       reducer(plan, reduce_buffer, reduce_comm, mode.bucket_collective, compute, tracer),
       buckets(mode, plan, store, reduce_buffer, optimizer, broadcast_comm, compute, tracer,
               reduce_comm.name()) {

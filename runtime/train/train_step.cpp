@@ -63,26 +63,30 @@ void Trainer::train_step() {
     //    starts each bucket's collective once its gradients are final, and the schedule follows
     //    it at once (gradient_ready below; interleaved queues the bucket's step and broadcast
     //    behind its collective).
+    //    Stage 2 reduce-scatters every micro-batch into the rank's gradient shard instead
+    //    (Note [Gradient pool]).
     start = Clock::now();
-    const bool final_backward = micro == grad_accum - 1;
-    if (final_backward) {
+    const MicroBatch batch{.index = micro, .count = grad_accum};
+    if (batch.last()) {
       // Gradients hold the sum over ranks and micro-batches of per-micro-batch mean gradients:
       // averaging (docs/design.md invariant 6) is folded into the fused step as grad_scale.
       const auto ranks = static_cast<std::int64_t>(setup_.reduce_comm->size());
       scalars_ = optimizer_->next_step(1.0f / static_cast<float>(ranks * grad_accum));
-      parts_->reducer.begin_final_backward();
     }
+    parts_->reducer.begin_backward(batch);
     {
       TraceSpan span(&tracer_, kMainTraceThread, "backward", {{"step", step}, {"micro_batch", micro}});
       TimelineScope timed(&tracer_.timeline(), setup_.compute, "compute", "backward");
       tape_.backward(BackwardContext{
-          .accumulate = micro == 0 ? Accumulate::Overwrite : Accumulate::Add,
+          .accumulate = parts_->reducer.backward_accumulate(batch),
           .on_grad_ready = &grad_ready_hook_,
           .before_read = &backward_read_hook_,
+          .on_grad_write = &grad_write_hook_,
       });
       // Stage 3: every gather buffer goes back; the next forward gathers again.
       if (parts_->gather) parts_->gather->release_all();
     }
+    parts_->reducer.end_backward();
     end_phase(StepPhase::Backward, start);
   }
 
@@ -92,7 +96,6 @@ void Trainer::train_step() {
   StepVerdict verdict;
   {
     TraceSpan span(&tracer_, kMainTraceThread, "finish_backward", {{"step", step}});
-    parts_->reducer.end_final_backward();
     verdict = parts_->schedule->after_backward(scalars_,
                                                [this] { return loss_window_.step_loss(); });
   }
@@ -121,12 +124,15 @@ void Trainer::train_step() {
   ++position_.step;
 }
 
-// The grad-ready hook of the final backward: each bucket whose gradients are now all final gets
-// its collective, in bucket order, and right after it the schedule's part for that bucket.
+// The grad-ready hook of a reducing backward: each bucket whose gradients are now all final gets
+// its collective, in bucket order, and in the step's final backward right after it the
+// schedule's part for that bucket.
 void Trainer::gradient_ready(int param_id) {
   parts_->reducer.gradient_ready(param_id);
   while (const std::optional<int> bucket = parts_->reducer.start_next_collective()) {
-    parts_->schedule->after_collective_started(*bucket, scalars_);
+    if (parts_->reducer.in_final_backward()) {
+      parts_->schedule->after_collective_started(*bucket, scalars_);
+    }
   }
 }
 

@@ -35,6 +35,11 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                        setup_.compute, &tracer_, initial_fp32);
   parts_->broadcast_initial_parameters();
   grad_ready_hook_ = [this](int param_id) { gradient_ready(param_id); };
+  if (GradientPool* pool = parts_->reduce_buffer.pool()) {
+    grad_write_hook_ = [pool, this](int param_id) {
+      pool->before_grad_write(param_id, setup_.compute);
+    };
+  }
   if (parts_->gather) {
     // Stage 3: forward and backward gather each bucket where they first read it.
     param_use_hook_ = [this](int param_id) { parts_->gather->before_forward_read(param_id); };
@@ -77,13 +82,15 @@ void Trainer::check_window(double loss_sum, double check_value, std::int64_t fir
 
 RankMemory Trainer::allocated_memory() const {
   const ParameterStore& store = setup_.model->store();
+  const GradientPool* pool = parts_->reduce_buffer.pool();
   const std::int64_t gathered =
       parts_->gather ? parts_->gather->shard_bytes() + parts_->gather->gather_bytes() : 0;
   return RankMemory{
       .parameters = store.param_bytes() + gathered,
-      .gradients = store.grad_bytes() + parts_->reduce_buffer.bf16_bytes(),
+      .gradients = store.grad_bytes() + parts_->reduce_buffer.bytes(),
       .master = optimizer_->master_bytes(),  // 0 in fp32: the parameters are their own masters
       .state = optimizer_->state_bytes(),
+      .gradient_pool = pool ? pool->pool_bytes() : 0,
   };
 }
 

@@ -70,8 +70,9 @@ class Trainer {
   Tracer& tracer() { return tracer_; }
   // This rank's allocations in the terms of ModePlan's rank_memory (tested equal).
   RankMemory allocated_memory() const;
-  // Bytes of the bf16 buffer the gradient collectives run on (reduce_dtype = "bf16"; else 0).
-  std::int64_t reduce_buffer_bytes() const { return parts_->reduce_buffer.bf16_bytes(); }
+  // Bytes of the gradient collectives' own buffers: the bf16 buffer (reduce_dtype = "bf16"), or
+  // stage 2's gradient shards and pool; else 0.
+  std::int64_t reduce_buffer_bytes() const { return parts_->reduce_buffer.bytes(); }
 
   std::int64_t step() const { return position_.step; }  // optimizer steps completed
   std::int64_t total_steps() const { return setup_.total_steps; }
@@ -108,6 +109,7 @@ class Trainer {
   LossWindow loss_window_;
   BatchLoader batches_;
   GradReadyHook grad_ready_hook_;        // gradient_ready
+  GradWriteHook grad_write_hook_;        // stage 2: the gradient pool's wait (else empty)
   ParamUseHook param_use_hook_;          // the per-layer wait for a bucket's broadcast
   ParamUseHook traced_param_use_hook_;   // the same inside the layer trace (when tracing)
   ParamUseHook backward_read_hook_;      // stage 3: backward's gather of a bucket (else empty)

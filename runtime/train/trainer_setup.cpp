@@ -100,10 +100,13 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for bf16 compute.
     ModelSpec spec = config.model;
     spec.dtype = mode.param_dtype;
-    // Stage 3 keeps no flat parameters: each rank's shards (runtime/train/parameter_gather.h).
-    model = std::make_unique<Model>(spec, compute.device, planned.padding,
-                                    mode.gathers_parameters() ? ParamStorage::Gathered
-                                                              : ParamStorage::Flat);
+    // Stage 2 keeps no full gradient buffer: its gradient pool binds the gradients
+    // (gradient_pool.h). Stage 3 keeps no flat parameters either: each rank's shards
+    // (runtime/train/parameter_gather.h).
+    model = std::make_unique<Model>(
+        spec, compute.device, planned.padding,
+        mode.zero_stage == 2 ? GradientStorage::Bound : GradientStorage::Flat,
+        mode.gathers_parameters() ? ParamStorage::Gathered : ParamStorage::Flat);
     sampler = std::make_unique<DistributedSampler>(SamplerSpec{
         .num_samples = data.train.num_samples,
         .local_batch = config.data.batch_size,

@@ -95,4 +95,32 @@ TEST_CASE("a moved parameter store keeps its pointers", "[models]") {
   CHECK(b.param_grad(0) == grad);
 }
 
+
+TEST_CASE("a store with bound gradients allocates none and hands out the bound memory",
+          "[models]") {
+  // ZeRO stage 2 binds each parameter's gradient into a pool buffer (runtime/train/gradient_pool.h).
+  ParameterStore store;
+  store.add("w", {4, 3});
+  store.add("b", {4});
+  store.finalize(DeviceKind::Cpu, DType::F32, {}, GradientStorage::Bound);
+  CHECK(store.grad_bytes() == 0);
+  CHECK(store.grad() == nullptr);
+  CHECK(store.param_bytes() == store.total_numel() * 4);
+  std::vector<float> pool(32, 0.0f);
+  store.bind_gradient(0, pool.data() + 16);
+  store.bind_gradient(1, pool.data());
+  CHECK(store.param_grad(0) == pool.data() + 16);
+  const Tensor gw = store.grad_tensor(0);
+  CHECK(gw.f32() == pool.data() + 16);
+  CHECK(gw.rows == 4);
+  CHECK(gw.cols == 3);
+  CHECK(store.grad_tensor(1).f32() == pool.data());
+  CHECK_THROWS_AS(store.bind_gradient(2, pool.data()), InternalError);
+
+  ParameterStore flat;
+  flat.add("w", {2});
+  flat.finalize(DeviceKind::Cpu);
+  CHECK_THROWS_AS(flat.bind_gradient(0, pool.data()), InternalError);
+}
+
 }  // namespace zl

@@ -65,6 +65,19 @@ timeout_s = 60
 device = "cpu"
 )";
 
+// The overrides a, then b: a test's base overrides with one case's keys appended.
+inline std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The overrides as one line, for a failing case's INFO.
+inline std::string describe(const std::vector<std::string>& overrides) {
+  std::string line;
+  for (const auto& o : overrides) line += (line.empty() ? "" : " ") + o;
+  return line;
+}
+
 inline Config small_config(const std::vector<std::string>& overrides) {
   return parse_config(kSmallConfig, "small.toml", overrides);
 }

@@ -20,11 +20,6 @@ namespace {
 
 constexpr int kSteps = 20;
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // bf16, and buckets of a few parameters each, spread over the ranks.
 std::vector<std::string> bf16(const char* reduce_dtype, const char* master_weights = "fp32") {
   return {"precision.compute=bf16", std::string("precision.reduce_dtype=") + reduce_dtype,

@@ -37,15 +37,6 @@ const std::vector<std::string> kBase = {
     "optimizer.warmup_steps=3",     "optimizer.min_lr=0.001",
     "train.steps=10"};
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-std::string describe(const std::vector<std::string>& overrides) {
-  return fmt::format("{}", fmt::join(overrides, " "));
-}
-
 // What a resumed run must reproduce: parameters, this rank's optimizer state, the position.
 struct Snapshot {
   std::vector<float> params;

@@ -27,11 +27,6 @@ const std::vector<std::string> kBase = {
     "data.train_samples=96", "parallel.bucket_cap_mb=0.004", "parallel.first_bucket_cap_mb=0.001",
     "optimizer.schedule=cosine", "optimizer.warmup_steps=2", "train.steps=8"};
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 void train_to(Trainer& trainer, std::int64_t steps) {
   while (trainer.step() < steps) trainer.train_step();
   trainer.synchronize();

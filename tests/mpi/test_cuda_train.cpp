@@ -85,21 +85,21 @@ void check_cuda_matches_cpu(const std::vector<std::string>& overrides, double rt
 const std::vector<std::string> kBuckets = {"parallel.bucket_cap_mb=0.004",
                                            "parallel.first_bucket_cap_mb=0.001"};
 
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 }  // namespace
 
 TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") {
   if (!cuda_device_visible()) return;
   std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"}};
   for (const char* overlap : {"none", "after_backward", "interleaved"}) {
-    for (const char* collective : {"allreduce_broadcast", "reduce_broadcast"}) {
+    for (const char* collective :
+         {"allreduce_broadcast", "reduce_broadcast", "reduce_scatter_allgather"}) {
       modes.push_back({"parallel.mode=zero", std::string("parallel.overlap=") + overlap,
                        std::string("parallel.collective=") + collective});
     }
+    // ZeRO stage 2: the gradient pool's stream waits and the shard's accumulation on the comm
+    // stream (Note [Gradient pool]); the section is named by its last key, the overlap.
+    modes.push_back({"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
+                     "parallel.zero_stage=2", std::string("parallel.overlap=") + overlap});
   }
   // SGD with momentum is linear in the gradients: tight. Adam divides by sqrt(v), which magnifies
   // the relative error of small gradients: an absolute floor of 1e-4 at lr 0.01.
@@ -125,6 +125,14 @@ TEST_CASE("CUDA matches the CPU with grad accumulation, clipping and a residual 
   SECTION("grad_accum = 3, interleaved") {
     check_cuda_matches_cpu(with(with(sgd, kBuckets), {"parallel.mode=zero",
                                                       "parallel.overlap=interleaved",
+                                                      "train.grad_accum=3"}),
+                           1e-4, 1e-6);
+  }
+  SECTION("grad_accum = 3, ZeRO stage 2, interleaved") {
+    check_cuda_matches_cpu(with(with(sgd, kBuckets), {"parallel.mode=zero",
+                                                      "parallel.overlap=interleaved",
+                                                      "parallel.collective=reduce_scatter_allgather",
+                                                      "parallel.zero_stage=2",
                                                       "train.grad_accum=3"}),
                            1e-4, 1e-6);
   }

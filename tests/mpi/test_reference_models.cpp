@@ -22,7 +22,7 @@ struct Learned {
 // steps = 0: the config's own length (train.epochs).
 Learned train_briefly(const std::string& config_name, std::int64_t steps,
                       std::vector<std::string> overrides = {}) {
-  const std::string path = std::string(ZEROLAP_SOURCE_DIR) + "/configs/" + config_name;
+  const std::string path = std::string(ZEROLAP_SOURCE_DIR "/configs/") + config_name;
   // No checkpoints or outputs: this checks learning, not the run's files.
   overrides.insert(overrides.end(), {"checkpoint.dir=\"\"", "train.eval_every=0"});
   if (steps > 0) overrides.push_back("train.steps=" + std::to_string(steps));

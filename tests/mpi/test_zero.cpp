@@ -21,11 +21,6 @@ std::vector<std::string> zero(const char* overlap, const char* collective) {
           std::string("parallel.collective=") + collective};
 }
 
-std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
-  base.insert(base.end(), more.begin(), more.end());
-  return base;
-}
-
 std::vector<float> train(const std::vector<std::string>& overrides, int steps) {
   Trainer trainer(small_config(overrides), world_of(MPI_COMM_WORLD), quiet_options());
   return train_checking_identity(trainer, steps);

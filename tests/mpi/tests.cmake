@@ -9,47 +9,35 @@ endforeach()
 zerolap_add_mpi_test(communicator_timeout 2 "[comm-timeout]" 120)
 
 # A rank killed with SIGKILL ends the whole job within 10 s with a non-zero exit.
-add_test(NAME mpi.kill_rank.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/kill_rank_test.sh $<TARGET_FILE:zerolap>
-          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/kill_rank)
-set_tests_properties(mpi.kill_rank.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
-  FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.kill_rank.np2 120 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/kill_rank_test.sh $<TARGET_FILE:zerolap>
+    ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/kill_rank)
 
 # zerolap's OpenMP wait policy on every rank under mpirun, and a user's own one kept.
-add_test(NAME mpi.openmp_wait.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/openmp_wait_test.sh $<TARGET_FILE:zerolap>
-          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/openmp_wait)
-set_tests_properties(mpi.openmp_wait.np2 PROPERTIES TIMEOUT 120 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
-  FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.openmp_wait.np2 120 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/openmp_wait_test.sh $<TARGET_FILE:zerolap>
+    ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/openmp_wait)
 
 # Runs never overwrite each other's outputs (docs/reliability.md); the README's commands twice.
-add_test(NAME mpi.run_outputs.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_outputs_test.sh $<TARGET_FILE:zerolap>
-          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/run_outputs)
-set_tests_properties(mpi.run_outputs.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
-  FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.run_outputs.np2 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_outputs_test.sh $<TARGET_FILE:zerolap>
+    ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/run_outputs)
 
 # SIGINT / SIGTERM on 2 ranks: the same stop step, a loadable checkpoint of it, exit 130 / 143.
-add_test(NAME mpi.interrupt.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/interrupt_test.sh $<TARGET_FILE:zerolap>
-          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/interrupt)
-set_tests_properties(mpi.interrupt.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
-  FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.interrupt.np2 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/interrupt_test.sh $<TARGET_FILE:zerolap>
+    ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/interrupt)
 
 # Progress lines, the outputs line, epochs after a 2 -> 3 reshard, elapsed_s across a resume.
-add_test(NAME mpi.bookkeeping.np3
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/bookkeeping_test.sh $<TARGET_FILE:zerolap>
-          ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/bookkeeping)
-set_tests_properties(mpi.bookkeeping.np3 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
-  FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.bookkeeping.np3 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/bookkeeping_test.sh $<TARGET_FILE:zerolap>
+    ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/bookkeeping)
 
 # zerolap bench, the simulated link and the trace (tests/mpi/test_bench.cpp).
 zerolap_add_mpi_test(bench 2 "[bench]" 600)
-add_test(NAME mpi.plot_bench.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/scripts/plot_bench_test.sh $<TARGET_FILE:zerolap>
-          ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/tmp/plot_bench)
-set_tests_properties(mpi.plot_bench.np2 PROPERTIES TIMEOUT 300 LABELS mpi PASS_REGULAR_EXPRESSION "PASS"
-  FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.plot_bench.np2 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/scripts/plot_bench_test.sh $<TARGET_FILE:zerolap>
+    ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/tmp/plot_bench)
 zerolap_add_mpi_test(link 1 "[link]" 300)
 zerolap_add_mpi_test(bench_link 1 "[bench-link]" 300)
 zerolap_add_mpi_test(link 2 "[link]" 300)
@@ -68,11 +56,9 @@ zerolap_add_mpi_test(checkpoint_run 2 "[checkpoint-run]" 300)
 zerolap_add_mpi_test(checkpoint_precision 1 "[checkpoint-precision]" 600)
 zerolap_add_mpi_test(checkpoint_precision 2 "[checkpoint-precision]" 600)
 zerolap_add_mpi_test(checkpoint_precision 3 "[checkpoint-precision]" 600)
-add_test(NAME mpi.checkpoint_crash.np4
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/checkpoint_crash_test.sh $<TARGET_FILE:zerolap>
-          ${CMAKE_CURRENT_BINARY_DIR}/tmp/checkpoint_crash)
-set_tests_properties(mpi.checkpoint_crash.np4 PROPERTIES TIMEOUT 600 LABELS mpi
-  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.checkpoint_crash.np4 600 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/checkpoint_crash_test.sh $<TARGET_FILE:zerolap>
+    ${CMAKE_CURRENT_BINARY_DIR}/tmp/checkpoint_crash)
 
 # ZeRO with element shards (tests/mpi/test_element_shards.cpp): every overlap and precision
 # against ddp on 1-4 ranks, and a 3-rank checkpoint resumed into other modes, worlds, precisions.
@@ -102,31 +88,23 @@ endforeach()
 zerolap_add_mpi_test(reference_bf16 2 "[reference-bf16]" 600)
 
 # Start-up agreement and deadlines (issue-15 reliability; README "Reliability").
-add_test(NAME mpi.rank_agreement.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/rank_agreement_test.sh $<TARGET_FILE:zerolap>
-          ${CMAKE_CURRENT_BINARY_DIR}/tmp/rank_agreement)
-set_tests_properties(mpi.rank_agreement.np2 PROPERTIES TIMEOUT 300 LABELS mpi
-  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
-add_test(NAME mpi.deadline.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/deadline_test.sh $<TARGET_FILE:zerolap>
-          ${CMAKE_CURRENT_BINARY_DIR}/tmp/deadline)
-set_tests_properties(mpi.deadline.np2 PROPERTIES TIMEOUT 300 LABELS mpi
-  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.rank_agreement.np2 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/rank_agreement_test.sh $<TARGET_FILE:zerolap>
+    ${CMAKE_CURRENT_BINARY_DIR}/tmp/rank_agreement)
+zerolap_add_script_test(mpi.deadline.np2 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/deadline_test.sh $<TARGET_FILE:zerolap>
+    ${CMAKE_CURRENT_BINARY_DIR}/tmp/deadline)
 
 # Non-finite steps (issue-15 item 3; README "Reliability"): stop and skip_step in every mode
 # (tests/mpi/test_nonfinite.cpp), and the command line's exit codes and checkpoints
 # (tests/mpi/nonfinite_test.sh).
 zerolap_add_mpi_test(nonfinite 2 "[nonfinite]" 300)
-add_test(NAME mpi.nonfinite_cli.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/nonfinite_test.sh $<TARGET_FILE:zerolap>
-          ${CMAKE_CURRENT_BINARY_DIR}/tmp/nonfinite)
-set_tests_properties(mpi.nonfinite_cli.np2 PROPERTIES TIMEOUT 300 LABELS mpi
-  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.nonfinite_cli.np2 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/nonfinite_test.sh $<TARGET_FILE:zerolap>
+    ${CMAKE_CURRENT_BINARY_DIR}/tmp/nonfinite)
 
 # Writes that fail (a full disk): exit 1 naming the file, no temporary file, `latest` untouched
 # (tests/mpi/full_disk_test.sh; docs/reliability.md).
-add_test(NAME mpi.full_disk.np2
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpi/full_disk_test.sh $<TARGET_FILE:zerolap>
-          ${CMAKE_CURRENT_BINARY_DIR}/tmp/full_disk)
-set_tests_properties(mpi.full_disk.np2 PROPERTIES TIMEOUT 300 LABELS mpi
-  PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+zerolap_add_script_test(mpi.full_disk.np2 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/full_disk_test.sh $<TARGET_FILE:zerolap>
+    ${CMAKE_CURRENT_BINARY_DIR}/tmp/full_disk)

@@ -1,4 +1,4 @@
-// Which modes `zerolap bench` runs: all ten by default, without the interleaved ones when the
+// Which modes `zerolap bench` runs: all thirteen by default, without the interleaved ones when the
 // config clips gradients or skips non-finite steps (they cannot), and a clear error when the config
 // is read for a listed mode that cannot run or does not exist.
 #include <catch2/catch.hpp>
@@ -19,12 +19,17 @@ kind = "spirals"
 
 TEST_CASE("bench runs every mode that can run the config", "[bench-modes]") {
   const auto all = bench_modes(parse_config(kConfig, "b.toml"));
-  CHECK(all.size() == 10);  // ddp, zero x 3 overlaps x 3 collectives
-  int shards = 0;
-  for (const auto& m : all) shards += m.collective == CollectiveKind::ReduceScatterAllgather;
-  CHECK(shards == 3);
+  CHECK(all.size() == 13);  // ddp, zero x 3 overlaps x 3 collectives, zero2 x 3 overlaps
+  int shards = 0, stage2 = 0;
+  for (const auto& m : all) {
+    shards += m.collective == CollectiveKind::ReduceScatterAllgather;
+    stage2 += m.zero_stage == 2;
+  }
+  CHECK(shards == 6);
+  CHECK(stage2 == 3);
+  CHECK(all.back().name == "zero2/interleaved/reduce_scatter_allgather");
   const auto clipped = bench_modes(parse_config(kConfig, "b.toml", {"train.clip_grad_norm=1.0"}));
-  CHECK(clipped.size() == 7);
+  CHECK(clipped.size() == 9);
   for (const auto& m : clipped) CHECK(m.overlap != Overlap::Interleaved);
   CHECK_THROWS_WITH(
       parse_config(kConfig, "b.toml",
@@ -39,7 +44,7 @@ TEST_CASE("bench leaves out the interleaved modes when the config skips non-fini
           "[bench-modes]") {
   const auto skipping =
       bench_modes(parse_config(kConfig, "b.toml", {"train.on_nonfinite=\"skip_step\""}));
-  CHECK(skipping.size() == 7);
+  CHECK(skipping.size() == 9);
   for (const auto& m : skipping) CHECK(m.overlap != Overlap::Interleaved);
   const std::vector<std::string> listed{
       "train.on_nonfinite=\"skip_step\"",

@@ -157,7 +157,7 @@ TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   }
 }
 
-TEST_CASE("plan and train with element shards; stage 2 is planned, not trained", "[cli]") {
+TEST_CASE("plan and train with element shards at stage 1 and 2", "[cli]") {
   const auto path = write_file("shards.toml", kSpirals);
   const std::string shards = " --set parallel.mode=zero "
                              "--set parallel.collective=reduce_scatter_allgather";
@@ -177,12 +177,20 @@ TEST_CASE("plan and train with element shards; stage 2 is planned, not trained",
   const CliResult train = run_zerolap("train " + path + shards + " --set output.dir=\"" + out +
                                       "\"");
   CHECK(train.exit_code == 0);
-  const CliResult refused = run_zerolap("train " + path + shards +
-                                        " --set parallel.zero_stage=2 --set output.dir=\"" +
-                                        fresh_output_dir("train_stage2") + "\"");
-  CHECK(refused.exit_code == 2);
-  CHECK_THAT(refused.output, Catch::Contains("parallel.zero_stage = 2") &&
-                                 Catch::Contains("not built yet"));
+  const CliResult stage2 = run_zerolap("train " + path + shards +
+                                       " --set parallel.zero_stage=2 --set output.dir=\"" +
+                                       fresh_output_dir("train_stage2") + "\"");
+  CHECK(stage2.exit_code == 0);
+  // Stage 2 with a bucket collective, or stage 0: bad input naming the keys.
+  const CliResult bucket_stage2 =
+      run_zerolap("train " + path + " --set parallel.mode=zero --set parallel.zero_stage=2 "
+                  "--set parallel.collective=reduce_broadcast");
+  CHECK(bucket_stage2.exit_code == 2);
+  CHECK_THAT(bucket_stage2.output, Catch::Contains("parallel.zero_stage") &&
+                                       Catch::Contains("parallel.collective"));
+  const CliResult stage0 = run_zerolap("train " + path + shards + " --set parallel.zero_stage=0");
+  CHECK(stage0.exit_code == 2);
+  CHECK_THAT(stage0.output, Catch::Contains("parallel.zero_stage"));
 }
 
 TEST_CASE("plan at scale: a distribution over the ranks, sizes in MiB, pointers into docs/",

@@ -196,6 +196,11 @@ TEST_CASE("zero_stage and the shard collective are checked against the other key
                         Contains("collective = \"allreduce_broadcast\""));
   CHECK_THROWS_WITH(parse_config(base, "c.toml", {"parallel.zero_stage=2"}),
                     Contains("parallel.zero_stage") && Contains("mode = \"ddp\""));
+  CHECK_THROWS_WITH(parse_config(base, "c.toml",
+                                 {"parallel.mode=zero", "parallel.zero_stage=2",
+                                  "parallel.collective=reduce_broadcast"}),
+                    Contains("parallel.zero_stage") &&
+                        Contains("collective = \"reduce_broadcast\""));
   CHECK_THROWS_WITH(
       parse_config(base, "c.toml", {"parallel.collective=reduce_scatter_allgather"}),
       Contains("parallel.collective") && Contains("\"reduce_scatter_allgather\" applies to mode = "

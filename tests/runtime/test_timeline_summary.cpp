@@ -80,3 +80,14 @@ TEST_CASE("exposed communication is never negative and clipped to the window", "
   CHECK(clip.comm_s == Approx(4.0));
   CHECK(clip.bucket_reduction_s == std::vector<double>{1.0, 2.0});
 }
+
+TEST_CASE("a wait inside backward (a ZeRO stage-2 pool buffer) is not backward's busy time",
+          "[timeline]") {
+  const TimelineSummary s = summarize_timeline(
+      {{"compute", "backward", -1, 0, 10}, {"compute", "wait", 2, 4, 6},
+       {"comm.reduce", "reduce_scatter", 0, 3, 6}},
+      3, 10.0);
+  CHECK(s.backward_s == Approx(8.0));
+  CHECK(s.wait_s == Approx(2.0));
+  CHECK(s.exposed_comm_s == Approx(2.0));  // [4,6]: the compute stream waits for it
+}
