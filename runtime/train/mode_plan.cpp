@@ -172,7 +172,7 @@ BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world) {
   BytesPerParameter b;
   b.parameters = static_cast<double>(dtype_size(mode.param_dtype)) *
                  (mode.gathers_parameters() ? 1.0 / world : 1.0);
-  b.gradients = mode.zero_stage == 2 ? 4.0 / world
+  b.gradients = mode.zero_stage >= 2 ? 4.0 / world
                                      : 4.0 + (mode.reduce_dtype == DType::BF16 ? 2.0 : 0.0);
   b.master = mode.master_bytes_per_element() * share;
   b.state = 4.0 * mode.state_floats_per_element * share;
@@ -191,7 +191,7 @@ RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_
     m.parameters = mode.stepped_numel(plan, rank) * dtype_size(mode.param_dtype) +
                    m.gather_buffers;
   }
-  if (mode.zero_stage == 2) {
+  if (mode.zero_stage >= 2) {
     const auto buffers = std::min<std::int64_t>(kGradientPoolBuffers,
                                                 static_cast<std::int64_t>(plan.buckets.size()));
     m.gradient_pool = buffers * plan.largest_bucket_numel() * gradient_bytes;
@@ -214,12 +214,12 @@ std::string bytes_per_parameter_formula(const ModePlan& mode) {
   // parameters + fp32 gradients [+ bf16 wire] + (master + state), the last over d when sharded.
   const BytesPerParameter one = bytes_per_parameter(mode, 1);
   if (mode.gathers_parameters()) {
-    // Parameters, masters and state all over d; the gather buffers are a few buckets.
-    std::string out = fmt::format("{:g}/d + 4", one.parameters);
-    if (one.gradients > 4.0) out += fmt::format(" + {:g}", one.gradients - 4.0);
-    return out + fmt::format(" + {:g}/d + gather buffers", one.master + one.state);
+    // Parameters, gradients (stage 2's shard), masters and state all over d; the gradient pool
+    // and the gather buffers are a few buckets.
+    return fmt::format("{:g}/d + {:g}/d + pool + gather buffers", one.parameters,
+                       one.gradients + one.master + one.state);
   }
-  if (mode.zero_stage == 2) {
+  if (mode.zero_stage >= 2) {
     // The gradient shard joins the sharded part; the pool is a few buckets, not per parameter.
     return fmt::format("{:g} + {:g}/d + pool", one.parameters,
                        one.gradients + one.master + one.state);

@@ -105,7 +105,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     // (runtime/train/parameter_gather.h).
     model = std::make_unique<Model>(
         spec, compute.device, planned.padding,
-        mode.zero_stage == 2 ? GradientStorage::Bound : GradientStorage::Flat,
+        mode.zero_stage >= 2 ? GradientStorage::Bound : GradientStorage::Flat,
         mode.gathers_parameters() ? ParamStorage::Gathered : ParamStorage::Flat);
     sampler = std::make_unique<DistributedSampler>(SamplerSpec{
         .num_samples = data.train.num_samples,

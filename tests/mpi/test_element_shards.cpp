@@ -137,9 +137,10 @@ TEST_CASE("element shards match ddp in every overlap and precision, ranks bitwis
                                     : Association::Different;
           const std::vector<float> got = train(small_config(overrides), world);
           check_matches(got, ddp, world.size, precision.bf16, association);
-          if (stage != 1) continue;
-          // Stage 3 steps the same shards with the same reduce-scatter, and forward and backward
-          // read the gathered bits of those shards: bitwise stage 1 at every world size.
+          if (stage != 2) continue;
+          // Stage 3 reduces its gradients as stage 2 (the pool, per micro-batch with grad_accum)
+          // and steps the same shards, and forward and backward read the gathered bits of those
+          // shards: bitwise stage 2 at every world size.
           for (const char* reshard : {"true", "false"}) {
             const auto stage3 = with(overrides, {"parallel.zero_stage=3",
                                                  std::string("parallel.reshard_after_forward=") +
