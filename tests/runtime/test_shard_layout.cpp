@@ -180,6 +180,9 @@ TEST_CASE("at 512 ranks the even split fits where one bucket per rank does not",
         static_cast<std::int64_t>(at.plan.buckets.size()) * 16 * world);
   c.parallel.zero_stage = 2;
   CHECK(peak_mib(c) <= 420.0);
+  // Stage 3: the parameters over 512 too, plus two gather buffers of the largest bucket.
+  c.parallel.zero_stage = 3;
+  CHECK(peak_mib(c) <= 300.0);
 }
 
 TEST_CASE("zero_stage and the shard collective are checked against the other keys", "[shards]") {
