@@ -8,11 +8,12 @@
 #include <cstring>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 
 namespace zl {
 
 void write_whole_file(const std::string& path, std::string_view text, std::string_view what) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::FILE* f = open_for_writing(path, "wb", std::string(what));
   if (f == nullptr) {
     throw RuntimeFailure(fmt::format("cannot write {} '{}': {}", what, path, std::strerror(errno)));
   }

@@ -44,6 +44,38 @@ ReadableFile& ReadableFile::operator=(ReadableFile&& other) noexcept {
 
 int ReadableFile::release() { return std::exchange(fd_, -1); }
 
+std::FILE* open_for_writing(const std::string& path, const char* mode, const std::string& what) {
+  // O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader, forever; without
+  // one it fails at once with ENXIO.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+                        0666);
+  if (fd < 0 && errno == ENXIO) {
+    throw UserError(fmt::format("{} '{}' is not a regular file (it is a FIFO or a socket)", what,
+                                path));
+  }
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    ::close(fd);
+    throw UserError(fmt::format("{} '{}' is not a regular file (it is {})", what, path,
+                                file_type_name(st.st_mode)));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {  // writes block as usual
+    const int error = errno;
+    ::close(fd);
+    errno = error;
+    return nullptr;
+  }
+  std::FILE* f = ::fdopen(fd, mode);
+  if (f == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    errno = error;
+  }
+  return f;
+}
+
 ReadableFile open_regular_file(const std::string& path, const std::string& what,
                                std::int64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.

@@ -1,10 +1,12 @@
 // Opening a file zerolap reads (config, data, checkpoint, the `latest` pointer) without blocking:
 // open(2) with O_NONBLOCK, so a FIFO or a device returns at once instead of waiting for a writer;
 // then fstat of that descriptor (no race with a rename) must show a regular file of a plausible
-// size. And the bounded, escaped excerpt of file content that error messages may echo.
+// size. Opening an output file the same way (a FIFO would block the writer until a reader comes).
+// And the bounded, escaped excerpt of file content that error messages may echo.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -40,6 +42,12 @@ ReadableFile open_regular_file(const std::string& path, const std::string& what,
 // The whole content of a small file opened with open_regular_file (bounded even if it grows).
 std::string read_small_file(const std::string& path, const std::string& what,
                             std::int64_t max_bytes);
+
+// Opens `path` for writing as fopen(path, mode) does ("w", "wb": created or truncated), but
+// without blocking: a FIFO or a socket there is a UserError "<what> '<path>' is not a regular file
+// (it is a FIFO)" at once, not a writer waiting for a reader. A device (/dev/null, /dev/full) is
+// written as fopen would. Returns nullptr with errno set when the open fails otherwise.
+std::FILE* open_for_writing(const std::string& path, const char* mode, const std::string& what);
 
 // At most `max_bytes` of `bytes` for a message: printable ASCII as is, a quote or backslash
 // escaped, anything else as \xNN, and "..." (with the total length) when cut.

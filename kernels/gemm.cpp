@@ -10,14 +10,17 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include <dnnl.hpp>
 
 #include "base/errors.h"
+#include "kernels/cpu_team.h"
 #include "kernels/gemm_onednn.h"
 #if defined(ZEROLAP_WITH_CUDA)
 #include "kernels/cuda_kernels.h"
@@ -30,20 +33,24 @@ namespace {
 // oneDNN's kernels use) is a per-thread setting. 0: not set, OpenMP's default.
 std::atomic<int> g_threads{0};
 
-void apply_threads() {
+void use_threads(int want) {
   thread_local int applied = 0;
-  const int want = g_threads.load(std::memory_order_relaxed);
   if (want > 0 && want != applied) {
     omp_set_num_threads(want);
     applied = want;
   }
 }
 
+void apply_threads() { use_threads(g_threads.load(std::memory_order_relaxed)); }
+
 // One primitive per call shape: creating one costs far more than running a small GEMM, and a
 // model has a handful of shapes (3 per Linear layer).
 using DataType = dnnl::memory::data_type;
+// The last field is the thread count the primitive was created for: oneDNN fixes a primitive's
+// partition of the work (and so its order of summation) when it is created, from the OpenMP
+// thread count then in effect.
 using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                       std::int64_t, std::int64_t, float, float, DataType, DataType>;
+                       std::int64_t, std::int64_t, float, float, DataType, DataType, int>;
 
 struct Matmul {
   dnnl::memory::desc a, b, c;
@@ -69,7 +76,8 @@ const Matmul& matmul_for(const Key& key) {
   const std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, in_type, out_type] = key;
+  const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, in_type, out_type, threads] = key;
+  use_threads(threads);  // the primitive's partition is fixed now, for this count
   Matmul mm;
   mm.a = matrix(m, k, ta, lda, in_type);
   mm.b = matrix(k, n, tb, ldb, in_type);
@@ -96,6 +104,63 @@ const Matmul& matmul_for(const Key& key) {
 }
 
 template <class TA, class TC>
+void run_matmul(const Key& key, const TA* a, const TA* b, TC* c) {
+  const Matmul& mm = matmul_for(key);
+  use_threads(std::get<12>(key));
+  const dnnl::engine& engine = cpu_gemm_engine();
+  thread_local dnnl::stream stream(engine);
+  // oneDNN's memory objects take non-const pointers; the sources are only read.
+  dnnl::memory am(mm.a, engine, const_cast<TA*>(a));
+  dnnl::memory bm(mm.b, engine, const_cast<TA*>(b));
+  dnnl::memory cm(mm.c, engine, c);
+  mm.primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+}
+
+// Note [GEMM bits on a smaller team]: a run's GEMMs must give the bits of its full team
+// (runtime.threads resolved) whatever team the load leaves it (kernels/cpu_team.h), and oneDNN
+// may split a shape's reduction differently on fewer threads. So the first time a shape runs on a
+// smaller team, it runs on both: the full team's result is the one kept, and the smaller team is
+// used for that shape from then on only if its result had the same bits. The partition depends
+// on the shape and the thread count, not on the values (and a different order of summation
+// changes the rounding of real data), so one comparison stands for every later call.
+enum class TeamBits { Unknown, Same, Differs };
+
+template <class TA, class TC>
+void run_matmul_on_team(const Key& full_key, int team, const TA* a, const TA* b, TC* c) {
+  Key key = full_key;
+  std::get<12>(key) = team;
+  // Which smaller team gives which full team's bits: keyed by both counts.
+  static std::mutex mutex;
+  static std::map<std::pair<Key, int>, TeamBits> checked;
+  const std::pair<Key, int> check{key, std::get<12>(full_key)};
+  TeamBits bits = TeamBits::Unknown;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = checked.find(check);
+    if (it != checked.end()) bits = it->second;
+  }
+  if (bits == TeamBits::Same) return run_matmul(key, a, b, c);
+  if (bits == TeamBits::Differs) return run_matmul(full_key, a, b, c);
+  const std::int64_t m = std::get<2>(full_key), n = std::get<3>(full_key);
+  const std::int64_t ldc = std::get<7>(full_key);
+  // C as the smaller team would see it (beta != 0 reads it), in the same layout (ldc).
+  std::vector<TC> trial(c, c + (m - 1) * ldc + n);
+  run_matmul(full_key, a, b, c);
+  run_matmul(key, a, b, trial.data());
+  bits = TeamBits::Same;
+  for (std::int64_t i = 0; i < m; ++i) {
+    const std::size_t row_bytes = static_cast<std::size_t>(n) * sizeof(TC);
+    if (std::memcmp(c + i * ldc, trial.data() + i * ldc, row_bytes) != 0) {
+      bits = TeamBits::Differs;
+      break;
+    }
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  checked[check] = bits;
+}
+
+template <class TA, class TC>
 void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
               std::int64_t k, float alpha, const TA* a, std::int64_t lda, const TA* b,
               std::int64_t ldb, float beta, TC* c, std::int64_t ldc) {
@@ -115,17 +180,12 @@ void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t
   const bool ta = trans_a == Transpose::Yes, tb = trans_b == Transpose::Yes;
   ZL_CHECK(lda >= (ta ? m : k), "gemm: lda = {} too small", lda);
   ZL_CHECK(ldb >= (tb ? k : n), "gemm: ldb = {} too small", ldb);
-  apply_threads();
-  const Matmul& mm = matmul_for(
-      Key{ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, data_type<TA>(), data_type<TC>()});
-  const dnnl::engine& engine = cpu_gemm_engine();
-  thread_local dnnl::stream stream(engine);
-  // oneDNN's memory objects take non-const pointers; the sources are only read.
-  dnnl::memory am(mm.a, engine, const_cast<TA*>(a));
-  dnnl::memory bm(mm.b, engine, const_cast<TA*>(b));
-  dnnl::memory cm(mm.c, engine, c);
-  mm.primitive.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  stream.wait();
+  const int full = g_threads.load(std::memory_order_relaxed);
+  const Key key{ta,   tb,   m, n, k, lda, ldb, ldc, alpha, beta, data_type<TA>(), data_type<TC>(),
+                full};
+  const int team = full > 0 ? cpu_team_threads(full) : full;
+  if (team != full) return run_matmul_on_team(key, team, a, b, c);
+  run_matmul(key, a, b, c);
 }
 
 // The device dispatch of every gemm overload: cuBLAS (gemm_cuda, same overloads) on CUDA contexts,

@@ -282,6 +282,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
 
   BenchReport report;
   report.config_path = config.source_path;
+  report.effective_config = to_toml(config);
   report.world_size = world.size;
   report.cpu_threads = cpu_threads(config.runtime.threads, world);
   report.parameters = layout.parameter_numel();

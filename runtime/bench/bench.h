@@ -105,6 +105,7 @@ struct BenchRow {
 
 struct BenchReport {
   std::string config_path;
+  std::string effective_config;  // to_toml of the config: which run wrote bench.json
   int world_size = 1;
   std::int64_t parameters = 0;
   std::int64_t warmup = 0, steps = 0;

@@ -23,6 +23,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -518,9 +519,12 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
     for (const std::string& key : config_differences(facts.config_toml, to_toml(state.config))) {
       if (key_affects_results(key)) changed.push_back(key);
     }
+    constexpr std::size_t kShown = 8;  // a crafted checkpoint may differ in any number of keys
     if (!changed.empty()) {
-      fmt::print("zerolap: note: the config differs from the checkpoint's in {}\n",
-                 fmt::join(changed, ", "));
+      const std::size_t shown = std::min(changed.size(), kShown);
+      fmt::print("zerolap: note: the config differs from the checkpoint's in {}{}\n",
+                 fmt::join(changed.begin(), changed.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                 changed.size() > shown ? fmt::format(" and {} more", changed.size() - shown) : "");
     }
     std::fflush(stdout);
   }

@@ -50,7 +50,8 @@ std::int64_t metadata_int(const SafetensorsReader& file, const std::string& key)
   const std::string& s = it->second;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec != std::errc() || end != s.data() + s.size() || value < 0) {
-    fail(file, fmt::format("metadata '{}' = '{}' is not a non-negative integer", key, s));
+    fail(file, fmt::format("metadata '{}' = '{}' is not a non-negative integer", key,
+                           escaped_excerpt(s)));
   }
   return value;
 }
@@ -79,7 +80,7 @@ void check_tensor(const SafetensorsReader& file, const std::string& name,
 }
 
 void write_file_durably(const fs::path& path, const std::string& text) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::FILE* f = open_for_writing(path.string(), "wb", "checkpoint pointer");
   bool ok = f != nullptr;
   if (ok) ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (ok) ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
@@ -129,7 +130,8 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
   }
   if (metadata_string(file, "format_version") != kCheckpointFormatVersion) {
     fail(file, fmt::format("format_version '{}', this zerolap reads version {}",
-                           metadata_string(file, "format_version"), kCheckpointFormatVersion));
+                           escaped_excerpt(metadata_string(file, "format_version")),
+                           kCheckpointFormatVersion));
   }
   if (!file.has_checksums()) fail(file, "has no CRC32 in its metadata: cannot check integrity");
   file.verify_checksums();  // before trusting anything else in it
@@ -172,14 +174,14 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
     fail(file, fmt::format("written with optimizer.kind = \"{}\", the config has \"{}\": optimizer "
                            "state does not convert between kinds; set optimizer.kind = \"{}\" to "
                            "resume from it",
-                           kind, to_string(optimizer.kind), kind));
+                           escaped_excerpt(kind), to_string(optimizer.kind), escaped_excerpt(kind)));
   }
   const std::string states = fmt::format("{}", fmt::join(state_names, ","));
   if (metadata_string(file, "optimizer_state") != states) {
     fail(file, fmt::format("holds optimizer state [{}], this optimizer keeps [{}]: set "
                            "optimizer.momentum as in the run that wrote it (SGD keeps a "
                            "momentum_buffer only when momentum != 0)",
-                           metadata_string(file, "optimizer_state"), states));
+                           escaped_excerpt(metadata_string(file, "optimizer_state")), states));
   }
 
   std::set<std::string> expected;
@@ -199,7 +201,7 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
       fail(file, fmt::format("unexpected tensor '{}': this model has no such parameter; the "
                              "checkpoint was written for another model (compare model.kind and "
                              "model.widths)",
-                             t.name));
+                             escaped_excerpt(t.name)));
     }
   }
   return facts;
@@ -238,7 +240,11 @@ std::vector<std::string> config_differences(const std::string& a_toml, const std
   std::vector<std::string> differ;
   for (const std::string& k : all) {
     const auto ia = a.find(k), ib = b.find(k);
-    if (ia == a.end() || ib == b.end() || ia->second != ib->second) differ.push_back(k);
+    // A key may come from a checkpoint's or a saved config's text: escaped and bounded, as in
+    // every message that echoes a file.
+    if (ia == a.end() || ib == b.end() || ia->second != ib->second) {
+      differ.push_back(escaped_excerpt(k));
+    }
   }
   return differ;
 }

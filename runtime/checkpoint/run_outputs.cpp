@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "base/errors.h"
 #include "base/regular_file.h"
@@ -19,6 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kOutputFiles[] = {"metrics.csv", "config.toml", "trace.json"};
+constexpr const char* kBenchFiles[] = {"bench.json", "bench.csv"};
 constexpr std::size_t kNamesShown = 4;  // files named in a message; the rest are counted
 
 // A saved config.toml is far below this; anything larger is not one.
@@ -66,7 +68,8 @@ std::string foreign_reason(const fs::path& path, const std::string& run_toml, in
     if (config == meta.end() || world == meta.end()) return "no zerolap run metadata";
     std::vector<std::string> why;
     if (world->second != std::to_string(world_size)) {
-      why.push_back(fmt::format("written on {} ranks, this run has {}", world->second, world_size));
+      why.push_back(fmt::format("written on {} ranks, this run has {}",
+                                escaped_excerpt(world->second), world_size));
     }
     if (const auto keys = result_differences(config->second, run_toml); !keys.empty()) {
       why.push_back(differences_text(keys));
@@ -192,6 +195,49 @@ void check_run_outputs(const Config& config, int world_size, bool quiet) {
         "output.dir '{}' holds the outputs of another run ({}; {}); this run would overwrite "
         "them. Choose: resume that run (--set checkpoint.resume=true, with its checkpoint.dir), "
         "a new directory (--set output.dir=DIR), or output.overwrite = true to replace them",
+        config.output.dir, name_list(present), why));
+  }
+  if (!quiet) {
+    std::printf("zerolap: output.overwrite = true: replacing %s in '%s' (%s)\n",
+                name_list(present).c_str(), config.output.dir.c_str(), why.c_str());
+  }
+}
+
+void check_bench_outputs(const Config& config, int world_size, bool quiet) {
+  std::vector<std::string> present;
+  std::error_code ec;
+  for (const char* name : kBenchFiles) {
+    if (fs::exists(fs::path(config.output.dir) / name, ec)) present.push_back(name);
+  }
+  if (present.empty()) return;
+  const fs::path saved = fs::path(config.output.dir) / "bench.json";
+  std::string why = "no bench.json says which run wrote them";
+  if (fs::exists(saved, ec) && !fs::is_regular_file(saved, ec)) {
+    why = "bench.json is not a regular file";  // a FIFO or a device is never read
+  } else if (fs::exists(saved, ec)) {
+    const nlohmann::json j = nlohmann::json::parse(
+        read_small_file(saved.string(), "saved bench results", kMaxSavedConfigBytes), nullptr,
+        /*allow_exceptions=*/false);
+    const auto field = [&](const char* key) {
+      return j.is_object() && j.contains(key) ? j[key] : nlohmann::json();
+    };
+    if (!field("effective_config").is_string() || !field("world_size").is_number_integer()) {
+      why = "bench.json does not record the config that wrote it";
+    } else if (field("world_size").get<std::int64_t>() != world_size) {
+      why = fmt::format("bench.json was written on {} ranks, this bench has {}",
+                        field("world_size").get<std::int64_t>(), world_size);
+    } else {
+      const auto keys =
+          result_differences(field("effective_config").get<std::string>(), to_toml(config));
+      if (keys.empty()) return;  // the same command again: it replaces its own outputs
+      why = differences_text(keys);
+    }
+  }
+  if (!config.output.overwrite) {
+    throw UserError(fmt::format(
+        "output.dir '{}' holds the results of another bench ({}; {}); this bench would overwrite "
+        "them. Choose: a new directory (--set output.dir=DIR), or output.overwrite = true to "
+        "replace them",
         config.output.dir, name_list(present), why));
   }
   if (!quiet) {

@@ -20,6 +20,12 @@ namespace zl {
 // A resume from an earlier checkpoint than the newest says what happens to the later ones.
 void check_run_outputs(const Config& config, int world_size, bool quiet);
 
+// Rank 0 of `zerolap bench`, before it measures: the same rule for output.dir's bench.json and
+// bench.csv. They are this bench's own when bench.json records the same results-affecting config
+// and world size (the same command again); otherwise exit 2 naming them and the choices, unless
+// output.overwrite = true.
+void check_bench_outputs(const Config& config, int world_size, bool quiet);
+
 // "section.key" of each results-affecting key (key_affects_results) whose value differs between
 // two to_toml texts.
 std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml);

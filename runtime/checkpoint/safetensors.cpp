@@ -110,7 +110,7 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
   for (const TensorSpec& t : tensors_) crc_positions_.push_back(placeholder_at(tensor_crc_key(t.name)));
   data_crc_position_ = placeholder_at(kDataCrcKey);
 
-  file_ = std::fopen(path_.c_str(), "wb");
+  file_ = open_for_writing(path_, "wb", "checkpoint file");
   if (!file_) {
     throw UserError(fmt::format("cannot create checkpoint file '{}': {} (check that "
                                 "checkpoint.dir exists and is writable)",
@@ -252,12 +252,12 @@ void SafetensorsReader::open_and_validate() {
     if (name == "__metadata__") {
       if (!value.is_object()) fail("corrupt header: __metadata__ is not an object");
       for (const auto& [key, v] : value.items()) {
-        if (!v.is_string()) fail(fmt::format("corrupt header: metadata '{}' is not a string", key));
+        if (!v.is_string()) fail(fmt::format("corrupt header: metadata '{}' is not a string", escaped_excerpt(key)));
         metadata_[key] = v.get<std::string>();
       }
       continue;
     }
-    const std::string where = fmt::format("corrupt header: tensor '{}'", name);
+    const std::string where = fmt::format("corrupt header: tensor '{}'", escaped_excerpt(name));
     if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
         !value.contains("data_offsets")) {
       fail(where + " needs dtype, shape and data_offsets");
@@ -266,7 +266,7 @@ void SafetensorsReader::open_and_validate() {
     t.name = name;
     if (!value["dtype"].is_string()) fail(where + ": dtype is not a string");
     t.dtype = value["dtype"].get<std::string>();
-    if (dtype_size(t.dtype) == 0) fail(fmt::format("{}: unknown dtype '{}'", where, t.dtype));
+    if (dtype_size(t.dtype) == 0) fail(fmt::format("{}: unknown dtype '{}'", where, escaped_excerpt(t.dtype)));
     if (!value["shape"].is_array()) fail(where + ": shape is not an array");
     for (const auto& d : value["shape"]) {
       if (!d.is_number_unsigned()) fail(where + ": shape has a negative or non-integer entry");
@@ -290,7 +290,7 @@ void SafetensorsReader::open_and_validate() {
     if (t.end > data_bytes_) {
       fail(fmt::format("truncated: tensor '{}' ends at byte {} of the data section, which has "
                        "only {} bytes",
-                       name, t.end, data_bytes_));
+                       escaped_excerpt(name), t.end, data_bytes_));
     }
     tensors_.push_back(std::move(t));
   }
@@ -303,11 +303,11 @@ void SafetensorsReader::open_and_validate() {
     const TensorEntry& t = tensors_[i];
     if (t.begin < expected) {
       fail(fmt::format("corrupt header: tensors '{}' and '{}' overlap in the data section",
-                       tensors_[i - 1].name, t.name));
+                       escaped_excerpt(tensors_[i - 1].name), escaped_excerpt(t.name)));
     }
     if (t.begin > expected) {
       fail(fmt::format("corrupt header: {} unused bytes before tensor '{}'", t.begin - expected,
-                       t.name));
+                       escaped_excerpt(t.name)));
     }
     expected = t.end;
     index_[t.name] = i;
@@ -316,7 +316,7 @@ void SafetensorsReader::open_and_validate() {
     fail(fmt::format("{} bytes after the last tensor{}: the file was appended to or its header "
                      "damaged",
                      data_bytes_ - expected,
-                     tensors_.empty() ? "" : fmt::format(" ('{}')", tensors_.back().name)));
+                     tensors_.empty() ? "" : fmt::format(" ('{}')", escaped_excerpt(tensors_.back().name))));
   }
 }
 

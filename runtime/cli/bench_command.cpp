@@ -8,6 +8,7 @@
 #include "runtime/bench/bench.h"
 #include "runtime/bench/bench_memory.h"
 #include "runtime/bench/bench_report.h"
+#include "runtime/checkpoint/run_outputs.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/cli/interrupt.h"
@@ -41,7 +42,10 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
     config = load_config(args.path, args.overrides);
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
     check_bench_memory(config, world);  // before the bench allocates its model and buffers
-    if (world.is_root()) ensure_output_dir(config.output.dir);  // not after minutes of measuring
+    if (world.is_root()) {  // not after minutes of measuring
+      check_bench_outputs(config, world.size, /*quiet=*/false);  // another bench's files: exit 2
+      ensure_output_dir(config.output.dir);
+    }
   }, config.runtime.timeout_s);
   // The bench sizes its limit collectives from the config before any trainer agrees: ranks that
   // run another config must stop here (exit 2, per key and rank), not in a mis-sized collective.

@@ -15,6 +15,7 @@
 #include "runtime/cli/run_progress.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/trace/metrics.h"
+#include "runtime/train/cpu_team_governor.h"
 #include "runtime/train/skip_bound.h"
 #include "runtime/train/step_verdict.h"
 
@@ -68,8 +69,13 @@ int run_training(Trainer& trainer) {
   StopAgreement stop(world, config.runtime.timeout_s);  // SIGINT / SIGTERM: Note [Stop agreement]
   std::int64_t window_first_step = trainer.step() + 1;
   SkipBound skips(config.train.max_consecutive_skips);
+  // "auto" threads: a smaller team while other processes hold the CPUs (Note [Adaptive CPU team]).
+  const ExecContext& compute = trainer.compute_context();
+  CpuTeamGovernor team(training_governor_options(config.runtime.threads, compute.cpu_threads,
+                                                 compute.device == DeviceKind::Cpu));
   while (trainer.step() < total_steps) {
     trainer.train_step();  // a non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence")
+    team.after_step();
     skips.after_step(trainer.step(), trainer.skipped_steps());
     const std::int64_t step = trainer.step();
     const bool last = step == total_steps;

@@ -36,7 +36,7 @@ toml::table parse_document(const std::string& text, const std::string& source_na
     return toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
     throw UserError(fmt::format("{}:{}: TOML syntax error: {}", source_name, e.source().begin.line,
-                                e.description()));
+                                escaped_excerpt(e.description(), 200)));
   }
 }
 
@@ -148,14 +148,14 @@ void check_sections(const toml::table& root, const ConfigSource& source) {
         throw UserError(fmt::format(
             "{}: unknown key '{}' at the top level: keys belong under a section header such as "
             "[optimizer] (sections: {})",
-            where, name, fmt::join(names, ", ")));
+            where, escaped_excerpt(name), fmt::join(names, ", ")));
       }
-      throw UserError(fmt::format("{}: unknown section [{}]{}", where, name,
+      throw UserError(fmt::format("{}: unknown section [{}]{}", where, escaped_excerpt(name),
                                   did_you_mean(name, names, "[", "]")));
     }
     if (!node.is_table()) {
-      throw UserError(fmt::format("{}: '{}' must be a section [{}], got {}", where, name, name,
-                                  type_name(node)));
+      throw UserError(fmt::format("{}: '{}' must be a section [{}], got {}", where, name,
+                                  name, type_name(node)));
     }
   }
 }
@@ -404,7 +404,8 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
   r.string_array("modes", b.modes);
   for (std::size_t i = 0; i < b.modes.size(); ++i) {
     if (std::find(b.modes.begin(), b.modes.begin() + i, b.modes[i]) != b.modes.begin() + i) {
-      source.fail("bench.modes", fmt::format("\"{}\" is listed twice", b.modes[i]));
+      source.fail("bench.modes",
+                  fmt::format("\"{}\" is listed twice", escaped_excerpt(b.modes[i])));
     }
   }
   r.number_array("bucket_cap_mb", b.bucket_cap_mb, open_closed(0, kMaxBucketCapMb), 0, true);
@@ -500,7 +501,8 @@ void check_bench_modes(const Config& c, const ConfigSource& source) {
   const std::vector<std::string> known = bench_mode_names();
   for (const std::string& name : c.bench.modes) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      source.fail("bench.modes", fmt::format("unknown mode \"{}\"; the modes are \"{}\"", name,
+      source.fail("bench.modes", fmt::format("unknown mode \"{}\"; the modes are \"{}\"",
+                                             escaped_excerpt(name),
                                              fmt::join(known, "\", \"")));
     }
     if (name.find("/interleaved/") == std::string::npos) continue;

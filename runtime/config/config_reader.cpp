@@ -93,7 +93,7 @@ std::string describe_value(const toml::node& node) {
     return s;
   }
   if (auto v = node.as_boolean()) return v->get() ? "true" : "false";
-  if (auto v = node.as_string()) return fmt::format("\"{}\"", v->get());
+  if (auto v = node.as_string()) return fmt::format("\"{}\"", escaped_excerpt(v->get()));
   return std::string(type_name(node));
 }
 
@@ -325,7 +325,8 @@ void SectionReader::finish() const {
   for (const auto& [key, node] : *table_) {
     if (std::find(known_.begin(), known_.end(), key.str()) != known_.end()) continue;
     const std::string full = full_key(key.str());
-    throw UserError(fmt::format("{}: unknown key '{}'{}", source_.location(full, &node), full,
+    throw UserError(fmt::format("{}: unknown key '{}'{}", source_.location(full, &node),
+                                escaped_excerpt(full),
                                 did_you_mean(key.str(), known_)));
   }
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 #include "runtime/config/config_names.h"
 
 namespace zl::config_detail {
@@ -106,7 +107,7 @@ class SectionReader {
       }
     }
     fail(key, "expected one of " + enum_choices(std::span<const EnumName<E>>(names)) + ", got \"" +
-                  text + "\"");
+                  escaped_excerpt(text) + "\"");
   }
 
   // One name of `names` or an array of them (a sweep): each must be a known name, none twice. An
@@ -130,7 +131,8 @@ class SectionReader {
       const auto it = std::find_if(std::begin(names), std::end(names),
                                    [&](const auto& n) { return n.name == text->get(); });
       if (it == std::end(names)) {
-        fail(key, "expected one of " + choices + ", got \"" + text->get() + "\"", element);
+        fail(key, "expected one of " + choices + ", got \"" + escaped_excerpt(text->get()) + "\"",
+             element);
       }
       if (std::find(seen.begin(), seen.end(), it->name) != seen.end()) {
         fail(key, "\"" + text->get() + "\" is listed twice", element);

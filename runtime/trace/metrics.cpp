@@ -44,7 +44,7 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step)
       if (!line.empty() && step <= resumed_step) kept.push_back(line);
     }
   }
-  file_ = std::fopen(path.c_str(), "w");
+  file_ = open_for_writing(path, "w", "metrics file");
   if (!file_) {
     throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
                                 std::strerror(errno)));

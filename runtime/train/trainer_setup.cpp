@@ -65,16 +65,22 @@ std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_ep
   return t.epochs * steps_per_epoch;
 }
 
+// Ranks that run another config or build would size their collectives differently (heap
+// corruption, a crash) or train apart: they must agree before anything sized or scheduled by the
+// config. That includes the device's set-up: runtime.device = "cuda" exchanges the ranks' GPUs
+// (a collective "cpu" never enters), so the agreement runs first and returns the agreed config.
+const Config& agreed(const Config& config, const World& world) {
+  agree_on_facts(world, config_facts(config), config.runtime.timeout_s);
+  return config;
+}
+
 }  // namespace
 
 TrainerSetup::TrainerSetup(const Config& config, const World& world, const TrainerOptions& options)
-    : device(config.runtime.device, world, config.runtime.timeout_s),
+    : device(agreed(config, world).runtime.device, world, config.runtime.timeout_s),
       compute(run_context(device.compute(), config, world)),
       mode(make_run_mode_plan(config, world.size)) {
   set_cpu_gemm_threads(compute.cpu_threads);
-  // Ranks that run another config or build would size their collectives differently (heap
-  // corruption, a crash) or train apart: they must agree before anything sized by the config.
-  agree_on_facts(world, config_facts(config), config.runtime.timeout_s);
   // tf32 is the compute context's GEMM math (run_context); the CPU stays fp32, said once.
   if (config.precision.compute == ComputePrecision::Tf32 && compute.device == DeviceKind::Cpu &&
       world.is_root() && !options.quiet) {

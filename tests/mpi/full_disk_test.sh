@@ -77,7 +77,7 @@ echo "ok: a checkpoint or pointer that cannot be written is exit 1; no temp file
 
 # The bench's results.
 full_at "$work/bench/bench.json"
-rc=$(timeout 120 mpirun $flags -np 2 "$zerolap" bench "$work/run.toml" --set output.dir=\""$work/bench"\" \
+rc=$(timeout 120 mpirun $flags -np 2 "$zerolap" bench "$work/run.toml" --set output.dir=\""$work/bench"\" --set output.overwrite=true \
   --set bench.steps=1 --set bench.warmup=0 --set 'bench.modes=["ddp"]' >"$work/bench.log" 2>&1; echo $?)
 expect_failure bench "$rc" "$work/bench/bench.json"
 echo "ok: bench results that cannot be written are exit 1"

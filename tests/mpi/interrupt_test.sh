@@ -83,6 +83,36 @@ bench_interrupt() {
   echo "ok: bench: stopped after $done of $runs runs, exit $rc"
 }
 
+# A second SIGINT ends a healthy process at once, while the first one's stop is still pending:
+# one process (no mpirun) whose bench run in progress takes seconds (100000 steps); the second SIGINT, 0.5 s
+# after the first, ends it within 2 s with 130, the "interrupted again" line and no results.
+second_signal() {
+  local dir="$work/second"
+  mkdir -p "$dir"
+  "$zerolap" bench "$config" --set bench.steps=100000 --set bench.warmup=5 \
+    --set 'bench.modes=["ddp","zero/none/allreduce_broadcast"]' --set 'bench.bucket_cap_mb=[25.0]' \
+    --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
+  local job=$!
+  for _ in $(seq 1 600); do grep -q "^measuring limits" "$dir/job.log" && break; sleep 0.1; done
+  grep -q "^measuring limits" "$dir/job.log" || { cat "$dir/job.log"; kill -9 "$job"; fail "second: the bench did not start"; }
+  sleep 1  # in the limits or the first run: either way a whole run (seconds) comes before the stop
+  kill -INT "$job"
+  sleep 0.5
+  kill -0 "$job" 2>/dev/null || { cat "$dir/job.log"; fail "second: the first SIGINT ended the bench before its run"; }
+  kill -INT "$job"
+  local begin=$SECONDS
+  for _ in $(seq 1 100); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  local took=$((SECONDS - begin))
+  if kill -0 "$job" 2>/dev/null; then kill -9 "$job"; cat "$dir/job.log"; fail "second: still running 10 s after the second SIGINT"; fi
+  wait "$job"
+  local rc=$?
+  [ "$rc" -eq 130 ] && [ "$took" -le 2 ] || { cat "$dir/job.log"; fail "second: exit $rc after $took s, expected 130 within 2 s"; }
+  grep -q "interrupted again: ending now" "$dir/job.log" || { cat "$dir/job.log"; fail "second: no 'interrupted again' line"; }
+  ! grep -q "bench interrupted after" "$dir/job.log" || fail "second: the bench waited for its run to end"
+  [ ! -e "$dir/out/bench.json" ] || fail "second: bench.json written"
+  echo "ok: second SIGINT ended the process after $took s, exit $rc"
+}
+
 # One rank stopped (SIGSTOP) while the other is interrupted: the interrupted rank waits at most
 # runtime.timeout_s (exit 1 naming it; the pending agreement once held it for ever); a second
 # SIGINT ends it at once.
@@ -125,6 +155,7 @@ stalled() {
   echo "ok: $name: rank 0 ended after $took s"
 }
 
+second_signal
 stalled stalled_peer_timeout no
 stalled stalled_peer_second_signal yes
 bench_interrupt

@@ -78,6 +78,11 @@ expect_mismatch steps "--set train.steps=30" "--set train.steps=40" \
 expect_mismatch widths "" "--set model.widths=[4,32,3]" \
   "model.widths: [4, 16, 3] on rank 0; [4, 32, 3] on rank 1"
 expect_mismatch lr "" "--set optimizer.lr=0.02" "optimizer.lr: 0.01 on rank 0; 0.02 on rank 1"
+# runtime.device decides the device's set-up (the GPU exchange is a collective "cpu" never
+# enters): agreed before it, so this is the per-key error on every build, not a timeout.
+expect_mismatch device "--set runtime.device=cpu" "--set runtime.device=cuda" \
+  'runtime.device: "cpu" on rank 0; "cuda" on rank 1'
+
 expect_mismatch idx "" \
   "--set data.train_images=\"$work/b/train-images\" --set data.train_labels=\"$work/b/train-labels\"" \
   "training inputs: 60 samples x 4 features" "on rank 0 (data.train_images = \"$work/a/train-images\")" \

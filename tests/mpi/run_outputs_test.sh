@@ -3,7 +3,7 @@
 # other"): the same command runs twice in a row; a different config into the same output.dir,
 # and a resume on another world size into a checkpoint.dir with later checkpoints, are refused
 # (exit 2, naming the files and the choices) and leave the files as they were; the overwrite keys
-# go ahead. Also the README's two training commands, each run twice, in a fresh directory.
+# go ahead; the same for the bench's bench.json and bench.csv. Also the README's two training commands, each run twice, in a fresh directory.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
 config=$2
@@ -69,6 +69,31 @@ train 2 other_overwrite.log --set optimizer.lr=0.003 --set "checkpoint.dir=\"$wo
   --set output.overwrite=true
 expect 0 other_overwrite.log "another config with output.overwrite = true"
 grep -q "^lr = 0.003" "$work/out/config.toml" || fail "config.toml was not replaced"
+
+# The bench: the same command again replaces its own bench.json / bench.csv; another bench into
+# that output.dir is refused and leaves them as they were; output.overwrite = true goes ahead.
+bench() {  # bench LOG [--set ...]: exit code in $rc
+  local log=$1
+  shift
+  mpirun -np 1 $flags "$zerolap" bench "$config" --set bench.steps=1 --set bench.warmup=0 \
+    --set 'bench.modes=["ddp"]' --set 'bench.bucket_cap_mb=[25.0]' \
+    --set "output.dir=\"$work/bench\"" "$@" >"$work/$log" 2>&1
+  rc=$?
+}
+bench bench_first.log
+expect 0 bench_first.log "a fresh bench"
+bench bench_again.log
+expect 0 bench_again.log "the same bench again"
+cp "$work/bench/bench.json" "$work/bench.before"
+bench bench_other.log --set bench.steps=2
+expect 2 bench_other.log "another bench into the same output.dir"
+grep -q "output.dir '$work/bench' holds the results of another bench (bench.json, bench.csv; its config differs in bench.steps)" \
+  "$work/bench_other.log" && grep -q "output.overwrite = true" "$work/bench_other.log" ||
+  { cat "$work/bench_other.log"; fail "the bench refusal does not name the files, the key and the choices"; }
+cmp -s "$work/bench/bench.json" "$work/bench.before" || fail "a refused bench changed bench.json"
+bench bench_overwrite.log --set bench.steps=2 --set output.overwrite=true
+expect 0 bench_overwrite.log "another bench with output.overwrite = true"
+grep -q '"steps": 2' "$work/bench/bench.json" || fail "bench.json was not replaced"
 
 # The README's two training commands, each twice in a row, from a fresh directory (they write
 # runs/... under the current directory); fewer steps, the rest as printed.

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "kernels/cpu_team.h"
 #include "mpi_test_util.h"
 
 using namespace zl;
@@ -123,4 +124,27 @@ TEST_CASE("the same config gives bitwise-identical parameters run to run", "[det
     }
     CHECK(fnv1a(runs[0]) == fnv1a(runs[1]));
   }
+}
+
+// With runtime.threads = "auto" the team shrinks and grows between steps with the machine's load
+// (Note [Adaptive CPU team], runtime/train/cpu_team_governor.cpp); the parameters must not
+// depend on it. A model large enough that its GEMMs and its optimizer step split across 2
+// threads, run on 2 threads with a fixed team, then with the team changed before every step
+// (2, 1, 1, 2, ...), gives the same bits.
+TEST_CASE("the CPU team changing between steps leaves the parameters bitwise unchanged", "[team]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  const std::vector<std::string> overrides = {"model.widths=[784,256,256,10]", "runtime.threads=2",
+                                              "data.batch_size=64", "data.teacher_hidden=16",
+                                              "parallel.mode=zero", "parallel.overlap=interleaved"};
+  const auto run = [&](bool vary) {
+    Trainer trainer(small_config(overrides), world, quiet_options());
+    for (int s = 0; s < 8; ++s) {
+      if (vary) set_cpu_team_limit(s % 3 == 0 ? 2 : 1);
+      trainer.train_step();
+    }
+    set_cpu_team_limit(0);
+    return fnv1a(parameters_of(trainer));
+  };
+  const std::uint64_t fixed = run(false);
+  CHECK(run(true) == fixed);
 }

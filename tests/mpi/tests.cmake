@@ -7,13 +7,14 @@ foreach(np 1 2 3 4)
   zerolap_add_mpi_test(zero ${np} "[zero]" 600)
 endforeach()
 zerolap_add_mpi_test(communicator_timeout 2 "[comm-timeout]" 120)
+zerolap_add_mpi_test(team 1 "[team]" 120)  # Note [Adaptive CPU team]: the bits of any team
 
 # A rank killed with SIGKILL ends the whole job within 10 s with a non-zero exit.
 zerolap_add_script_test(mpi.kill_rank.np2 120 mpi
   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/kill_rank_test.sh $<TARGET_FILE:zerolap>
     ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/kill_rank)
 
-# zerolap's OpenMP wait policy on every rank under mpirun, and a user's own one kept.
+# OpenMP's own spinning wait on every rank under mpirun (no wait policy set), a user's own kept.
 zerolap_add_script_test(mpi.openmp_wait.np2 120 mpi
   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/openmp_wait_test.sh $<TARGET_FILE:zerolap>
     ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/openmp_wait)

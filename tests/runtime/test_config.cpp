@@ -900,3 +900,30 @@ TEST_CASE("config: the shipped configs parse", "[config]") {
   CHECK(spirals.data.batch_size == 32);
   CHECK(spirals.train.steps > 0);
 }
+
+TEST_CASE("a config's unknown names and bad strings are echoed as bounded, escaped excerpts",
+          "[config]") {
+  // 100 kB names and values with control bytes (TOML escapes), in each message that echoes them.
+  const std::string odd = "\\u001b[2J\\n" + std::string(100000, 'n');
+  const std::vector<std::string> texts = {
+      "[model]\n\"" + odd + "\" = 1\n",                      // unknown key
+      "\"" + odd + "\" = 1\n",                               // unknown top-level key
+      "[\"" + odd + "\"]\nx = 1\n",                          // unknown section
+      "[model]\nactivation = \"" + odd + "\"\n",             // not one of the names
+      "[model]\nwidths = \"" + odd + "\"\n",                 // wrong type, the value shown
+      "[bench]\nmodes = [\"" + odd + "\"]\n",                // unknown bench mode
+  };
+  for (const std::string& text : texts) {
+    std::string message;
+    try {
+      zl::parse_config(text, "x.toml", {});
+    } catch (const zl::UserError& e) {
+      message = e.what();
+    }
+    INFO(message.substr(0, 300));
+    REQUIRE_FALSE(message.empty());
+    CHECK(message.size() < 1000);
+    CHECK(message.find('\x1b') == std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}

@@ -241,3 +241,47 @@ TEST_CASE("an unfinished writer leaves no file behind", "[checkpoint][safetensor
   CHECK_THROWS_WITH(SafetensorsWriter(temp_path("no/such/dir/x.safetensors"), {}, {}),
                     Contains("no/such/dir") && Contains("checkpoint.dir"));
 }
+
+TEST_CASE("a header's names and values are echoed only as bounded, escaped excerpts",
+          "[checkpoint][safetensors]") {
+  // A crafted checkpoint: a 1 MB tensor name with control bytes (an escape sequence, a newline),
+  // in every message that names a tensor or a metadata key.
+  const std::string path = temp_path("crafted_names.safetensors");
+  const std::string name = "\x1b[2J\n" + std::string(1 << 20, 'n') + "\x01";
+  const std::string json_name = "\\u001b[2J\\n" + std::string(1 << 20, 'n') + "\\u0001";
+  auto with_header = [&](const std::string& json, std::size_t data_bytes) {
+    std::string bytes(8, '\0');
+    const std::uint64_t n = json.size();
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(n >> (8 * i));
+    write_bytes(path, bytes + json + std::string(data_bytes, '\0'));
+  };
+  const auto tensor = [&](const std::string& dtype, int begin, int end) {
+    return "\"" + json_name + "\": {\"dtype\": \"" + dtype + "\", \"shape\": [1], \"data_offsets\": [" +
+           std::to_string(begin) + ", " + std::to_string(end) + "]}";
+  };
+  const std::vector<std::pair<std::string, std::size_t>> headers = {
+      {"{" + tensor("Q7", 0, 4) + "}", 4},                                   // unknown dtype
+      {"{" + tensor("F32", 0, 4) + "}", 0},                                  // truncated
+      {"{" + tensor("F32", 4, 8) + "}", 8},                                  // unused bytes
+      {"{" + tensor("F32", 0, 4) + "}", 12},                                 // bytes after it
+      {"{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, " +
+           tensor("F32", 0, 4) + "}", 4},                                     // overlap
+      {"{\"__metadata__\": {\"" + json_name + "\": 3}}", 0},                 // metadata key
+      {"{\"a\": {\"dtype\": \"" + json_name + "\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4},
+  };
+  for (const auto& [json, data_bytes] : headers) {
+    with_header(json, data_bytes);
+    std::string message;
+    try {
+      SafetensorsReader reader(path);
+    } catch (const UserError& e) {
+      message = e.what();
+    }
+    INFO(message.substr(0, 300));
+    REQUIRE_FALSE(message.empty());
+    CHECK(message.size() < 1000);
+    CHECK(message.find('\x1b') == std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+    CHECK(message.find("\\x1b[2J\\x0annnn") != std::string::npos);  // escaped, then cut
+  }
+}
