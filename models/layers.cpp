@@ -1,7 +1,9 @@
 // Forward and backward of the layers in layers.h. Every computation goes through kernels/ with
 // tape.exec() as ExecContext, so the same code runs on CPU and CUDA. Backward closures capture raw
 // pointers (activations in the tape arena, parameters and gradients in the store's flat buffers),
-// never the store or the tape: both may move between forward and backward without harm.
+// never the store or the tape: both may move between forward and backward without harm. A
+// parameter a backward reads is read through its ParameterStore::param_slot (ZeRO stage 3 may
+// bind it to another gather buffer by then), and the node names it (TapeNode::reads_param).
 //
 // Every backward closure follows one order, which Note [Grad-ready hook] requires:
 //   1. d(pre-activation) and d(input) — the only reads of the parameter values;
@@ -123,6 +125,7 @@ Value linear_forward_as(Tape& tape, ParameterStore& store, const LinearLayer& l,
   const Activation act = l.act;
   const T* w = store.param_as<T>(l.weight);
   const T* b = store.param_as<T>(l.bias);
+  void* const* w_slot = store.param_slot(l.weight);  // backward reads W where it is bound then
 
   // pre (rows, out) = x (rows, in) W^T (in, out) + b. activation_backward needs pre itself, so it
   // is kept and the activation is a second pass, rather than fusing bias + activation into y and
@@ -157,7 +160,9 @@ Value linear_forward_as(Tape& tape, ParameterStore& store, const LinearLayer& l,
     }
     if (dx != nullptr) {
       // dx (rows, in) = d(pre) (rows, out) W (out, in)   [+ skip path]
-      gemm(ctx, Transpose::No, Transpose::No, rows, in, out, 1.0f, dpre, out, w, in, 0.0f, dx, in);
+      const T* wb = static_cast<const T*>(*w_slot);
+      gemm(ctx, Transpose::No, Transpose::No, rows, in, out, 1.0f, dpre, out, wb, in, 0.0f, dx,
+           in);
       if (skip != nullptr) add(ctx, dx, skip, dx, rows * in);
     }
     // dW (out, in) =/+= d(pre)^T (out, rows) x (rows, in); beta 0 ignores the old contents.
@@ -169,7 +174,8 @@ Value linear_forward_as(Tape& tape, ParameterStore& store, const LinearLayer& l,
     bctx.grad_ready(bias_id);
     bctx.grad_ready(weight_id);
   };
-  tape.record(TapeNode{"linear", call.layer, std::move(backward)});
+  // Backward reads W only for d(input).
+  tape.record(TapeNode{"linear", call.layer, std::move(backward), dx != nullptr ? weight_id : -1});
   return y;
 }
 
@@ -215,6 +221,7 @@ Value layernorm_forward_as(Tape& tape, ParameterStore& store, const LayerNormLay
   const std::int64_t rows = x.value.rows, dim = l.dim;
   const T* gamma = store.param_as<T>(l.weight);
   const T* beta = store.param_as<T>(l.bias);
+  void* const* gamma_slot = store.param_slot(l.weight);  // backward reads gamma where bound then
 
   Value y;
   y.value = tape.alloc(rows, dim, kDType);
@@ -238,13 +245,13 @@ Value layernorm_forward_as(Tape& tape, ParameterStore& store, const LayerNormLay
     // dx (rows, dim) =; dgamma, dbeta (dim) =/+=
     bctx.before_grad_write(weight_id);
     bctx.before_grad_write(bias_id);
-    layernorm_backward(ctx, xv, gamma, mean_v, rstd_v, dy, dx, dgamma, dbeta, rows, dim,
-                       bctx.accumulate);
+    layernorm_backward(ctx, xv, static_cast<const T*>(*gamma_slot), mean_v, rstd_v, dy, dx,
+                       dgamma, dbeta, rows, dim, bctx.accumulate);
     if (skip != nullptr) add(ctx, dx, skip, dx, rows * dim);
     bctx.grad_ready(bias_id);
     bctx.grad_ready(weight_id);
   };
-  tape.record(TapeNode{"layernorm", call.layer, std::move(backward)});
+  tape.record(TapeNode{"layernorm", call.layer, std::move(backward), weight_id});
   return y;
 }
 

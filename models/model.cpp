@@ -110,12 +110,12 @@ void Model::register_parameters(const ModelSpec& spec, ParameterStore& store, La
 }
 
 Model::Model(const ModelSpec& spec, DeviceKind device, const LayoutPadding& padding,
-             GradientStorage gradients)
+             GradientStorage gradients, ParamStorage storage)
     : spec_(spec), layers_(std::make_unique<Layers>()) {
   validate_model_spec(spec_);
   register_parameters(spec_, store_, *layers_);
-  store_.finalize(device, spec_.dtype, padding, gradients);
-  initialize_parameters();
+  store_.finalize(device, spec_.dtype, padding, gradients, storage);
+  if (storage == ParamStorage::Flat) initialize_parameters();
 }
 
 ParameterStore Model::parameter_layout(const ModelSpec& spec, const LayoutPadding& padding) {
@@ -140,6 +140,7 @@ int Model::num_layers() const {
 void Model::initialize_parameters() {
   // One host image of the whole flat buffer, padding included: re-initialising also restores the
   // zero padding (Note [Flat layout]), and the device sees a single copy.
+  ZL_CHECK(store_.storage() == ParamStorage::Flat, "initialize_parameters() without flat parameters");
   const std::vector<float> host = initial_parameters();
   if (store_.param_dtype() == DType::BF16) {
     std::vector<Bf16> rounded(host.size());

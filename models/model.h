@@ -62,8 +62,11 @@ class Model {
   // LayerNorm gamma = 1, beta = 0.
   // `padding`: extra zero padding of the flat layout (ZeRO's element shards; parameter_store.h).
   // `gradients`: Bound when the owner binds every parameter's gradient (ZeRO stage 2).
+  // `storage` Gathered (ZeRO stage 3): no flat parameter buffer, nothing initialised here; the
+  // shards start from initial_parameters() and forward binds what it gathers.
   Model(const ModelSpec& spec, DeviceKind device, const LayoutPadding& padding = {},
-        GradientStorage gradients = GradientStorage::Flat);
+        GradientStorage gradients = GradientStorage::Flat,
+        ParamStorage storage = ParamStorage::Flat);
   // The parameters this spec registers, laid out but not allocated (ParameterStore::lay_out):
   // what plans and memory estimates need, for a model of any size.
   static ParameterStore parameter_layout(const ModelSpec& spec, const LayoutPadding& padding = {});

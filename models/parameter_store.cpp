@@ -60,15 +60,16 @@ void ParameterStore::lay_out(const LayoutPadding& padding) {
 }
 
 void ParameterStore::finalize(DeviceKind device, DType param_dtype, const LayoutPadding& padding,
-                              GradientStorage gradients) {
+                              GradientStorage gradients, ParamStorage storage) {
   ZL_CHECK(!finalized_, "finalize() called twice");
   lay_out(padding);
   device_ = device;
   gradient_storage_ = gradients;
+  storage_ = storage;
   grad_ptrs_.assign(params_.size(), nullptr);
   if (total_ > 0) {
     // DeviceBuffer zero-fills: padding starts (and stays) zero, and so do the gradients.
-    data_ = DeviceBuffer(device, total_, param_dtype);
+    data_ = DeviceBuffer(device, storage == ParamStorage::Flat ? total_ : 0, param_dtype);
     if (gradients == GradientStorage::Flat) {
       grad_ = DeviceBuffer(device, total_);
       for (std::size_t id = 0; id < params_.size(); ++id) {
@@ -78,7 +79,29 @@ void ParameterStore::finalize(DeviceKind device, DType param_dtype, const Layout
   } else {
     data_ = DeviceBuffer(device, 0, param_dtype);  // remembers the dtype
   }
+  bound_.assign(params_.size(), nullptr);
+  if (storage == ParamStorage::Flat && total_ > 0) {
+    char* base = static_cast<char*>(data_.raw());
+    for (std::size_t id = 0; id < params_.size(); ++id) {
+      bound_[id] = base + params_[id].offset * dtype_size(param_dtype);
+    }
+  }
   finalized_ = true;
+}
+
+void ParameterStore::bind(const std::vector<int>& ids, void* base, std::int64_t base_offset) {
+  ZL_CHECK(storage_ == ParamStorage::Gathered, "bind() on a store with flat parameters");
+  const std::int64_t size = dtype_size(data_.dtype());
+  for (int id : ids) {
+    const std::int64_t at = params_.at(static_cast<std::size_t>(id)).offset - base_offset;
+    ZL_CHECK(at >= 0, "parameter {} bound below its buffer", id);
+    bound_[static_cast<std::size_t>(id)] = static_cast<char*>(base) + at * size;
+  }
+}
+
+void ParameterStore::unbind(const std::vector<int>& ids) {
+  ZL_CHECK(storage_ == ParamStorage::Gathered, "unbind() on a store with flat parameters");
+  for (int id : ids) bound_[static_cast<std::size_t>(id)] = nullptr;
 }
 
 void ParameterStore::bind_gradient(int id, float* grad) {
@@ -112,26 +135,23 @@ std::int64_t ParameterStore::parameter_numel() const {
 
 namespace {
 
-Tensor view_of(const ParameterInfo& info, const DeviceBuffer& buffer, DeviceKind device) {
+Tensor view_at(const ParameterInfo& info, void* at, DType dtype, DeviceKind device) {
   const bool matrix = info.shape.size() == 2;
-  char* base = static_cast<char*>(buffer.raw());
-  return Tensor{base + info.offset * dtype_size(buffer.dtype()), matrix ? info.shape[0] : 1,
-                matrix ? info.shape[1] : info.shape[0], device, buffer.dtype()};
+  return Tensor{at, matrix ? info.shape[0] : 1, matrix ? info.shape[1] : info.shape[0], device,
+                dtype};
 }
 
 }  // namespace
 
 Tensor ParameterStore::param_tensor(int id) {
   ZL_CHECK(finalized_, "param_tensor({}) before finalize()", id);
-  return view_of(params_.at(id), data_, device_);
+  return view_at(params_.at(id), bound_.at(static_cast<std::size_t>(id)), data_.dtype(), device_);
 }
 
 Tensor ParameterStore::grad_tensor(int id) {
   ZL_CHECK(finalized_, "grad_tensor({}) before finalize()", id);
   const ParameterInfo& info = params_.at(id);
-  const bool matrix = info.shape.size() == 2;
-  return Tensor{param_grad(id), matrix ? info.shape[0] : 1, matrix ? info.shape[1] : info.shape[0],
-                device_, DType::F32};
+  return view_at(info, param_grad(id), DType::F32, device_);
 }
 
 }  // namespace zl

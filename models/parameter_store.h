@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/device_buffer.h"
+#include "base/errors.h"
 #include "models/tensor.h"
 
 namespace zl {
@@ -32,6 +33,11 @@ struct LayoutPadding {
   std::int64_t multiple = 16;
 };
 
+// Where the parameter values live. Flat: the one flat buffer (every mode but ZeRO stage 3).
+// Gathered (ZeRO stage 3, runtime/train/parameter_gather.h): no flat parameter buffer is
+// allocated; a bucket's parameters are bound to the gather buffer its all-gather filled while
+// forward or backward reads them, and unbound (null) when it is released.
+enum class ParamStorage { Flat, Gathered };
 // Where the parameters' gradients live. Flat: the store's flat fp32 buffer (every element).
 // Bound: the store allocates none; its owner binds each parameter's gradient to memory of its own
 // (bind_gradient) before any backward - ZeRO stage 2, whose backward writes each bucket into a
@@ -57,7 +63,8 @@ class ParameterStore {
   void lay_out(const LayoutPadding& padding = {});
   void finalize(DeviceKind device, DType param_dtype = DType::F32,
                 const LayoutPadding& padding = {},
-                GradientStorage gradients = GradientStorage::Flat);
+                GradientStorage gradients = GradientStorage::Flat,
+                ParamStorage storage = ParamStorage::Flat);
   GradientStorage gradient_storage() const { return gradient_storage_; }
   // GradientStorage::Bound: parameter `id`'s gradient (numel fp32 elements) is at `grad` from
   // now on; the caller keeps that memory alive while the store is used.
@@ -83,14 +90,28 @@ class ParameterStore {
 
   // The flat parameters as T (float or Bf16; must be param_dtype(), else InternalError) and
   // untyped (collectives, checkpoints). The fp32 accessors below are for fp32 stores only.
+  // Gathered storage has no flat parameters (null); param_as and param_slot give a parameter's
+  // bound address in either storage.
   template <class T>
   T* params_as() const {
     return data_.data<T>();
   }
   template <class T>
   T* param_as(int id) const {
-    return data_.data<T>() + params_.at(id).offset;
+    ZL_CHECK(dtype_of<T> == data_.dtype(), "parameter {} read as {} from a {} store", id,
+             dtype_name(dtype_of<T>), dtype_name(data_.dtype()));
+    return static_cast<T*>(bound_.at(static_cast<std::size_t>(id)));
   }
+  // Where parameter id's address is kept: a backward closure reads the parameter through it, so
+  // it sees the buffer the parameter is bound to when backward runs (Gathered storage re-gathers
+  // a bucket into whichever gather buffer is free). Stable for the store's lifetime.
+  void* const* param_slot(int id) const { return &bound_.at(static_cast<std::size_t>(id)); }
+  ParamStorage storage() const { return storage_; }
+  // Gathered storage: binds every parameter in `ids` to `base` + (its offset - base_offset)
+  // elements of param_dtype() (a gather buffer holding elements from base_offset on), or unbinds
+  // them (null).
+  void bind(const std::vector<int>& ids, void* base, std::int64_t base_offset);
+  void unbind(const std::vector<int>& ids);
   void* raw_data() const { return data_.raw(); }
 
   float* data() { return data_.data(); }
@@ -99,9 +120,9 @@ class ParameterStore {
   float* grad() { return grad_.data(); }
   const float* data() const { return data_.data(); }
   const float* grad() const { return grad_.data(); }
-  float* param_data(int id) { return data_.data() + params_.at(id).offset; }
+  float* param_data(int id) { return param_as<float>(id); }
   float* param_grad(int id) { return grad_ptrs_.at(static_cast<std::size_t>(id)); }
-  const float* param_data(int id) const { return data_.data() + params_.at(id).offset; }
+  const float* param_data(int id) const { return param_as<float>(id); }
   const float* param_grad(int id) const { return grad_ptrs_.at(static_cast<std::size_t>(id)); }
   // The parameter as a (rows, cols) view of param_dtype(): 2-D shapes as they are, 1-D as (1, n).
   // The gradient view is fp32.
@@ -112,10 +133,12 @@ class ParameterStore {
   std::vector<ParameterInfo> params_;
   DeviceBuffer data_;
   DeviceBuffer grad_;
+  std::vector<void*> bound_;  // [id]: where the parameter's values are (param_slot)
   std::vector<float*> grad_ptrs_;  // [id]: into grad_ (Flat) or bound by the owner (Bound)
   GradientStorage gradient_storage_ = GradientStorage::Flat;
   std::int64_t total_ = 0;
   DeviceKind device_ = DeviceKind::Cpu;
+  ParamStorage storage_ = ParamStorage::Flat;
   bool finalized_ = false;
   bool laid_out_ = false;
 };

@@ -53,6 +53,9 @@ Tensor Tape::alloc(std::int64_t rows, std::int64_t cols, DType dtype) {
 
 void Tape::backward(const BackwardContext& ctx) {
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
+    if (it->reads_param >= 0 && ctx.before_read && *ctx.before_read) {
+      (*ctx.before_read)(it->reads_param);
+    }
     if (on_backward_node) on_backward_node(*it, true);
     // A node without a backward (e.g. a residual add, whose gradient slots alias) only marks
     // its place in traces.

@@ -33,6 +33,9 @@ using ParamUseHook = std::function<void(int param_id)>;
 struct BackwardContext {
   Accumulate accumulate = Accumulate::Overwrite;  // parameter gradients: = or +=
   const GradReadyHook* on_grad_ready = nullptr;
+  // Called with TapeNode::reads_param before a node that reads a parameter runs (ZeRO stage 3
+  // gathers the parameter's bucket there). Empty: no call.
+  const ParamUseHook* before_read = nullptr;
   const GradWriteHook* on_grad_write = nullptr;
   void grad_ready(int param_id) const {
     if (on_grad_ready && *on_grad_ready) (*on_grad_ready)(param_id);
@@ -49,6 +52,9 @@ struct TapeNode {
   // reports its parameters through ctx.grad_ready. Empty: no work (the node only marks its place
   // for traces, e.g. a residual add whose gradient slots alias).
   std::function<void(const BackwardContext& ctx)> backward;
+  // The parameter this backward reads (-1: none): a layer's backward reads at most one, the weight
+  // d(input) needs (Linear's W, LayerNorm's gamma).
+  int reads_param = -1;
 };
 
 class Tape {

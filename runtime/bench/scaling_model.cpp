@@ -29,6 +29,13 @@ std::vector<ModePlan> all_mode_plans(const Config& config) {
     parallel.overlap = o;
     out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
   }
+  // Stage 3: the parameters gathered again in forward and backward (ModePlan::collectives): about
+  // 1.5x ddp's bytes, the gathers overlapping forward and backward as broadcasts do.
+  parallel.zero_stage = 3;
+  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
+    parallel.overlap = o;
+    out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
+  }
   return out;
 }
 

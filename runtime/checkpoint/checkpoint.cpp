@@ -114,7 +114,8 @@ void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t sli
   const ElementRange& shard = opt.stepped(b.index);
   ZL_CHECK(shard.numel * state.world.size == b.numel && shard.numel < kMaxMessageFloats,
            "bucket {}: shard of {} elements on {} ranks", b.index, shard.numel, state.world.size);
-  const bool masters = state.mode.param_dtype == DType::BF16;
+  // bf16 masters, or stage 3's parameter shards (masters_in_file).
+  const bool masters = state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
   std::vector<float> mine(static_cast<std::size_t>(slices * shard.numel));
   if (masters) opt.read_master_range(b.index, shard, mine.data());
   const auto ns = static_cast<int>(opt.state_names().size());
@@ -150,7 +151,11 @@ std::int64_t within(const ParameterStore& store, const Bucket& b, int id) {
 
 // Whether the parameter tensors come from the masters of the ranks that step each bucket (bf16)
 // rather than from rank 0's parameters (Note [Masters in checkpoints]). The same on every rank.
-bool masters_in_file(const TrainingState& state) { return state.mode.param_dtype == DType::BF16; }
+// ZeRO stage 3 has no flat parameters either: its fp32 parameter shards are gathered as masters
+// are (ShardedOptimizer::read_master_range reads the shard), so the file holds the same tensors.
+bool masters_in_file(const TrainingState& state) {
+  return state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
+}
 
 // Slices per bucket in the gathered staging: the masters (bf16), then the state tensors.
 std::int64_t gathered_slices(const TrainingState& state) {
@@ -187,6 +192,13 @@ void bucket_to_host(const TrainingState& state, const Bucket& b, std::vector<flo
 void parameters_from_host(const TrainingState& state, const Bucket& b,
                           const std::vector<float>& host) {
   ParameterStore& store = state.store;
+  if (state.mode.gathers_parameters()) {
+    // Stage 3: only this rank's shard (padding, zero, included) of the parameters and masters.
+    ShardedOptimizer& opt = state.optimizer;
+    const ElementRange& shard = opt.stepped(b.index);
+    opt.write_master_range(b.index, shard, host.data() + (shard.offset - b.offset));
+    return;
+  }
   if (store.param_dtype() == DType::F32) {
     for (const int id : b.param_ids) {
       copy_from_host(host.data() + within(store, b, id), store.param_data(id), store.device(),

@@ -102,7 +102,7 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
       b.total(), d, bytes_per_parameter_formula(mode), per_param(peak.buffers()),
       per_param(peak.parameters), per_param(peak.gradients), per_param(peak.master),
       per_param(peak.optimizer_state));
-  if (mode.zero_stage == 2) {
+  if (mode.zero_stage >= 2) {
     const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
     out += fmt::format("gradient pool: {} of {} buffers of the largest bucket ({} elements): "
                        "{} per rank\n",

@@ -286,7 +286,9 @@ void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig
   r.enumeration("overlap", p.overlap, kOverlapNames);
   r.enumeration("collective", p.collective, kCollectiveNames);
   r.enumeration("assignment", p.assignment, kAssignmentNames);
-  r.integer("zero_stage", p.zero_stage, closed(1, 2));
+  r.integer("zero_stage", p.zero_stage, closed(1, 3));
+  r.integer("prefetch", p.prefetch, closed(0, kMaxPrefetch));
+  r.boolean("reshard_after_forward", p.reshard_after_forward);
   r.number("bucket_cap_mb", p.bucket_cap_mb, open_closed(0, kMaxBucketCapMb));
   r.number("first_bucket_cap_mb", p.first_bucket_cap_mb, open_closed(0, kMaxBucketCapMb));
   r.finish();
@@ -392,6 +394,7 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
   }
   r.number("timeout_s", rt.timeout_s, open_closed(0, kMaxTimeoutS));
   r.enumeration("comm_priority", rt.comm_priority, kCommPriorityNames);
+  r.number("memory_limit_mb", rt.memory_limit_mb, closed(0, kMaxMemoryLimitMb));
   r.finish();
 }
 
@@ -457,15 +460,17 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
                             "parallel.mode = \"zero\" or collective = \"allreduce_broadcast\"",
                             to_string(c.parallel.collective)));
   }
-  if (c.parallel.zero_stage == 2 &&
+  if (c.parallel.zero_stage >= 2 &&
       (c.parallel.mode != ParallelMode::Zero ||
        c.parallel.collective != CollectiveKind::ReduceScatterAllgather)) {
-    // Stage 2 keeps only the rank's gradient shard: only an element-wise split has one.
+    // Stages 2 and 3 keep only the rank's shard: only an element-wise split has one.
     source.fail("parallel.zero_stage",
-                fmt::format("= 2 shards the gradients, which needs parallel.mode = \"zero\" and "
+                fmt::format("= {} shards the {}, which needs parallel.mode = \"zero\" and "
                             "parallel.collective = \"reduce_scatter_allgather\" (got mode = "
                             "\"{}\", collective = \"{}\" at {}); set zero_stage = 1 or that "
                             "collective",
+                            c.parallel.zero_stage,
+                            c.parallel.zero_stage == 2 ? "gradients" : "parameters",
                             to_string(c.parallel.mode), to_string(c.parallel.collective),
                             source.location("parallel.collective")));
   }

@@ -72,8 +72,14 @@ struct ParallelConfig {
   // rank r owns shard r of every bucket (`zerolap plan` says so).
   AssignmentPolicy assignment = AssignmentPolicy::RoundRobin;
   // ZeRO stage: 1 shards the optimizer state (and bf16 masters); 2 also the gradients between
-  // steps (reduce_scatter_allgather only).
+  // steps; 3 also the parameters, gathered per bucket where forward and backward need them
+  // (2 and 3: reduce_scatter_allgather only).
   int zero_stage = 1;
+  // Stage 3: buckets whose all-gather is issued ahead of the one a layer waits for, in forward
+  // and in backward order; and whether a bucket's gather buffer is released after its last
+  // forward layer (true) or kept until its backward (FSDP2's reshard_after_forward).
+  int prefetch = 1;
+  bool reshard_after_forward = true;
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
 };
@@ -116,6 +122,9 @@ struct RuntimeConfig {
   int threads = kAutoThreads;  // CPU GEMM threads per rank; kAutoThreads: its share of the node
   double timeout_s = 300;  // a collective that takes longer is a failure (exit 1), not a hang
   CommPriority comm_priority = CommPriority::Normal;  // of the MPI comm threads; a hint
+  // MiB one rank may use (runtime/train/memory_limit.h); 0: the node's available memory or the
+  // GPU's free memory, as measured.
+  double memory_limit_mb = 0;
 };
 
 struct BenchConfig {

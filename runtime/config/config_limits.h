@@ -17,6 +17,11 @@ inline constexpr std::int64_t kMaxSampleCount = std::int64_t{1} << 40;
 inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 20;
 // parallel.bucket_cap_mb, parallel.first_bucket_cap_mb, bench.bucket_cap_mb: 1 TiB in MiB.
 inline constexpr double kMaxBucketCapMb = 1024.0 * 1024.0;
+// runtime.memory_limit_mb: 2^40 MiB (an exabyte), so its bytes fit an int64 with room.
+inline constexpr double kMaxMemoryLimitMb = 1099511627776.0;
+// parallel.prefetch: buckets gathered ahead (ZeRO stage 3); more than a few only adds resident
+// gather buffers.
+inline constexpr std::int64_t kMaxPrefetch = 64;
 // runtime.timeout_s: one year, so that a deadline of now + timeout_s is a valid steady_clock time.
 inline constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
 // runtime.threads: the OpenMP team one rank's GEMMs and kernels run on. Each member is a thread

@@ -175,6 +175,8 @@ std::string to_toml(const Config& c) {
   w.string("collective", to_string(p.collective));
   w.string("assignment", to_string(p.assignment));
   w.integer("zero_stage", p.zero_stage);
+  w.integer("prefetch", p.prefetch);
+  w.boolean("reshard_after_forward", p.reshard_after_forward);
   w.number("bucket_cap_mb", p.bucket_cap_mb);
   w.number("first_bucket_cap_mb", p.first_bucket_cap_mb);
 
@@ -215,6 +217,7 @@ std::string to_toml(const Config& c) {
     w.integer("threads", c.runtime.threads);
   }
   w.number("timeout_s", c.runtime.timeout_s);
+  w.number("memory_limit_mb", c.runtime.memory_limit_mb);
   w.string("comm_priority", to_string(c.runtime.comm_priority));
 
   const BenchConfig& b = c.bench;
@@ -240,7 +243,7 @@ std::string to_toml(const Config& c) {
 bool key_affects_results(const std::string& key) {
   const auto in_section = [&](const char* section) { return key.rfind(section, 0) == 0; };
   return !in_section("checkpoint.") && !in_section("output.") && key != "runtime.timeout_s" &&
-         key != "runtime.comm_priority";
+         key != "runtime.comm_priority" && key != "runtime.memory_limit_mb";
 }
 
 std::vector<std::pair<std::string, std::string>> result_entries(const Config& config) {

@@ -48,6 +48,8 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
 }
 
 void BucketSteps::start_broadcast(int bucket, const ExecContext* issuing_stream) {
+  // Stage 3: no all-gather after the step; the next forward gathers the stepped shards.
+  if (!mode_.broadcast_after_step) return;
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
   if (observer_) {
     observer_->on_step_event({.kind = StepEvent::Kind::BroadcastStarted, .bucket = bucket});

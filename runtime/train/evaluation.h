@@ -11,6 +11,7 @@
 #include "models/tape.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/batch_loader.h"
+#include "runtime/train/parameter_gather.h"
 
 namespace zl {
 
@@ -29,6 +30,9 @@ struct EvalParts {
   BatchLoader& batches;
   Communicator& comm;  // the sums' all-reduce
   ExecContext compute;
+  // ZeRO stage 3: forward gathers through it, and every rank runs as many forwards as the rank
+  // with the largest shard (the gathers are collective; a rank out of samples gathers only).
+  ParameterGather* gather = nullptr;
 };
 
 // Collective over `parts.comm`. Call with no step in flight (the parameters are read).

@@ -68,6 +68,10 @@ struct ModePlan {
   // parallel.zero_stage: 2 keeps only the rank's fp32 gradient shard between steps, plus the
   // gradient pool (kGradientPoolBuffers); element shards only.
   int zero_stage = 1;
+  // Stage 3 (runtime/train/parameter_gather.h): parallel.prefetch and
+  // parallel.reshard_after_forward.
+  int prefetch = 1;
+  bool reshard_after_forward = true;
   // Element shards under link.ranks = N > world (a timing study on fewer real ranks, labelled
   // simulated): each rank steps, and keeps state and masters for, only the first 1/N of its shard
   // - what it would own among N ranks - so one machine shows the step time and state of an N-rank
@@ -89,6 +93,13 @@ struct ModePlan {
 
   // "ddp" or "zero/<overlap>/<collective>", as the bench and logs name modes.
   std::string name() const;
+  // Stage 3: each rank keeps only its shard of the parameters; forward and backward all-gather a
+  // bucket into a gather buffer where they need it, and no all-gather follows the step.
+  bool gathers_parameters() const { return zero_stage == 3; }
+  // Stage 3: the gather buffers (of the largest bucket) a rank allocates: with
+  // reshard_after_forward one per bucket the forward or backward holds at once, the one in use
+  // and `prefetch` ahead; without it every bucket's, kept from forward to backward.
+  std::int64_t gather_buffers(const BucketPlan& plan) const;
   // Whether `rank` holds optimizer state of bucket `b` and steps (some of) it.
   bool steps_on(const Bucket& b, int rank) const {
     return !sharded_state || element_shards || b.assigned_rank == rank;
@@ -147,6 +158,7 @@ BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world);
 struct RankMemory {
   std::int64_t parameters = 0, gradients = 0, master = 0, state = 0;
   std::int64_t gradient_pool = 0;  // stage 2: the part of `gradients` that is the pool
+  std::int64_t gather_buffers = 0;  // stage 3: the part of `parameters` that is gather buffers
   std::int64_t total() const { return parameters + gradients + master + state; }
 };
 RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_t store_numel,

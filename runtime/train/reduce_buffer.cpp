@@ -9,7 +9,7 @@ namespace zl {
 ReduceBuffer::ReduceBuffer(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
                            int rank, Tracer* tracer)
     : store_(store), wire_dtype_(mode.reduce_dtype) {
-  if (mode.zero_stage == 2) {
+  if (mode.zero_stage >= 2) {  // stage 3 reduces its gradients as stage 2
     pool_ = std::make_unique<GradientPool>(mode, plan, store, rank, tracer);
   } else if (wire_dtype_ == DType::BF16) {
     bf16_ = DeviceBuffer(store.device(), store.total_numel(), DType::BF16);

@@ -60,11 +60,16 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPl
   state_.resize(plan.buckets.size());
   masters_.resize(plan.buckets.size());
   stepped_.resize(plan.buckets.size());
+  param_base_.assign(plan.buckets.size(), nullptr);
   std::vector<std::int16_t> host_remainder;
   for (const auto& b : plan.buckets) {
     if (!mode.steps_on(b, rank)) continue;
     const ElementRange range = mode.stepped_range(plan, b, rank);
     stepped_[static_cast<std::size_t>(b.index)] = range;
+    if (store.storage() == ParamStorage::Flat) {
+      param_base_[static_cast<std::size_t>(b.index)] =
+          static_cast<char*>(store.raw_data()) + range.offset * dtype_size(store.param_dtype());
+    }
     auto& buffers = state_[static_cast<std::size_t>(b.index)];
     for (std::size_t i = 0; i < state_names_.size(); ++i) {
       buffers.emplace_back(store.device(), range.numel);
@@ -118,7 +123,7 @@ void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecC
     Bf16OptimizerSlice slice;
     slice.grad = g_data;
     slice.grad_dtype = grad.dtype;
-    slice.param = store_.params_as<Bf16>() + range.offset;
+    slice.param = param_at<Bf16>(bucket, 0);
     slice.master_weights = master_weights_;
     if (master_weights_ == MasterWeights::Fp32) {
       slice.master = master.data();
@@ -135,7 +140,7 @@ void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecC
   } else {
     ZL_CHECK(grad.dtype == DType::F32, "bucket {}: {} gradients for fp32 parameters", bucket,
              dtype_name(grad.dtype));
-    float* p = store_.data() + range.offset;
+    float* p = param_at<float>(bucket, 0);
     const auto* g = static_cast<const float*>(g_data);
     if (adam) {
       adam_step(exec, p, g, m, buffers[1].data(), n,
@@ -187,7 +192,7 @@ void ShardedOptimizer::read_master_range(int bucket, const ElementRange& range, 
   const DeviceKind device = store_.device();
   const std::int64_t n = range.numel;
   if (!has_masters_) {
-    copy_to_host(store_.params_as<float>() + range.offset, device, out, n);
+    copy_to_host(param_at<float>(bucket, within), device, out, n);
     return;
   }
   const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
@@ -197,7 +202,7 @@ void ShardedOptimizer::read_master_range(int bucket, const ElementRange& range, 
   }
   std::vector<Bf16> hi(static_cast<std::size_t>(n));
   std::vector<std::int16_t> lo(hi.size());
-  copy_to_host(store_.params_as<Bf16>() + range.offset, device, hi.data(), n);
+  copy_to_host(param_at<Bf16>(bucket, within), device, hi.data(), n);
   copy_to_host(remainders_of(master) + within, device, lo.data(), n);
   for (std::size_t i = 0; i < hi.size(); ++i) out[i] = join_master(hi[i], lo[i]);
 }
@@ -208,7 +213,7 @@ void ShardedOptimizer::write_master_range(int bucket, const ElementRange& range,
   const DeviceKind device = store_.device();
   const std::int64_t n = range.numel;
   if (!has_masters_) {
-    copy_from_host(values, store_.params_as<float>() + range.offset, device, n);
+    copy_from_host(values, param_at<float>(bucket, within), device, n);
     return;
   }
   const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
@@ -220,7 +225,7 @@ void ShardedOptimizer::write_master_range(int bucket, const ElementRange& range,
     hi[i] = split.hi;
     lo[i] = split.lo;
   }
-  copy_from_host(hi.data(), store_.params_as<Bf16>() + range.offset, device, n);
+  copy_from_host(hi.data(), param_at<Bf16>(bucket, within), device, n);
   if (master_weights_ == MasterWeights::Fp32) {
     copy_from_host(values, master.data() + within, device, n);
   } else {

@@ -107,6 +107,12 @@ class ShardedOptimizer {
   void read_master_range(int bucket, const ElementRange& range, float* out) const;
   void write_master_range(int bucket, const ElementRange& range, const float* values);
 
+  // ZeRO stage 3: bucket b's stepped parameters live at `shard` (its stepped(b) elements, of the
+  // store's dtype) instead of in the store's flat buffer (runtime/train/parameter_gather.h).
+  void set_parameter_shard(int bucket, void* shard) {
+    param_base_[static_cast<std::size_t>(bucket)] = static_cast<char*>(shard);
+  }
+
   // Seconds spent in step_bucket since the last reset (any thread).
   double optimizer_seconds() const { return optimizer_ns_.load() * 1e-9; }
   void reset_timers() { optimizer_ns_ = 0; }
@@ -117,6 +123,11 @@ class ShardedOptimizer {
   int stepped_bucket_of(int param_id, const char* what) const;
   // Checks that `range` lies in stepped(bucket); returns its first element's index there.
   std::int64_t index_in_stepped(int bucket, const ElementRange& range, const char* what) const;
+  // The parameter at stepped(bucket)'s element `within` (as T: the store's dtype).
+  template <class T>
+  T* param_at(int bucket, std::int64_t within) const {
+    return reinterpret_cast<T*>(param_base_[static_cast<std::size_t>(bucket)]) + within;
+  }
 
   OptimizerConfig config_;
   const BucketPlan& plan_;
@@ -127,6 +138,7 @@ class ShardedOptimizer {
   MasterWeights master_weights_ = MasterWeights::Fp32;
   std::vector<std::string> state_names_;
   std::vector<ElementRange> stepped_;              // [bucket]
+  std::vector<char*> param_base_;                  // [bucket]: where stepped(bucket) starts
   // [bucket][which], of stepped(bucket).numel elements; empty when not owned.
   std::vector<std::vector<DeviceBuffer>> state_;
   // [bucket]: fp32 masters (F32) or int16 remainders (held in a 2-byte BF16 buffer, reinterpreted);

@@ -7,7 +7,19 @@
 namespace zl {
 
 struct StepEvent {
-  enum class Kind { CollectiveStarted, CollectiveDone, StepBegin, StepEnd, BroadcastStarted };
+  // Gather*: ZeRO stage 3's parameter gathers (parameter_gather.h), issued, waited for (complete
+  // on the CPU) and released; ParameterRead: a layer is about to read the bucket's parameters.
+  enum class Kind {
+    CollectiveStarted,
+    CollectiveDone,
+    StepBegin,
+    StepEnd,
+    BroadcastStarted,
+    GatherIssued,
+    GatherDone,
+    GatherReleased,
+    ParameterRead,
+  };
   Kind kind;
   int bucket;
 };

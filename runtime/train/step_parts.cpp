@@ -24,7 +24,8 @@ void assert_valid(const StepOptions& options, const ModePlan& mode) {
 StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
                      ParameterStore& store, ShardedOptimizer& optimizer,
                      Communicator& reduce_comm, Communicator& broadcast_comm,
-                     ExecContext compute, Tracer* tracer)
+                     ExecContext compute, Tracer* tracer,
+                     std::span<const float> initial_fp32)
     : store(store),
       reduce_comm(reduce_comm),
       broadcast_comm(broadcast_comm),
@@ -43,14 +44,21 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
                                                         .reduce_comm = reduce_comm,
                                                         .options = options,
                                                         .grad_shares = shares});
+  if (mode.gathers_parameters()) {
+    gather = std::make_unique<ParameterGather>(mode, plan, store, optimizer, buckets,
+                                               broadcast_comm, compute, tracer, initial_fp32);
+  }
 }
 
 void StepParts::set_observer(StepObserver* observer) {
   reducer.set_observer(observer);
   buckets.set_observer(observer);
+  if (gather) gather->set_observer(observer);
 }
 
 void StepParts::broadcast_initial_parameters() {
+  // Stage 3: every rank's shards start from the same seeded values; there is no flat buffer.
+  if (gather) return;
   // In chunks: one MPI call counts elements in an int. In the store's dtype (bf16: the rounded
   // parameters; every rank's masters start from the same seeded fp32 values, which these are
   // master_to_bf16 of).
@@ -67,6 +75,7 @@ void StepParts::broadcast_initial_parameters() {
 
 void StepParts::synchronize() {
   buckets.wait_for_all_parameters();
+  if (gather) gather->release_all();
   reduce_comm.synchronize();
   broadcast_comm.synchronize();
   // CUDA: steps (ddp, none, after_backward) and forward waits live on the compute stream. It can

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/bucket_steps.h"
 #include "runtime/train/mode_plan.h"
+#include "runtime/train/parameter_gather.h"
 #include "runtime/train/reduce_buffer.h"
 #include "runtime/train/reducer.h"
 #include "runtime/train/schedule.h"
@@ -24,9 +26,11 @@ class Tracer;
 
 struct StepParts {
   // Every reference must outlive the parts.
+  // `initial_fp32`: Model::initial_parameters(), for stage 3's shards (parameter_gather.h).
   StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
             ParameterStore& store, ShardedOptimizer& optimizer, Communicator& reduce_comm,
-            Communicator& broadcast_comm, ExecContext compute, Tracer* tracer);
+            Communicator& broadcast_comm, ExecContext compute, Tracer* tracer,
+            std::span<const float> initial_fp32 = {});
 
   // Rank 0's initial parameters to every rank (blocking), before the first step.
   void broadcast_initial_parameters();
@@ -43,6 +47,7 @@ struct StepParts {
   Reducer reducer;
   BucketSteps buckets;
   std::unique_ptr<Schedule> schedule;
+  std::unique_ptr<ParameterGather> gather;  // ZeRO stage 3 only (on the broadcast communicator)
 };
 
 }  // namespace zl

@@ -80,8 +80,11 @@ void Trainer::train_step() {
       tape_.backward(BackwardContext{
           .accumulate = parts_->reducer.backward_accumulate(batch),
           .on_grad_ready = &grad_ready_hook_,
+          .before_read = &backward_read_hook_,
           .on_grad_write = &grad_write_hook_,
       });
+      // Stage 3: every gather buffer goes back; the next forward gathers again.
+      if (parts_->gather) parts_->gather->release_all();
     }
     parts_->reducer.end_backward();
     end_phase(StepPhase::Backward, start);

@@ -22,15 +22,17 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                             config_.parallel.first_bucket_cap_mb, world_.size,
                             config_.parallel.assignment);
   // bf16: the masters start from the fp32 values the bf16 parameters were rounded from.
-  const std::vector<float> initial_fp32 = setup_.mode.param_dtype == DType::BF16
-                                              ? setup_.model->initial_parameters()
-                                              : std::vector<float>{};
+  // Stage 3: every rank's parameter shards start from them too.
+  const std::vector<float> initial_fp32 =
+      setup_.mode.param_dtype == DType::BF16 || setup_.mode.gathers_parameters()
+          ? setup_.model->initial_parameters()
+          : std::vector<float>{};
   optimizer_ = std::make_unique<ShardedOptimizer>(config_.optimizer, plan_, setup_.model->store(),
                                                   world_.rank, setup_.mode, setup_.total_steps,
                                                   initial_fp32);
   parts_ = std::make_unique<StepParts>(setup_.mode, step_options_, plan_, setup_.model->store(),
                                        *optimizer_, *setup_.reduce_comm, *setup_.broadcast_comm,
-                                       setup_.compute, &tracer_);
+                                       setup_.compute, &tracer_, initial_fp32);
   parts_->broadcast_initial_parameters();
   grad_ready_hook_ = [this](int param_id) { gradient_ready(param_id); };
   if (GradientPool* pool = parts_->reduce_buffer.pool()) {
@@ -38,7 +40,13 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       pool->before_grad_write(param_id, setup_.compute);
     };
   }
-  param_use_hook_ = [this](int param_id) { parts_->buckets.wait_for_parameters(param_id); };
+  if (parts_->gather) {
+    // Stage 3: forward and backward gather each bucket where they first read it.
+    param_use_hook_ = [this](int param_id) { parts_->gather->before_forward_read(param_id); };
+    backward_read_hook_ = [this](int param_id) { parts_->gather->before_backward_read(param_id); };
+  } else {
+    param_use_hook_ = [this](int param_id) { parts_->buckets.wait_for_parameters(param_id); };
+  }
   if (tracer_.enabled()) {
     layer_trace_ = std::make_unique<LayerTrace>(tracer_, setup_.model->store());
     layer_trace_->observe_backward(tape_);
@@ -75,8 +83,10 @@ void Trainer::check_window(double loss_sum, double check_value, std::int64_t fir
 RankMemory Trainer::allocated_memory() const {
   const ParameterStore& store = setup_.model->store();
   const GradientPool* pool = parts_->reduce_buffer.pool();
+  const std::int64_t gathered =
+      parts_->gather ? parts_->gather->shard_bytes() + parts_->gather->gather_bytes() : 0;
   return RankMemory{
-      .parameters = store.param_bytes(),
+      .parameters = store.param_bytes() + gathered,
       .gradients = store.grad_bytes() + parts_->reduce_buffer.bytes(),
       .master = optimizer_->master_bytes(),  // 0 in fp32: the parameters are their own masters
       .state = optimizer_->state_bytes(),
@@ -98,7 +108,8 @@ EvalResult Trainer::evaluate() {
                                        .tape = tape_,
                                        .batches = batches_,
                                        .comm = *setup_.reduce_comm,
-                                       .compute = setup_.compute});
+                                       .compute = setup_.compute,
+                                       .gather = parts_->gather.get()});
 }
 
 TrainingState Trainer::state() {

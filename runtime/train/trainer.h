@@ -82,6 +82,8 @@ class Trainer {
   std::int64_t batch_cursor() const { return position_.cursor; }
   std::int64_t batches_per_epoch() const { return setup_.sampler->batches_per_epoch(); }
 
+  // ZeRO stage 3's shards and gathers (null in every other mode).
+  ParameterGather* parameter_gather() { return parts_->gather.get(); }
   // Tests: the order of each step's collectives, steps and broadcasts (null: none).
   void set_step_observer(StepObserver* observer) { parts_->set_observer(observer); }
   // The bench: the main thread's time in each phase of a step (null: none).
@@ -110,6 +112,7 @@ class Trainer {
   GradWriteHook grad_write_hook_;        // stage 2: the gradient pool's wait (else empty)
   ParamUseHook param_use_hook_;          // the per-layer wait for a bucket's broadcast
   ParamUseHook traced_param_use_hook_;   // the same inside the layer trace (when tracing)
+  ParamUseHook backward_read_hook_;      // stage 3: backward's gather of a bucket (else empty)
   PhaseObserver* phase_observer_ = nullptr;
 
   StepScalars scalars_;  // of the step being run: the schedule steps buckets with them

@@ -17,6 +17,7 @@
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/datasets_from_config.h"
 #include "runtime/train/memory_estimate.h"
+#include "runtime/train/memory_limit.h"
 #include "runtime/train/shard_layout.h"
 #include "runtime/train/startup_facts.h"
 #include "runtime/train/step_options.h"
@@ -95,17 +96,23 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
     // The layout is the mode's (element shards pad every bucket: shard_layout.h).
     const PlannedLayout planned = plan_layout(config.model, config.parallel, mode, world.size);
-    check_memory_fits(
-        estimate_rank_memory(config, planned.layout, planned.plan, mode, world.rank), config,
-        compute.device, available_memory(compute.device), world.local_size);
+    if (config.runtime.memory_limit_mb > 0) {
+      check_memory_limit(config, world.size);  // instead of what the node has
+    } else {
+      check_memory_fits(
+          estimate_rank_memory(config, planned.layout, planned.plan, mode, world.rank), config,
+          compute.device, available_memory(compute.device), world.local_size);
+    }
     // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for bf16 compute.
     ModelSpec spec = config.model;
     spec.dtype = mode.param_dtype;
     // Stage 2 keeps no full gradient buffer: its gradient pool binds the gradients
-    // (gradient_pool.h).
+    // (gradient_pool.h). Stage 3 keeps no flat parameters either: each rank's shards
+    // (runtime/train/parameter_gather.h).
     model = std::make_unique<Model>(
         spec, compute.device, planned.padding,
-        mode.zero_stage == 2 ? GradientStorage::Bound : GradientStorage::Flat);
+        mode.zero_stage >= 2 ? GradientStorage::Bound : GradientStorage::Flat,
+        mode.gathers_parameters() ? ParamStorage::Gathered : ParamStorage::Flat);
     sampler = std::make_unique<DistributedSampler>(SamplerSpec{
         .num_samples = data.train.num_samples,
         .local_batch = config.data.batch_size,
@@ -157,7 +164,9 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   // docs/design.md, "Divergence": on CUDA a per-step verdict would drain the stream every step;
   // a stop can wait for the log window, a clip, a skip or a loss limit cannot.
   step_check = options.step_check.value_or(
-      compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train)
+      // Stage 3 has no flat parameters for the per-window check to read.
+      compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train) &&
+              !mode.gathers_parameters()
           ? StepCheck::EveryLogWindow
           : StepCheck::EveryStep);
 }

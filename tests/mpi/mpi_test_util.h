@@ -95,6 +95,8 @@ inline TrainerOptions quiet_options() {
 // the result compare the bf16 bits).
 inline std::vector<float> parameters_of(Trainer& trainer) {
   trainer.synchronize();
+  // ZeRO stage 3 keeps shards only: gathered (collective, every rank calls this).
+  if (ParameterGather* gather = trainer.parameter_gather()) return gather->full_parameters();
   const auto& store = trainer.model().store();
   if (store.param_dtype() == DType::BF16) {
     const Bf16* p = store.params_as<Bf16>();

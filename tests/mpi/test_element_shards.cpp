@@ -7,6 +7,7 @@
 // ZeRO stage 1 and 2 (parallel.zero_stage; Note [Gradient pool]).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -134,8 +135,19 @@ TEST_CASE("element shards match ddp in every overlap and precision, ranks bitwis
               !per_micro_batch     ? Association::SameAsDdp
               : precision.bf16_wire ? Association::RoundedPerMicroBatch
                                     : Association::Different;
-          check_matches(train(small_config(overrides), world), ddp, world.size, precision.bf16,
-                        association);
+          const std::vector<float> got = train(small_config(overrides), world);
+          check_matches(got, ddp, world.size, precision.bf16, association);
+          if (stage != 2) continue;
+          // Stage 3 reduces its gradients as stage 2 (the pool, per micro-batch with grad_accum)
+          // and steps the same shards, and forward and backward read the gathered bits of those
+          // shards: bitwise stage 2 at every world size.
+          for (const char* reshard : {"true", "false"}) {
+            const auto stage3 = with(overrides, {"parallel.zero_stage=3",
+                                                 std::string("parallel.reshard_after_forward=") +
+                                                     reshard});
+            INFO(describe(stage3));
+            CHECK(bitwise_equal(train(small_config(stage3), world), got));
+          }
         }
       }
     }
@@ -186,6 +198,11 @@ TEST_CASE("element shards allocate what the plan prints for them", "[shards]") {
            {}, {"optimizer.kind=sgd", "optimizer.momentum=0.9"},
            {"precision.compute=bf16", "precision.reduce_dtype=bf16"},
            {"precision.compute=bf16", "precision.master_weights=remainders"},
+           {"parallel.zero_stage=3"},
+           {"parallel.zero_stage=3", "parallel.prefetch=2", "optimizer.kind=sgd",
+            "optimizer.momentum=0.9"},
+           {"parallel.zero_stage=3", "parallel.reshard_after_forward=false",
+            "precision.compute=bf16", "precision.master_weights=remainders"},
            {"parallel.zero_stage=2"},
            {"parallel.zero_stage=2", "precision.compute=bf16", "precision.reduce_dtype=bf16"}}) {
     const Config config = small_config(with(with(kBuckets, shards("interleaved")), keys));
@@ -214,6 +231,101 @@ TEST_CASE("element shards allocate what the plan prints for them", "[shards]") {
     // Invariant 5, exact: the state is the padded total / world.
     const int floats = config.optimizer.kind == OptimizerKind::Sgd ? 1 : 2;
     CHECK(got.state * world.size == trainer.model().store().total_numel() * floats * 4);
+    if (trainer.mode_plan().gathers_parameters()) {
+      // Stage 3: no flat parameters; the shards are the padded total / world, plus the buffers.
+      CHECK(trainer.model().store().param_bytes() == 0);
+      const std::int64_t size = dtype_size(trainer.mode_plan().param_dtype);
+      CHECK(trainer.parameter_gather()->shard_bytes() * world.size ==
+            trainer.model().store().total_numel() * size);
+      CHECK(trainer.parameter_gather()->gather_bytes() ==
+            trainer.mode_plan().gather_buffers(trainer.plan()) *
+                trainer.plan().largest_bucket_numel() * size);
+    }
+  }
+}
+
+namespace {
+
+// Stage 3's gather events of the main thread, in order (steps and reduce-scatters, which
+// interleaved records from the reduce thread, are left out).
+struct GatherLog final : StepObserver {
+  std::vector<StepEvent> events;
+  void on_step_event(const StepEvent& e) override {
+    if (e.kind == StepEvent::Kind::GatherIssued || e.kind == StepEvent::Kind::GatherDone ||
+        e.kind == StepEvent::Kind::GatherReleased || e.kind == StepEvent::Kind::ParameterRead) {
+      events.push_back(e);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("stage 3 gathers a bucket before its layers read it, prefetch buckets ahead",
+          "[shards]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  for (const char* prefetch : {"0", "1", "2"}) {
+    for (const char* reshard : {"true", "false"}) {
+      const Config config = small_config(with(with(kBuckets, shards("interleaved")),
+                                              {"parallel.zero_stage=3", "train.grad_accum=2",
+                                               std::string("parallel.prefetch=") + prefetch,
+                                               std::string("parallel.reshard_after_forward=") +
+                                                   reshard}));
+      INFO("prefetch " << prefetch << ", reshard_after_forward " << reshard);
+      Trainer trainer(config, world, quiet_options());
+      const int buckets = static_cast<int>(trainer.plan().buckets.size());
+      REQUIRE(buckets >= 3);
+      GatherLog log;
+      trainer.set_step_observer(&log);
+      trainer.train_step();
+      trainer.train_step();
+      trainer.synchronize();
+      trainer.set_step_observer(nullptr);
+      enum class State { Free, Issued, Done };
+      std::vector<State> state(static_cast<std::size_t>(buckets), State::Free);
+      int reads = 0, issued = 0, prefetched = 0;
+      for (const StepEvent& e : log.events) {
+        auto& s = state[static_cast<std::size_t>(e.bucket)];
+        switch (e.kind) {
+          case StepEvent::Kind::GatherIssued:
+            REQUIRE(s == State::Free);
+            s = State::Issued;
+            ++issued;
+            break;
+          case StepEvent::Kind::GatherDone: {
+            REQUIRE(s == State::Issued);
+            s = State::Done;
+            // Outstanding beyond the one waited: at most `prefetch`.
+            const auto outstanding = std::count(state.begin(), state.end(), State::Issued);
+            CHECK(outstanding <= std::stoi(prefetch));
+            prefetched += outstanding > 0;
+            break;
+          }
+          case StepEvent::Kind::GatherReleased: s = State::Free; break;
+          case StepEvent::Kind::ParameterRead:
+            // The gather completed (the CPU waits on the host) and is still resident.
+            CHECK(s == State::Done);
+            ++reads;
+            break;
+          default: break;
+        }
+      }
+      CHECK(reads > 0);
+      if (std::string(prefetch) != "0") {
+        CHECK(prefetched > 0);
+      } else {
+        CHECK(prefetched == 0);
+      }
+      // Every gather buffer is back between steps. 2 steps x 2 micro-batches: forward gathers
+      // every bucket once each; without reshard_after_forward backward finds them all resident,
+      // with it backward gathers again all but bucket 0 (kept from forward) that it reads.
+      for (State s : state) CHECK(s == State::Free);
+      if (std::string(reshard) == "false") {
+        CHECK(issued == 4 * buckets);
+      } else {
+        CHECK(issued > 4 * buckets);
+        CHECK(issued < 8 * buckets);
+      }
+    }
   }
 }
 
@@ -356,6 +468,7 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
   // bit for bit, and the run goes on with identical ranks; on 3 ranks in fp32 it continues the
   // sharded run (within check_matches's tolerance; another world size changes the global
   // batch and with it the sample order).
+  std::string source = path;  // the checkpoint resume_on loads
   const auto resume_on = [&](int ranks, const Config& config) {
     MPI_Comm sub = MPI_COMM_NULL;
     MPI_Comm_split(world.comm, world.rank < ranks ? 0 : MPI_UNDEFINED, world.rank, &sub);
@@ -367,7 +480,7 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
                                                      to_string(config.parallel.collective),
                                                      to_string(config.precision.compute)}));
       Trainer resumed(config, part, quiet_options());
-      load_checkpoint(resumed.state(), path);
+      load_checkpoint(resumed.state(), source);
       CHECK(resumed.step() == 4);
       const bool bf16 = config.precision.compute == ComputePrecision::Bf16;
       const std::vector<float> loaded = named_parameters(resumed);
@@ -376,7 +489,7 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
       } else {
         CHECK(bitwise_equal(loaded, at4));
       }
-      const SafetensorsReader file(path);
+      const SafetensorsReader file(source);
       const ParameterStore& store = resumed.model().store();
       std::vector<float> want;
       for (int id = 0; id < store.count(); ++id) {
@@ -404,6 +517,42 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
   resume_on(3, small_config(with(with(base, shards("none")), {"precision.compute=bf16"})));
   resume_on(2, small_config(with(base, shards("after_backward"))));
   resume_on(1, small_config(with(base, {"parallel.mode=ddp"})));
+  // Stage 3 (its parameters are shards too): it resumes stage 1's file on 3 ranks bitwise (stage
+  // 3 is bitwise stage 1), writes the same tensors, and its file resumes elsewhere.
+  const auto stage3 = [&](const char* overlap, std::vector<std::string> keys) {
+    return small_config(with(with(with(base, shards(overlap)), {"parallel.zero_stage=3"}), keys));
+  };
+  {
+    Trainer resumed(stage3("interleaved", {}), world, quiet_options());
+    load_checkpoint(resumed.state(), path);
+    while (resumed.step() < 10) resumed.train_step();
+    CHECK(bitwise_equal(parameters_of(resumed), at10_flat));
+  }
+  const std::string stage3_path = dir + "/stage3_step4.safetensors";
+  {
+    Trainer three(stage3("interleaved", {}), world, quiet_options());
+    while (three.step() < 4) three.train_step();
+    write_checkpoint(three.state(), stage3_path);
+  }
+  if (world.is_root()) {
+    const SafetensorsReader one_file(path), three_file(stage3_path);
+    const ParameterStore layout = Model::parameter_layout(sharded.model);
+    std::vector<float> a, b;
+    for (const ParameterInfo& p : layout.parameters()) {
+      for (const std::string& name : {p.name, fmt::format("optimizer.{}.exp_avg", p.name)}) {
+        a.resize(static_cast<std::size_t>(p.numel));
+        b.resize(a.size());
+        one_file.read_f32(name, p.shape, a.data());
+        three_file.read_f32(name, p.shape, b.data());
+        CHECK(bitwise_equal(a, b));
+      }
+    }
+  }
+  resume_on(2, stage3("none", {"precision.compute=bf16"}));
+  source = stage3_path;
+  resume_on(1, small_config(with(base, {"parallel.mode=ddp"})));
+  resume_on(3, stage3("after_backward", {"parallel.reshard_after_forward=false"}));
+  source = path;
 
   // And the other way: a bucket-mode checkpoint resumes into element shards on 2 ranks, every
   // rank's shard of state taken from the full tensors, bitwise.
@@ -467,4 +616,55 @@ TEST_CASE("link.ranks = 8 makes each rank step the shard it would own among 8 ra
   with_dir.checkpoint.dir = shared_dir(world.comm, "shard_ranks");
   CHECK_THROWS_WITH(Trainer(with_dir, world, quiet_options()),
                     Catch::Contains("link.ranks = 8") && Catch::Contains("timing study"));
+}
+
+TEST_CASE("runtime.memory_limit_mb refuses a run above it naming what fits; 4 ranks at stage 3 "
+          "train under it",
+          "[shards]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  if (world.size != 4) return;  // a 1-rank run against a 4-rank one
+  // Parameters dominate (about 116k): ddp keeps 16 bytes of each per rank, stage 3 on 4 ranks
+  // about 7 plus a few gather buffers.
+  const std::vector<std::string> model = {"model.widths=[8, 128, 128, 128, 128, 128, 128, 128, 128, 4]", "data.eval_batch_size=16",
+                                          "parallel.bucket_cap_mb=0.05",
+                                          "parallel.first_bucket_cap_mb=0.01"};
+  const auto peak = [](const Config& c, int ranks) {
+    const ModePlan mode = make_run_mode_plan(c, ranks);
+    const PlannedLayout planned = plan_layout(c.model, c.parallel, mode, ranks);
+    return estimate_peak_rank_memory(c, planned.layout, planned.plan, mode).total();
+  };
+  const Config ddp = small_config(with(model, {"parallel.mode=ddp"}));
+  const Config stage3 = small_config(with(with(model, shards("interleaved")),
+                                          {"parallel.zero_stage=3"}));
+  const std::int64_t one = peak(ddp, 1), four = peak(stage3, 4);
+  REQUIRE(four * 3 < one * 2);
+  const double limit_mb = static_cast<double>(one + four) / 2.0 / (1024.0 * 1024.0);
+  const std::string limit = fmt::format("runtime.memory_limit_mb={}", limit_mb);
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(world.comm, world.rank == 0 ? 0 : MPI_UNDEFINED, world.rank, &sub);
+  if (sub != MPI_COMM_NULL) {
+    // Refused at start-up on every rank of the run (ReportedUserError: exit 2 from the CLI).
+    std::string what;
+    try {
+      Trainer refused(small_config(with(with(model, {"parallel.mode=ddp"}), {limit})),
+                      world_of(sub), quiet_options());
+    } catch (const ReportedUserError& e) {
+      what = e.what();
+    }
+    {
+      INFO(what);
+      CHECK_THAT(what, Catch::Contains("runtime.memory_limit_mb") &&
+                           Catch::Contains("the largest of 1 ranks needs") &&
+                           Catch::Contains("parallel.zero_stage = 3") &&
+                           Catch::Contains(" ranks with ") && Catch::Contains("on the largest rank)"));
+    }
+    MPI_Comm_free(&sub);
+  }
+  MPI_Barrier(world.comm);
+  Trainer fits(small_config(with(with(with(model, shards("interleaved")),
+                                      {"parallel.zero_stage=3"}),
+                                 {limit})),
+               world, quiet_options());
+  CHECK(fits.allocated_memory().total() < static_cast<std::int64_t>(limit_mb * 1024 * 1024));
+  train_checking_identity(fits, 2);
 }

@@ -199,7 +199,7 @@ TEST_CASE("plan at scale: a distribution over the ranks, sizes in MiB, pointers 
   const CliResult r = run_zerolap("plan " + path + " --world 512 --set parallel.mode=zero "
                                   "--link-gbps 100 --compute-ms 2");
   CHECK(r.exit_code == 0);
-  CHECK(std::count(r.output.begin(), r.output.end(), '\n') < 60);  // not a row per rank
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') < 80);  // not a row per rank (512)
   CHECK_THAT(r.output, Catch::Contains("over 512 ranks") && Catch::Contains("median") &&
                            Catch::Contains("owned elements") && Catch::Contains("KiB") &&
                            Catch::Contains("docs/bench.md") &&

@@ -101,6 +101,7 @@ resume = "runs/ck/step_100.safetensors"
 device = "cpu"
 threads = 4
 timeout_s = 60
+memory_limit_mb = 4096
 comm_priority = "realtime"
 
 [bench]
@@ -795,7 +796,8 @@ TEST_CASE("config: config_hash is stable and follows the values", "[config]") {
   CHECK(zl::config_hash(zl::parse_config(zl::to_toml(c), "other.toml")) == h);
 
   // FNV-1a 64 of the canonical text, each line with its newline, without the keys of
-  // [checkpoint] and [output], runtime.timeout_s and runtime.comm_priority.
+  // [checkpoint] and [output], runtime.timeout_s, runtime.comm_priority and
+  // runtime.memory_limit_mb.
   std::uint64_t fnv = 14695981039346656037ull;
   std::istringstream lines(zl::to_toml(c));
   std::string line, section;
@@ -803,7 +805,8 @@ TEST_CASE("config: config_hash is stable and follows the values", "[config]") {
     if (!line.empty() && line[0] == '[') section = line;
     const bool skipped = !line.empty() && line[0] != '[' &&
                          (section == "[checkpoint]" || section == "[output]" ||
-                          line.rfind("timeout_s = ", 0) == 0 || line.rfind("comm_priority = ", 0) == 0);
+                          line.rfind("timeout_s = ", 0) == 0 || line.rfind("comm_priority = ", 0) == 0 ||
+                          line.rfind("memory_limit_mb = ", 0) == 0);
     if (skipped) continue;
     for (const unsigned char ch : line + "\n") fnv = (fnv ^ ch) * 1099511628211ull;
   }
@@ -835,6 +838,7 @@ TEST_CASE("config: config_hash is stable and follows the values", "[config]") {
   changed = a;
   changed.runtime.timeout_s = 5.0;
   changed.runtime.comm_priority = zl::CommPriority::Realtime;
+  changed.runtime.memory_limit_mb = 1024;  // nor against which memory it was checked
   CHECK(zl::config_hash(changed) == zl::config_hash(a));
 }
 

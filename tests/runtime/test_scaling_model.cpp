@@ -68,6 +68,12 @@ TEST_CASE("each mode's modelled communication per step", "[scaling]") {
   const BucketPlan plan = two_buckets(4);
   const ModeComm ddp = modelled_mode_comm(mode_named("ddp"), plan, link, 4);
   CHECK(ddp.total_s == Approx(1.5e-3 + 4.5e-3));
+  // Stage 3: reduce-scatter + forward gathers + backward gathers (bucket 0 stays resident between
+  // forward and backward): more than ddp's bytes, at most 1.5x.
+  const ModeComm three =
+      modelled_mode_comm(mode_named("zero3/interleaved/reduce_scatter_allgather"), plan, link, 4);
+  CHECK(three.wire_bytes > ddp.wire_bytes);
+  CHECK(three.wire_bytes <= ddp.wire_bytes * 3 / 2);
   CHECK(ddp.last_s == Approx(4.5e-3));
   CHECK(ddp.broadcast_s == 0.0);
   CHECK(ddp.wire_bytes == 6'000'000);  // 2 (p-1)/p of 4 MB

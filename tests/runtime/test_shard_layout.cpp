@@ -180,12 +180,15 @@ TEST_CASE("at 512 ranks the even split fits where one bucket per rank does not",
         static_cast<std::int64_t>(at.plan.buckets.size()) * 16 * world);
   c.parallel.zero_stage = 2;
   CHECK(peak_mib(c) <= 420.0);
+  // Stage 3: the parameters over 512 too, plus two gather buffers of the largest bucket.
+  c.parallel.zero_stage = 3;
+  CHECK(peak_mib(c) <= 300.0);
 }
 
 TEST_CASE("zero_stage and the shard collective are checked against the other keys", "[shards]") {
   const char* base = "[model]\nwidths = [2, 8, 3]\n[data]\nkind = \"spirals\"\n";
   CHECK(parse_config(base, "c.toml").parallel.zero_stage == 1);
-  CHECK_THROWS_WITH(parse_config(base, "c.toml", {"parallel.zero_stage=3"}),
+  CHECK_THROWS_WITH(parse_config(base, "c.toml", {"parallel.zero_stage=4"}),
                     Contains("parallel.zero_stage"));
   CHECK_THROWS_WITH(parse_config(base, "c.toml", {"parallel.zero_stage=0"}),
                     Contains("parallel.zero_stage"));
@@ -213,4 +216,30 @@ TEST_CASE("zero_stage and the shard collective are checked against the other key
                                Contains("collective = \"reduce_scatter_allgather\""));
   // The effective config reads back as itself.
   CHECK(to_toml(parse_config(to_toml(two), "again.toml")) == to_toml(two));
+  // Stage 3 likewise needs the element split, and its own keys are range- and type-checked.
+  CHECK_THROWS_WITH(
+      parse_config(base, "c.toml",
+                   {"parallel.mode=zero", "parallel.collective=reduce_broadcast",
+                    "parallel.zero_stage=3"}),
+      Contains("parallel.zero_stage") && Contains("= 3 shards the parameters") &&
+          Contains("collective = \"reduce_broadcast\""));
+  const std::vector<std::string> three_keys = {"parallel.mode=zero", "parallel.zero_stage=3",
+                                               "parallel.collective=reduce_scatter_allgather"};
+  auto three_with = [&](const std::string& key) {
+    std::vector<std::string> keys = three_keys;
+    keys.push_back(key);
+    return keys;
+  };
+  CHECK_THROWS_WITH(parse_config(base, "c.toml", three_with("parallel.prefetch=-1")),
+                    Contains("parallel.prefetch"));
+  CHECK_THROWS_WITH(parse_config(base, "c.toml", three_with("parallel.prefetch=65")),
+                    Contains("parallel.prefetch"));
+  CHECK_THROWS_WITH(parse_config(base, "c.toml", three_with("parallel.reshard_after_forward=1")),
+                    Contains("parallel.reshard_after_forward"));
+  const Config three = parse_config(base, "c.toml",
+                                    three_with("parallel.reshard_after_forward=false"));
+  CHECK(three.parallel.zero_stage == 3);
+  CHECK(three.parallel.prefetch == 1);
+  CHECK_FALSE(three.parallel.reshard_after_forward);
+  CHECK(to_toml(parse_config(to_toml(three), "again.toml")) == to_toml(three));
 }
