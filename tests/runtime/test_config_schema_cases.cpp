@@ -187,11 +187,11 @@ TEST_CASE("every config key: bad values through plan, train and bench", "[config
     }
   }
   // Four at a time: a process mostly waits for MPI's start-up. Checked on this thread after.
-  const std::string config = config_file();
   const std::string out = (std::filesystem::path(ZEROLAP_TEST_TMP) / "schema_cases").string();
   // A new directory per suite run: an earlier run's bench.json there is another bench's results,
   // which bench refuses to overwrite.
   std::filesystem::remove_all(out);
+  const std::string config = config_file();
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> workers;
   for (int w = 0; w < 4; ++w) {
