@@ -26,13 +26,14 @@ namespace zl {
 // for needs, and the step collapses (far slower than one thread); no spin count is both fast
 // idle and safe under load (scripts/bench_threads_under_load.sh measures it).
 // So zerolap keeps libgomp's spinning wait and sizes the team to the CPUs that are free: every
-// interval (0.1 s, checked after a step) it reads how long each CPU of the rank's affinity mask
-// was busy (/proc/stat) and how much of that was this process (getrusage); the rest is other
-// processes' (other ranks of the job sharing the mask count too). The team is the mask's CPUs
-// less theirs, rounded, in [1, runtime.threads resolved]: a spinning thread then never competes
-// with a busy process for a core. It starts at one thread and drops at once (a collapse costs
-// most); it grows to the whole count at once when nothing else ran on the mask, else one thread
-// per interval, so ranks sharing a mask (each the others' load) settle instead of all jumping.
+// interval (0.1 s, checked after a step; the first 0.02 s) it reads how long each CPU of the
+// rank's affinity mask was busy (/proc/stat) and how much of that was this process
+// (getrusage); the rest is other processes' (other ranks of the job sharing the mask count
+// too). The team is the mask's CPUs less theirs, rounded, in [1, runtime.threads resolved]: a
+// spinning thread then never competes with a busy process for a core. It starts at one thread
+// and drops at once (a collapse costs most); it grows to the whole count at once when nothing
+// else ran on the mask, else one thread per interval, so ranks sharing a mask (each the others'
+// load) settle instead of all jumping.
 // Results never depend on the team: the element-wise kernels give the same bits on any split
 // (kernels/cpu_parallel.h), and a GEMM shape runs on a smaller team only where that gives the
 // full team's bits (Note [GEMM bits on a smaller team], kernels/gemm.cpp), so ranks need not
@@ -137,7 +138,8 @@ CpuTeamGovernor::~CpuTeamGovernor() {
 void CpuTeamGovernor::after_step() {
   if (!last_) return;  // not adaptive, or nothing to measure
   const Clock::time_point now = Clock::now();
-  if (std::chrono::duration<double>(now - last_time_).count() < options_.interval_s) return;
+  const double interval = decided_ ? options_.interval_s : options_.first_interval_s;
+  if (std::chrono::duration<double>(now - last_time_).count() < interval) return;
   const std::optional<CpuSample> sample = options_.sample();
   if (!sample || sample->wall_s <= last_->wall_s) return;
   const double wall = sample->wall_s - last_->wall_s;
@@ -148,6 +150,7 @@ void CpuTeamGovernor::after_step() {
   set_cpu_team_limit(team_);
   last_ = sample;
   last_time_ = now;
+  decided_ = true;
 }
 
 }  // namespace zl

@@ -39,6 +39,10 @@ struct GovernorOptions {
   int cpus = 1;              // the CPUs of the rank's affinity mask, which `sample` measures
   bool adaptive = false;     // runtime.threads = "auto", a CPU run, no user wait variables
   double interval_s = 0.1;   // the least wall time between two decisions
+  // The least wall time before the first: two ticks of /proc/stat (100 per second), enough to
+  // tell a CPU other processes hold from a free one, so an idle machine gets its whole team
+  // within a run's first steps instead of after a full interval on one thread.
+  double first_interval_s = 0.02;
   // nullopt: nothing to measure (no /proc/stat): the team stays full. Default: this process.
   std::function<std::optional<CpuSample>()> sample;
 };
@@ -59,6 +63,7 @@ class CpuTeamGovernor {
   GovernorOptions options_;
   int team_ = 1;
   std::optional<CpuSample> last_;
+  bool decided_ = false;  // the first decision was taken: interval_s from now on
   Clock::time_point last_time_;
 };
 

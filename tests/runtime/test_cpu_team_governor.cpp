@@ -56,6 +56,7 @@ TEST_CASE("the governor starts at one thread, grows while CPUs are free, drops u
   options.cpus = 4;
   options.adaptive = true;
   options.interval_s = 0.0;  // decide after every step
+  options.first_interval_s = 0.0;
   options.sample = [&]() -> std::optional<CpuSample> {
     if (next > 0) {
       total.wall_s += 1.0;
@@ -79,6 +80,34 @@ TEST_CASE("the governor starts at one thread, grows while CPUs are free, drops u
     CHECK(teams == std::vector<int>{2, 3, 3, 4, 4, 1, 1, 4, 4});
   }
   CHECK(cpu_team_limit() == 0);  // the governor's end lifts the limit
+}
+
+TEST_CASE("the governor's first decision comes after first_interval_s, the next after "
+          "interval_s", "[cpu_team]") {
+  // 2 CPUs, nothing else running: the first decision gives the whole team at once.
+  CpuSample total;
+  GovernorOptions options;
+  options.full = 2;
+  options.cpus = 2;
+  options.adaptive = true;
+  options.first_interval_s = 0.0;
+  options.interval_s = 1e6;  // no second decision within this test
+  int samples = 0;
+  options.sample = [&]() -> std::optional<CpuSample> {
+    ++samples;
+    total.wall_s += 1.0;
+    total.own_s += 1.0;
+    total.busy_s += 1.0;  // only this process
+    return total;
+  };
+  CpuTeamGovernor governor(options);
+  CHECK(governor.team() == 1);
+  governor.after_step();
+  CHECK(governor.team() == 2);
+  CHECK(samples == 2);
+  governor.after_step();  // within interval_s: not sampled, the team kept
+  CHECK(samples == 2);
+  CHECK(governor.team() == 2);
 }
 
 TEST_CASE("the governor adapts only runtime.threads = auto on the CPU, without the user's wait "
