@@ -16,6 +16,7 @@
 
 #include "base/bf16.h"
 #include "runtime/config/config.h"
+#include "runtime/train/memory_estimate.h"
 #include "runtime/train/trainer.h"
 #include "runtime/comm/world.h"
 
@@ -64,6 +65,14 @@ timeout_s = 60
 # These tests read parameters through host pointers; the CUDA path is tests/mpi/test_cuda_train.cpp.
 device = "cpu"
 )";
+
+// The trainer's allocations against the up-front memory estimate, buffer by buffer.
+inline void check_allocations_equal(const RankMemory& got, const MemoryEstimate& want) {
+  CHECK(got.parameters == want.parameters);
+  CHECK(got.gradients == want.gradients);
+  CHECK(got.master == want.master);
+  CHECK(got.state == want.optimizer_state);
+}
 
 // The overrides a, then b: a test's base overrides with one case's keys appended.
 inline std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
