@@ -177,6 +177,15 @@ std::int64_t ParameterGather::gather_bytes() const {
   return bytes;
 }
 
+double ParameterGather::shard_sum_of_squares() const {
+  double sum = 0.0;
+  for (const DeviceBuffer& s : shards_) {
+    sum += store_.param_dtype() == DType::BF16 ? sum_of_squares(compute_, s.data<Bf16>(), s.size())
+                                               : sum_of_squares(compute_, s.data(), s.size());
+  }
+  return sum;
+}
+
 std::vector<float> ParameterGather::full_parameters() {
   release_all();
   std::vector<float> out(static_cast<std::size_t>(store_.total_numel()), 0.0f);

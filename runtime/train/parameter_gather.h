@@ -63,6 +63,9 @@ class ParameterGather {
   // Allocated bytes: shards, and gather buffers (ModePlan's RankMemory::parameters).
   std::int64_t shard_bytes() const;
   std::int64_t gather_bytes() const;
+  // The sum of squares of this rank's shards (the per-window divergence check: summed over ranks
+  // it covers every parameter once). Reads back to the host: call with nothing in flight.
+  double shard_sum_of_squares() const;
   // Collective (every rank, nothing in flight): the whole flat layout as fp32 on the host, each
   // bucket all-gathered into a gather buffer in turn (tests and checkpoints).
   std::vector<float> full_parameters();

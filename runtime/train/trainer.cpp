@@ -72,6 +72,8 @@ Trainer::~Trainer() {
 double Trainer::window_check_value() {
   if (step_options_.step_check == StepCheck::EveryStep) return 0.0;
   parts_->synchronize();
+  // Stage 3 has no whole parameters between steps: each rank checks its shards.
+  if (parts_->gather) return parts_->gather->shard_sum_of_squares();
   return zl::window_check_value(step_options_.step_check, setup_.model->store(), setup_.compute);
 }
 

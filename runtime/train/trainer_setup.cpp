@@ -164,9 +164,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   // docs/design.md, "Divergence": on CUDA a per-step verdict would drain the stream every step;
   // a stop can wait for the log window, a clip, a skip or a loss limit cannot.
   step_check = options.step_check.value_or(
-      // Stage 3 has no flat parameters for the per-window check to read.
-      compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train) &&
-              !mode.gathers_parameters()
+      compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train)
           ? StepCheck::EveryLogWindow
           : StepCheck::EveryStep);
 }

@@ -48,6 +48,10 @@ std::vector<std::vector<std::string>> modes(bool with_interleaved) {
       {"parallel.mode=zero", "parallel.overlap=none",
        "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=2",
        "train.grad_accum=2"},
+      // Stage 3: the NaN reaches the parameter shards, which the next step's gathers read.
+      {"parallel.mode=zero", "parallel.overlap=after_backward",
+       "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=3",
+       "parallel.reshard_after_forward=false"},
   };
   if (with_interleaved) {
     m.push_back({"parallel.mode=zero", "parallel.overlap=interleaved",
@@ -117,18 +121,34 @@ TEST_CASE("stop ends every rank at the non-finite step, naming it", "[nonfinite]
 }
 
 TEST_CASE("checked per log window, a stop comes at the window's end", "[nonfinite]") {
-  // The CUDA cadence under "stop" without clipping, forced here on the CPU.
+  // The CUDA cadence under "stop" without clipping, forced here on the CPU; stage 3 checks the
+  // parameter shards each rank holds.
   const World world = world_of(MPI_COMM_WORLD);
   const FaultAtBadStep fault(world.size);
   TrainerOptions options = quiet_options();
   options.step_check = StepCheck::EveryLogWindow;
-  Trainer trainer(small_config({"parallel.mode=zero", "parallel.overlap=after_backward"}), world,
-                  options);
-  for (std::int64_t s = 0; s < kBadStep + 1; ++s) trainer.train_step();  // no verdict per step
-  const StepLoss window = trainer.take_loss();
-  const auto sums = trainer.sum_over_ranks({window.loss_sum, trainer.window_check_value()});
-  CHECK_FALSE(std::isfinite(sums[1]));  // the NaN gradient reached every rank's parameters
-  CHECK_THROWS_AS(trainer.check_window(sums[0], sums[1], 1, kBadStep + 1), NonfiniteStop);
-  CHECK_THROWS_WITH(trainer.check_window(sums[0], sums[1], 1, kBadStep + 1),
-                    Catch::Contains("between steps 1 and 4"));
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{"parallel.mode=zero", "parallel.overlap=after_backward"},
+        std::vector<std::string>{"parallel.mode=zero", "parallel.overlap=interleaved",
+                                 "parallel.collective=reduce_scatter_allgather",
+                                 "parallel.zero_stage=3"}}) {
+    INFO(describe(mode));
+    Trainer trainer(small_config(mode), world, options);
+    for (std::int64_t s = 0; s < kBadStep + 1; ++s) trainer.train_step();  // no verdict per step
+    const StepLoss window = trainer.take_loss();
+    const auto sums = trainer.sum_over_ranks({window.loss_sum, trainer.window_check_value()});
+    CHECK_FALSE(std::isfinite(sums[1]));  // the NaN gradient reached every rank's parameters
+    CHECK_THROWS_AS(trainer.check_window(sums[0], sums[1], 1, kBadStep + 1), NonfiniteStop);
+    CHECK_THROWS_WITH(trainer.check_window(sums[0], sums[1], 1, kBadStep + 1),
+                      Catch::Contains("between steps 1 and 4"));
+  }
+  // Before the bad step every window is finite, at stage 3 too (the shards' sum is read).
+  Trainer clean(small_config({"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
+                              "parallel.zero_stage=3"}),
+                world, options);
+  for (std::int64_t s = 0; s < kBadStep - 1; ++s) clean.train_step();
+  const auto sums = clean.sum_over_ranks({clean.take_loss().loss_sum, clean.window_check_value()});
+  CHECK(std::isfinite(sums[1]));
+  CHECK(sums[1] > 0.0);
+  CHECK_NOTHROW(clean.check_window(sums[0], sums[1], 1, kBadStep - 1));
 }
