@@ -348,14 +348,16 @@ TEST_CASE("stage 2's backward waits for a pool buffer once per bucket, on the ti
   for (const int n : waits) CHECK(n == 2);  // one per bucket and backward
 }
 
-TEST_CASE("a stage-2 checkpoint resumes bitwise into stage 1 and 2, and into bucket modes and "
-          "ddp on fewer ranks",
+TEST_CASE("a stage-2 checkpoint resumes bitwise into stages 1, 2 and 3, a stage-3 one into stage "
+          "2, and both into bucket modes and ddp on fewer ranks",
           "[shards]") {
-  // W ranks at stage 2 write at step 4. Stage 1 and 2 with grad_accum = 1 reduce the same sums,
-  // so both resume it bitwise into the stage-2 run's step 8; W - 1 ranks with bucket ownership and
-  // 1 rank in ddp load the full tensors (state bitwise for every parameter they step whole).
+  // W ranks at stage 2 write at step 4. Stages 1, 2 and 3 with grad_accum = 1 reduce the same
+  // sums, so each resumes it bitwise into the stage-2 run's step 8, and a stage-3 run's file of
+  // step 4 resumes into stage 2 the same way; W - 1 ranks with bucket ownership and 1 rank in ddp
+  // load the full tensors (state bitwise for every parameter they step whole).
   const World world = world_of(MPI_COMM_WORLD);
-  const std::string path = shared_dir(world.comm, "stage2_checkpoint") + "/step4.safetensors";
+  const std::string dir = shared_dir(world.comm, "stage2_checkpoint");
+  const std::string path = dir + "/step4.safetensors";
   const auto base = with(kBuckets, {"data.train_samples=96", "train.steps=8"});
   const Config stage2 = small_config(with(base, shards("after_backward", 2)));
   std::vector<float> at4, at8;
@@ -367,11 +369,21 @@ TEST_CASE("a stage-2 checkpoint resumes bitwise into stage 1 and 2, and into buc
     train_checking_identity(first, 4);
     at8 = parameters_of(first);
   }
-  for (const int stage : {2, 1}) {
-    INFO("resumed at stage " << stage);
-    Trainer resumed(small_config(with(base, shards(stage == 2 ? "interleaved" : "none", stage))),
-                    world, quiet_options());
-    load_checkpoint(resumed.state(), path);
+  const std::string stage3_path = dir + "/stage3_step4.safetensors";
+  {
+    Trainer three(small_config(with(base, shards("interleaved", 3))), world, quiet_options());
+    train_checking_identity(three, 4);
+    write_checkpoint(three.state(), stage3_path);
+  }
+  const std::vector<std::pair<int, std::string>> resumes{
+      {2, path}, {1, path}, {3, path}, {2, stage3_path}};
+  for (const auto& [stage, file] : resumes) {
+    INFO("resumed at stage " << stage << " from " << file);
+    const char* overlap = stage == 1 ? "none" : stage == 2 ? "interleaved" : "after_backward";
+    auto keys = with(base, shards(overlap, stage));
+    if (stage == 3) keys.push_back("parallel.reshard_after_forward=false");
+    Trainer resumed(small_config(keys), world, quiet_options());
+    load_checkpoint(resumed.state(), file);
     train_checking_identity(resumed, 4);
     CHECK(bitwise_equal(parameters_of(resumed), at8));
   }
