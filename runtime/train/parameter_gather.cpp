@@ -27,7 +27,6 @@ ParameterGather::ParameterGather(const ModePlan& mode, const BucketPlan& plan,
       rank_(comm.rank()) {
   ZL_CHECK(mode.gathers_parameters() && store.storage() == ParamStorage::Gathered,
            "parameter gathers for {} on a store with flat parameters", mode.name());
-  ZL_CHECK(mode.shard_ranks == 0, "parameter gathers under the link.ranks timing study");
   ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
            "parameter shards need the {} initial values (got {})", store.total_numel(),
            initial_fp32.size());

@@ -15,6 +15,11 @@
 // every rank (invariant 1). A released buffer is reused by a later gather only after the
 // released gather completed (CPU: a host wait) and, on CUDA, after the compute work issued so far
 // (the copy and the all-gather are ordered behind it), so no layer still reading it is overwritten.
+// Under the link.ranks timing study (ModePlan::shard_ranks) a rank holds only the 1/N of its
+// shard it would own among N ranks; the all-gather is still the real world's, so the rest of each
+// real shard in a gather buffer (the modelled ranks nobody runs) keeps what the buffer held: zeros
+// at first, then other buckets' values, the same on every rank. The timing is an N-rank job's; the
+// values are not trained ones (the study writes no checkpoints).
 #pragma once
 
 #include <cstdint>

@@ -63,13 +63,6 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
         "checkpoint.dir or link.ranks",
         config.source_path, mode.shard_ranks, world, mode.shard_ranks));
   }
-  if (mode.gathers_parameters() && mode.shard_ranks > 0) {
-    throw UserError(fmt::format(
-        "{}: link.ranks = {} above the {} real ranks (the shard timing study) cannot be combined "
-        "with parallel.zero_stage = 3, whose gathers need every rank's real shard: unset "
-        "link.ranks or use zero_stage = 1",
-        config.source_path, mode.shard_ranks, world));
-  }
 }
 
 }  // namespace zl

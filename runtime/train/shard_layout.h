@@ -46,8 +46,7 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
                           const ModePlan& mode, int world, double cap_mb);
 
 // What a training run of `mode` cannot do, as UserError naming the keys (exit 2): checkpoint.dir
-// under the shard_ranks timing study (its parameters are not trained), and stage 3 under that
-// study (its gathers need every rank's real shard). `world`: the real ranks.
+// under the shard_ranks timing study (its parameters are not trained). `world`: the real ranks.
 void check_trainable(const Config& config, const ModePlan& mode, int world);
 
 }  // namespace zl

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -606,21 +607,33 @@ TEST_CASE("link.ranks = 8 makes each rank step the shard it would own among 8 ra
           "[shards]") {
   // A timing study (ModePlan::shard_ranks): state, masters and the step are an 8-rank job's
   // share, the collectives the real world's; the ranks stay identical, and the figures are the
-  // plan's. Not a training run: refused with a checkpoint directory.
+  // plan's. Not a training run: refused with a checkpoint directory. Stage 3 holds an eighth of
+  // the parameters too, and its gathers are the real world's.
   const World world = world_of(MPI_COMM_WORLD);
   const Config config = small_config(with(with(kBuckets, shards("interleaved")),
                                           {"link.bandwidth_gbps=1000", "link.ranks=8"}));
-  Trainer trainer(config, world, quiet_options());
-  REQUIRE(trainer.mode_plan().shard_ranks == 8);
-  const std::int64_t total = trainer.model().store().total_numel();
-  CHECK(total % (16 * 8) == 0);
-  CHECK(trainer.optimizer().state_bytes() * 8 == total * 2 * 4);  // Adam: an eighth of m and v
-  const PlannedLayout planned =
-      plan_layout(config.model, config.parallel, trainer.mode_plan(), world.size);
-  const MemoryEstimate want = estimate_rank_memory(config, planned.layout, planned.plan,
-                                                   trainer.mode_plan(), world.rank);
-  CHECK(trainer.allocated_memory().state == want.optimizer_state);
-  train_checking_identity(trainer, 3);
+  for (const int stage : {1, 3}) {
+    INFO("stage " << stage);
+    Config staged = config;
+    staged.parallel.zero_stage = stage;
+    Trainer trainer(staged, world, quiet_options());
+    REQUIRE(trainer.mode_plan().shard_ranks == 8);
+    const std::int64_t total = trainer.model().store().total_numel();
+    CHECK(total % (16 * 8) == 0);
+    CHECK(trainer.optimizer().state_bytes() * 8 == total * 2 * 4);  // Adam: an eighth of m and v
+    const PlannedLayout planned =
+        plan_layout(staged.model, staged.parallel, trainer.mode_plan(), world.size);
+    check_allocations_equal(trainer.allocated_memory(),
+                            estimate_rank_memory(staged, planned.layout, planned.plan,
+                                                 trainer.mode_plan(), world.rank));
+    if (stage == 3) {
+      const RankMemory held =
+          rank_memory(trainer.mode_plan(), planned.plan, total, world.rank);
+      CHECK(held.parameters - held.gather_buffers == total / 8 * 4);  // an eighth, fp32
+    }
+    train_checking_identity(trainer, 3);
+    for (const float x : parameters_of(trainer)) REQUIRE(std::isfinite(x));
+  }
   Config with_dir = config;
   with_dir.checkpoint.dir = shared_dir(world.comm, "shard_ranks");
   CHECK_THROWS_WITH(Trainer(with_dir, world, quiet_options()),
