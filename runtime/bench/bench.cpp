@@ -197,8 +197,10 @@ std::vector<BenchMode> all_bench_modes() {
       modes.push_back({"", ParallelMode::Zero, o, c});
     }
   }
-  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
-    modes.push_back({"", ParallelMode::Zero, o, CollectiveKind::ReduceScatterAllgather, 2});
+  for (const int stage : {2, 3}) {
+    for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
+      modes.push_back({"", ParallelMode::Zero, o, CollectiveKind::ReduceScatterAllgather, stage});
+    }
   }
   for (BenchMode& m : modes) m.name = mode_plan_of(m, Config{}).name();
   return modes;

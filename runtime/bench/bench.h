@@ -23,15 +23,16 @@
 namespace zl {
 
 struct BenchMode {
-  std::string name;  // "ddp", "zero/<overlap>/<collective>", "zero2/<overlap>/<collective>"
+  std::string name;  // "ddp", "zero/<overlap>/<collective>", "zero2/...", "zero3/..."
   ParallelMode mode = ParallelMode::Ddp;
   Overlap overlap = Overlap::None;
   CollectiveKind collective = CollectiveKind::AllreduceBroadcast;
-  int zero_stage = 1;  // parallel.zero_stage: 2 with reduce_scatter_allgather only
+  int zero_stage = 1;  // parallel.zero_stage: 2 and 3 with reduce_scatter_allgather only
 };
 
 // ddp, then zero x {none, after_backward, interleaved} x {allreduce_broadcast, reduce_broadcast,
-// reduce_scatter_allgather}, then stage 2 (zero2) x the overlaps with reduce_scatter_allgather.
+// reduce_scatter_allgather}, then stages 2 (zero2) and 3 (zero3) x the overlaps with
+// reduce_scatter_allgather.
 std::vector<BenchMode> all_bench_modes();
 // The modes of config.bench.modes (all that can run the config when empty). Config validation
 // has checked the list: each entry is one of bench_mode_names() and can run the config.

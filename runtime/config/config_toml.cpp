@@ -103,10 +103,13 @@ std::vector<std::string> bench_mode_names() {
       names.push_back(fmt::format("{}/{}/{}", to_string(ParallelMode::Zero), o.name, c.name));
     }
   }
-  // ZeRO stage 2 (parallel.zero_stage = 2), element shards only: "zero2/...", as ModePlan names it.
-  for (const auto& o : kOverlapNames) {
-    names.push_back(
-        fmt::format("zero2/{}/{}", o.name, to_string(CollectiveKind::ReduceScatterAllgather)));
+  // ZeRO stages 2 and 3 (parallel.zero_stage), element shards only: "zero2/...", "zero3/...", as
+  // ModePlan names them.
+  for (const int stage : {2, 3}) {
+    for (const auto& o : kOverlapNames) {
+      names.push_back(fmt::format("zero{}/{}/{}", stage, o.name,
+                                  to_string(CollectiveKind::ReduceScatterAllgather)));
+    }
   }
   return names;
 }

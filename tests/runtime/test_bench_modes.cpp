@@ -19,17 +19,20 @@ kind = "spirals"
 
 TEST_CASE("bench runs every mode that can run the config", "[bench-modes]") {
   const auto all = bench_modes(parse_config(kConfig, "b.toml"));
-  CHECK(all.size() == 13);  // ddp, zero x 3 overlaps x 3 collectives, zero2 x 3 overlaps
-  int shards = 0, stage2 = 0;
+  // ddp, zero x 3 overlaps x 3 collectives, zero2 and zero3 x 3 overlaps
+  CHECK(all.size() == 16);
+  int shards = 0, stage2 = 0, stage3 = 0;
   for (const auto& m : all) {
     shards += m.collective == CollectiveKind::ReduceScatterAllgather;
     stage2 += m.zero_stage == 2;
+    stage3 += m.zero_stage == 3;
   }
-  CHECK(shards == 6);
+  CHECK(shards == 9);
   CHECK(stage2 == 3);
-  CHECK(all.back().name == "zero2/interleaved/reduce_scatter_allgather");
+  CHECK(stage3 == 3);
+  CHECK(all.back().name == "zero3/interleaved/reduce_scatter_allgather");
   const auto clipped = bench_modes(parse_config(kConfig, "b.toml", {"train.clip_grad_norm=1.0"}));
-  CHECK(clipped.size() == 9);
+  CHECK(clipped.size() == 11);
   for (const auto& m : clipped) CHECK(m.overlap != Overlap::Interleaved);
   CHECK_THROWS_WITH(
       parse_config(kConfig, "b.toml",
@@ -44,7 +47,7 @@ TEST_CASE("bench leaves out the interleaved modes when the config skips non-fini
           "[bench-modes]") {
   const auto skipping =
       bench_modes(parse_config(kConfig, "b.toml", {"train.on_nonfinite=\"skip_step\""}));
-  CHECK(skipping.size() == 9);
+  CHECK(skipping.size() == 11);
   for (const auto& m : skipping) CHECK(m.overlap != Overlap::Interleaved);
   const std::vector<std::string> listed{
       "train.on_nonfinite=\"skip_step\"",
