@@ -22,7 +22,7 @@ std::vector<ModePlan> all_mode_plans(const Config& config) {
       out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
     }
   }
-  // Stage 2 (element shards only): the same collectives per step at grad_accum = 1, less memory.
+  // Stage 2 (element shards only): stage 1's collectives at grad_accum = 1, less memory.
   parallel.collective = CollectiveKind::ReduceScatterAllgather;
   parallel.zero_stage = 2;
   for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
@@ -36,6 +36,7 @@ std::vector<ModePlan> all_mode_plans(const Config& config) {
     parallel.overlap = o;
     out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
   }
+  for (ModePlan& m : out) m.micro_batches = static_cast<int>(config.train.grad_accum);
   return out;
 }
 

@@ -11,8 +11,9 @@
 //   zero/after_backward  X + max(0, R - R_last - Bw) + R_last + Bc
 //   zero/interleaved     max(X, C - C_last) + C_last   (= the bench's ideal step, bench.h)
 // C = all of a step's collectives, R = its reductions (all-reduce, reduce or reduce-scatter), Bc =
-// its broadcasts (or all-gathers), *_last = those of the last bucket (the first layers: final
-// when backward ends, needed first by the next forward, so no schedule hides them). Reductions overlap the part of
+// its broadcasts (or all-gathers), *_last = those of the last bucket in the last micro-batch (the
+// first layers: final when backward ends, needed first by the next forward, so no schedule hides
+// them); with train.grad_accum > 1, stages 2 and 3 count every micro-batch's collectives. Reductions overlap the part of
 // backward left after their bucket is full. The broadcasts of none and after_backward do not
 // overlap the next forward: its first layer needs the last bucket's broadcast, which the
 // broadcast stream runs last (after_backward overlaps them with optimizer steps only, which the
@@ -36,8 +37,8 @@
 namespace zl {
 
 // The ModePlan of every mode `zerolap plan` models: the bench's (ddp, then zero x overlap x
-// collective, at stage 1), then stage 2 of element shards per overlap, for `config`'s optimizer
-// and precision.
+// collective, at stage 1), then stages 2 and 3 of element shards per overlap, for `config`'s
+// optimizer, precision and train.grad_accum.
 std::vector<ModePlan> all_mode_plans(const Config& config);
 
 // A mode's modelled communication per step (seconds).
@@ -77,7 +78,7 @@ ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, Seconds&& secon
   const int last_bucket = plan.buckets.back().index;
   for (const PlannedCollective& c : mode.collectives(plan)) {
     const double s = seconds(c);
-    const bool last = c.bucket == last_bucket;
+    const bool last = c.bucket == last_bucket && c.micro_batch == mode.micro_batches - 1;
     out.total_s += s;
     if (last) out.last_s += s;
     if (c.op == CollectiveOp::Broadcast || c.op == CollectiveOp::AllGather) {

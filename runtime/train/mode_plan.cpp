@@ -62,6 +62,7 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
 
 ModePlan make_run_mode_plan(const Config& config, int world) {
   ModePlan m = make_mode_plan(config.parallel, config.optimizer, config.precision);
+  m.micro_batches = static_cast<int>(config.train.grad_accum);
   if (m.element_shards && config.link.ranks > world) m.shard_ranks = config.link.ranks;
   return m;
 }
@@ -110,33 +111,37 @@ std::int64_t ModePlan::master_bytes(const BucketPlan& plan, int rank) const {
 
 std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) const {
   std::vector<PlannedCollective> out;
-  for (const Bucket& b : plan.buckets) {
-    out.push_back({bucket_collective, b.index, reduce_dtype, b.numel * dtype_size(reduce_dtype),
-                   bucket_collective == CollectiveOp::Reduce ? b.assigned_rank : -1});
+  // Stages 2 and 3 reduce every micro-batch into the shard; the others once, in the last.
+  const int reducing = zero_stage >= 2 ? micro_batches : 1;
+  for (int micro = micro_batches - reducing; micro < micro_batches; ++micro) {
+    for (const Bucket& b : plan.buckets) {
+      out.push_back({bucket_collective, b.index, micro, reduce_dtype,
+                     b.numel * dtype_size(reduce_dtype),
+                     bucket_collective == CollectiveOp::Reduce ? b.assigned_rank : -1});
+    }
   }
   if (broadcast_after_step) {
     for (const Bucket& b : plan.buckets) {
-      out.push_back({parameter_collective, b.index, param_dtype,
+      out.push_back({parameter_collective, b.index, micro_batches - 1, param_dtype,
                      b.numel * dtype_size(param_dtype),
                      parameter_collective == CollectiveOp::Broadcast ? b.assigned_rank : -1});
     }
   }
   if (gathers_parameters()) {
-    // Stage 3, per micro-batch: forward gathers every bucket in forward order (the last bucket
+    // Stage 3, every micro-batch: forward gathers every bucket in forward order (the last bucket
     // first), backward every bucket in backward order again; bucket 0, the last forward needs
     // and the first backward needs, stays resident between them. So forward + backward gathers +
-    // reduce-scatter move about 1.5x ddp's bytes.
+    // reduce-scatter move about 1.5x ddp's bytes per micro-batch.
     const auto n = static_cast<int>(plan.buckets.size());
-    for (int b = n - 1; b >= 0; --b) {
+    const auto gather = [&](int b, int micro) {
       const Bucket& bucket = plan.buckets[static_cast<std::size_t>(b)];
-      out.push_back({CollectiveOp::AllGather, b, param_dtype,
+      out.push_back({CollectiveOp::AllGather, b, micro, param_dtype,
                      bucket.numel * dtype_size(param_dtype), -1});
-    }
-    if (reshard_after_forward) {
-      for (int b = 1; b < n; ++b) {
-        const Bucket& bucket = plan.buckets[static_cast<std::size_t>(b)];
-        out.push_back({CollectiveOp::AllGather, b, param_dtype,
-                       bucket.numel * dtype_size(param_dtype), -1});
+    };
+    for (int micro = 0; micro < micro_batches; ++micro) {
+      for (int b = n - 1; b >= 0; --b) gather(b, micro);
+      if (reshard_after_forward) {
+        for (int b = 1; b < n; ++b) gather(b, micro);
       }
     }
   }

@@ -34,6 +34,7 @@ struct ElementRange {
 struct PlannedCollective {
   CollectiveOp op = CollectiveOp::AllReduce;
   int bucket = 0;
+  int micro_batch = 0;  // stages 2 and 3 issue theirs every micro-batch; the others in the last
   DType dtype = DType::F32;  // gradients: reduce_dtype; broadcasts: param_dtype
   std::int64_t bytes = 0;
   int root = -1;  // reduce / broadcast: the bucket's assigned rank; -1 for the others
@@ -72,6 +73,10 @@ struct ModePlan {
   // parallel.reshard_after_forward.
   int prefetch = 1;
   bool reshard_after_forward = true;
+  // train.grad_accum (make_run_mode_plan; 1 from make_mode_plan): stages 2 and 3 reduce-scatter
+  // every bucket in every micro-batch, and stage 3 gathers in each micro-batch's forward and
+  // backward; the other modes accumulate locally and reduce once, in the last.
+  int micro_batches = 1;
   // Element shards under link.ranks = N > world (a timing study on fewer real ranks, labelled
   // simulated): each rank steps, and keeps state and masters for, only the first 1/N of its shard
   // - what it would own among N ranks - so one machine shows the step time and state of an N-rank
@@ -116,8 +121,8 @@ struct ModePlan {
   // parameters are the masters).
   std::int64_t master_bytes(const BucketPlan& plan, int rank) const;
   int master_bytes_per_element() const;
-  // Every collective of one step, in issue order per communicator (gradients on the reduce
-  // communicator, then the broadcasts on the broadcast communicator).
+  // Every collective of one step (all micro_batches), in issue order per communicator (gradients
+  // on the reduce communicator, then the broadcasts and gathers on the broadcast communicator).
   std::vector<PlannedCollective> collectives(const BucketPlan& plan) const;
 };
 
@@ -132,8 +137,9 @@ StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
 
 ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer,
                         const PrecisionConfig& precision = PrecisionConfig{});
-// The mode plan of a run of `config` on `world` ranks: make_mode_plan, and with element shards
-// and link.ranks above the world size the shard_ranks timing study.
+// The mode plan of a run of `config` on `world` ranks: make_mode_plan, train.grad_accum's
+// micro_batches, and with element shards and link.ranks above the world size the shard_ranks
+// timing study.
 ModePlan make_run_mode_plan(const Config& config, int world);
 
 // Bytes per parameter element on one rank of `world` ranks for a mode, split as `zerolap plan`

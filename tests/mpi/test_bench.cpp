@@ -23,6 +23,8 @@
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/mode_plan.h"
+#include "runtime/train/shard_layout.h"
 #include "runtime/trace/trace_writer.h"
 #include "tests/mpi/mpi_test_util.h"
 
@@ -191,6 +193,54 @@ TEST_CASE("bench.modes rejects a misspelt mode and names the accepted ones", "[b
   CHECK(modes[0].overlap == Overlap::AfterBackward);
   CHECK(modes[0].collective == CollectiveKind::ReduceBroadcast);
   CHECK(modes[1].mode == ParallelMode::Ddp);
+}
+
+TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured bytes are the "
+          "plan's",
+          "[bench]") {
+  // The same rows at grad_accum 1 and 3: each rank's measured payload per step grows by what
+  // ModePlan::collectives adds (stages 2 and 3 reduce-scatter, and stage 3 gathers, in every
+  // micro-batch), and not at all at stage 1 (one reduction per step).
+  const World world = test::world_of(MPI_COMM_WORLD);
+  const std::vector<std::string> modes{"zero/none/reduce_scatter_allgather",
+                                       "zero2/after_backward/reduce_scatter_allgather",
+                                       "zero3/interleaved/reduce_scatter_allgather"};
+  std::map<std::int64_t, std::vector<std::int64_t>> measured, planned;
+  for (const std::int64_t grad_accum : {1, 3}) {
+    const std::string dir = fresh_dir(fmt::format("bench_micro_batches_{}", grad_accum));
+    const Config config = test::small_config(
+        {"bench.warmup=1", "bench.steps=2", "bench.bucket_cap_mb=[0.004]",
+         "parallel.first_bucket_cap_mb=0.001", "data.train_samples=192",
+         fmt::format("train.grad_accum={}", grad_accum),
+         fmt::format("bench.modes=[\"{}\"]", fmt::join(modes, "\", \"")),
+         "output.dir=\"" + dir + "\""});
+    BenchOptions options;
+    options.progress = false;
+    const BenchReport report = run_bench(config, world, options);
+    REQUIRE(report.rows.size() == modes.size());
+    for (const BenchMode& m : bench_modes(config)) {
+      Config run = config;
+      run.parallel.mode = m.mode;
+      run.parallel.overlap = m.overlap;
+      run.parallel.collective = m.collective;
+      run.parallel.zero_stage = m.zero_stage;
+      const ModePlan mode = make_run_mode_plan(run, world.size);
+      CHECK(mode.micro_batches == grad_accum);
+      const BucketPlan plan =
+          plan_layout(run.model, run.parallel, mode, world.size, 0.004).plan;
+      REQUIRE(plan.buckets.size() > 1);
+      std::int64_t bytes = 0;
+      for (const PlannedCollective& c : mode.collectives(plan)) bytes += c.bytes;
+      planned[grad_accum].push_back(bytes);
+    }
+    for (const BenchRow& row : report.rows) measured[grad_accum].push_back(row.payload_bytes_per_step);
+  }
+  for (std::size_t i = 0; i < modes.size(); ++i) {
+    INFO(modes[i]);
+    CHECK(measured[3][i] - measured[1][i] == planned[3][i] - planned[1][i]);
+    if (i == 0) CHECK(planned[3][i] == planned[1][i]);  // stage 1 reduces once per step
+    if (i > 0) CHECK(planned[3][i] > planned[1][i]);
+  }
 }
 
 TEST_CASE("the alpha-beta model of the link", "[link]") {

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "models/model.h"
 #include "runtime/bench/scaling_model.h"
@@ -31,9 +32,9 @@ BucketPlan two_buckets(int world) {
   return plan;
 }
 
-ModePlan mode_named(const std::string& name) {
+ModePlan mode_named(const std::string& name, int grad_accum = 1) {
   const Config config = parse_config("[model]\nwidths = [2, 8, 3]\n[data]\nkind = \"spirals\"\n",
-                                     "c.toml");
+                                     "c.toml", {fmt::format("train.grad_accum={}", grad_accum)});
   for (const ModePlan& m : all_mode_plans(config)) {
     if (m.name() == name) return m;
   }
@@ -85,6 +86,45 @@ TEST_CASE("each mode's modelled communication per step", "[scaling]") {
   CHECK(rb.wire_bytes == 6'000'000);
   const ModeComm ab = modelled_mode_comm(mode_named("zero/none/allreduce_broadcast"), plan, link, 4);
   CHECK(ab.total_s == Approx(6e-3 + 3e-3));  // all-reduce then broadcast: 1.5x the wire bytes
+}
+
+TEST_CASE("with grad_accum, stages 2 and 3 count every micro-batch's collectives", "[scaling]") {
+  // Stage 1 and ddp accumulate locally and reduce once; stage 2 reduce-scatters every
+  // micro-batch, stage 3 also gathers in every micro-batch's forward and backward. Only the last
+  // micro-batch's last bucket is C_last (nothing is left to hide it).
+  const LinkConfig link{8.0, 0.0};
+  const BucketPlan plan = two_buckets(4);
+  for (const char* name : {"ddp", "zero/interleaved/reduce_scatter_allgather"}) {
+    INFO(name);
+    const ModeComm one = modelled_mode_comm(mode_named(name), plan, link, 4);
+    const ModeComm three = modelled_mode_comm(mode_named(name, 3), plan, link, 4);
+    CHECK(three.total_s == Approx(one.total_s));
+    CHECK(three.wire_bytes == one.wire_bytes);
+  }
+  for (const char* name : {"zero2/none/reduce_scatter_allgather",
+                           "zero3/interleaved/reduce_scatter_allgather"}) {
+    INFO(name);
+    const ModeComm one = modelled_mode_comm(mode_named(name), plan, link, 4);
+    const ModeComm three = modelled_mode_comm(mode_named(name, 3), plan, link, 4);
+    CHECK(three.reduce_s == Approx(3 * one.reduce_s));
+    CHECK(three.last_s == Approx(one.last_s));
+    // Stage 2 all-gathers once, after the step; stage 3 gathers in every micro-batch.
+    const bool stage3 = std::string(name).rfind("zero3", 0) == 0;
+    CHECK(three.broadcast_s == Approx((stage3 ? 3 : 1) * one.broadcast_s));
+    if (stage3) CHECK(three.wire_bytes == 3 * one.wire_bytes);
+  }
+  // Stage 3's collectives in issue order per communicator: the reduce-scatters of micro-batch 0
+  // then 1, and on the other communicator each micro-batch's forward gathers (bucket 1 first)
+  // then its backward gathers (bucket 0 stays resident).
+  const std::vector<PlannedCollective> c =
+      mode_named("zero3/interleaved/reduce_scatter_allgather", 2).collectives(plan);
+  std::vector<std::string> order;
+  for (const PlannedCollective& x : c) {
+    order.push_back(fmt::format("{}{}.{}", x.op == CollectiveOp::AllGather ? "G" : "R", x.bucket,
+                                x.micro_batch));
+  }
+  CHECK(order == std::vector<std::string>{"R0.0", "R1.0", "R0.1", "R1.1", "G1.0", "G0.0", "G1.0",
+                                          "G1.1", "G0.1", "G1.1"});
 }
 
 TEST_CASE("the predicted step of each mode against a hand computation", "[scaling]") {
