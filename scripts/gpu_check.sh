@@ -46,7 +46,7 @@ plan=(
   "prefix_check|5|every dependency CMake found is the bundle's"
   "build|150|zerolap, zerolap_tests and zerolap_mpi_tests build (not the fuzz targets)"
   "cuda_units|30|[cuda]: fp32/TF32/bf16 GEMMs, element-wise, reductions, fused optimizers (remainders too), link kernels vs the CPU; [gpu-bandwidth]: fused Adam vs copy"
-  "cuda_train|45|[cuda-train]: CUDA vs CPU training in every mode, fp32 and bf16; the link's delay kernels; the compute-only twin's ordering; [device]"
+  "cuda_train|45|[cuda-train]: CUDA vs CPU training in every mode (stages 2 and 3 too), fp32 and bf16; the link's delay kernels; the compute-only twin's ordering; [device]"
   "bench|35|zerolap bench configs/bench_large.toml: fp32, tf32, bf16 x ddp, zero/interleaved/reduce_broadcast"
   "bench_link8|35|the same with link.ranks = 8 at a bandwidth where bf16's modelled comm is 0.9x its compute"
   "bench_checks|5|scripts/bench_gpu_checks.py: each row against the bench's own model (ideal, predicted)"
@@ -349,8 +349,14 @@ TOML
     echo "ok   $name: exit $rc, $(grep -oE -- "$pattern" <<<"$out" | head -1)"
   }
   local bad=0
-  run_case stop 1 "diverged at step [0-9]+: the training loss is not finite" \
+  # On CUDA "stop" without clipping checks once per log window (log_every = 1: each step).
+  local window="( \\(checked once per log window on CUDA\\))?"
+  run_case stop 1 "diverged at step [0-9]+$window: the training loss is not finite" \
     "$build/zerolap" train "$cfg" --set optimizer.lr=1e10 || bad=1
+  # Stage 3 on the device checks once per log window, summing each rank's parameter shards.
+  run_case stop_stage3 1 "diverged at step [0-9]+$window: the training loss is not finite" \
+    "$build/zerolap" train "$cfg" --set optimizer.lr=1e10 --set parallel.mode=\"zero\" \
+    --set parallel.collective=\"reduce_scatter_allgather\" --set parallel.zero_stage=3 || bad=1
   run_case skip_step 0 "skipped step 3: the training loss is not finite" \
     -x ZEROLAP_FAULT_NONFINITE=3:0 "$build/zerolap" train "$cfg" \
     --set train.on_nonfinite=\"skip_step\" --set train.steps=6 || bad=1

@@ -100,6 +100,11 @@ TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") 
     // stream (Note [Gradient pool]); the section is named by its last key, the overlap.
     modes.push_back({"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
                      "parallel.zero_stage=2", std::string("parallel.overlap=") + overlap});
+    // ZeRO stage 3: each bucket's gather copied and all-gathered on the device before its first
+    // layer, its buffer reused only after the compute stream is done with it
+    // (Note [Parameter gathers]).
+    modes.push_back({"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
+                     "parallel.zero_stage=3", std::string("parallel.overlap=") + overlap});
   }
   // SGD with momentum is linear in the gradients: tight. Adam divides by sqrt(v), which magnifies
   // the relative error of small gradients: an absolute floor of 1e-4 at lr 0.01.
@@ -133,6 +138,16 @@ TEST_CASE("CUDA matches the CPU with grad accumulation, clipping and a residual 
                                                       "parallel.overlap=interleaved",
                                                       "parallel.collective=reduce_scatter_allgather",
                                                       "parallel.zero_stage=2",
+                                                      "train.grad_accum=3"}),
+                           1e-4, 1e-6);
+  }
+  SECTION("grad_accum = 3, ZeRO stage 3 without resharding, after_backward, clipped") {
+    check_cuda_matches_cpu(with(with(sgd, kBuckets), {"parallel.mode=zero",
+                                                      "parallel.overlap=after_backward",
+                                                      "parallel.collective=reduce_scatter_allgather",
+                                                      "parallel.zero_stage=3",
+                                                      "parallel.reshard_after_forward=false",
+                                                      "train.clip_grad_norm=0.05",
                                                       "train.grad_accum=3"}),
                            1e-4, 1e-6);
   }
@@ -180,6 +195,9 @@ TEST_CASE("bf16 on CUDA trains like bf16 on the CPU in every mode, with fp32 mas
       {"model.kind=residual_mlp", "model.widths=[8,32,32,32,4]", "parallel.mode=zero",
        "parallel.overlap=interleaved"},
       {"data.teacher_task=\"regression\"", "parallel.mode=zero", "parallel.overlap=interleaved"},
+      {"parallel.mode=zero", "parallel.overlap=interleaved",
+       "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=3",
+       "precision.reduce_dtype=bf16", "precision.master_weights=remainders"},
   };
   for (const auto& c : cases) {
     DYNAMIC_SECTION(c.front() << " " << c.back()) {

@@ -141,6 +141,9 @@ TEST_CASE("checked per log window, a stop comes at the window's end", "[nonfinit
     CHECK_THROWS_AS(trainer.check_window(sums[0], sums[1], 1, kBadStep + 1), NonfiniteStop);
     CHECK_THROWS_WITH(trainer.check_window(sums[0], sums[1], 1, kBadStep + 1),
                       Catch::Contains("between steps 1 and 4"));
+    // A window of one step (train.log_every = 1) names the step as the per-step check does.
+    CHECK_THROWS_WITH(trainer.check_window(sums[0], sums[1], kBadStep + 1, kBadStep + 1),
+                      Catch::Contains("diverged at step 4"));
   }
   // Before the bad step every window is finite, at stage 3 too (the shards' sum is read).
   Trainer clean(small_config({"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
