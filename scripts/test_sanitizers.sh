@@ -85,7 +85,7 @@ for step in "${steps[@]}"; do
     tsan)
       echo "== sanitizers: thread"
       configure "$tsan_dir" thread
-      cmake --build "$tsan_dir" -j "$jobs" --target zerolap_mpi_tests zerolap_tests
+      cmake --build "$tsan_dir" -j "$jobs" --target zerolap_mpi_tests zerolap_tsan_unit_tests
       (cd "$tsan_dir" && ctest -L tsan --output-on-failure --timeout 900 -j "$jobs")
       ;;
     *)
