@@ -130,8 +130,9 @@ std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) con
   if (gathers_parameters()) {
     // Stage 3, every micro-batch: forward gathers every bucket in forward order (the last bucket
     // first), backward every bucket in backward order again; bucket 0, the last forward needs
-    // and the first backward needs, stays resident between them. So forward + backward gathers +
-    // reduce-scatter move about 1.5x ddp's bytes per micro-batch.
+    // and the first backward needs, stays resident between them, and the last bucket from one
+    // micro-batch's backward to the next one's forward (Note [Parameter gathers]). So forward +
+    // backward gathers + reduce-scatter move about 1.5x ddp's bytes per micro-batch.
     const auto n = static_cast<int>(plan.buckets.size());
     const auto gather = [&](int b, int micro) {
       const Bucket& bucket = plan.buckets[static_cast<std::size_t>(b)];
@@ -139,7 +140,7 @@ std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) con
                      bucket.numel * dtype_size(param_dtype), -1});
     };
     for (int micro = 0; micro < micro_batches; ++micro) {
-      for (int b = n - 1; b >= 0; --b) gather(b, micro);
+      for (int b = micro == 0 ? n - 1 : n - 2; b >= 0; --b) gather(b, micro);
       if (reshard_after_forward) {
         for (int b = 1; b < n; ++b) gather(b, micro);
       }

@@ -155,6 +155,13 @@ void ParameterGather::release_all() {
   pass_ = Pass::Forward;
 }
 
+void ParameterGather::release_for_next_micro_batch() {
+  const int first_in_forward = static_cast<int>(resident_.size()) - 1;
+  for (int b = 0; b < first_in_forward; ++b) release(b);
+  current_ = -1;
+  pass_ = Pass::Forward;
+}
+
 void ParameterGather::gather_pass() {
   release_all();
   for (int b = static_cast<int>(resident_.size()) - 1; b >= 0; --b) {

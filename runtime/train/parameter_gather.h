@@ -8,7 +8,8 @@
 // registration order), and backward reads (TapeNode::reads_param) visit them from bucket 0 up.
 // So when a layer first reads bucket b, every bucket behind b in that pass is done: forward
 // releases the buckets above b, backward those below. Bucket 0 is the last forward reads and the
-// first backward reads: it stays resident between the two. A gather of b is issued only after
+// first backward reads: it stays resident between the two; likewise the last bucket stays from
+// one micro-batch's backward to the next one's forward. A gather of b is issued only after
 // b's step (BucketSteps::wait_for_parameters: the interleaved continuation), copies the rank's
 // shard into the buffer on the compute stream and all-gathers it in place on the broadcast
 // communicator, issued from the compute stream; the same reads give the same issue order on
@@ -56,9 +57,13 @@ class ParameterGather {
   void before_forward_read(int param_id);
   // The before-read hook of backward, the same in backward order.
   void before_backward_read(int param_id);
-  // After a backward, and after a forward that no backward follows (evaluation): every gather
-  // buffer released, every parameter unbound.
+  // After a step's last backward, and after a forward that no backward follows (evaluation):
+  // every gather buffer released, every parameter unbound.
   void release_all();
+  // After an earlier micro-batch's backward: the parameters change only in the step, so the last
+  // bucket - the first the next forward reads, and the last backward reads or prefetches - stays
+  // gathered; the others are released.
+  void release_for_next_micro_batch();
   // The gathers of one forward without its compute: every bucket in forward order, each released
   // at once (evaluation on a rank with fewer batches than another; invariant 1).
   void gather_pass();

@@ -83,8 +83,10 @@ void Trainer::train_step() {
           .before_read = &backward_read_hook_,
           .on_grad_write = &grad_write_hook_,
       });
-      // Stage 3: every gather buffer goes back; the next forward gathers again.
-      if (parts_->gather) parts_->gather->release_all();
+      // Stage 3: the gather buffers go back and the next forward gathers again, except, between
+      // micro-batches, the bucket it reads first (Note [Parameter gathers]).
+      if (parts_->gather && batch.last()) parts_->gather->release_all();
+      if (parts_->gather && !batch.last()) parts_->gather->release_for_next_micro_batch();
     }
     parts_->reducer.end_backward();
     end_phase(StepPhase::Backward, start);

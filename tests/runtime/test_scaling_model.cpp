@@ -107,15 +107,23 @@ TEST_CASE("with grad_accum, stages 2 and 3 count every micro-batch's collectives
     const ModeComm one = modelled_mode_comm(mode_named(name), plan, link, 4);
     const ModeComm three = modelled_mode_comm(mode_named(name, 3), plan, link, 4);
     CHECK(three.reduce_s == Approx(3 * one.reduce_s));
-    CHECK(three.last_s == Approx(one.last_s));
-    // Stage 2 all-gathers once, after the step; stage 3 gathers in every micro-batch.
-    const bool stage3 = std::string(name).rfind("zero3", 0) == 0;
-    CHECK(three.broadcast_s == Approx((stage3 ? 3 : 1) * one.broadcast_s));
-    if (stage3) CHECK(three.wire_bytes == 3 * one.wire_bytes);
+    // Stage 2 all-gathers once, after the step; stage 3 gathers in every micro-batch, the last
+    // bucket not again in forward after the first (it stays from the backward before), so the
+    // last micro-batch's last-bucket collectives are one gather fewer.
+    if (std::string(name).rfind("zero3", 0) == 0) {
+      const double last_gather = modelled_seconds(link, CollectiveOp::AllGather,
+                                                  plan.buckets.back().bytes(), 4);
+      CHECK(three.broadcast_s == Approx(3 * one.broadcast_s - 2 * last_gather));
+      CHECK(three.last_s == Approx(one.last_s - last_gather));
+    } else {
+      CHECK(three.broadcast_s == Approx(one.broadcast_s));
+      CHECK(three.last_s == Approx(one.last_s));
+    }
   }
   // Stage 3's collectives in issue order per communicator: the reduce-scatters of micro-batch 0
   // then 1, and on the other communicator each micro-batch's forward gathers (bucket 1 first)
-  // then its backward gathers (bucket 0 stays resident).
+  // then its backward gathers (bucket 0 stays resident from forward to backward, bucket 1 from
+  // micro-batch 0's backward to micro-batch 1's forward).
   const std::vector<PlannedCollective> c =
       mode_named("zero3/interleaved/reduce_scatter_allgather", 2).collectives(plan);
   std::vector<std::string> order;
@@ -124,7 +132,7 @@ TEST_CASE("with grad_accum, stages 2 and 3 count every micro-batch's collectives
                                 x.micro_batch));
   }
   CHECK(order == std::vector<std::string>{"R0.0", "R1.0", "R0.1", "R1.1", "G1.0", "G0.0", "G1.0",
-                                          "G1.1", "G0.1", "G1.1"});
+                                          "G0.1", "G1.1"});
 }
 
 TEST_CASE("the predicted step of each mode against a hand computation", "[scaling]") {
