@@ -146,22 +146,8 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   return f;
 }
 
-// The mode's facts (ModePlan) for a bench mode, the config's optimizer and a precision, as a run
-// on `world_size` ranks plans them (link.ranks: ModePlan::shard_ranks).
-ModePlan mode_plan_of(const BenchMode& mode, const Config& config,
-                      const PrecisionConfig& precision, int world_size = 1) {
-  ParallelConfig parallel = config.parallel;
-  parallel.mode = mode.mode;
-  parallel.overlap = mode.overlap;
-  parallel.collective = mode.collective;
-  parallel.zero_stage = mode.zero_stage;
-  Config run = config;
-  run.parallel = parallel;
-  run.precision = precision;
-  return make_run_mode_plan(run, world_size);
-}
 ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
-  return mode_plan_of(mode, config, config.precision);
+  return bench_mode_plan(mode, config, config.precision, 1);
 }
 
 // Note [Ideal step] (bench.h), and the scaling model's step (Note [Scaling model]), both from the
@@ -187,6 +173,17 @@ PlannedLayout plan_for(const Config& config, const ModePlan& mode, double cap_mb
 }
 
 }  // namespace
+
+ModePlan bench_mode_plan(const BenchMode& mode, const Config& config,
+                         const PrecisionConfig& precision, int world_size) {
+  Config run = config;
+  run.parallel.mode = mode.mode;
+  run.parallel.overlap = mode.overlap;
+  run.parallel.collective = mode.collective;
+  run.parallel.zero_stage = mode.zero_stage;
+  run.precision = precision;
+  return make_run_mode_plan(run, world_size);
+}
 
 std::vector<BenchMode> all_bench_modes() {
   std::vector<BenchMode> modes{{"", ParallelMode::Ddp, Overlap::None,
@@ -308,7 +305,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
       for (const auto& m : modes) {
-        const ModePlan mode_plan = mode_plan_of(m, config, precision, world.size);
+        const ModePlan mode_plan = bench_mode_plan(m, config, precision, world.size);
         const BucketPlan plan = plan_for(config, mode_plan, cap, world.size).plan;
         for (const PlannedCollective& c : mode_plan.collectives(plan)) {
           sizes.push_back({collective_name(c.op), c.dtype, c.bytes});
@@ -326,7 +323,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     for (double cap : caps) {
       for (const auto& mode : modes) {
         if (report.stopped_by != 0) break;
-        const ModePlan mode_plan = mode_plan_of(mode, config, precision, world.size);
+        const ModePlan mode_plan = bench_mode_plan(mode, config, precision, world.size);
         const PlannedLayout planned = plan_for(config, mode_plan, cap, world.size);
         const BucketPlan& plan = planned.plan;
         BenchRow row;

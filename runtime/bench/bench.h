@@ -19,6 +19,7 @@
 #include "runtime/bench/bench_limits.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/world.h"
+#include "runtime/train/mode_plan.h"
 
 namespace zl {
 
@@ -34,6 +35,10 @@ struct BenchMode {
 // reduce_scatter_allgather}, then stages 2 (zero2) and 3 (zero3) x the overlaps with
 // reduce_scatter_allgather.
 std::vector<BenchMode> all_bench_modes();
+// The ModePlan of a run of bench mode `mode` in `precision` on `world_size` ranks: what the
+// trainer of that run plans (make_run_mode_plan: train.grad_accum, link.ranks).
+ModePlan bench_mode_plan(const BenchMode& mode, const Config& config,
+                         const PrecisionConfig& precision, int world_size);
 // The modes of config.bench.modes (all that can run the config when empty). Config validation
 // has checked the list: each entry is one of bench_mode_names() and can run the config.
 std::vector<BenchMode> bench_modes(const Config& config);

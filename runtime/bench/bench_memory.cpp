@@ -8,6 +8,7 @@
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/mode_plan.h"
+#include "runtime/train/shard_layout.h"
 
 namespace zl {
 
@@ -22,16 +23,11 @@ void check_bench_memory(const Config& config, const World& world) {
   for (const PrecisionConfig& precision : bench_precisions(config)) {
     const Config c = with_precision(config, precision);
     for (const double cap : caps) {
-      const BucketPlan plan = build_bucket_plan(layout, cap, config.parallel.first_bucket_cap_mb,
-                                                world.size, config.parallel.assignment);
       for (const BenchMode& m : bench_modes(config)) {
-        ParallelConfig parallel = c.parallel;
-        parallel.mode = m.mode;
-        parallel.overlap = m.overlap;
-        parallel.collective = m.collective;
-        parallel.zero_stage = m.zero_stage;
-        const ModePlan mode = make_mode_plan(parallel, c.optimizer, c.precision);
-        const MemoryEstimate e = estimate_peak_rank_memory(c, layout, plan, mode);
+        // The run's own layout and buckets (element shards pad them; link.ranks shrinks shards).
+        const ModePlan mode = bench_mode_plan(m, c, precision, world.size);
+        const PlannedLayout planned = plan_layout(c.model, c.parallel, mode, world.size, cap);
+        const MemoryEstimate e = estimate_peak_rank_memory(c, planned.layout, planned.plan, mode);
         if (e.total() > need.total()) need = e;
       }
     }

@@ -13,8 +13,8 @@
 // C = all of a step's collectives, R = its reductions (all-reduce, reduce or reduce-scatter), Bc =
 // its broadcasts (or all-gathers), *_last = those of the last bucket in the last micro-batch (the
 // first layers: final when backward ends, needed first by the next forward, so no schedule hides
-// them); with train.grad_accum > 1, stages 2 and 3 count every micro-batch's collectives. Reductions overlap the part of
-// backward left after their bucket is full. The broadcasts of none and after_backward do not
+// them); with train.grad_accum > 1, stages 2 and 3 count every micro-batch's collectives.
+// Reductions overlap the part of backward left after their bucket is full. The broadcasts of none and after_backward do not
 // overlap the next forward: its first layer needs the last bucket's broadcast, which the
 // broadcast stream runs last (after_backward overlaps them with optimizer steps only, which the
 // model does not count); interleaved's pipeline of reduce, step and broadcast overlaps all of

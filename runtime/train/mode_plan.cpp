@@ -132,7 +132,9 @@ std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) con
     // first), backward every bucket in backward order again; bucket 0, the last forward needs
     // and the first backward needs, stays resident between them, and the last bucket from one
     // micro-batch's backward to the next one's forward (Note [Parameter gathers]). So forward +
-    // backward gathers + reduce-scatter move about 1.5x ddp's bytes per micro-batch.
+    // backward gathers + reduce-scatter move about 1.5x ddp's bytes per micro-batch. Counted as
+    // if backward read every bucket: with parallel.prefetch = 0 a last bucket holding only the
+    // first layer (whose weights backward does not read) is not gathered there, one fewer.
     const auto n = static_cast<int>(plan.buckets.size());
     const auto gather = [&](int b, int micro) {
       const Bucket& bucket = plan.buckets[static_cast<std::size_t>(b)];

@@ -198,9 +198,9 @@ TEST_CASE("bench.modes rejects a misspelt mode and names the accepted ones", "[b
 TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured bytes are the "
           "plan's",
           "[bench]") {
-  // The same rows at grad_accum 1 and 3: each rank's measured payload per step grows by what
-  // ModePlan::collectives adds (stages 2 and 3 reduce-scatter, and stage 3 gathers, in every
-  // micro-batch), and not at all at stage 1 (one reduction per step).
+  // The same rows at grad_accum 1 and 3: each rank's measured payload per step is what
+  // ModePlan::collectives lists (stages 2 and 3 reduce-scatter, and stage 3 gathers, in every
+  // micro-batch; stage 1 reduces once per step), plus the step verdict's all-reduce.
   const World world = test::world_of(MPI_COMM_WORLD);
   const std::vector<std::string> modes{"zero/none/reduce_scatter_allgather",
                                        "zero2/after_backward/reduce_scatter_allgather",
@@ -219,15 +219,10 @@ TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured
     const BenchReport report = run_bench(config, world, options);
     REQUIRE(report.rows.size() == modes.size());
     for (const BenchMode& m : bench_modes(config)) {
-      Config run = config;
-      run.parallel.mode = m.mode;
-      run.parallel.overlap = m.overlap;
-      run.parallel.collective = m.collective;
-      run.parallel.zero_stage = m.zero_stage;
-      const ModePlan mode = make_run_mode_plan(run, world.size);
+      const ModePlan mode = bench_mode_plan(m, config, config.precision, world.size);
       CHECK(mode.micro_batches == grad_accum);
       const BucketPlan plan =
-          plan_layout(run.model, run.parallel, mode, world.size, 0.004).plan;
+          plan_layout(config.model, config.parallel, mode, world.size, 0.004).plan;
       REQUIRE(plan.buckets.size() > 1);
       std::int64_t bytes = 0;
       for (const PlannedCollective& c : mode.collectives(plan)) bytes += c.bytes;
@@ -235,9 +230,14 @@ TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured
     }
     for (const BenchRow& row : report.rows) measured[grad_accum].push_back(row.payload_bytes_per_step);
   }
+  // Beyond the planned collectives every row moves the same few bytes per step (the step
+  // verdict's all-reduce of 2 x world doubles): the measured bytes are the plan's plus that.
+  const std::int64_t verdict = measured[1][0] - planned[1][0];
+  CHECK(verdict == 2 * world.size * 8);
   for (std::size_t i = 0; i < modes.size(); ++i) {
     INFO(modes[i]);
-    CHECK(measured[3][i] - measured[1][i] == planned[3][i] - planned[1][i]);
+    CHECK(measured[1][i] == planned[1][i] + verdict);
+    CHECK(measured[3][i] == planned[3][i] + verdict);
     if (i == 0) CHECK(planned[3][i] == planned[1][i]);  // stage 1 reduces once per step
     if (i > 0) CHECK(planned[3][i] > planned[1][i]);
   }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,18 @@ void check_cuda_matches_cpu(const std::vector<std::string>& overrides, double rt
   CHECK(std::fabs(gpu.eval.accuracy - cpu.eval.accuracy) <= allowed + 1e-12);
 }
 
+// A section's name: every key of its case. Catch2 runs a DYNAMIC_SECTION whose name repeats at the
+// same line only once, silently; each test REQUIREs its names unique (checked without a GPU too).
+std::string section_name(const std::vector<std::string>& keys) {
+  std::string name;
+  for (const std::string& k : keys) name += (name.empty() ? "" : " ") + k;
+  return name;
+}
+void require_unique_names(const std::vector<std::string>& names) {
+  const std::set<std::string> unique(names.begin(), names.end());
+  REQUIRE(unique.size() == names.size());
+}
+
 // Several buckets (a few parameters each), so per-bucket events and per-layer waits matter.
 const std::vector<std::string> kBuckets = {"parallel.bucket_cap_mb=0.004",
                                            "parallel.first_bucket_cap_mb=0.001"};
@@ -88,7 +101,6 @@ const std::vector<std::string> kBuckets = {"parallel.bucket_cap_mb=0.004",
 }  // namespace
 
 TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") {
-  if (!cuda_device_visible()) return;
   std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"}};
   for (const char* overlap : {"none", "after_backward", "interleaved"}) {
     for (const char* collective :
@@ -112,10 +124,16 @@ TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") 
       {{"optimizer.kind=sgd", "optimizer.lr=0.1", "optimizer.momentum=0.9"}, {1e-4, 1e-6}},
       {{"optimizer.kind=adam", "optimizer.lr=0.01"}, {1e-4, 1e-4}},
   };
+  std::vector<std::string> names;
+  for (const auto& mode : modes) {
+    for (const auto& opt : optimizers) names.push_back(section_name(with(mode, opt.first)));
+  }
+  require_unique_names(names);
+  if (!cuda_device_visible()) return;
   for (const auto& mode : modes) {
     for (const auto& [opt, tol] : optimizers) {
       const auto overrides = with(with(mode, opt), kBuckets);
-      DYNAMIC_SECTION(mode.back() << " " << opt.front()) {
+      DYNAMIC_SECTION(section_name(with(mode, opt))) {
         check_cuda_matches_cpu(overrides, tol.first, tol.second);
       }
     }
@@ -174,7 +192,6 @@ TEST_CASE("CUDA matches the CPU with grad accumulation, clipping and a residual 
 TEST_CASE("bf16 on CUDA trains like bf16 on the CPU in every mode, with fp32 masters or "
           "remainders and bf16 collectives",
           "[cuda-train]") {
-  if (!cuda_device_visible()) return;
   // cuBLAS and oneDNN accumulate the bf16 GEMMs in fp32 in different orders, so an activation
   // can round to the neighbouring bf16 value (2^-8 relative). SGD with momentum is linear in the
   // gradients, so after 4 steps at lr 0.1 a parameter moves by such a rounding times the steps:
@@ -199,8 +216,12 @@ TEST_CASE("bf16 on CUDA trains like bf16 on the CPU in every mode, with fp32 mas
        "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=3",
        "precision.reduce_dtype=bf16", "precision.master_weights=remainders"},
   };
+  std::vector<std::string> names;
+  for (const auto& c : cases) names.push_back(section_name(c));
+  require_unique_names(names);
+  if (!cuda_device_visible()) return;
   for (const auto& c : cases) {
-    DYNAMIC_SECTION(c.front() << " " << c.back()) {
+    DYNAMIC_SECTION(section_name(c)) {
       check_cuda_matches_cpu(with(with(sgd, kBuckets), c), 1.0 / 64.0, 1e-3, 1e-2, 5);
     }
   }

@@ -359,7 +359,7 @@ TEST_CASE("stage 2's backward waits for a pool buffer once per bucket, on the ti
 }
 
 TEST_CASE("a stage-2 checkpoint resumes bitwise into stages 1, 2 and 3, a stage-3 one into stage "
-          "2, and both into bucket modes and ddp on fewer ranks",
+          "2, and the stage-2 one into bucket modes and ddp on fewer ranks",
           "[shards]") {
   // W ranks at stage 2 write at step 4. Stages 1, 2 and 3 with grad_accum = 1 reduce the same
   // sums, so each resumes it bitwise into the stage-2 run's step 8, and a stage-3 run's file of
