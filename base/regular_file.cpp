@@ -127,12 +127,12 @@ std::string read_small_file(const std::string& path, const std::string& what,
   return text;
 }
 
-std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes) {
+std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes, Quotes quotes) {
   std::string out;
   const std::string_view shown = bytes.substr(0, max_bytes);
   for (const char c : shown) {
     const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+    if (c == '\\' || (c == '"' && quotes == Quotes::Escaped)) {
       out += '\\';
       out += c;
     } else if (u >= 0x20 && u < 0x7F) {

@@ -49,8 +49,11 @@ std::string read_small_file(const std::string& path, const std::string& what,
 // written as fopen would. Returns nullptr with errno set when the open fails otherwise.
 std::FILE* open_for_writing(const std::string& path, const char* mode, const std::string& what);
 
-// At most `max_bytes` of `bytes` for a message: printable ASCII as is, a quote or backslash
-// escaped, anything else as \xNN, and "..." (with the total length) when cut.
-std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes = 80);
+// At most `max_bytes` of `bytes` for a message: printable ASCII as is, a backslash (and, unless
+// Quotes::AsIs, a quote) escaped, anything else as \xNN, and "..." (with the total length) when
+// cut. AsIs is for listing text that is not quoted (`zerolap inspect`'s stored config).
+enum class Quotes { Escaped, AsIs };
+std::string escaped_excerpt(std::string_view bytes, std::size_t max_bytes = 80,
+                            Quotes quotes = Quotes::Escaped);
 
 }  // namespace zl

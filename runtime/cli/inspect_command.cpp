@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/regular_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/cli/commands.h"
@@ -59,21 +60,26 @@ int run_inspect_command(const std::string& given_path, const World& world) {
                  value("step"), value("precision"), value("reduce_dtype"), value("master_weights"),
                  value("precision") == "bf16" ? " master weights" : "");
     }
+    // Names and metadata are the file's bytes: printed escaped and bounded, so control bytes
+    // never reach the terminal and a huge name cannot flood it.
+    const auto shown = [](std::string_view text, std::size_t max) {
+      return escaped_excerpt(text, max, Quotes::AsIs);
+    };
     std::size_t width = 4;
-    for (const TensorEntry& t : file.tensors()) width = std::max(width, t.name.size());
+    for (const TensorEntry& t : file.tensors()) width = std::max(width, shown(t.name, 200).size());
     fmt::print("\n{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", "name", width, "dtype", "shape", "bytes",
                "crc32");
     for (const TensorEntry& t : file.tensors()) {
       const auto crc = file.metadata().find(tensor_crc_key(t.name));
-      fmt::print("{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", t.name, width, t.dtype,
-                 format_shape(t.shape), t.end - t.begin,
-                 crc == file.metadata().end() ? "-" : crc->second);
+      fmt::print("{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", shown(t.name, 200), width,
+                 shown(t.dtype, 16), format_shape(t.shape), t.end - t.begin,
+                 crc == file.metadata().end() ? "-" : shown(crc->second, 16));
     }
     fmt::print("\nmetadata:\n");
     const std::string multi_line_key = "config";
     for (const auto& [key, value] : file.metadata()) {
       if (key.rfind(tensor_crc_key(""), 0) == 0 || key == multi_line_key) continue;
-      fmt::print("  {} = {}\n", key, value);
+      fmt::print("  {} = {}\n", shown(key, 200), shown(value, 1000));
     }
     if (const auto config = file.metadata().find(multi_line_key); config != file.metadata().end()) {
       fmt::print("\nconfig of the run that wrote it:\n");
@@ -81,7 +87,7 @@ int run_inspect_command(const std::string& given_path, const World& world) {
       const std::string& text = config->second;
       while (begin < text.size()) {
         const std::size_t end = std::min(text.find('\n', begin), text.size());
-        fmt::print("  {}\n", text.substr(begin, end - begin));
+        fmt::print("  {}\n", shown(std::string_view(text).substr(begin, end - begin), 1000));
         begin = end + 1;
       }
     }

@@ -49,6 +49,33 @@ TEST_CASE("zerolap inspect lists tensors, shapes, dtypes and metadata", "[checkp
                            Contains("widths = [3, 4]"));
 }
 
+TEST_CASE("zerolap inspect prints a file's names and metadata escaped and bounded",
+          "[checkpoint][cli]") {
+  // Control bytes in a tensor name, a metadata key or value, or the stored config must not reach
+  // the terminal (an ESC sequence could rewrite the screen), and a huge name not flood it.
+  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("inspect-{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string path = (dir / "hostile.safetensors").string();
+  const std::string evil = "evil\x1b[2J\x07name";
+  const std::string huge(100000, 'n');
+  {
+    zl::SafetensorsWriter w(path, {{evil, "F32", {2}}, {huge, "F32", {1}}},
+                            {{"key\x1b]0;title\x07", "value\x1b[31m"},
+                             {"config", "[model]\n\x1b[2Jwidths = [3, 4]"}});
+    const float x[3] = {1, 2, 3};
+    w.write_floats(x, 3);
+    w.finish();
+  }
+  const CliResult r = run_zerolap("inspect " + path);
+  INFO(r.output.substr(0, 2000));
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find('\x1b') == std::string::npos);
+  CHECK(r.output.find('\x07') == std::string::npos);
+  CHECK_THAT(r.output, Contains("evil\\x1b[2J\\x07name") && Contains("value\\x1b[31m") &&
+                           Contains("\\x1b[2Jwidths = [3, 4]"));
+  CHECK(r.output.size() < 20000);  // the 100000-byte name is cut
+}
+
 TEST_CASE("zerolap inspect says in which precision a checkpoint was trained", "[checkpoint][cli]") {
   if (!zl::cpu_gemm_has_bf16()) {
     WARN("this build's CPU GEMM has no bf16: precision.compute = \"bf16\" is refused");
