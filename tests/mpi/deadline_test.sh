@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # No wait without a deadline: one rank of a 2-rank job stops (SIGSTOP, through the
 # ZEROLAP_FAULT_STOP test hook of base/fault_stop.h) before MPI_Init, at start-up, inside a checkpoint write,
-# before evaluation's reduction, or before the trace is gathered at the end of a traced run. The other rank must give up after runtime.timeout_s = 5 s with
+# before evaluation's reduction, or before the trace is gathered at the end of a traced run, and
+# (SIGSTOP from outside) in the middle of ZeRO stage 3 training. The other rank must give up after runtime.timeout_s = 5 s with
 # exit 1 and a message naming its rank and the operation, and the whole job must end within
 # timeout_s + 10 s of the stop. Before, start-up and checkpoints waited forever.
 # Usage: deadline_test.sh ZEROLAP_BINARY WORK_DIR
@@ -75,4 +76,39 @@ stop_at startup "the start-up check for bad input"
 stop_at checkpoint "receiving checkpoint data from rank 1"
 stop_at evaluation "all_reduce_f64"
 stop_at trace "the barrier before gathering the trace" --set output.trace=true
+
+# Mid-training at ZeRO stage 3 (gathers in forward and backward, reduce-scatters, the step's
+# verdict): rank 1 is stopped (SIGSTOP) while both train; whatever rank 0 waits for then ends it.
+rm -rf "$work/out"
+mpirun $flags -np 2 "$zerolap" train "$work/run.toml" --set checkpoint.dir=\"\" \
+  --set parallel.collective=\"reduce_scatter_allgather\" --set parallel.zero_stage=3 \
+  --set parallel.overlap=\"interleaved\" --set train.steps=100000000 --set train.epochs=0 \
+  --set train.eval_every=0 --set train.log_every=1000000 >"$work/stage3.log" 2>&1 &
+job=$!
+ranks=""
+for _ in $(seq 1 600); do  # both ranks training: rank 0 wrote the metrics header
+  ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+  [ -s "$work/out/metrics.csv" ] && [ "$(echo $ranks | wc -w)" -eq 2 ] && break
+  sleep 0.1
+done
+victim=$(echo "$ranks" | awk '{print $NF}')
+[ -n "$victim" ] || { cat "$work/stage3.log"; kill -9 "$job"; fail "stage 3: no rank processes"; }
+sleep 1
+kill -STOP "$victim"
+for _ in $(seq 1 $((limit_s * 10))); do
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$job" 2>/dev/null; then
+  cat "$work/stage3.log"
+  kill -CONT "$victim"; pkill -9 -P "$job"; kill -9 "$job"
+  fail "stage 3: the job still runs ${limit_s} s after a rank stopped mid-training"
+fi
+wait "$job"
+rc=$?
+kill -9 "$victim" 2>/dev/null
+[ "$rc" -ne 0 ] || { cat "$work/stage3.log"; fail "stage 3: exit 0 after a rank stopped"; }
+grep -qE "rank 0: .* did not complete within runtime.timeout_s = $timeout_s s" "$work/stage3.log" ||
+  { cat "$work/stage3.log"; fail "stage 3: no timeout message naming rank 0"; }
+echo "ok: stage 3: a rank stopped mid-training ends the job ($(grep -oE "rank 0: [^(]*" "$work/stage3.log" | head -1))"
 echo "PASS"
