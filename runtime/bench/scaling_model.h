@@ -14,11 +14,12 @@
 // its broadcasts (or all-gathers), *_last = those of the last bucket in the last micro-batch (the
 // first layers: final when backward ends, needed first by the next forward, so no schedule hides
 // them); with train.grad_accum > 1, stages 2 and 3 count every micro-batch's collectives.
-// Reductions overlap the part of backward left after their bucket is full. The broadcasts of none and after_backward do not
-// overlap the next forward: its first layer needs the last bucket's broadcast, which the
-// broadcast stream runs last (after_backward overlaps them with optimizer steps only, which the
-// model does not count); interleaved's pipeline of reduce, step and broadcast overlaps all of
-// compute but the last bucket's. Scaling efficiency = X / step. Limits: no
+// Reductions overlap the part of backward left after their bucket is full. The broadcasts of
+// none and after_backward do not overlap the next forward: its first layer needs the last
+// bucket's broadcast, which the broadcast stream runs last (after_backward overlaps them with
+// optimizer steps only, which the model does not count); interleaved's pipeline of reduce, step
+// and broadcast overlaps all of compute but the last bucket's. Scaling efficiency = X / step.
+// Limits: no
 // contention between the two streams beyond what is summed here, no hierarchy (one flat ring of
 // N ranks on one link type), no tree algorithms at large N, no compute slow-down from
 // communication kernels, perfect overlap where the formula allows it. It is an estimate to read

@@ -228,7 +228,9 @@ TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured
       for (const PlannedCollective& c : mode.collectives(plan)) bytes += c.bytes;
       planned[grad_accum].push_back(bytes);
     }
-    for (const BenchRow& row : report.rows) measured[grad_accum].push_back(row.payload_bytes_per_step);
+    for (const BenchRow& row : report.rows) {
+      measured[grad_accum].push_back(row.payload_bytes_per_step);
+    }
   }
   // Beyond the planned collectives every row moves the same few bytes per step (the step
   // verdict's all-reduce of 2 x world doubles): the measured bytes are the plan's plus that.
