@@ -36,6 +36,19 @@ timeout_s = $timeout_s
 dir = "$work/out"
 TOML
 
+# await_end JOB LOG MESSAGE: waits up to limit_s for mpirun JOB to end; else prints LOG, kills the
+# job (its stopped ranks too) and fails with MESSAGE.
+await_end() {
+  local job=$1 log=$2 message=$3
+  for _ in $(seq 1 $((limit_s * 10))); do
+    kill -0 "$job" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  cat "$log"
+  pkill -9 -P "$job"; kill -9 "$job"
+  fail "$message"
+}
+
 # stop_at POINT OPERATION [ARGS...]: rank 1 stops at POINT; rank 0 must time out in OPERATION.
 stop_at() {
   local point=$1 operation=$2 log="$work/$1.log"
@@ -52,15 +65,7 @@ stop_at() {
   grep -q "rank 1 stops itself" "$log" || { cat "$log"; kill -9 "$job"; fail "$point: rank 1 never stopped"; }
   local start
   start=$(date +%s%N)
-  for _ in $(seq 1 $((limit_s * 10))); do
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$job" 2>/dev/null; then
-    cat "$log"
-    pkill -9 -P "$job"; kill -9 "$job"
-    fail "$point: the job still runs ${limit_s} s after rank 1 stopped"
-  fi
+  await_end "$job" "$log" "$point: the job still runs ${limit_s} s after rank 1 stopped"
   wait "$job"
   local rc=$?
   local elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
@@ -95,15 +100,7 @@ victim=$(echo "$ranks" | awk '{print $NF}')
 [ -n "$victim" ] || { cat "$work/stage3.log"; kill -9 "$job"; fail "stage 3: no rank processes"; }
 sleep 1
 kill -STOP "$victim"
-for _ in $(seq 1 $((limit_s * 10))); do
-  kill -0 "$job" 2>/dev/null || break
-  sleep 0.1
-done
-if kill -0 "$job" 2>/dev/null; then
-  cat "$work/stage3.log"
-  kill -CONT "$victim"; pkill -9 -P "$job"; kill -9 "$job"
-  fail "stage 3: the job still runs ${limit_s} s after a rank stopped mid-training"
-fi
+await_end "$job" "$work/stage3.log" "stage 3: the job still runs ${limit_s} s after a rank stopped"
 wait "$job"
 rc=$?
 kill -9 "$victim" 2>/dev/null
