@@ -2,7 +2,7 @@
 # The sanitizer and fuzz jobs (docs/reliability.md), CPU only, with clang:
 #   asan: address + undefined behaviour (leaks included) over the unit tests, a set of MPI tests
 #         and the fuzz corpus replays (ctest label `sanitize`), in build-asan;
-#   fuzz: each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 45) over its corpus, as
+#   fuzz: each libFuzzer target of tests/fuzz for FUZZ_SECONDS (default 30) over its corpus, as
 #         many at once as there are CPUs, built in the same build-asan (the targets are
 #         instrumented with ASan + UBSan too);
 #   tsan: ThreadSanitizer over the comm-thread tests (ctest label `tsan`), in build-tsan; Open
@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=$(nproc)
-fuzz_seconds=${FUZZ_SECONDS:-45}
+fuzz_seconds=${FUZZ_SECONDS:-30}
 asan_dir=${ASAN_BUILD_DIR:-build-asan}
 tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
 steps=("$@")
