@@ -94,6 +94,7 @@ LinearLayer add_linear(ParameterStore& store, const std::string& prefix, std::in
   LinearLayer l;
   l.weight = store.add(prefix + ".weight", {out, in});
   l.bias = store.add(prefix + ".bias", {out});
+  store.mark_unread_in_backward(l.bias);  // db is the column sums of d(pre-activation)
   l.in = in;
   l.out = out;
   l.act = act;
@@ -194,6 +195,7 @@ LayerNormLayer add_layernorm(ParameterStore& store, const std::string& prefix, s
   LayerNormLayer l;
   l.weight = store.add(prefix + ".weight", {dim});
   l.bias = store.add(prefix + ".bias", {dim});
+  store.mark_unread_in_backward(l.bias);  // beta's gradient is the column sums of dy
   l.dim = dim;
   l.eps = eps;
   return l;

@@ -107,6 +107,10 @@ void Model::register_parameters(const ModelSpec& spec, ParameterStore& store, La
     layers.norm = add_layernorm(store, "norm", d, spec.layernorm_eps);
     layers.output = add_linear(store, "output", d, w[n - 1], Activation::Identity);
   }
+  // The first layer computes no d(input) (forward gives the input no gradient), so its backward
+  // reads no weight either.
+  store.mark_unread_in_backward(spec.kind == ModelKind::Mlp ? layers.linears.front().weight
+                                                            : layers.input.weight);
 }
 
 Model::Model(const ModelSpec& spec, DeviceKind device, const LayoutPadding& padding,

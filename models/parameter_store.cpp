@@ -17,6 +17,11 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) {
 
 }  // namespace
 
+void ParameterStore::mark_unread_in_backward(int id) {
+  ZL_CHECK(!laid_out_, "parameter {} marked after lay_out() or finalize()", id);
+  params_.at(static_cast<std::size_t>(id)).read_in_backward = false;
+}
+
 int ParameterStore::add(std::string name, std::vector<std::int64_t> shape) {
   // Models are built by code, not by users: a bad registration is a zerolap bug.
   ZL_CHECK(!laid_out_, "parameter '{}' registered after lay_out() or finalize()", name);

@@ -49,6 +49,10 @@ struct ParameterInfo {
   std::vector<std::int64_t> shape;  // Linear weight: {out_features, in_features}, as PyTorch
   std::int64_t numel = 0;
   std::int64_t offset = 0;          // first element in the flat buffers (see Note [Flat layout])
+  // Backward reads the value (a Linear's weight for d(input), LayerNorm's gamma); biases and the
+  // first layer's weight (nobody needs d(input)) are not. ZeRO stage 3 gathers a bucket in
+  // backward only if one of its parameters is read there (Note [Parameter gathers]).
+  bool read_in_backward = true;
 };
 
 class ParameterStore {
@@ -58,6 +62,8 @@ class ParameterStore {
   // Registration happens while a model is built; finalize() lays out and allocates.
   // Returns the parameter id (index in registration order).
   int add(std::string name, std::vector<std::int64_t> shape);
+  // Parameter `id`'s value is not read in backward (ParameterInfo::read_in_backward).
+  void mark_unread_in_backward(int id);
   // Lays the parameters out (offsets, total_numel) without allocating: a store that only
   // describes a model, for plans and memory estimates of models too large to allocate.
   void lay_out(const LayoutPadding& padding = {});

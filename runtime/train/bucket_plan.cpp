@@ -114,7 +114,11 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
     auto& b = plan.buckets[i];
     b.index = static_cast<int>(i);
     b.offset = store.info(b.param_ids.front()).offset;
-    for (int id : b.param_ids) plan.bucket_of_param[static_cast<std::size_t>(id)] = b.index;
+    b.read_in_backward = false;
+    for (int id : b.param_ids) {
+      plan.bucket_of_param[static_cast<std::size_t>(id)] = b.index;
+      b.read_in_backward = b.read_in_backward || store.info(id).read_in_backward;
+    }
   }
   for (std::size_t i = 0; i < plan.buckets.size(); ++i) {
     const std::int64_t end =

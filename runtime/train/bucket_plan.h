@@ -32,6 +32,9 @@ struct Bucket {
   std::int64_t numel = 0;   // elements including alignment padding
   std::vector<int> param_ids;  // in flat-layout order
   int assigned_rank = 0;       // owns the optimizer state; steps and broadcasts this bucket
+  // Backward reads some parameter's value (ParameterInfo::read_in_backward): ZeRO stage 3
+  // gathers the bucket in backward only then.
+  bool read_in_backward = true;
   std::int64_t bytes() const { return numel * static_cast<std::int64_t>(sizeof(float)); }
 };
 

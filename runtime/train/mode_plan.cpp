@@ -132,19 +132,21 @@ std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) con
     // first), backward every bucket in backward order again; bucket 0, the last forward needs
     // and the first backward needs, stays resident between them, and the last bucket from one
     // micro-batch's backward to the next one's forward (Note [Parameter gathers]). So forward +
-    // backward gathers + reduce-scatter move about 1.5x ddp's bytes per micro-batch. Counted as
-    // if backward read every bucket: with parallel.prefetch = 0 a last bucket holding only the
-    // first layer (whose weights backward does not read) is not gathered there, one fewer.
+    // backward gathers + reduce-scatter move about 1.5x ddp's bytes per micro-batch.
     const auto n = static_cast<int>(plan.buckets.size());
     const auto gather = [&](int b, int micro) {
       const Bucket& bucket = plan.buckets[static_cast<std::size_t>(b)];
       out.push_back({CollectiveOp::AllGather, b, micro, param_dtype,
                      bucket.numel * dtype_size(param_dtype), -1});
     };
+    // Backward gathers only the buckets it reads (Bucket::read_in_backward: not one holding
+    // only the first layer); the last bucket stays for the next micro-batch if backward kept it.
+    const bool last_stays = !reshard_after_forward || plan.buckets.back().read_in_backward;
     for (int micro = 0; micro < micro_batches; ++micro) {
-      for (int b = micro == 0 ? n - 1 : n - 2; b >= 0; --b) gather(b, micro);
-      if (reshard_after_forward) {
-        for (int b = 1; b < n; ++b) gather(b, micro);
+      for (int b = micro > 0 && last_stays ? n - 2 : n - 1; b >= 0; --b) gather(b, micro);
+      if (!reshard_after_forward) continue;
+      for (int b = 1; b < n; ++b) {
+        if (plan.buckets[static_cast<std::size_t>(b)].read_in_backward) gather(b, micro);
       }
     }
   }

@@ -5,7 +5,9 @@
 //
 // Note [Parameter gathers]: the order of forward's parameter reads is registration order, which
 // visits buckets from the last to bucket 0 (Note [Flat layout]: buckets are cut in reverse
-// registration order), and backward reads (TapeNode::reads_param) visit them from bucket 0 up.
+// registration order), and backward reads (TapeNode::reads_param) visit them from bucket 0 up,
+// skipping those without Bucket::read_in_backward (biases and the first layer's weight are read
+// in forward only), which backward's prefetch skips too.
 // So when a layer first reads bucket b, every bucket behind b in that pass is done: forward
 // releases the buckets above b, backward those below. Bucket 0 is the last forward reads and the
 // first backward reads: it stays resident between the two; likewise the last bucket stays from
@@ -62,7 +64,8 @@ class ParameterGather {
   void release_all();
   // After an earlier micro-batch's backward: the parameters change only in the step, so the last
   // bucket - the first the next forward reads, and the last backward reads or prefetches - stays
-  // gathered; the others are released.
+  // gathered if backward (or, without reshard_after_forward, forward) left it so; the others are
+  // released.
   void release_for_next_micro_batch();
   // The gathers of one forward without its compute: every bucket in forward order, each released
   // at once (evaluation on a rank with fewer batches than another; invariant 1).

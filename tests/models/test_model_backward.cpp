@@ -165,6 +165,29 @@ TEST_CASE("forward calls before_use for each parameter before reading it", "[mod
   CHECK(used == registration_order);
 }
 
+TEST_CASE("the parameters backward reads are those marked read_in_backward", "[models]") {
+  // ZeRO stage 3 plans backward's gathers from ParameterInfo::read_in_backward: it must be what
+  // the backward closures read (before_read), for both model kinds.
+  const ModelKind kind = GENERATE(ModelKind::Mlp, ModelKind::ResidualMlp);
+  Fixture f(make_spec(kind, {5, 4, 4, 4, 3}, Activation::Tanh), 7);
+  const ParameterStore& s = f.model.store();
+  Tape tape;
+  f.forward(tape);
+  std::vector<char> read(static_cast<std::size_t>(s.count()), 0);
+  const ParamUseHook before_read = [&](int id) { read[static_cast<std::size_t>(id)] = 1; };
+  BackwardContext ctx;
+  ctx.before_read = &before_read;
+  tape.backward(ctx);
+  int unread = 0;
+  for (int id = 0; id < s.count(); ++id) {
+    INFO(s.info(id).name);
+    CHECK(static_cast<bool>(read[static_cast<std::size_t>(id)]) == s.info(id).read_in_backward);
+    unread += !s.info(id).read_in_backward;
+  }
+  CHECK(!s.info(0).read_in_backward);  // the first layer's weight: no d(input) is computed
+  CHECK(unread > 1);                   // and the biases
+}
+
 TEST_CASE("grad-ready hook: once per parameter, in layout order, after its node", "[models]") {
   const ModelKind kind = GENERATE(ModelKind::Mlp, ModelKind::ResidualMlp);
   Fixture f(make_spec(kind, {5, 4, 4, 4, 3}, Activation::Tanh), 6);
