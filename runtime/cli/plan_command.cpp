@@ -109,6 +109,20 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
                        std::min<std::size_t>(kGradientPoolBuffers, plan.buckets.size()),
                        kGradientPoolBuffers, plan.largest_bucket_numel(), human_bytes(r0.gradient_pool));
   }
+  if (mode.gathers_parameters()) {
+    // Whole-bucket buffers: with few large buckets they, not the shards, set stage 3's memory.
+    const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
+    const std::int64_t shards = r0.parameters - r0.gather_buffers;
+    const bool buffers_dominate = r0.gather_buffers + r0.gradient_pool > shards;
+    out += fmt::format("gather buffers: {} of the largest bucket ({} elements): {} per rank, "
+                       "beside {} of parameter shards{}\n",
+                       mode.gather_buffers(plan), plan.largest_bucket_numel(),
+                       human_bytes(r0.gather_buffers), human_bytes(shards),
+                       buffers_dominate ? "; these bucket-sized buffers and the gradient pool "
+                                          "outweigh the shards: a smaller parallel.bucket_cap_mb "
+                                          "shrinks them (down to one module per bucket)"
+                                        : "");
+  }
   out += "\nmemory per rank (estimated before allocation; the trainer checks it against the node's "
          "memory)\n";
   std::vector<MemoryEstimate> ranks;

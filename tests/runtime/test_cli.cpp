@@ -173,6 +173,23 @@ TEST_CASE("plan and train with element shards at stage 1 and 2", "[cli]") {
   CHECK(two.exit_code == 0);
   CHECK_THAT(two.output, Catch::Contains("formula 4 + 12/d + pool") &&
                              Catch::Contains("gradient pool: 1 of 2 buffers"));
+  // Stage 3 names its gather buffers, and says when bucket-sized buffers outweigh the shards.
+  const CliResult three = run_zerolap("plan " + path + " --world 4" + shards +
+                                      " --set parallel.zero_stage=3");
+  CHECK(three.exit_code == 0);
+  CHECK_THAT(three.output, Catch::Contains("gather buffers: 1 of the largest bucket") &&
+                               Catch::Contains("a smaller parallel.bucket_cap_mb shrinks them"));
+  // Twenty 32x32 layers, a bucket each: the buffers are a few small buckets.
+  std::string widths = "2";
+  for (int i = 0; i < 20; ++i) widths += ",32";
+  const CliResult small = run_zerolap(
+      "plan " + path + " --world 2" + shards +
+      " --set parallel.zero_stage=3 --set parallel.bucket_cap_mb=0.001 "
+      "--set parallel.first_bucket_cap_mb=0.001 --set 'model.widths=[" + widths + ",3]'");
+  INFO(small.output);
+  CHECK(small.exit_code == 0);
+  CHECK_THAT(small.output, Catch::Contains("gather buffers: 2 of the largest bucket") &&
+                               !Catch::Contains("shrinks them"));
   const auto out = fresh_output_dir("train_shards");
   const CliResult train = run_zerolap("train " + path + shards + " --set output.dir=\"" + out +
                                       "\"");
