@@ -82,6 +82,10 @@ void check_cuda_matches_cpu(const std::vector<std::string>& overrides, double rt
   CHECK(std::fabs(gpu.eval.accuracy - cpu.eval.accuracy) <= allowed + 1e-12);
 }
 
+// Several buckets (a few parameters each), so per-bucket events and per-layer waits matter.
+const std::vector<std::string> kBuckets = {"parallel.bucket_cap_mb=0.004",
+                                           "parallel.first_bucket_cap_mb=0.001"};
+
 // A section's name: every key of its case. Catch2 runs a DYNAMIC_SECTION whose name repeats at the
 // same line only once, silently; each test REQUIREs its names unique (checked without a GPU too).
 std::string section_name(const std::vector<std::string>& keys) {
@@ -94,9 +98,21 @@ void require_unique_names(const std::vector<std::string>& names) {
   REQUIRE(unique.size() == names.size());
 }
 
-// Several buckets (a few parameters each), so per-bucket events and per-layer waits matter.
-const std::vector<std::string> kBuckets = {"parallel.bucket_cap_mb=0.004",
-                                           "parallel.first_bucket_cap_mb=0.001"};
+// Each case (its keys appended to `base` and kBuckets) in a section of its own, CUDA against the
+// CPU within check_cuda_matches_cpu's tolerances; the names are checked without a GPU too.
+void check_each_case(const std::vector<std::string>& base,
+                     const std::vector<std::vector<std::string>>& cases, double rtol, double atol,
+                     double loss_rtol = 1e-4, int flips = 1) {
+  std::vector<std::string> names;
+  for (const auto& c : cases) names.push_back(section_name(c));
+  require_unique_names(names);
+  if (!cuda_device_visible()) return;
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(section_name(c)) {
+      check_cuda_matches_cpu(with(with(base, kBuckets), c), rtol, atol, loss_rtol, flips);
+    }
+  }
+}
 
 }  // namespace
 
@@ -142,51 +158,25 @@ TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") 
 
 TEST_CASE("CUDA matches the CPU with grad accumulation, clipping and a residual model",
           "[cuda-train]") {
-  if (!cuda_device_visible()) return;
   const std::vector<std::string> sgd = {"optimizer.kind=sgd", "optimizer.lr=0.1",
                                         "optimizer.momentum=0.9"};
-  SECTION("grad_accum = 3, interleaved") {
-    check_cuda_matches_cpu(with(with(sgd, kBuckets), {"parallel.mode=zero",
-                                                      "parallel.overlap=interleaved",
-                                                      "train.grad_accum=3"}),
-                           1e-4, 1e-6);
-  }
-  SECTION("grad_accum = 3, ZeRO stage 2, interleaved") {
-    check_cuda_matches_cpu(with(with(sgd, kBuckets), {"parallel.mode=zero",
-                                                      "parallel.overlap=interleaved",
-                                                      "parallel.collective=reduce_scatter_allgather",
-                                                      "parallel.zero_stage=2",
-                                                      "train.grad_accum=3"}),
-                           1e-4, 1e-6);
-  }
-  SECTION("grad_accum = 3, ZeRO stage 3 without resharding, after_backward, clipped") {
-    check_cuda_matches_cpu(with(with(sgd, kBuckets), {"parallel.mode=zero",
-                                                      "parallel.overlap=after_backward",
-                                                      "parallel.collective=reduce_scatter_allgather",
-                                                      "parallel.zero_stage=3",
-                                                      "parallel.reshard_after_forward=false",
-                                                      "train.clip_grad_norm=0.05",
-                                                      "train.grad_accum=3"}),
-                           1e-4, 1e-6);
-  }
-  SECTION("clip_grad_norm, after_backward") {
-    check_cuda_matches_cpu(with(with(sgd, kBuckets), {"parallel.mode=zero",
-                                                      "parallel.overlap=after_backward",
-                                                      "train.clip_grad_norm=0.05"}),
-                           1e-4, 1e-6);
-  }
-  SECTION("residual_mlp (LayerNorm kernels), interleaved reduce_broadcast") {
-    check_cuda_matches_cpu(with(with(sgd, kBuckets), {"model.kind=residual_mlp",
-                                                      "model.widths=[8,32,32,32,4]",
-                                                      "parallel.mode=zero",
-                                                      "parallel.overlap=interleaved",
-                                                      "parallel.collective=reduce_broadcast"}),
-                           1e-4, 1e-6);
-  }
-  SECTION("regression (teacher targets on the device)") {
-    check_cuda_matches_cpu(with(with(sgd, kBuckets), {"data.teacher_task=\"regression\""}), 1e-4,
-                           1e-6);
-  }
+  const std::vector<std::vector<std::string>> cases = {
+      {"parallel.mode=zero", "parallel.overlap=interleaved", "train.grad_accum=3"},
+      {"parallel.mode=zero", "parallel.overlap=interleaved",
+       "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=2",
+       "train.grad_accum=3"},
+      // ZeRO stage 3 without resharding, clipped
+      {"parallel.mode=zero", "parallel.overlap=after_backward",
+       "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=3",
+       "parallel.reshard_after_forward=false", "train.clip_grad_norm=0.05", "train.grad_accum=3"},
+      {"parallel.mode=zero", "parallel.overlap=after_backward", "train.clip_grad_norm=0.05"},
+      // residual_mlp (LayerNorm kernels)
+      {"model.kind=residual_mlp", "model.widths=[8,32,32,32,4]", "parallel.mode=zero",
+       "parallel.overlap=interleaved", "parallel.collective=reduce_broadcast"},
+      // regression (teacher targets on the device)
+      {"data.teacher_task=\"regression\""},
+  };
+  check_each_case(sgd, cases, 1e-4, 1e-6);
 }
 
 TEST_CASE("bf16 on CUDA trains like bf16 on the CPU in every mode, with fp32 masters or "
@@ -216,15 +206,7 @@ TEST_CASE("bf16 on CUDA trains like bf16 on the CPU in every mode, with fp32 mas
        "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=3",
        "precision.reduce_dtype=bf16", "precision.master_weights=remainders"},
   };
-  std::vector<std::string> names;
-  for (const auto& c : cases) names.push_back(section_name(c));
-  require_unique_names(names);
-  if (!cuda_device_visible()) return;
-  for (const auto& c : cases) {
-    DYNAMIC_SECTION(section_name(c)) {
-      check_cuda_matches_cpu(with(with(sgd, kBuckets), c), 1.0 / 64.0, 1e-3, 1e-2, 5);
-    }
-  }
+  check_each_case(sgd, cases, 1.0 / 64.0, 1e-3, 1e-2, 5);
 }
 
 TEST_CASE("NCCL communicator on one rank: callbacks are stream-ordered, f64 sums land on the host",
