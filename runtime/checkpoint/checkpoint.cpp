@@ -522,8 +522,9 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
     constexpr std::size_t kShown = 8;  // a crafted checkpoint may differ in any number of keys
     if (!changed.empty()) {
       const std::size_t shown = std::min(changed.size(), kShown);
+      const auto end = changed.begin() + static_cast<std::ptrdiff_t>(shown);
       fmt::print("zerolap: note: the config differs from the checkpoint's in {}{}\n",
-                 fmt::join(changed.begin(), changed.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                 fmt::join(changed.begin(), end, ", "),
                  changed.size() > shown ? fmt::format(" and {} more", changed.size() - shown) : "");
     }
     std::fflush(stdout);

@@ -80,21 +80,22 @@ void ParameterGather::read(int param_id, Pass pass) {
       for (int b = 0; b < bucket; ++b) release(b);
     }
     current_ = bucket;
-    // ModePlan::collectives counts backward's gathers from Bucket::read_in_backward.
-    ZL_CHECK(pass == Pass::Forward || plan_.buckets[static_cast<std::size_t>(bucket)].read_in_backward,
+    // This pass reads bucket b: forward reads every bucket, backward those with
+    // Bucket::read_in_backward (from which ModePlan::collectives counts backward's gathers).
+    const auto reads = [&](int b) {
+      return pass == Pass::Forward || plan_.buckets[static_cast<std::size_t>(b)].read_in_backward;
+    };
+    ZL_CHECK(reads(bucket),
              "backward read parameter {} of bucket {}, which the layout marks as not read in "
              "backward",
              param_id, bucket);
     if (resident_[static_cast<std::size_t>(bucket)].slot < 0) issue(bucket);
-    // Prefetch: the next `prefetch` buckets this pass reads (forward reads every bucket, backward
-    // those with Bucket::read_in_backward), issued before the wait below.
+    // Prefetch: the next `prefetch` buckets this pass reads, issued before the wait below.
     const int direction = pass == Pass::Forward ? -1 : 1;
     int ahead = 0;
     for (int next = bucket + direction; next >= 0 && next < count && ahead < mode_.prefetch;
          next += direction) {
-      if (pass == Pass::Backward && !plan_.buckets[static_cast<std::size_t>(next)].read_in_backward) {
-        continue;
-      }
+      if (!reads(next)) continue;
       ++ahead;
       if (resident_[static_cast<std::size_t>(next)].slot < 0) issue(next);
     }
