@@ -23,7 +23,10 @@
 // Each R, S and C is one operation on its communicator's stream, issued in the same order on
 // every rank (Note [Two communicators]). The tail - S3, C3 before S2, C2 - is Note [Tail
 // broadcast order]. The other schedules run S and C after B3, on the compute stream
-// (schedule.h).
+// (schedule.h). With element shards (reduce_scatter_allgather) R is a reduce-scatter, every rank
+// runs S on its shard and C is an all-gather. ZeRO stage 3 has no C: a gather of bucket b, issued
+// from the compute stream `parallel.prefetch` buckets ahead, precedes Fb and Bb instead, and
+// reads the shard S wrote (param_use_hook_ and backward_read_hook_; Note [Parameter gathers]).
 #include "runtime/train/trainer.h"
 
 #include <cstdio>
@@ -47,7 +50,7 @@ void Trainer::train_step() {
   for (std::int64_t micro = 0; micro < grad_accum; ++micro) {
     // 1. Forward and loss on this rank's share of the next global batch. Before a layer reads
     //    its parameters, it waits for its bucket's broadcast of the previous step
-    //    (after_backward, interleaved: param_use_hook_).
+    //    (after_backward, interleaved: param_use_hook_), or at stage 3 for its gather.
     setup_.sampler->batch_indices(position_.cursor / per_epoch, position_.cursor % per_epoch,
                                   world_.rank, indices_);
     ++position_.cursor;
