@@ -322,7 +322,7 @@ void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
   r.integer("epochs", t.epochs, at_least(0));
   r.integer("log_every", t.log_every, at_least(1));
   r.integer("eval_every", t.eval_every, at_least(0));
-  r.integer("grad_accum", t.grad_accum, at_least(1));
+  r.integer("grad_accum", t.grad_accum, closed(1, kMaxGradAccum));
   r.number("clip_grad_norm", t.clip_grad_norm, at_least(0));
   r.enumeration("on_nonfinite", t.on_nonfinite, kOnNonfiniteNames);
   r.number("max_loss", t.max_loss, at_least(0));

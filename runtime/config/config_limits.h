@@ -22,6 +22,10 @@ inline constexpr double kMaxMemoryLimitMb = 1099511627776.0;
 // parallel.prefetch: buckets gathered ahead (ZeRO stage 3); more than a few only adds resident
 // gather buffers.
 inline constexpr std::int64_t kMaxPrefetch = 64;
+// train.grad_accum: micro-batches per step. The plan and the bench list every micro-batch's
+// collectives of one step (stages 2 and 3 issue theirs in each), so the bound keeps that list
+// small; 65536 micro-batches is far past any real step.
+inline constexpr std::int64_t kMaxGradAccum = std::int64_t{1} << 16;
 // runtime.timeout_s: one year, so that a deadline of now + timeout_s is a valid steady_clock time.
 inline constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
 // runtime.threads: the OpenMP team one rank's GEMMs and kernels run on. Each member is a thread

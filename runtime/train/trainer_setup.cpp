@@ -123,11 +123,15 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     });
     steps_per_epoch = sampler->batches_per_epoch() / config.train.grad_accum;
     if (steps_per_epoch < 1) {
+      // The sampler checked that one global batch fits, so the product is below
+      // grad_accum * the sample count: no overflow.
       throw UserError(fmt::format(
-          "{}: train.grad_accum = {} micro-batches of data.batch_size = {} on {} ranks need more "
-          "than the {} training samples of one epoch; lower the batch size or grad_accum",
-          config.source_path, config.train.grad_accum, config.data.batch_size, world.size,
-          data.train.num_samples));
+          "train.grad_accum ({}) x data.batch_size ({}) x world size ({}) = {} exceeds the {} "
+          "samples of {}: a step's micro-batches all come from one epoch; lower "
+          "train.grad_accum or data.batch_size, or run on fewer ranks",
+          config.train.grad_accum, config.data.batch_size, world.size,
+          config.train.grad_accum * config.data.batch_size * world.size, data.train.num_samples,
+          data.train.name));
     }
     total_steps = checked_total_steps(config, steps_per_epoch);
   }, config.runtime.timeout_s);

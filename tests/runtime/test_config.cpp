@@ -499,7 +499,8 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                         "configs/x.toml:5: train.steps: set either steps or epochs, not both "
                         "(steps = 10, epochs = 2 at configs/x.toml:4)");
     REQUIRE_THROWS_WITH(parse(with("[train]\ngrad_accum = 0\n")),
-                        Contains("configs/x.toml:4: train.grad_accum: must be >= 1"));
+                        Contains("configs/x.toml:4: train.grad_accum: must be in [1, 65536] "
+                                 "(got 0)"));
     REQUIRE_THROWS_WITH(parse(with("[train]\nclip_grad_norm = -1\n")),
                         Contains("configs/x.toml:4: train.clip_grad_norm: must be >= 0"));
     REQUIRE_THROWS_WITH(parse(with("[train]\nlog_every = 0\n")),

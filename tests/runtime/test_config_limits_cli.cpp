@@ -80,6 +80,37 @@ TEST_CASE("a batch whose activations overflow is exit 2 naming the batch key", "
   }
 }
 
+TEST_CASE("train.grad_accum is bounded, and a step larger than an epoch names its keys",
+          "[cli][limits]") {
+  const std::string spirals = spirals_config();
+  const std::string stage3 =
+      " --set parallel.mode=zero --set parallel.collective=reduce_scatter_allgather "
+      "--set parallel.zero_stage=3";
+  SECTION("a huge grad_accum is exit 2 in every command, not a plan of no collectives") {
+    // It once wrapped to 0 micro-batches in the plan: stage 3 rows of no communication.
+    for (const char* command : {"plan --link-gbps 10 --world 4", "bench", "train"}) {
+      DYNAMIC_SECTION(command) {
+        check_bad_input(run_bounded(std::string(command) + " " + spirals + stage3 +
+                                    " --set train.grad_accum=4611686018427387904"),
+                        "train.grad_accum: must be in [1, 65536]");
+      }
+    }
+  }
+  SECTION("the largest grad_accum plans at once") {
+    const CliResult r = run_bounded("plan --link-gbps 10 --world 4 " + spirals + stage3 +
+                                    " --set train.grad_accum=65536");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+  }
+  SECTION("more micro-batches than one epoch holds") {
+    // train_samples = 64 makes 21 per arm, 63 in all: 3 micro-batches of 16 fit, 4 do not.
+    const CliResult r = run_bounded("train " + spirals + " --set train.grad_accum=4");
+    check_bad_input(r, "train.grad_accum (4) x data.batch_size (16) x world size (1) = 64 "
+                       "exceeds the 63 samples of spirals/train");
+    CHECK_THAT(r.output, Catch::Contains("lower train.grad_accum or data.batch_size"));
+  }
+}
+
 TEST_CASE("plan flags get the ranges of their config twins, printed readably", "[cli][limits]") {
   const std::string large = config_path("bench_large.toml");
   SECTION("--compute-ms nan") {
