@@ -96,13 +96,11 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
     // The layout is the mode's (element shards pad every bucket: shard_layout.h).
     const PlannedLayout planned = plan_layout(config.model, config.parallel, mode, world.size);
-    if (config.runtime.memory_limit_mb > 0) {
-      check_memory_limit(config, world.size);  // instead of what the node has
-    } else {
-      check_memory_fits(
-          estimate_rank_memory(config, planned.layout, planned.plan, mode, world.rank), config,
-          compute.device, available_memory(compute.device), world.local_size);
-    }
+    // runtime.memory_limit_mb (a smaller device) can only tighten what the node has.
+    check_memory_limit(config, world.size);
+    check_memory_fits(
+        estimate_rank_memory(config, planned.layout, planned.plan, mode, world.rank), config,
+        compute.device, available_memory(compute.device), world.local_size);
     // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for bf16 compute.
     ModelSpec spec = config.model;
     spec.dtype = mode.param_dtype;

@@ -111,6 +111,16 @@ TEST_CASE("train.grad_accum is bounded, and a step larger than an epoch names it
   }
 }
 
+TEST_CASE("runtime.memory_limit_mb only tightens the node's memory check", "[cli][limits]") {
+  // 4 TiB of training state: a limit of an exabyte once skipped the node's check, and the run
+  // ended in std::bad_alloc (exit 1) instead of exit 2 naming the memory.
+  const CliResult r = run_bounded("train " + spirals_config() +
+                                  " --set 'model.widths=[2, 524288, 524288, 3]'"
+                                  " --set runtime.memory_limit_mb=1099511627776");
+  check_bad_input(r, "available (MemAvailable)");
+  CHECK_THAT(r.output, !Catch::Contains("bad_alloc"));
+}
+
 TEST_CASE("plan flags get the ranges of their config twins, printed readably", "[cli][limits]") {
   const std::string large = config_path("bench_large.toml");
   SECTION("--compute-ms nan") {
