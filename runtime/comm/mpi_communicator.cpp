@@ -30,7 +30,7 @@ class CompletionWork final : public WorkImpl {
 };
 
 int checked_count(std::int64_t n, const std::string& comm) {
-  if (n < 0 || n > std::numeric_limits<int>::max()) {
+  if (n < 0 || n > kMaxMpiCount) {
     throw InternalError(fmt::format("communicator {}: count {} does not fit MPI's int", comm, n));
   }
   return static_cast<int>(n);

@@ -7,6 +7,8 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +19,10 @@
 #include "runtime/comm/cpu_stream.h"
 
 namespace zl {
+
+// The most elements one MPI call moves per rank (its counts are ints): a collective of a bucket
+// above it cannot run on the CPU (check_collective_counts, shard_layout.h, refuses it up front).
+inline constexpr std::int64_t kMaxMpiCount = std::numeric_limits<int>::max();
 
 class MpiCommunicator final : public Communicator {
  public:

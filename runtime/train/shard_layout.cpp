@@ -7,6 +7,7 @@
 
 #include "base/errors.h"
 #include "models/model.h"
+#include "runtime/comm/mpi_communicator.h"
 
 namespace zl {
 
@@ -62,6 +63,31 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
         "own among {}; the parameters are not trained), so it writes no checkpoints: unset "
         "checkpoint.dir or link.ranks",
         config.source_path, mode.shard_ranks, world, mode.shard_ranks));
+  }
+}
+
+void check_collective_counts(const Config& config, const ModePlan& mode,
+                             const PlannedLayout& planned, DeviceKind device) {
+  if (device != DeviceKind::Cpu) return;  // NCCL's counts are 64-bit
+  for (const PlannedCollective& c : mode.collectives(planned.plan)) {
+    const bool per_shard = c.op == CollectiveOp::ReduceScatter || c.op == CollectiveOp::AllGather;
+    const std::int64_t count =
+        c.bytes / dtype_size(c.dtype) / (per_shard ? planned.plan.world_size : 1);
+    if (count <= kMaxMpiCount) continue;
+    const Bucket& b = planned.plan.buckets[static_cast<std::size_t>(c.bucket)];
+    const ParameterInfo* largest = &planned.layout.info(b.param_ids.front());
+    for (const int id : b.param_ids) {
+      if (planned.layout.info(id).numel > largest->numel) largest = &planned.layout.info(id);
+    }
+    throw UserError(fmt::format(
+        "{}: bucket {} (its largest parameter {}: {} elements) would move {} elements per rank "
+        "in one {}, more than one MPI call takes on the CPU ({}), and a bucket never splits a "
+        "layer: lower model.widths, run on CUDA (runtime.device = \"cuda\"){}",
+        config.source_path, b.index, largest->name, largest->numel, count,
+        collective_name(c.op), kMaxMpiCount,
+        per_shard ? ", or shard it over more ranks"
+                  : ", or shard it element-wise (parallel.mode = \"zero\", parallel.collective "
+                    "= \"reduce_scatter_allgather\") over enough ranks"));
   }
 }
 

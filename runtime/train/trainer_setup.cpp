@@ -96,6 +96,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
     // The layout is the mode's (element shards pad every bucket: shard_layout.h).
     const PlannedLayout planned = plan_layout(config.model, config.parallel, mode, world.size);
+    check_collective_counts(config, mode, planned, compute.device);
     // runtime.memory_limit_mb (a smaller device) can only tighten what the node has.
     check_memory_limit(config, world.size);
     check_memory_fits(

@@ -106,7 +106,11 @@ TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]")
   SECTION("a model larger than the machine") {
     // Used to be OOM-killed minutes later, or to end in a bare std::bad_alloc.
     const auto path = write_file("ok.toml", kSpirals);
-    const CliResult r = run_zerolap("train " + path + " --set model.widths=[2,1000000,1000000,3]");
+    // 40 weights of 46000 x 46000: about 1.3 TiB of training state, each layer one MPI call's
+    // worth (a larger layer is refused for that first: test_config_limits_cli.cpp).
+    std::string widths = "[2";
+    for (int i = 0; i < 41; ++i) widths += ",46000";
+    const CliResult r = run_zerolap("train " + path + " --set model.widths=" + widths + ",3]");
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Catch::Contains("one rank needs an estimated") &&
                              Catch::Contains("TiB") && Catch::Contains("(MemAvailable)") &&

@@ -111,12 +111,35 @@ TEST_CASE("train.grad_accum is bounded, and a step larger than an epoch names it
   }
 }
 
+TEST_CASE("a bucket one MPI call cannot move is exit 2 naming its layer, before any allocation",
+          "[cli][limits]") {
+  // 2^31 and 3 x 2^30-element weights: their all-reduce once failed at the first step with an
+  // internal error.
+  const std::string huge =
+      "train " + spirals_config() + " --set 'model.widths=[2, 1073741824, 3]'";
+  SECTION("ddp") {
+    const CliResult r = run_bounded(huge);
+    check_bad_input(r, "bucket 0 (its largest parameter layers.1.weight: 3221225472 elements) "
+                       "would move 3221225488 elements per rank in one all_reduce");
+    CHECK_THAT(r.output, Catch::Contains("reduce_scatter_allgather"));
+  }
+  SECTION("element shards on one rank") {
+    const CliResult r = run_bounded(huge +
+                                    " --set parallel.mode=zero"
+                                    " --set parallel.collective=reduce_scatter_allgather");
+    check_bad_input(r, "per rank in one reduce_scatter, more than one MPI call takes on the CPU");
+    CHECK_THAT(r.output, Catch::Contains("over more ranks"));
+  }
+}
+
 TEST_CASE("runtime.memory_limit_mb only tightens the node's memory check", "[cli][limits]") {
-  // 4 TiB of training state: a limit of an exabyte once skipped the node's check, and the run
-  // ended in std::bad_alloc (exit 1) instead of exit 2 naming the memory.
-  const CliResult r = run_bounded("train " + spirals_config() +
-                                  " --set 'model.widths=[2, 524288, 524288, 3]'"
-                                  " --set runtime.memory_limit_mb=1099511627776");
+  // 512 GB of training state (20 weights of 1.6e9 elements, each one MPI call's worth): a limit of
+  // an exabyte once skipped the node's check, and the run ended in std::bad_alloc (exit 1)
+  // instead of exit 2 naming the memory.
+  std::string widths = "[2";
+  for (int i = 0; i < 21; ++i) widths += ", 40000";
+  const CliResult r = run_bounded("train " + spirals_config() + " --set 'model.widths=" + widths +
+                                  ", 3]' --set runtime.memory_limit_mb=1099511627776");
   check_bad_input(r, "available (MemAvailable)");
   CHECK_THAT(r.output, !Catch::Contains("bad_alloc"));
 }
