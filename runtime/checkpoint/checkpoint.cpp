@@ -103,17 +103,17 @@ int state_holder(const TrainingState& state, const Bucket& b) {
 }
 
 // Note [Shards in checkpoints]: with element shards rank r holds shard r of every bucket's masters
-// and state. A save gathers them to rank 0 one bucket at a time, slice by slice, each rank's
-// shard landing at its place in the bucket (rank order is element order), so rank 0 holds the
-// same [slice][b.numel] staging as for a bucket it owned and writes full tensors by parameter
-// name; a load broadcasts each bucket's staging, and every rank keeps its shard. The padding in a
-// shard is zero both ways and never reaches the file.
+// and state. A save gathers them to rank 0 one bucket at a time, rank by rank and slice by
+// slice, each rank's shard landing at its place in the bucket (rank order is element order), so
+// rank 0 holds the same [slice][b.numel] staging as for a bucket it owned and writes full tensors
+// by parameter name; a load broadcasts each bucket's staging, and every rank keeps its shard. The
+// padding in a shard is zero both ways and never reaches the file.
 void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t slices,
                    std::vector<float>& host, const CheckpointComm& comm) {
   ShardedOptimizer& opt = state.optimizer;
   const ElementRange& shard = opt.stepped(b.index);
-  ZL_CHECK(shard.numel * state.world.size == b.numel && shard.numel < kMaxMessageFloats,
-           "bucket {}: shard of {} elements on {} ranks", b.index, shard.numel, state.world.size);
+  ZL_CHECK(shard.numel * state.world.size == b.numel, "bucket {}: shard of {} elements on {} ranks",
+           b.index, shard.numel, state.world.size);
   // bf16 masters, or stage 3's parameter shards (masters_in_file).
   const bool masters = state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
   std::vector<float> mine(static_cast<std::size_t>(slices * shard.numel));
@@ -123,12 +123,24 @@ void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t sli
     copy_to_host(opt.state_at(b.index, s, shard.offset), state.store.device(),
                  mine.data() + ((masters ? 1 : 0) + s) * shard.numel, shard.numel);
   }
-  if (state.world.is_root()) host.assign(static_cast<std::size_t>(slices * b.numel), 0.0f);
-  const int count = static_cast<int>(shard.numel);
-  for (std::int64_t s = 0; s < slices; ++s) {
-    timed_gather(mine.data() + s * shard.numel, count, MPI_FLOAT,
-                 state.world.is_root() ? host.data() + s * b.numel : nullptr, count, MPI_FLOAT, 0,
-                 comm.get(), comm.limit(), "gathering checkpoint shards");
+  // Rank by rank, slice by slice, straight into place, in messages MPI's int counts can hold (a
+  // shard may have more elements); MPI keeps one sender's messages in order.
+  if (!state.world.is_root()) {
+    for (std::int64_t s = 0; s < slices; ++s) {
+      send_floats(mine.data() + s * shard.numel, shard.numel, 0, comm);
+    }
+    return;
+  }
+  host.assign(static_cast<std::size_t>(slices * b.numel), 0.0f);
+  for (int r = 0; r < state.world.size; ++r) {
+    for (std::int64_t s = 0; s < slices; ++s) {
+      float* place = host.data() + s * b.numel + r * shard.numel;
+      if (r == 0) {
+        std::copy_n(mine.data() + s * shard.numel, shard.numel, place);
+      } else {
+        recv_floats(place, shard.numel, r, comm);
+      }
+    }
   }
 }
 
