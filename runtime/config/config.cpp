@@ -430,8 +430,9 @@ void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
   r.integer("ranks", l.ranks, closed(0, kMaxWorldSize));
   r.finish();
   if (l.ranks > 0 && !l.enabled()) {
-    source.fail("link.ranks", fmt::format("= {} models a link of link.bandwidth_gbps and "
-                                          "link.latency_us, but both are 0; set one of them",
+    source.fail("link.ranks", fmt::format("{} ranks are timed on a modelled link, but "
+                                          "link.bandwidth_gbps and link.latency_us are both 0 "
+                                          "(no link); set one of them",
                                           l.ranks));
   }
 }

@@ -634,6 +634,10 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                         Contains("link.bandwidth_gbps: must be in [0, 1000000]"));
     REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = 1e-300\n")),
                         Contains("link.bandwidth_gbps") && Contains("slowest link"));
+    REQUIRE_THROWS_WITH(parse(with("[link]\nranks = 8\n")),
+                        "configs/x.toml:4: link.ranks: 8 ranks are timed on a modelled link, but "
+                        "link.bandwidth_gbps and link.latency_us are both 0 (no link); set one of "
+                        "them");
     REQUIRE_THROWS_WITH(parse(with("[output]\ndir = \"\"\n")),
                         "configs/x.toml:4: output.dir: must not be empty");
     REQUIRE_THROWS_WITH(parse(with("[output]\ntrace = \"yes\"\n")),
