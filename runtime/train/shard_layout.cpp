@@ -69,7 +69,9 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
 void check_collective_counts(const Config& config, const ModePlan& mode,
                              const PlannedLayout& planned, DeviceKind device) {
   if (device != DeviceKind::Cpu) return;  // NCCL's counts are 64-bit
-  for (const PlannedCollective& c : mode.collectives(planned.plan)) {
+  ModePlan one_micro_batch = mode;  // every micro-batch repeats the first one's collectives
+  one_micro_batch.micro_batches = 1;
+  for (const PlannedCollective& c : one_micro_batch.collectives(planned.plan)) {
     const bool per_shard = c.op == CollectiveOp::ReduceScatter || c.op == CollectiveOp::AllGather;
     const std::int64_t count =
         c.bytes / dtype_size(c.dtype) / (per_shard ? planned.plan.world_size : 1);

@@ -50,7 +50,7 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
 void check_trainable(const Config& config, const ModePlan& mode, int world);
 
 // On the CPU, every collective of the step fits one MPI call (kMaxMpiCount elements per rank);
-// otherwise UserError naming the bucket's first parameter and what would fit. A bucket never
+// otherwise UserError naming the bucket's largest parameter and what would fit. A bucket never
 // splits a layer, so a layer above it is refused, not a run that fails at its first collective.
 void check_collective_counts(const Config& config, const ModePlan& mode,
                              const PlannedLayout& planned, DeviceKind device);
