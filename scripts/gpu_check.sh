@@ -194,7 +194,7 @@ prefix=$work/prefix
 unpack() {
   [[ -f "$bundle/SHA256SUMS" ]] || { echo "no bundle in $bundle: run scripts/gpu_bundle.sh"; return 1; }
   (cd "$bundle/debs" && sha256sum --quiet -c ../SHA256SUMS) || return 1
-  rm -rf "$prefix" && mkdir -p "$prefix"
+  rm -rf "${prefix:?}" && mkdir -p "$prefix"
   local deb member
   for deb in "$bundle"/debs/*.deb; do
     if command -v dpkg-deb >/dev/null; then
@@ -212,7 +212,7 @@ unpack() {
   # Merged /usr, as on current systems: some packages ship /lib/<arch>/*. Absolute symlinks
   # (libz.so -> /lib/...) would point at the system's files: point them into the prefix.
   if [[ -d "$prefix/lib" && ! -L "$prefix/lib" ]]; then
-    cp -a "$prefix/lib/." "$prefix/usr/lib/" && rm -rf "$prefix/lib" && ln -s usr/lib "$prefix/lib"
+    cp -a "$prefix/lib/." "$prefix/usr/lib/" && rm -rf "${prefix:?}/lib" && ln -s usr/lib "$prefix/lib"
   fi
   find "$prefix" -type l -lname '/*' | while read -r link; do
     local target
