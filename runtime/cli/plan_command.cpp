@@ -102,8 +102,8 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
       b.total(), d, bytes_per_parameter_formula(mode), per_param(peak.buffers()),
       per_param(peak.parameters), per_param(peak.gradients), per_param(peak.master),
       per_param(peak.optimizer_state));
+  const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
   if (mode.zero_stage >= 2) {
-    const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
     out += fmt::format("gradient pool: {} of {} buffers of the largest bucket ({} elements): "
                        "{} per rank\n",
                        std::min<std::size_t>(kGradientPoolBuffers, plan.buckets.size()),
@@ -111,7 +111,6 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   }
   if (mode.gathers_parameters()) {
     // Whole-bucket buffers: with few large buckets they, not the shards, set stage 3's memory.
-    const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
     const std::int64_t shards = r0.parameters - r0.gather_buffers;
     const bool buffers_dominate = r0.gather_buffers + r0.gradient_pool > shards;
     out += fmt::format("gather buffers: {} of the largest bucket ({} elements): {} per rank, "

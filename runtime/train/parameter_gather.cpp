@@ -160,17 +160,16 @@ void ParameterGather::release(int bucket) {
   emit(StepEvent::Kind::GatherReleased, bucket);
 }
 
-void ParameterGather::release_all() {
-  for (int b = 0; b < static_cast<int>(resident_.size()); ++b) release(b);
+void ParameterGather::release_below(int end) {
+  for (int b = 0; b < end; ++b) release(b);
   current_ = -1;
   pass_ = Pass::Forward;
 }
 
+void ParameterGather::release_all() { release_below(static_cast<int>(resident_.size())); }
+
 void ParameterGather::release_for_next_micro_batch() {
-  const int first_in_forward = static_cast<int>(resident_.size()) - 1;
-  for (int b = 0; b < first_in_forward; ++b) release(b);
-  current_ = -1;
-  pass_ = Pass::Forward;
+  release_below(static_cast<int>(resident_.size()) - 1);  // all but the first in forward
 }
 
 void ParameterGather::gather_pass() {

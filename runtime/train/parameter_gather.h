@@ -96,6 +96,8 @@ class ParameterGather {
   void issue(int bucket);
   void wait(int bucket);
   void release(int bucket);
+  // Releases buckets [0, end) and starts the next pass as a forward.
+  void release_below(int end);
   void emit(StepEvent::Kind kind, int bucket);
 
   const ModePlan& mode_;
