@@ -132,6 +132,11 @@ class Communicator {
   // is ignored); after completion every rank's buf holds every rank's shard.
   virtual Work all_gather(void* buf, std::int64_t n, DType dtype,
                           const ExecContext* issuing_stream = nullptr) = 0;
+  // As all_gather, with this rank's contribution read from `shard` (n / size() elements, not
+  // inside buf) instead of from its place in buf: the collective copies it there (MPI's comm
+  // thread, NCCL's kernel), so the issuing stream need not (ZeRO stage 3's gathers).
+  virtual Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
+                               const ExecContext* issuing_stream = nullptr) = 0;
   // The fp32 forms. (Backends add `using Communicator::all_reduce;` etc. so these stay visible.)
   Work all_reduce(float* buf, std::int64_t n, ReduceOp op,
                   const ExecContext* issuing_stream = nullptr) {

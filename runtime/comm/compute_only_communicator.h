@@ -51,6 +51,10 @@ class ComputeOnlyCommunicator final : public Communicator {
   Work all_gather(void*, std::int64_t, DType, const ExecContext* issuing_stream = nullptr) override {
     return inner_->no_op(issuing_stream);
   }
+  Work all_gather_from(const void*, void*, std::int64_t, DType,
+                       const ExecContext* issuing_stream = nullptr) override {
+    return inner_->no_op(issuing_stream);
+  }
   Work then(std::function<void(const ExecContext& stream)> fn) override {
     return inner_->then(std::move(fn));
   }

@@ -227,16 +227,27 @@ Work MpiCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, Red
 }
 
 Work MpiCommunicator::all_gather(void* buf, std::int64_t n, DType dtype, const ExecContext*) {
+  return gather_shards(nullptr, buf, n, dtype);
+}
+
+Work MpiCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
+                                      const ExecContext*) {
+  return gather_shards(shard, buf, n, dtype);
+}
+
+Work MpiCommunicator::gather_shards(const void* shard, void* buf, std::int64_t n, DType dtype) {
   const int count = checked_count(shard_numel(n, size_, name_), name_);
   const std::int64_t bytes = n * dtype_size(dtype);
-  return submit(CollectiveOp::AllGather, bytes, "all_gather", [this, buf, count, dtype, bytes] {
-    if (size_ == 1) return;  // the buffer already is the gathered whole
-    MPI_Request req;
-    // In place: this rank's contribution is already at its shard of buf.
-    ZL_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, count, mpi_type(dtype),
-                                comm_, &req));
-    wait_request(req, "all_gather", bytes);
-  });
+  return submit(CollectiveOp::AllGather, bytes, "all_gather",
+                [this, shard, buf, count, dtype, bytes] {
+                  if (shard == nullptr && size_ == 1) return;  // buf already is the whole
+                  MPI_Request req;
+                  // In place (shard == nullptr): this rank's contribution is already in buf.
+                  ZL_MPI_CHECK(MPI_Iallgather(shard ? shard : MPI_IN_PLACE, shard ? count : 0,
+                                              shard ? mpi_type(dtype) : MPI_DATATYPE_NULL, buf,
+                                              count, mpi_type(dtype), comm_, &req));
+                  wait_request(req, "all_gather", bytes);
+                });
 }
 
 Work MpiCommunicator::all_reduce_f64(double* buf, std::int64_t n) {

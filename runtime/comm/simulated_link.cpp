@@ -188,6 +188,12 @@ Work SimulatedLinkCommunicator::all_gather(void* buf, std::int64_t n, DType dtyp
                   [&] { inner_->all_gather(buf, n, dtype, issuing_stream); });
 }
 
+Work SimulatedLinkCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n,
+                                                DType dtype, const ExecContext* issuing_stream) {
+  return modelled(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
+                  [&] { inner_->all_gather_from(shard, buf, n, dtype, issuing_stream); });
+}
+
 Work SimulatedLinkCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
   return modelled(CollectiveOp::AllReduce, n * 8, "all_reduce_f64",
                   [&] { inner_->all_reduce_f64(buf, n); });

@@ -127,6 +127,8 @@ class SimulatedLinkCommunicator final : public Communicator {
                       const ExecContext* issuing_stream = nullptr) override;
   Work all_gather(void* buf, std::int64_t n, DType dtype,
                   const ExecContext* issuing_stream = nullptr) override;
+  Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
+                       const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
   Work then(std::function<void(const ExecContext& stream)> fn) override {
     return inner_->then(std::move(fn));

@@ -116,20 +116,28 @@ void ParameterGather::issue(int bucket) {
   const DType dtype = store_.param_dtype();
   const ElementRange range = mode_.stepped_range(plan_, b, rank_);
   void* buffer = buffers_[static_cast<std::size_t>(r.slot)].raw();
-  // The rank's shard into its place, on the compute stream; the all-gather follows it there.
-  const std::int64_t at = (range.offset - b.offset) * dtype_size(dtype);
-  if (dtype == DType::BF16) {
-    accumulate(compute_, shards_[static_cast<std::size_t>(bucket)].data<Bf16>(),
-               reinterpret_cast<Bf16*>(static_cast<char*>(buffer) + at), range.numel,
-               Accumulate::Overwrite);
+  const void* shard = shards_[static_cast<std::size_t>(bucket)].raw();
+  const std::int64_t bytes = b.numel * dtype_size(dtype);
+  const char* name = collective_name(CollectiveOp::AllGather);
+  if (range.numel == b.numel / plan_.world_size) {
+    // The collective copies the shard into its place (no pass over it on the compute stream).
+    r.work = traced_collective(comm_, tracer_, bucket, name, bytes, [&] {
+      return comm_.all_gather_from(shard, buffer, b.numel, dtype, &compute_);
+    });
   } else {
-    accumulate(compute_, shards_[static_cast<std::size_t>(bucket)].data(),
-               reinterpret_cast<float*>(static_cast<char*>(buffer) + at), range.numel,
-               Accumulate::Overwrite);
+    // The link.ranks timing study steps only part of the real shard: that part into its place
+    // on the compute stream, then the real world's all-gather in place, issued behind it.
+    char* at = static_cast<char*>(buffer) + (range.offset - b.offset) * dtype_size(dtype);
+    if (dtype == DType::BF16) {
+      accumulate(compute_, static_cast<const Bf16*>(shard), reinterpret_cast<Bf16*>(at),
+                 range.numel, Accumulate::Overwrite);
+    } else {
+      accumulate(compute_, static_cast<const float*>(shard), reinterpret_cast<float*>(at),
+                 range.numel, Accumulate::Overwrite);
+    }
+    r.work = traced_collective(comm_, tracer_, bucket, name, bytes,
+                               [&] { return comm_.all_gather(buffer, b.numel, dtype, &compute_); });
   }
-  r.work = traced_collective(comm_, tracer_, bucket,
-                             collective_name(CollectiveOp::AllGather), b.numel * dtype_size(dtype),
-                             [&] { return comm_.all_gather(buffer, b.numel, dtype); });
   emit(StepEvent::Kind::GatherIssued, bucket);
 }
 

@@ -12,17 +12,20 @@
 // releases the buckets above b, backward those below. Bucket 0 is the last forward reads and the
 // first backward reads: it stays resident between the two; likewise the last bucket stays from
 // one micro-batch's backward to the next one's forward. A gather of b is issued only after
-// b's step (BucketSteps::wait_for_parameters: the interleaved continuation), copies the rank's
-// shard into the buffer on the compute stream and all-gathers it in place on the broadcast
-// communicator, issued from the compute stream; the same reads give the same issue order on
-// every rank (invariant 1). A released buffer is reused by a later gather only after the
-// released gather completed (CPU: a host wait) and, on CUDA, after the compute work issued so far
-// (the copy and the all-gather are ordered behind it), so no layer still reading it is overwritten.
+// b's step (BucketSteps::wait_for_parameters: the interleaved continuation) and all-gathers the
+// rank's shard into the buffer (Communicator::all_gather_from) on the broadcast communicator,
+// issued from the compute stream; the same reads give the same issue order on every rank
+// (invariant 1). The collective reads the shard until it completes; b's next step comes after
+// the forward waited for that gather, so a step never writes a shard being read. A released
+// buffer is reused by a later gather only after the released gather completed (CPU: a host wait)
+// and, on CUDA, after the compute work issued so far (the all-gather is ordered behind it), so no
+// layer still reading it is overwritten.
 // Under the link.ranks timing study (ModePlan::shard_ranks) a rank holds only the 1/N of its
-// shard it would own among N ranks; the all-gather is still the real world's, so the rest of each
-// real shard in a gather buffer (the modelled ranks nobody runs) keeps what the buffer held: zeros
-// at first, then other buckets' values, the same on every rank. The timing is an N-rank job's; the
-// values are not trained ones (the study writes no checkpoints).
+// shard it would own among N ranks: that part is copied into its place on the compute stream and
+// the real world's all-gather runs in place, so the rest of each real shard in a gather buffer
+// (the modelled ranks nobody runs) keeps what the buffer held: zeros at first, then other
+// buckets' values, the same on every rank. The timing is an N-rank job's; the values are not
+// trained ones (the study writes no checkpoints).
 #pragma once
 
 #include <cstdint>

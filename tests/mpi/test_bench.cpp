@@ -318,6 +318,21 @@ TEST_CASE("a collective on the simulated link takes at least the modelled time",
     }
   }
 
+  SECTION("all_gather_from") {  // the stage-3 gather: the rank's shard read from elsewhere
+    const std::int64_t shard = n / world.size;
+    std::vector<float> own(static_cast<std::size_t>(shard), static_cast<float>(world.rank + 1));
+    std::fill(buf.begin(), buf.end(), -1.0f);
+    comm.reset_stats();
+    MPI_Barrier(world.comm);
+    const auto start = Clock::now();
+    comm.all_gather_from(own.data(), buf.data(), n, DType::F32).wait();
+    const double modelled = modelled_seconds(config, CollectiveOp::AllGather, bytes, world.size);
+    CHECK(seconds_since(start) >= modelled);
+    CHECK(comm.stats().wire_bytes == wire_bytes(CollectiveOp::AllGather, bytes, world.size));
+    CHECK(buf.front() == 1.0f);
+    CHECK(buf.back() == static_cast<float>(world.size));
+  }
+
   SECTION("two streams of one rank share the link") {
     std::vector<float> second(buf.size());
     MPI_Barrier(world.comm);

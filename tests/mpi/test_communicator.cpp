@@ -121,10 +121,20 @@ TEST_CASE("reduce_scatter and all_gather run in place on equal shards of the who
     for (std::int64_t i = 0; i < n; ++i) {
       REQUIRE(buf[i] == static_cast<float>(1000 * (i / shard)) + value(i));
     }
+    // all_gather_from reads the rank's shard from elsewhere; buf starts as garbage everywhere.
+    std::vector<float> own(static_cast<std::size_t>(shard));
+    for (std::int64_t i = 0; i < shard; ++i) {
+      own[i] = static_cast<float>(2000 * world.rank) + value(world.rank * shard + i);
+    }
+    std::fill(buf.begin(), buf.end(), -1.0f);
+    comm.all_gather_from(own.data(), buf.data(), n, DType::F32).wait();
+    for (std::int64_t i = 0; i < n; ++i) {
+      REQUIRE(buf[i] == static_cast<float>(2000 * (i / shard)) + value(i));
+    }
     const CommStats stats = comm.stats();
-    CHECK(stats.ops == 2);
-    CHECK(stats.payload_bytes == 2 * n * 4);  // the whole buffer, all shards
-    CHECK(stats.wire_bytes == 2 * wire_bytes(CollectiveOp::ReduceScatter, n * 4, world.size));
+    CHECK(stats.ops == 3);
+    CHECK(stats.payload_bytes == 3 * n * 4);  // the whole buffer, all shards
+    CHECK(stats.wire_bytes == 3 * wire_bytes(CollectiveOp::ReduceScatter, n * 4, world.size));
   }
 
   // Average divides this rank's shard.
@@ -138,6 +148,8 @@ TEST_CASE("reduce_scatter and all_gather run in place on equal shards of the who
     CHECK_THROWS_AS(comm.reduce_scatter(odd.data(), world.size + 1, DType::F32, ReduceOp::Sum),
                     InternalError);
     CHECK_THROWS_AS(comm.all_gather(odd.data(), world.size + 1, DType::F32), InternalError);
+    CHECK_THROWS_AS(comm.all_gather_from(odd.data(), odd.data(), world.size + 1, DType::F32),
+                    InternalError);
   }
 }
 
