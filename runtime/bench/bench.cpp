@@ -146,6 +146,56 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   return f;
 }
 
+// One row's runs summed over its rounds (Note [Bench rounds]); per rank, maxed over ranks when
+// the row is made.
+struct RoundTotals {
+  int rounds = 0;
+  // The totals the row divides by its timed steps, in BenchRow's order (run_bench).
+  std::vector<double> figures;
+  std::vector<double> bucket_reduction_s, bucket_step_s, bucket_broadcast_s;
+  std::vector<double> step_s;  // every round's timed steps, in order
+  std::int64_t peak_rss = 0;   // the highest of the rounds
+  RankMemory allocated;        // the same in every round
+
+  void add(const RunFigures& real, const RunFigures& alone) {
+    const TimelineSummary& t = real.timeline;
+    const std::vector<double> round{real.total_s,
+                                    t.forward_s,
+                                    t.backward_s,
+                                    real.phases.finish_backward,
+                                    t.optimizer_s,
+                                    real.comm_busy_s,
+                                    alone.total_s,
+                                    alone.timeline.forward_s,
+                                    alone.timeline.backward_s,
+                                    alone.timeline.optimizer_s,
+                                    static_cast<double>(real.wire_bytes),
+                                    static_cast<double>(real.payload_bytes),
+                                    t.wait_s,
+                                    t.reduction_s,
+                                    t.broadcast_s,
+                                    t.comm_s,
+                                    t.hidden_comm_s,
+                                    t.exposed_comm_s,
+                                    t.idle_s};
+    add_to(figures, round);
+    add_to(bucket_reduction_s, t.bucket_reduction_s);
+    add_to(bucket_step_s, t.bucket_step_s);
+    add_to(bucket_broadcast_s, t.bucket_broadcast_s);
+    step_s.insert(step_s.end(), real.step_s.begin(), real.step_s.end());
+    peak_rss = std::max(peak_rss, real.peak_rss);
+    allocated = real.allocated;
+    ++rounds;
+  }
+
+ private:
+  static void add_to(std::vector<double>& sum, const std::vector<double>& x) {
+    if (sum.empty()) sum.assign(x.size(), 0.0);
+    ZL_CHECK(sum.size() == x.size(), "bench round: {} figures after {}", x.size(), sum.size());
+    for (std::size_t i = 0; i < x.size(); ++i) sum[i] += x[i];
+  }
+};
+
 ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
   return bench_mode_plan(mode, config, config.precision, 1);
 }
@@ -287,15 +337,17 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   report.parameters = layout.parameter_numel();
   report.warmup = config.bench.warmup;
   report.steps = config.bench.steps;
+  report.rounds = config.bench.rounds;
   report.link = config.link;
   report.link_label = link_label(config.link);
   if (root_prints) {
     fmt::print("zerolap bench: {} ({} parameters) on {} rank{}, {} mode{} x {} bucket cap{}{}, "
-               "{} warmup + {} timed steps each{}\n",
+               "{} warmup + {} timed steps each{}{}\n",
                config.source_path, report.parameters, world.size, world.size == 1 ? "" : "s",
                modes.size(), modes.size() == 1 ? "" : "s", caps.size(), caps.size() == 1 ? "" : "s",
                precisions.size() == 1 ? "" : fmt::format(" x {} precisions", precisions.size()),
                config.bench.warmup, config.bench.steps,
+               report.rounds == 1 ? "" : fmt::format(", in each of {} rounds", report.rounds),
                report.link_label.empty() ? "" : "; " + report.link_label);
     fmt::print("measuring limits (GEMM, memory bandwidth, optimizer, collectives)...\n");
     std::fflush(stdout);
@@ -315,127 +367,134 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   }
   report.limits = measure_limits(config, world, precisions, sizes);
 
-  Tracer bench_clock(world.rank, config.output.trace);  // the bench's trace timeline
-  std::vector<TraceSource> trace;
-  const std::size_t total_runs = precisions.size() * modes.size() * caps.size();
-  report.planned_runs = total_runs;
+  // Note [Bench rounds]: every run once per round, rounds outermost; a row pools its rounds.
+  struct PlannedRun {
+    const PrecisionConfig* precision;
+    double cap;
+    const BenchMode* mode;
+  };
+  std::vector<PlannedRun> runs;
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
-      for (const auto& mode : modes) {
-        if (report.stopped_by != 0) break;
-        const ModePlan mode_plan = bench_mode_plan(mode, config, precision, world.size);
-        const PlannedLayout planned = plan_for(config, mode_plan, cap, world.size);
-        const BucketPlan& plan = planned.plan;
-        BenchRow row;
-        row.precision = to_string(precision.compute);
-        row.reduce_dtype = dtype_name(mode_plan.reduce_dtype);
-        row.master_weights = to_string(mode_plan.master_weights);
-        row.mode = mode.name;
-        row.bucket_cap_mb = cap;
-        row.buckets = static_cast<int>(plan.buckets.size());
-        row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
-
-        report.peak_rss_per_mode = reset_peak_rss() && report.peak_rss_per_mode;
-        const double run_begin_us = bench_clock.now_us();
-        const RunFigures real = timed_run(run_config(config, precision, mode, cap, false), world,
-                                          false, bench_clock, &trace);
-        bench_clock.span("bench", fmt::format("{} {} @ {:g} MiB", row.precision, mode.name, cap),
-                         run_begin_us, bench_clock.now_us(),
-                         {{"precision", row.precision},
-                          {"mode", mode.name},
-                          {"bucket_cap_mb", cap}});
-        const RunFigures alone = timed_run(run_config(config, precision, mode, cap, true), world,
-                                           true, bench_clock, nullptr);
-        if (report.rows.empty()) {  // the first run resolved runtime.device
-          report.comm_priority = comm_priority_in_effect(config.runtime.comm_priority, real.device);
-          report.device = real.device;
-          const std::string warning = comm_priority_warning(config.runtime.comm_priority, real.device);
-          if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
-        }
-
-        const auto steps = static_cast<double>(config.bench.steps);
-        const TimelineSummary& t = real.timeline;
-        std::vector<double> maxed{real.total_s,
-                                  t.forward_s,
-                                  t.backward_s,
-                                  real.phases.finish_backward,
-                                  t.optimizer_s,
-                                  real.comm_busy_s,
-                                  alone.total_s,
-                                  alone.timeline.forward_s,
-                                  alone.timeline.backward_s,
-                                  alone.timeline.optimizer_s,
-                                  static_cast<double>(real.wire_bytes),
-                                  static_cast<double>(real.payload_bytes),
-                                  t.wait_s,
-                                  t.reduction_s,
-                                  t.broadcast_s,
-                                  t.comm_s,
-                                  t.hidden_comm_s,
-                                  t.exposed_comm_s,
-                                  t.idle_s};
-        max_over_ranks(world, limit, maxed);
-        row.step_s = maxed[0] / steps;
-        row.forward_s = maxed[1] / steps;
-        row.backward_s = maxed[2] / steps;
-        row.finish_backward_s = maxed[3] / steps;
-        row.optimizer_s = maxed[4] / steps;
-        row.comm_busy_s = maxed[5] / steps;
-        row.compute_s = maxed[6] / steps;
-        row.compute_forward_s = maxed[7] / steps;
-        row.compute_backward_s = maxed[8] / steps;
-        row.compute_optimizer_s = maxed[9] / steps;
-        row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[10] / steps));
-        row.payload_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[11] / steps));
-        row.wait_s = maxed[12] / steps;
-        row.reduction_s = maxed[13] / steps;
-        row.broadcast_s = maxed[14] / steps;
-        row.comm_s = maxed[15] / steps;
-        row.hidden_comm_s = maxed[16] / steps;
-        row.exposed_comm_s = maxed[17] / steps;
-        row.idle_s = maxed[18] / steps;
-        row.comm_overhead_s = row.step_s - row.compute_s;
-        row.phases_vs_step = row.step_s > 0.0
-                                 ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
-                                 : 0.0;
-        for (auto* v : {&t.bucket_reduction_s, &t.bucket_step_s, &t.bucket_broadcast_s}) {
-          std::vector<double> per_step = *v;
-          max_over_ranks(world, limit, per_step);
-          for (double& x : per_step) x /= steps;
-          if (v == &t.bucket_reduction_s) row.bucket_reduction_s = per_step;
-          if (v == &t.bucket_step_s) row.bucket_step_s = per_step;
-          if (v == &t.bucket_broadcast_s) row.bucket_broadcast_s = per_step;
-        }
-        row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
-
-        row.step_times_s = real.step_s;
-        max_over_ranks(world, limit, row.step_times_s);
-        row.step_median_s = percentile(row.step_times_s, 0.5);
-        row.step_p10_s = percentile(row.step_times_s, 0.1);
-        row.step_p90_s = percentile(row.step_times_s, 0.9);
-
-        row.optimizer_state_bytes = gather_to_all(world, limit, real.allocated.state);
-        row.state_bytes = gather_to_all(world, limit, real.allocated.total());
-        row.peak_rss_bytes = gather_to_all(world, limit, real.peak_rss);
-        for (int r = 0; r < world.size; ++r) {
-          const RankMemory want = rank_memory(mode_plan, plan, planned.layout.total_numel(), r);
-          row.planned_optimizer_state_bytes.push_back(want.state);
-          row.planned_state_bytes.push_back(want.total());
-        }
-        ideal_step(row, mode_plan, plan, report.limits, backward_flop_share(layout));
-        report.rows.push_back(std::move(row));
-        if (root_prints) {
-          const BenchRow& done = report.rows.back();
-          fmt::print("[{}/{}] {}{} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm "
-                     "{:.2f} ms\n",
-                     report.rows.size(), total_runs,
-                     precisions.size() == 1 ? "" : done.precision + " ", mode.name, cap,
-                     done.step_s * 1e3, done.compute_s * 1e3, done.exposed_comm_s * 1e3);
-          std::fflush(stdout);
-        }
-        if (options.stop_after_run) report.stopped_by = options.stop_after_run();
-      }
+      for (const auto& mode : modes) runs.push_back({&precision, cap, &mode});
     }
+  }
+  std::vector<RoundTotals> totals(runs.size());
+  const std::int64_t rounds = config.bench.rounds;
+  Tracer bench_clock(world.rank, config.output.trace);  // the bench's trace timeline
+  std::vector<TraceSource> trace;
+  report.planned_runs = runs.size() * static_cast<std::size_t>(rounds);
+  for (std::int64_t round = 0; round < rounds && report.stopped_by == 0; ++round) {
+    for (std::size_t i = 0; i < runs.size() && report.stopped_by == 0; ++i) {
+      const PlannedRun& run = runs[i];
+      const std::string precision_name = to_string(run.precision->compute);
+      report.peak_rss_per_mode = reset_peak_rss() && report.peak_rss_per_mode;
+      const double run_begin_us = bench_clock.now_us();
+      const RunFigures real =
+          timed_run(run_config(config, *run.precision, *run.mode, run.cap, false), world, false,
+                    bench_clock, &trace);
+      bench_clock.span("bench",
+                       fmt::format("{} {} @ {:g} MiB", precision_name, run.mode->name, run.cap),
+                       run_begin_us, bench_clock.now_us(),
+                       {{"precision", precision_name},
+                        {"mode", run.mode->name},
+                        {"bucket_cap_mb", run.cap},
+                        {"round", round + 1}});
+      const RunFigures alone =
+          timed_run(run_config(config, *run.precision, *run.mode, run.cap, true), world, true,
+                    bench_clock, nullptr);
+      if (round == 0 && i == 0) {  // the first run resolved runtime.device
+        report.comm_priority = comm_priority_in_effect(config.runtime.comm_priority, real.device);
+        report.device = real.device;
+        const std::string warning = comm_priority_warning(config.runtime.comm_priority, real.device);
+        if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
+      }
+      totals[i].add(real, alone);
+      ++report.finished_runs;
+      // This round's step, compute and exposed communication (max over ranks), for the log.
+      std::vector<double> shown{real.total_s, alone.total_s, real.timeline.exposed_comm_s};
+      max_over_ranks(world, limit, shown);
+      if (root_prints) {
+        const auto steps = static_cast<double>(config.bench.steps);
+        fmt::print("[{}/{}{}] {}{} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm "
+                   "{:.2f} ms\n",
+                   i + 1, runs.size(),
+                   rounds == 1 ? "" : fmt::format(", round {}/{}", round + 1, rounds),
+                   precisions.size() == 1 ? "" : precision_name + " ", run.mode->name, run.cap,
+                   shown[0] / steps * 1e3, shown[1] / steps * 1e3, shown[2] / steps * 1e3);
+        std::fflush(stdout);
+      }
+      if (options.stop_after_run) report.stopped_by = options.stop_after_run();
+    }
+  }
+
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (totals[i].rounds == 0) break;  // stopped before this run's first round
+    const PlannedRun& run = runs[i];
+    const ModePlan mode_plan = bench_mode_plan(*run.mode, config, *run.precision, world.size);
+    const PlannedLayout planned = plan_for(config, mode_plan, run.cap, world.size);
+    const BucketPlan& plan = planned.plan;
+    const RoundTotals& sum = totals[i];
+    BenchRow row;
+    row.precision = to_string(run.precision->compute);
+    row.reduce_dtype = dtype_name(mode_plan.reduce_dtype);
+    row.master_weights = to_string(mode_plan.master_weights);
+    row.mode = run.mode->name;
+    row.bucket_cap_mb = run.cap;
+    row.buckets = static_cast<int>(plan.buckets.size());
+    row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
+
+    const auto steps = static_cast<double>(config.bench.steps * sum.rounds);
+    std::vector<double> maxed = sum.figures;
+    max_over_ranks(world, limit, maxed);
+    row.step_s = maxed[0] / steps;
+    row.forward_s = maxed[1] / steps;
+    row.backward_s = maxed[2] / steps;
+    row.finish_backward_s = maxed[3] / steps;
+    row.optimizer_s = maxed[4] / steps;
+    row.comm_busy_s = maxed[5] / steps;
+    row.compute_s = maxed[6] / steps;
+    row.compute_forward_s = maxed[7] / steps;
+    row.compute_backward_s = maxed[8] / steps;
+    row.compute_optimizer_s = maxed[9] / steps;
+    row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[10] / steps));
+    row.payload_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[11] / steps));
+    row.wait_s = maxed[12] / steps;
+    row.reduction_s = maxed[13] / steps;
+    row.broadcast_s = maxed[14] / steps;
+    row.comm_s = maxed[15] / steps;
+    row.hidden_comm_s = maxed[16] / steps;
+    row.exposed_comm_s = maxed[17] / steps;
+    row.idle_s = maxed[18] / steps;
+    row.comm_overhead_s = row.step_s - row.compute_s;
+    row.phases_vs_step = row.step_s > 0.0
+                             ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
+                             : 0.0;
+    for (auto [from, to] : {std::pair{&sum.bucket_reduction_s, &row.bucket_reduction_s},
+                            std::pair{&sum.bucket_step_s, &row.bucket_step_s},
+                            std::pair{&sum.bucket_broadcast_s, &row.bucket_broadcast_s}}) {
+      *to = *from;
+      max_over_ranks(world, limit, *to);
+      for (double& x : *to) x /= steps;
+    }
+    row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
+
+    row.step_times_s = sum.step_s;
+    max_over_ranks(world, limit, row.step_times_s);
+    row.step_median_s = percentile(row.step_times_s, 0.5);
+    row.step_p10_s = percentile(row.step_times_s, 0.1);
+    row.step_p90_s = percentile(row.step_times_s, 0.9);
+
+    row.optimizer_state_bytes = gather_to_all(world, limit, sum.allocated.state);
+    row.state_bytes = gather_to_all(world, limit, sum.allocated.total());
+    row.peak_rss_bytes = gather_to_all(world, limit, sum.peak_rss);
+    for (int r = 0; r < world.size; ++r) {
+      const RankMemory want = rank_memory(mode_plan, plan, planned.layout.total_numel(), r);
+      row.planned_optimizer_state_bytes.push_back(want.state);
+      row.planned_state_bytes.push_back(want.total());
+    }
+    ideal_step(row, mode_plan, plan, report.limits, backward_flop_share(layout));
+    report.rows.push_back(std::move(row));
   }
 
   for (BenchRow& row : report.rows) {

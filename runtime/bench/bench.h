@@ -8,6 +8,12 @@
 // of a mode is the maximum over ranks. The mode's compute time is measured the same way on a
 // ComputeOnlyCommunicator (same ranks, same bucket plan and shards, no data moved), so
 // exposed communication = step time - compute time is what communication adds to the step.
+//
+// Note [Bench rounds]: with bench.rounds = R every run (and its twin) is repeated R times, the
+// whole list once per round, and a row pools its rounds: its totals are summed, its per-step
+// times concatenated (steps x R of them). So a slow spell of a shared machine falls on every row
+// of one round instead of on the rows that happened to run during it, and rows compare side by
+// side. Each round is a fresh Trainer with its own warmup, so rows stay independent runs.
 #pragma once
 
 #include <cstdint>
@@ -115,6 +121,7 @@ struct BenchReport {
   int world_size = 1;
   std::int64_t parameters = 0;
   std::int64_t warmup = 0, steps = 0;
+  std::int64_t rounds = 1;  // bench.rounds
   LinkConfig link;
   std::string link_label;    // empty: real communication
   CommPriority comm_priority = CommPriority::Normal;  // in effect (realtime may be refused)
@@ -123,14 +130,16 @@ struct BenchReport {
   bool peak_rss_per_mode = true;  // false: VmHWM could not be reset, peaks are since start-up
   BenchLimits limits;           // per precision where they depend on it
   std::vector<BenchRow> rows;  // precisions outer, then caps, modes inner
-  std::size_t planned_runs = 0;  // precisions x caps x modes; rows.size() when not stopped
-  int stopped_by = 0;  // the signal the ranks stopped for after rows.size() runs (0: complete)
+  // precisions x caps x modes x rounds, and those that ran (all of them when not stopped).
+  std::size_t planned_runs = 0, finished_runs = 0;
+  int stopped_by = 0;  // the signal the ranks stopped for after finished_runs (0: complete)
 };
 
 struct BenchOptions {
   bool progress = true;  // progress lines on rank 0
   // Collective, after every run: nonzero (a signal) stops the bench after that run, the same run
-  // on every rank; the report then holds the rows finished so far (stopped_by says why).
+  // on every rank; the report then holds a row for each run that finished a round so far, pooling
+  // the rounds it finished (stopped_by says why).
   std::function<int()> stop_after_run;
 };
 

@@ -143,8 +143,10 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   const auto mode = [&](const std::string& name) { return fmt::format("{:<{}}", name, mode_width); };
   std::string out;
   if (!rep.link_label.empty()) out += fmt::format("*** {} (every figure below) ***\n", rep.link_label);
-  out += fmt::format("{} ranks, {} parameters, {} timed steps after {} warmup; times in ms per step\n",
-                     rep.world_size, rep.parameters, rep.steps, rep.warmup);
+  out += fmt::format("{} ranks, {} parameters, {} timed steps after {} warmup{}; times in ms per "
+                     "step\n",
+                     rep.world_size, rep.parameters, rep.steps, rep.warmup,
+                     rep.rounds == 1 ? "" : fmt::format(", x {} rounds", rep.rounds));
   out += fmt::format("{}comm threads {}\n\n",
                      rep.device == DeviceKind::Cuda
                          ? std::string()
@@ -285,6 +287,7 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   j["parameters"] = rep.parameters;
   j["warmup"] = rep.warmup;
   j["steps"] = rep.steps;
+  j["rounds"] = rep.rounds;
   j["simulated_link"] = rep.link_label.empty()
                             ? nlohmann::ordered_json(nullptr)
                             : nlohmann::ordered_json{{"bandwidth_gbps", rep.link.bandwidth_gbps},

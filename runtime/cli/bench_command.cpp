@@ -27,7 +27,7 @@ int report_stopped_bench(const World& world, const BenchReport& report, TableWid
     std::fflush(stdout);
     fmt::print(stderr, "zerolap: {}: bench interrupted after {} of {} runs (the table above); "
                        "bench.json and bench.csv not written\n",
-               report.stopped_by == SIGINT ? "SIGINT" : "SIGTERM", report.rows.size(),
+               report.stopped_by == SIGINT ? "SIGINT" : "SIGTERM", report.finished_runs,
                report.planned_runs);
     std::fflush(stderr);
   }

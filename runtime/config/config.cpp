@@ -412,6 +412,7 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
   r.enumeration_list("precision", b.precision, kComputeNames);
   r.integer("warmup", b.warmup, closed(0, kMaxBenchSteps));
   r.integer("steps", b.steps, closed(1, kMaxBenchSteps));
+  r.integer("rounds", b.rounds, closed(1, kMaxBenchRounds));
   r.finish();
 }
 

@@ -135,6 +135,8 @@ struct BenchConfig {
   std::vector<ComputePrecision> precision;
   std::int64_t warmup = 5;
   std::int64_t steps = 30;
+  // Every run this many times, the whole list once per round (Note [Bench rounds]).
+  std::int64_t rounds = 1;
 };
 
 struct OutputConfig {

@@ -34,6 +34,8 @@ inline constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
 inline constexpr int kMaxCpuThreads = 1024;
 // bench.warmup and bench.steps: 2^40 steps.
 inline constexpr std::int64_t kMaxBenchSteps = std::int64_t{1} << 40;
+// bench.rounds: each round runs every row again, so more than this is days of benchmark.
+inline constexpr std::int64_t kMaxBenchRounds = 1000;
 // train.max_consecutive_skips: 2^53, the most micro-batches a run may take.
 inline constexpr std::int64_t kMaxConsecutiveSkips = std::int64_t{1} << 53;
 // plan --compute-ms: a measured compute time per step of at most about 11.6 days.

@@ -230,6 +230,7 @@ std::string to_toml(const Config& c) {
   w.array("precision", b.precision, [](ComputePrecision p) { return toml_string(to_string(p)); });
   w.integer("warmup", b.warmup);
   w.integer("steps", b.steps);
+  w.integer("rounds", b.rounds);
 
   w.section("link");
   w.number("bandwidth_gbps", c.link.bandwidth_gbps);

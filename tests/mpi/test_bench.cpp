@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -181,6 +182,47 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
   }
 }
 
+TEST_CASE("bench.rounds runs the whole list once per round and pools each row's rounds",
+          "[bench]") {
+  const World world = test::world_of(MPI_COMM_WORLD);
+  Config config = test::small_config(
+      {"bench.warmup=1", "bench.steps=3", "bench.rounds=2",
+       "bench.modes=[\"ddp\", \"zero/interleaved/reduce_scatter_allgather\"]",
+       "output.dir=\"" + fresh_dir("bench_rounds") + "\""});
+  BenchOptions options;
+  options.progress = false;
+  SECTION("every round") {
+    const BenchReport report = run_bench(config, world, options);
+    CHECK(report.rounds == 2);
+    CHECK(report.planned_runs == 4);
+    CHECK(report.finished_runs == 4);
+    REQUIRE(report.rows.size() == 2);
+    for (const BenchRow& row : report.rows) {
+      INFO(row.mode);
+      CHECK(row.step_times_s.size() == 6);  // steps x rounds
+      CHECK(row.step_s > 0.0);
+      CHECK(row.compute_s > 0.0);
+      CHECK(row.step_p10_s <= row.step_median_s);
+      CHECK(row.step_median_s <= row.step_p90_s);
+      CHECK(row.state_bytes == row.planned_state_bytes);
+      if (world.size > 1) CHECK(row.wire_bytes_per_step > 0);
+    }
+    CHECK(bench_to_json(report).at("rounds") == 2);
+    CHECK_THAT(format_bench_table(report), Catch::Contains("3 timed steps after 1 warmup, x 2 rounds"));
+  }
+  SECTION("stopped after two runs: one round of each row, not two rounds of the first") {
+    int runs = 0;
+    options.stop_after_run = [&] { return ++runs == 2 ? SIGINT : 0; };
+    const BenchReport report = run_bench(config, world, options);
+    CHECK(report.stopped_by == SIGINT);
+    CHECK(report.finished_runs == 2);
+    REQUIRE(report.rows.size() == 2);
+    CHECK(report.rows[0].mode == "ddp");
+    CHECK(report.rows[0].step_times_s.size() == 3);
+    CHECK(report.rows[1].step_times_s.size() == 3);
+  }
+}
+
 TEST_CASE("bench.modes rejects a misspelt mode and names the accepted ones", "[bench]") {
   const std::vector<std::string> misspelt{"bench.modes=[\"ddp\", \"zero/interleaved/allreduce\"]"};
   REQUIRE_THROWS_AS(test::small_config(misspelt), UserError);
@@ -200,7 +242,8 @@ TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured
           "[bench]") {
   // The same rows at grad_accum 1 and 3: each rank's measured payload per step is what
   // ModePlan::collectives lists (stages 2 and 3 reduce-scatter, and stage 3 gathers, in every
-  // micro-batch; stage 1 reduces once per step), plus the step verdict's all-reduce.
+  // micro-batch; stage 1 reduces once per step), plus the step verdict's all-reduce. The
+  // grad_accum 3 bench runs two rounds: the pooled figures are still per step.
   const World world = test::world_of(MPI_COMM_WORLD);
   const std::vector<std::string> modes{"zero/none/reduce_scatter_allgather",
                                        "zero2/after_backward/reduce_scatter_allgather",
@@ -212,6 +255,7 @@ TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured
         {"bench.warmup=1", "bench.steps=2", "bench.bucket_cap_mb=[0.004]",
          "parallel.first_bucket_cap_mb=0.001", "data.train_samples=192",
          fmt::format("train.grad_accum={}", grad_accum),
+         fmt::format("bench.rounds={}", grad_accum == 3 ? 2 : 1),
          fmt::format("bench.modes=[\"{}\"]", fmt::join(modes, "\", \"")),
          "output.dir=\"" + dir + "\""});
     BenchOptions options;

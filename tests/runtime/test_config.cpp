@@ -601,6 +601,8 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                         Contains("configs/x.toml:4: bench.warmup: must be in [0, 1099511627776]"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nsteps = 0\n")),
                         Contains("configs/x.toml:4: bench.steps: must be in [1, 1099511627776]"));
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nrounds = 0\n")),
+                        Contains("configs/x.toml:4: bench.rounds: must be in [1, 1000]"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nbucket_cap_mb = [1.0,\n  0]\n")),
                         Contains("configs/x.toml:5: bench.bucket_cap_mb: element 1 must be in (0, 1048576]"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nbucket_cap_mb = \"big\"\n")),
