@@ -234,11 +234,18 @@ TEST_CASE("NCCL communicator on one rank: callbacks are stream-ordered, f64 sums
   copy_to_host(buf.data(), DeviceKind::Cuda, out.data(), 4);
   CHECK(out == std::vector<float>{20.0f, 40.0f, 60.0f, 80.0f});
 
+  // Stage 3's gather: the rank's shard read from a buffer of its own.
+  DeviceBuffer shard(DeviceKind::Cuda, 4), gathered(DeviceKind::Cuda, 4);
+  copy_from_host(host.data(), shard.data(), DeviceKind::Cuda, 4);
+  bcast.all_gather_from(shard.data(), gathered.data(), 4, DType::F32).wait();
+  copy_to_host(gathered.data(), DeviceKind::Cuda, out.data(), 4);
+  CHECK(out == host);
+
   std::vector<double> sums = {1.5, -2.25};
   reduce.all_reduce_f64(sums.data(), 2).wait();
   CHECK(sums == std::vector<double>{1.5, -2.25});
   CHECK(reduce.stats().ops == 2);
-  CHECK(bcast.stats().ops == 1);
+  CHECK(bcast.stats().ops == 2);
   reduce.synchronize();
   bcast.synchronize();
 }
