@@ -424,7 +424,10 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                    shown[0] / steps * 1e3, shown[1] / steps * 1e3, shown[2] / steps * 1e3);
         std::fflush(stdout);
       }
-      if (options.stop_after_run) report.stopped_by = options.stop_after_run();
+      // After the last run nothing is left to stop: a signal during it gets the whole bench.
+      if (options.stop_after_run && report.finished_runs < report.planned_runs) {
+        report.stopped_by = options.stop_after_run();
+      }
     }
   }
 

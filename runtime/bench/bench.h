@@ -137,9 +137,9 @@ struct BenchReport {
 
 struct BenchOptions {
   bool progress = true;  // progress lines on rank 0
-  // Collective, after every run: nonzero (a signal) stops the bench after that run, the same run
-  // on every rank; the report then holds a row for each run that finished a round so far, pooling
-  // the rounds it finished (stopped_by says why).
+  // Collective, after every run but the last: nonzero (a signal) stops the bench after that run,
+  // the same run on every rank; the report then holds a row for each run that finished a round
+  // so far, pooling the rounds it finished (stopped_by says why).
   std::function<int()> stop_after_run;
 };
 

@@ -221,6 +221,16 @@ TEST_CASE("bench.rounds runs the whole list once per round and pools each row's 
     CHECK(report.rows[0].step_times_s.size() == 3);
     CHECK(report.rows[1].step_times_s.size() == 3);
   }
+  SECTION("a signal during the last run: nothing is left to stop, the bench is complete") {
+    int asked = 0;
+    options.stop_after_run = [&] { return ++asked == 4 ? SIGINT : 0; };
+    const BenchReport report = run_bench(config, world, options);
+    CHECK(asked == 3);  // not after the last run
+    CHECK(report.stopped_by == 0);
+    CHECK(report.finished_runs == 4);
+    REQUIRE(report.rows.size() == 2);
+    CHECK(report.rows[1].step_times_s.size() == 6);
+  }
 }
 
 TEST_CASE("bench.modes rejects a misspelt mode and names the accepted ones", "[bench]") {
