@@ -394,8 +394,9 @@ def zerolap_gemm_shapes(zl_report):
 
 def run_zerolap(binary, config_path, overrides, world, device_kind, workdir, tag):
     out_dir = os.path.join(workdir, f"zerolap_{world}_{tag}")
+    # One round (bench.rounds): the PyTorch side times its modes once each too.
     cmd = [binary, "bench", config_path, "--set", f'output.dir="{out_dir}"',
-           "--set", f"runtime.device={device_kind}"]
+           "--set", f"runtime.device={device_kind}", "--set", "bench.rounds=1"]
     for o in overrides:
         cmd += ["--set", o]
     # mpirun at every world size: a singleton (no launcher) is a path a relocated Open MPI may

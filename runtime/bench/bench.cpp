@@ -146,52 +146,75 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   return f;
 }
 
-// One row's runs summed over its rounds (Note [Bench rounds]); per rank, maxed over ranks when
-// the row is made.
+// The totals over a run's timed steps that a row divides by its steps (per rank; maxed over
+// ranks when the row is made).
+enum Figure : std::size_t {
+  kStep, kForward, kBackward, kFinishBackward, kOptimizer, kCommBusy,
+  kCompute, kComputeForward, kComputeBackward, kComputeOptimizer,
+  kWireBytes, kPayloadBytes, kWait, kReduction, kBroadcast, kComm, kHiddenComm, kExposedComm,
+  kIdle, kFigures
+};
+
+// One row's runs summed over rounds (Note [Bench rounds]).
 struct RoundTotals {
   int rounds = 0;
-  // The totals the row divides by its timed steps, in BenchRow's order (run_bench).
-  std::vector<double> figures;
+  std::vector<double> figures = std::vector<double>(kFigures, 0.0);  // [Figure]
   std::vector<double> bucket_reduction_s, bucket_step_s, bucket_broadcast_s;
   std::vector<double> step_s;  // every round's timed steps, in order
   std::int64_t peak_rss = 0;   // the highest of the rounds
   RankMemory allocated;        // the same in every round
 
-  void add(const RunFigures& real, const RunFigures& alone) {
+  static RoundTotals of(const RunFigures& real, const RunFigures& alone) {
     const TimelineSummary& t = real.timeline;
-    const std::vector<double> round{real.total_s,
-                                    t.forward_s,
-                                    t.backward_s,
-                                    real.phases.finish_backward,
-                                    t.optimizer_s,
-                                    real.comm_busy_s,
-                                    alone.total_s,
-                                    alone.timeline.forward_s,
-                                    alone.timeline.backward_s,
-                                    alone.timeline.optimizer_s,
-                                    static_cast<double>(real.wire_bytes),
-                                    static_cast<double>(real.payload_bytes),
-                                    t.wait_s,
-                                    t.reduction_s,
-                                    t.broadcast_s,
-                                    t.comm_s,
-                                    t.hidden_comm_s,
-                                    t.exposed_comm_s,
-                                    t.idle_s};
-    add_to(figures, round);
-    add_to(bucket_reduction_s, t.bucket_reduction_s);
-    add_to(bucket_step_s, t.bucket_step_s);
-    add_to(bucket_broadcast_s, t.bucket_broadcast_s);
-    step_s.insert(step_s.end(), real.step_s.begin(), real.step_s.end());
-    peak_rss = std::max(peak_rss, real.peak_rss);
-    allocated = real.allocated;
-    ++rounds;
+    RoundTotals r;
+    r.rounds = 1;
+    std::vector<double>& f = r.figures;
+    f[kStep] = real.total_s;
+    f[kForward] = t.forward_s;
+    f[kBackward] = t.backward_s;
+    f[kFinishBackward] = real.phases.finish_backward;
+    f[kOptimizer] = t.optimizer_s;
+    f[kCommBusy] = real.comm_busy_s;
+    f[kCompute] = alone.total_s;
+    f[kComputeForward] = alone.timeline.forward_s;
+    f[kComputeBackward] = alone.timeline.backward_s;
+    f[kComputeOptimizer] = alone.timeline.optimizer_s;
+    f[kWireBytes] = static_cast<double>(real.wire_bytes);
+    f[kPayloadBytes] = static_cast<double>(real.payload_bytes);
+    f[kWait] = t.wait_s;
+    f[kReduction] = t.reduction_s;
+    f[kBroadcast] = t.broadcast_s;
+    f[kComm] = t.comm_s;
+    f[kHiddenComm] = t.hidden_comm_s;
+    f[kExposedComm] = t.exposed_comm_s;
+    f[kIdle] = t.idle_s;
+    r.bucket_reduction_s = t.bucket_reduction_s;
+    r.bucket_step_s = t.bucket_step_s;
+    r.bucket_broadcast_s = t.bucket_broadcast_s;
+    r.step_s = real.step_s;
+    r.peak_rss = real.peak_rss;
+    r.allocated = real.allocated;
+    return r;
+  }
+
+  void add(const RoundTotals& other) {
+    if (other.rounds == 0) return;
+    if (rounds == 0) {
+      *this = other;
+      return;
+    }
+    add_to(figures, other.figures);
+    add_to(bucket_reduction_s, other.bucket_reduction_s);
+    add_to(bucket_step_s, other.bucket_step_s);
+    add_to(bucket_broadcast_s, other.bucket_broadcast_s);
+    step_s.insert(step_s.end(), other.step_s.begin(), other.step_s.end());
+    peak_rss = std::max(peak_rss, other.peak_rss);
+    rounds += other.rounds;
   }
 
  private:
   static void add_to(std::vector<double>& sum, const std::vector<double>& x) {
-    if (sum.empty()) sum.assign(x.size(), 0.0);
-    ZL_CHECK(sum.size() == x.size(), "bench round: {} figures after {}", x.size(), sum.size());
+    ZL_CHECK(sum.size() == x.size(), "bench rounds: {} figures after {}", x.size(), sum.size());
     for (std::size_t i = 0; i < x.size(); ++i) sum[i] += x[i];
   }
 };
@@ -337,7 +360,6 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   report.parameters = layout.parameter_numel();
   report.warmup = config.bench.warmup;
   report.steps = config.bench.steps;
-  report.rounds = config.bench.rounds;
   report.link = config.link;
   report.link_label = link_label(config.link);
   if (root_prints) {
@@ -347,7 +369,9 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                modes.size(), modes.size() == 1 ? "" : "s", caps.size(), caps.size() == 1 ? "" : "s",
                precisions.size() == 1 ? "" : fmt::format(" x {} precisions", precisions.size()),
                config.bench.warmup, config.bench.steps,
-               report.rounds == 1 ? "" : fmt::format(", in each of {} rounds", report.rounds),
+               config.bench.rounds == 1
+                   ? ""
+                   : fmt::format(", in each of {} rounds", config.bench.rounds),
                report.link_label.empty() ? "" : "; " + report.link_label);
     fmt::print("measuring limits (GEMM, memory bandwidth, optimizer, collectives)...\n");
     std::fflush(stdout);
@@ -367,7 +391,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   }
   report.limits = measure_limits(config, world, precisions, sizes);
 
-  // Note [Bench rounds]: every run once per round, rounds outermost; a row pools its rounds.
+  // Every run once per round, rounds outermost; a row pools its rounds (Note [Bench rounds]).
   struct PlannedRun {
     const PrecisionConfig* precision;
     double cap;
@@ -379,12 +403,14 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       for (const auto& mode : modes) runs.push_back({&precision, cap, &mode});
     }
   }
-  std::vector<RoundTotals> totals(runs.size());
+  std::vector<RoundTotals> totals(runs.size());  // over the rounds the rows pool
   const std::int64_t rounds = config.bench.rounds;
   Tracer bench_clock(world.rank, config.output.trace);  // the bench's trace timeline
   std::vector<TraceSource> trace;
   report.planned_runs = runs.size() * static_cast<std::size_t>(rounds);
+  report.rounds = 0;
   for (std::int64_t round = 0; round < rounds && report.stopped_by == 0; ++round) {
+    std::vector<RoundTotals> this_round(runs.size());
     for (std::size_t i = 0; i < runs.size() && report.stopped_by == 0; ++i) {
       const PlannedRun& run = runs[i];
       const std::string precision_name = to_string(run.precision->compute);
@@ -406,20 +432,21 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       if (round == 0 && i == 0) {  // the first run resolved runtime.device
         report.comm_priority = comm_priority_in_effect(config.runtime.comm_priority, real.device);
         report.device = real.device;
-        const std::string warning = comm_priority_warning(config.runtime.comm_priority, real.device);
+        const std::string warning =
+            comm_priority_warning(config.runtime.comm_priority, real.device);
         if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
       }
-      totals[i].add(real, alone);
+      this_round[i] = RoundTotals::of(real, alone);
       ++report.finished_runs;
-      // This round's step, compute and exposed communication (max over ranks), for the log.
+      // This run's step, compute and exposed communication (max over ranks), for the log.
       std::vector<double> shown{real.total_s, alone.total_s, real.timeline.exposed_comm_s};
       max_over_ranks(world, limit, shown);
       if (root_prints) {
         const auto steps = static_cast<double>(config.bench.steps);
-        fmt::print("[{}/{}{}] {}{} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm "
+        fmt::print("[{}/{}] {}{}{} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm "
                    "{:.2f} ms\n",
-                   i + 1, runs.size(),
-                   rounds == 1 ? "" : fmt::format(", round {}/{}", round + 1, rounds),
+                   report.finished_runs, report.planned_runs,
+                   rounds == 1 ? "" : fmt::format("round {}/{}: ", round + 1, rounds),
                    precisions.size() == 1 ? "" : precision_name + " ", run.mode->name, run.cap,
                    shown[0] / steps * 1e3, shown[1] / steps * 1e3, shown[2] / steps * 1e3);
         std::fflush(stdout);
@@ -428,6 +455,12 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       if (options.stop_after_run && report.finished_runs < report.planned_runs) {
         report.stopped_by = options.stop_after_run();
       }
+    }
+    // Every row pools the same rounds: a round a signal cut short is kept only when it is the
+    // first (the rows it finished are all there is).
+    if (report.stopped_by == 0 || round == 0) {
+      for (std::size_t i = 0; i < runs.size(); ++i) totals[i].add(this_round[i]);
+      ++report.rounds;
     }
   }
 
@@ -450,25 +483,26 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     const auto steps = static_cast<double>(config.bench.steps * sum.rounds);
     std::vector<double> maxed = sum.figures;
     max_over_ranks(world, limit, maxed);
-    row.step_s = maxed[0] / steps;
-    row.forward_s = maxed[1] / steps;
-    row.backward_s = maxed[2] / steps;
-    row.finish_backward_s = maxed[3] / steps;
-    row.optimizer_s = maxed[4] / steps;
-    row.comm_busy_s = maxed[5] / steps;
-    row.compute_s = maxed[6] / steps;
-    row.compute_forward_s = maxed[7] / steps;
-    row.compute_backward_s = maxed[8] / steps;
-    row.compute_optimizer_s = maxed[9] / steps;
-    row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[10] / steps));
-    row.payload_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[11] / steps));
-    row.wait_s = maxed[12] / steps;
-    row.reduction_s = maxed[13] / steps;
-    row.broadcast_s = maxed[14] / steps;
-    row.comm_s = maxed[15] / steps;
-    row.hidden_comm_s = maxed[16] / steps;
-    row.exposed_comm_s = maxed[17] / steps;
-    row.idle_s = maxed[18] / steps;
+    row.step_s = maxed[kStep] / steps;
+    row.forward_s = maxed[kForward] / steps;
+    row.backward_s = maxed[kBackward] / steps;
+    row.finish_backward_s = maxed[kFinishBackward] / steps;
+    row.optimizer_s = maxed[kOptimizer] / steps;
+    row.comm_busy_s = maxed[kCommBusy] / steps;
+    row.compute_s = maxed[kCompute] / steps;
+    row.compute_forward_s = maxed[kComputeForward] / steps;
+    row.compute_backward_s = maxed[kComputeBackward] / steps;
+    row.compute_optimizer_s = maxed[kComputeOptimizer] / steps;
+    row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[kWireBytes] / steps));
+    row.payload_bytes_per_step =
+        static_cast<std::int64_t>(std::llround(maxed[kPayloadBytes] / steps));
+    row.wait_s = maxed[kWait] / steps;
+    row.reduction_s = maxed[kReduction] / steps;
+    row.broadcast_s = maxed[kBroadcast] / steps;
+    row.comm_s = maxed[kComm] / steps;
+    row.hidden_comm_s = maxed[kHiddenComm] / steps;
+    row.exposed_comm_s = maxed[kExposedComm] / steps;
+    row.idle_s = maxed[kIdle] / steps;
     row.comm_overhead_s = row.step_s - row.compute_s;
     row.phases_vs_step = row.step_s > 0.0
                              ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s

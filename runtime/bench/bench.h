@@ -13,7 +13,10 @@
 // whole list once per round, and a row pools its rounds: its totals are summed, its per-step
 // times concatenated (steps x R of them). So a slow spell of a shared machine falls on every row
 // of one round instead of on the rows that happened to run during it, and rows compare side by
-// side. Each round is a fresh Trainer with its own warmup, so rows stay independent runs.
+// side. Each round is a fresh Trainer with its own warmup, so rows stay independent runs. A
+// row's figures are the slowest rank's totals over all its rounds, divided by steps x R. Every
+// row pools the same rounds: a bench stopped during round r > 1 drops that round's runs; one
+// stopped during round 1 keeps the rows that round finished.
 #pragma once
 
 #include <cstdint>
@@ -111,8 +114,8 @@ struct BenchRow {
   // + gradients (with the bf16 reduce buffer) + masters + optimizer state.
   std::vector<std::int64_t> optimizer_state_bytes, planned_optimizer_state_bytes;
   std::vector<std::int64_t> state_bytes, planned_state_bytes;
-  std::vector<std::int64_t> peak_rss_bytes;         // per rank, during this mode (VmHWM)
-  std::vector<double> step_times_s;                 // per timed step, max over ranks
+  std::vector<std::int64_t> peak_rss_bytes;  // per rank, the highest of its runs (VmHWM)
+  std::vector<double> step_times_s;  // per timed step, max over ranks: steps x rounds, in order
 };
 
 struct BenchReport {
@@ -121,7 +124,7 @@ struct BenchReport {
   int world_size = 1;
   std::int64_t parameters = 0;
   std::int64_t warmup = 0, steps = 0;
-  std::int64_t rounds = 1;  // bench.rounds
+  std::int64_t rounds = 1;  // the rounds every row pools (bench.rounds unless stopped)
   LinkConfig link;
   std::string link_label;    // empty: real communication
   CommPriority comm_priority = CommPriority::Normal;  // in effect (realtime may be refused)
@@ -138,8 +141,8 @@ struct BenchReport {
 struct BenchOptions {
   bool progress = true;  // progress lines on rank 0
   // Collective, after every run but the last: nonzero (a signal) stops the bench after that run,
-  // the same run on every rank; the report then holds a row for each run that finished a round
-  // so far, pooling the rounds it finished (stopped_by says why).
+  // the same run on every rank; the report then holds the rows of the rounds that finished
+  // (Note [Bench rounds]; stopped_by says why).
   std::function<int()> stop_after_run;
 };
 

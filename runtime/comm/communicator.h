@@ -30,7 +30,8 @@
 // - Shards (reduce_scatter, all_gather): a buffer of n elements, n a multiple of size(), is cut
 //   into size() equal shards of n / size() elements; rank r's shard is elements
 //   [r * n / size(), (r + 1) * n / size()). Both run in place on the full buffer, so a rank's
-//   shard is a slice of the bucket it belongs to (docs/design.md, "Element shards").
+//   shard is a slice of the bucket it belongs to (docs/design.md, "Element shards");
+//   all_gather_from reads the rank's shard from a buffer of its own instead.
 #pragma once
 
 #include <cstdint>
@@ -132,9 +133,10 @@ class Communicator {
   // is ignored); after completion every rank's buf holds every rank's shard.
   virtual Work all_gather(void* buf, std::int64_t n, DType dtype,
                           const ExecContext* issuing_stream = nullptr) = 0;
-  // As all_gather, with this rank's contribution read from `shard` (n / size() elements, not
-  // inside buf) instead of from its place in buf: the collective copies it there (MPI's comm
-  // thread, NCCL's kernel), so the issuing stream need not (ZeRO stage 3's gathers).
+  // As all_gather, with this rank's contribution read from `shard` (n / size() elements, apart
+  // from buf) instead of from its place in buf: the collective copies it there (MPI's comm
+  // thread, NCCL's kernel), so the issuing stream need not (ZeRO stage 3's gathers). The shard
+  // must stay unchanged until the returned Work completes.
   virtual Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                                const ExecContext* issuing_stream = nullptr) = 0;
   // The fp32 forms. (Backends add `using Communicator::all_reduce;` etc. so these stay visible.)

@@ -238,6 +238,10 @@ Work MpiCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t
 Work MpiCommunicator::gather_shards(const void* shard, void* buf, std::int64_t n, DType dtype) {
   const int count = checked_count(shard_numel(n, size_, name_), name_);
   const std::int64_t bytes = n * dtype_size(dtype);
+  const auto* whole = static_cast<const char*>(buf);
+  const auto* mine = static_cast<const char*>(shard);
+  ZL_CHECK(shard == nullptr || mine + count * dtype_size(dtype) <= whole || mine >= whole + bytes,
+           "communicator {}: all_gather_from's shard overlaps its buffer", name_);
   return submit(CollectiveOp::AllGather, bytes, "all_gather",
                 [this, shard, buf, count, dtype, bytes] {
                   if (shard == nullptr && size_ == 1) return;  // buf already is the whole

@@ -119,7 +119,7 @@ void ParameterGather::issue(int bucket) {
   const void* shard = shards_[static_cast<std::size_t>(bucket)].raw();
   const std::int64_t bytes = b.numel * dtype_size(dtype);
   const char* name = collective_name(CollectiveOp::AllGather);
-  if (range.numel == b.numel / plan_.world_size) {
+  if (mode_.shard_ranks <= plan_.world_size) {  // the rank steps its whole shard
     // The collective copies the shard into its place (no pass over it on the compute stream).
     r.work = traced_collective(comm_, tracer_, bucket, name, bytes, [&] {
       return comm_.all_gather_from(shard, buffer, b.numel, dtype, &compute_);

@@ -16,7 +16,8 @@
 // rank's shard into the buffer (Communicator::all_gather_from) on the broadcast communicator,
 // issued from the compute stream; the same reads give the same issue order on every rank
 // (invariant 1). The collective reads the shard until it completes; b's next step comes after
-// the forward waited for that gather, so a step never writes a shard being read. A released
+// every gather of b was waited for (b's forward reads it, and so does b's backward where it
+// reads b), so a step never writes a shard being read. A released
 // buffer is reused by a later gather only after the released gather completed (CPU: a host wait)
 // and, on CUDA, after the compute work issued so far (the all-gather is ordered behind it), so no
 // layer still reading it is overwritten.

@@ -208,18 +208,24 @@ TEST_CASE("bench.rounds runs the whole list once per round and pools each row's 
       if (world.size > 1) CHECK(row.wire_bytes_per_step > 0);
     }
     CHECK(bench_to_json(report).at("rounds") == 2);
-    CHECK_THAT(format_bench_table(report), Catch::Contains("3 timed steps after 1 warmup, x 2 rounds"));
+    CHECK_THAT(format_bench_table(report),
+               Catch::Contains("3 timed steps after 1 warmup, x 2 rounds"));
   }
-  SECTION("stopped after two runs: one round of each row, not two rounds of the first") {
-    int runs = 0;
-    options.stop_after_run = [&] { return ++runs == 2 ? SIGINT : 0; };
-    const BenchReport report = run_bench(config, world, options);
-    CHECK(report.stopped_by == SIGINT);
-    CHECK(report.finished_runs == 2);
-    REQUIRE(report.rows.size() == 2);
-    CHECK(report.rows[0].mode == "ddp");
-    CHECK(report.rows[0].step_times_s.size() == 3);
-    CHECK(report.rows[1].step_times_s.size() == 3);
+  SECTION("stopped: the rows pool the same rounds, round-robin") {
+    // After 1 run: the first row of round 1. After 2: one round of each row (not two rounds of
+    // the first). After 3: round 2 was cut short, so only round 1 counts, for every row.
+    for (const int stop_after : {1, 2, 3}) {
+      INFO("stop after run " << stop_after);
+      int runs = 0;
+      options.stop_after_run = [&] { return ++runs == stop_after ? SIGINT : 0; };
+      const BenchReport report = run_bench(config, world, options);
+      CHECK(report.stopped_by == SIGINT);
+      CHECK(report.finished_runs == static_cast<std::size_t>(stop_after));
+      CHECK(report.rounds == 1);
+      REQUIRE(report.rows.size() == (stop_after == 1 ? 1u : 2u));
+      CHECK(report.rows[0].mode == "ddp");
+      for (const BenchRow& row : report.rows) CHECK(row.step_times_s.size() == 3);
+    }
   }
   SECTION("a signal during the last run: nothing is left to stop, the bench is complete") {
     int asked = 0;
