@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -153,6 +154,27 @@ enum Figure : std::size_t {
   kCompute, kComputeForward, kComputeBackward, kComputeOptimizer,
   kWireBytes, kPayloadBytes, kWait, kReduction, kBroadcast, kComm, kHiddenComm, kExposedComm,
   kIdle, kFigures
+};
+
+// The row's field of each figure in seconds (the bytes are integers, set apart).
+constexpr std::pair<Figure, double BenchRow::*> kSecondsPerStep[] = {
+    {kStep, &BenchRow::step_s},
+    {kForward, &BenchRow::forward_s},
+    {kBackward, &BenchRow::backward_s},
+    {kFinishBackward, &BenchRow::finish_backward_s},
+    {kOptimizer, &BenchRow::optimizer_s},
+    {kCommBusy, &BenchRow::comm_busy_s},
+    {kCompute, &BenchRow::compute_s},
+    {kComputeForward, &BenchRow::compute_forward_s},
+    {kComputeBackward, &BenchRow::compute_backward_s},
+    {kComputeOptimizer, &BenchRow::compute_optimizer_s},
+    {kWait, &BenchRow::wait_s},
+    {kReduction, &BenchRow::reduction_s},
+    {kBroadcast, &BenchRow::broadcast_s},
+    {kComm, &BenchRow::comm_s},
+    {kHiddenComm, &BenchRow::hidden_comm_s},
+    {kExposedComm, &BenchRow::exposed_comm_s},
+    {kIdle, &BenchRow::idle_s},
 };
 
 // One row's runs summed over rounds (Note [Bench rounds]).
@@ -483,26 +505,10 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     const auto steps = static_cast<double>(config.bench.steps * sum.rounds);
     std::vector<double> maxed = sum.figures;
     max_over_ranks(world, limit, maxed);
-    row.step_s = maxed[kStep] / steps;
-    row.forward_s = maxed[kForward] / steps;
-    row.backward_s = maxed[kBackward] / steps;
-    row.finish_backward_s = maxed[kFinishBackward] / steps;
-    row.optimizer_s = maxed[kOptimizer] / steps;
-    row.comm_busy_s = maxed[kCommBusy] / steps;
-    row.compute_s = maxed[kCompute] / steps;
-    row.compute_forward_s = maxed[kComputeForward] / steps;
-    row.compute_backward_s = maxed[kComputeBackward] / steps;
-    row.compute_optimizer_s = maxed[kComputeOptimizer] / steps;
+    for (const auto& [figure, field] : kSecondsPerStep) row.*field = maxed[figure] / steps;
     row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[kWireBytes] / steps));
     row.payload_bytes_per_step =
         static_cast<std::int64_t>(std::llround(maxed[kPayloadBytes] / steps));
-    row.wait_s = maxed[kWait] / steps;
-    row.reduction_s = maxed[kReduction] / steps;
-    row.broadcast_s = maxed[kBroadcast] / steps;
-    row.comm_s = maxed[kComm] / steps;
-    row.hidden_comm_s = maxed[kHiddenComm] / steps;
-    row.exposed_comm_s = maxed[kExposedComm] / steps;
-    row.idle_s = maxed[kIdle] / steps;
     row.comm_overhead_s = row.step_s - row.compute_s;
     row.phases_vs_step = row.step_s > 0.0
                              ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
