@@ -1,4 +1,25 @@
 // StepVerdict: one finiteness answer per step, identical on every rank (see step_verdict.h).
+//
+// Note [Step verdict]: a step is non-finite when its training loss on any rank, or the global norm
+// of its reduced gradient, is NaN or infinite. The norm's sum of squares accumulates in double, and
+// the largest float squared (about 1.2e77) is far inside double's range, so the sum is finite
+// exactly when every gradient element is: the check is exact, not a heuristic. A large finite loss
+// is not divergence by default (Adam moves each parameter by about lr per step whatever the
+// gradient, so a huge lr grows the loss without a NaN, and no one bound suits every loss):
+// train.max_loss opts in. Each rank puts its loss in slot r and its gradient share in slot
+// world + r of one all-reduce of 2 x world doubles; the others add 0, and x + 0 is x bit for bit
+// (NaN and inf included), so every rank reads every rank's values, reaches the same verdict and
+// can name the ranks. It is the all-reduce clipping needed anyway. The loss is folded in because a
+// rank's loss can be non-finite while the reduced gradient is finite (an overflowed log-sum-exp).
+// A skip (Megatron-LM's skipped iterations) consumes the step's micro-batches and counts as a step
+// of the run, but the optimizer's step count t, and so Adam's bias correction, SGD momentum's
+// first step and the LR schedule, do not advance; a checkpoint after a skip has
+// optimizer_step < step. A stop needs no pre-step verdict, only one before anything is written; a
+// skip does, which is why interleaved (stepping each bucket as its reduction completes) cannot
+// skip, nor clip. On CUDA the verdict drains the stream, so under "stop" without clipping or
+// max_loss the check runs once per log window on the window's loss and the parameters' sum of
+// squares (a non-finite gradient makes the parameters non-finite in the same step), and again
+// before every checkpoint.
 #include "runtime/train/step_verdict.h"
 
 #include <cmath>
