@@ -152,6 +152,16 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
                         s.key == std::string("output.dir") ? legacy_config_note(s.dir, launch.config)
                                                            : "");
   }
+  // A file named as a checkpoint that cannot be read (damaged, a FIFO): say what it is.
+  for (const DirCheckpoint& c : s.checkpoints) {
+    if (c.run_id) continue;
+    try {
+      const SafetensorsReader file((fs::path(s.dir) / c.name).string());
+    } catch (const UserError& e) {
+      owner += fmt::format("; {} is unreadable ({})", c.name, e.what());
+    }
+    break;
+  }
   const std::string self =
       start.resumed ? fmt::format("this run resumes run {} from '{}'",
                                   start.run_id.empty() ? run_id : start.run_id, start.path.string())
