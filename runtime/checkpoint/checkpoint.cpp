@@ -37,6 +37,7 @@
 #include "base/errors.h"
 #include "base/fault_stop.h"
 #include "runtime/comm/timed_mpi.h"
+#include "runtime/checkpoint/checkpoint_pruning.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "base/tracer.h"
 
@@ -262,6 +263,7 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingState& stat
       {"epoch", str(state.position.cursor / per_epoch)},
       {"sampler_position", str(state.position.cursor)},
       {"global_batch", str(c.data.batch_size * state.world.size)},
+      {"samples_per_step", str(c.data.batch_size * state.world.size * c.train.grad_accum)},
       {"batches_per_epoch", str(per_epoch)},
       {"optimizer_step", str(state.optimizer.step_count())},
       {"total_steps", str(state.total_steps)},
@@ -288,6 +290,7 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingState& stat
       {"master_weights", to_string(c.precision.master_weights)},
       {"buckets", str(state.plan.buckets.size())},
       {"config_hash", config_hash(c)},
+      {"run_id", c.run_id},  // the run this checkpoint belongs to (run_identity.h)
       {"config", to_toml(c)},
   };
 }
@@ -425,7 +428,7 @@ std::string save_checkpoint(const TrainingState& state) {
     // turns non-finite; until the run ends, the one it resumed from (known good: a run completed
     // it and another loaded it) survives them (docs/design.md, "Divergence").
     const bool run_ended = state.position.step >= state.total_steps;
-    prune_checkpoints(c.dir, c.keep, run_ended ? -1 : state.resumed_step);
+    prune_checkpoints(c.dir, c.keep, run_ended ? -1 : state.resumed_step, state.config.run_id);
     if (!state.quiet) {
       std::error_code ec;
       const auto bytes = fs::file_size(path, ec);
@@ -521,7 +524,18 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
     fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{})\n", path,
                facts.step, cursor / state.batches_per_epoch, facts.world_size,
                facts.world_size == 1 ? "" : "s");
-    if (facts.global_batch != global_batch) {
+    // The same samples per step (data.global_batch_size on another world size): cursor
+    // conversion lands on the same sample at a step boundary, so the order is the original's.
+    const std::int64_t step_samples = global_batch * state.config.train.grad_accum;
+    const auto written = file->metadata().find("samples_per_step");
+    const bool same_step_samples =
+        written != file->metadata().end() && written->second == std::to_string(step_samples);
+    if (facts.global_batch != global_batch && same_step_samples) {
+      fmt::print("zerolap: note: {} samples per step as written, now {} per rank x {} ranks x {} "
+                 "micro-batches: the same samples in the same order\n",
+                 step_samples, state.config.data.batch_size, world.size,
+                 state.config.train.grad_accum);
+    } else if (facts.global_batch != global_batch) {
       fmt::print("zerolap: note: the global batch changed from {} to {} samples; continuing at "
                  "batch {} of epoch {}, so the sample order differs from the original run's\n",
                  facts.global_batch, global_batch, cursor % state.batches_per_epoch,

@@ -98,10 +98,7 @@ void prepare_checkpoints(const TrainingState& state);
 std::optional<std::string> latest_checkpoint(const std::string& dir);
 // Points `latest` at `file_name` atomically (temp file, fsync, rename, fsync the directory).
 void write_latest_pointer(const std::string& dir, const std::string& file_name);
-// Deletes all but the `keep` newest checkpoints (never the one `latest` names, nor the one of step
-// `protected_step` when >= 0: the checkpoint a running run resumed from) and temp files left by
-// crashed writes.
-void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t protected_step = -1);
+// Pruning to checkpoint.keep: runtime/checkpoint/checkpoint_pruning.h.
 // fsync of a directory: makes a rename in it durable.
 void sync_directory(const std::string& dir);
 // The fault-injection hook (see kFaultEnvVar).

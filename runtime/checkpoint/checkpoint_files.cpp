@@ -306,31 +306,6 @@ void write_latest_pointer(const std::string& dir, const std::string& file_name) 
   sync_directory(dir);
 }
 
-void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t protected_step) {
-  std::string latest_name;
-  if (const auto latest = latest_checkpoint(dir)) latest_name = fs::path(*latest).filename();
-  std::vector<std::pair<std::int64_t, fs::path>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const std::size_t suffix = std::strlen(kCheckpointTempSuffix);
-    const bool temp = name.size() > suffix &&
-                      name.compare(name.size() - suffix, std::string::npos,
-                                   kCheckpointTempSuffix) == 0 &&
-                      checkpoint_step_of(name.substr(0, name.size() - suffix)) >= 0;
-    if (temp) {
-      fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
-    } else if (const std::int64_t step = checkpoint_step_of(name); step >= 0) {
-      found.emplace_back(step, entry.path());
-    }
-  }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0)); i < found.size(); ++i) {
-    if (found[i].second.filename() == latest_name || found[i].first == protected_step) continue;
-    fs::remove(found[i].second, ec);
-  }
-}
-
 void checkpoint_fault_point(const char* point, std::int64_t step) {
   const char* value = std::getenv(kFaultEnvVar);
   if (!value) return;

@@ -1,28 +1,29 @@
-// check_run_outputs: which files in output.dir and checkpoint.dir belong to another run.
+// The ownership rule of output.dir and checkpoint.dir (see run_outputs.h).
 #include "runtime/checkpoint/run_outputs.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
-#include <vector>
+#include <optional>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_pruning.h"
+#include "runtime/checkpoint/run_identity.h"
 #include "runtime/checkpoint/safetensors.h"
 
 namespace zl {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kOutputFiles[] = {"metrics.csv", "config.toml", "trace.json"};
-constexpr const char* kBenchFiles[] = {"bench.json", "bench.csv"};
+// Every file `zerolap train` or `zerolap bench` writes into output.dir.
+constexpr const char* kOutputFiles[] = {"metrics.csv", "config.toml", "trace.json", "bench.json",
+                                        "bench.csv"};
 constexpr std::size_t kNamesShown = 4;  // files named in a message; the rest are counted
-
 // A saved config.toml is far below this; anything larger is not one.
 constexpr std::int64_t kMaxSavedConfigBytes = std::int64_t{16} << 20;
 
@@ -35,86 +36,179 @@ std::string name_list(const std::vector<std::string>& names) {
   return out;
 }
 
-std::string differences_text(const std::vector<std::string>& keys) {
-  return keys.empty() ? std::string() : fmt::format("its config differs in {}", name_list(keys));
-}
-
-// A checkpoint in checkpoint.dir and why it belongs to another run ("" when it is this run's).
-struct DirCheckpoint {
-  std::int64_t step = 0;
-  fs::path path;
-  std::string foreign;
+// This launch: its subcommand, world size and effective config.
+struct Launch {
+  const char* command;
+  int world_size;
+  std::string config;  // to_toml
 };
 
-std::vector<DirCheckpoint> checkpoints_in(const std::string& dir) {
-  std::vector<DirCheckpoint> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::int64_t step = checkpoint_step_of(entry.path().filename().string());
-    if (step >= 0) found.push_back({step, entry.path(), {}});
-  }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
-  return found;
-}
+// Where the run starts: a fresh start, or the checkpoint it resumes from.
+struct Start {
+  bool resumed = false;
+  std::int64_t step = 0;
+  fs::path path;
+  std::string run_id;  // the checkpoint's; "" when it has none (written before run ids)
+};
 
-// Why checkpoint `path` is not this run's: the world size or a results-affecting key differs, or
-// its metadata cannot be read. "" when it is this run's.
-std::string foreign_reason(const fs::path& path, const std::string& run_toml, int world_size) {
-  try {
-    const SafetensorsReader file(path.string());
-    const auto& meta = file.metadata();
-    const auto config = meta.find("config");
-    const auto world = meta.find("world_size");
-    if (config == meta.end() || world == meta.end()) return "no zerolap run metadata";
-    std::vector<std::string> why;
-    if (world->second != std::to_string(world_size)) {
-      why.push_back(fmt::format("written on {} ranks, this run has {}",
-                                escaped_excerpt(world->second), world_size));
-    }
-    if (const auto keys = result_differences(config->second, run_toml); !keys.empty()) {
-      why.push_back(differences_text(keys));
-    }
-    return fmt::format("{}", fmt::join(why, "; "));
-  } catch (const UserError& e) {
-    return fmt::format("unreadable ({})", e.what());
-  }
-}
-
-// The step the run starts from: the resumed checkpoint's, 0 for a fresh start.
-std::int64_t start_step(const CheckpointConfig& c) {
-  if (!c.resume) return 0;
+Start find_start(const CheckpointConfig& c) {
+  if (!c.resume) return {};
   std::string path = c.resume_path;
   if (path.empty()) {
     const auto latest = latest_checkpoint(c.dir);
-    if (!latest) return 0;
+    if (!latest) return {};
     path = *latest;
   }
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return 0;  // prepare_checkpoints reports a missing file
-  const SafetensorsReader file(path);            // a damaged one is reported here, exit 2
-  const auto step = file.metadata().find("step");
-  const std::int64_t from_name = checkpoint_step_of(fs::path(path).filename().string());
-  if (step == file.metadata().end()) return std::max<std::int64_t>(from_name, 0);
-  return std::max<std::int64_t>(std::strtoll(step->second.c_str(), nullptr, 10), 0);
+  if (!fs::is_regular_file(path, ec)) return {};  // prepare_checkpoints reports a missing file
+  const SafetensorsReader file(path);              // a damaged one is reported here, exit 2
+  const auto& meta = file.metadata();
+  Start start{true, std::max<std::int64_t>(checkpoint_step_of(fs::path(path).filename()), 0), path,
+              ""};
+  if (const auto step = meta.find("step"); step != meta.end()) {
+    start.step = std::max<std::int64_t>(std::strtoll(step->second.c_str(), nullptr, 10), 0);
+  }
+  if (const auto id = meta.find("run_id"); id != meta.end()) start.run_id = id->second;
+  return start;
 }
 
-// Removes the other run's checkpoints the user asked to replace, and points `latest` at the
-// newest one left (or removes it when none is).
-void remove_checkpoints(const std::string& dir, const std::vector<DirCheckpoint>& gone) {
+// A directory as this run finds it.
+struct DirState {
+  const char* key = "";  // "output.dir" or "checkpoint.dir"
+  std::string dir;
+  std::optional<RunRecord> record;
+  std::vector<std::string> files;  // a run's files in it: outputs, or checkpoints
+  std::vector<DirCheckpoint> checkpoints;
+};
+
+// A config.toml with no run.json beside it (an older zerolap's outputs): its differences from this
+// run, or UserError naming it when it cannot be read as TOML.
+std::string legacy_config_note(const fs::path& dir, const std::string& run_toml) {
+  const fs::path saved = dir / "config.toml";
   std::error_code ec;
-  for (const DirCheckpoint& c : gone) {
-    if (!fs::remove(c.path, ec) && ec) {
-      throw UserError(fmt::format("checkpoint.overwrite = true: cannot remove '{}': {}",
-                                  c.path.string(), ec.message()));
-    }
+  if (!fs::exists(saved, ec)) return "";
+  std::string text;
+  try {
+    text = read_small_file(saved.string(), "saved config", kMaxSavedConfigBytes);
+    const toml::table parsed = toml::parse(text, saved.string());
+  } catch (const toml::parse_error& e) {
+    throw UserError(fmt::format("'{}' is unreadable (TOML syntax error at line {}: {}): it would "
+                                "say which run wrote the files beside it. Restore it, or choose "
+                                "another directory",
+                                saved.string(), e.source().begin.line,
+                                escaped_excerpt(e.description(), 120)));
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("'{}' is unreadable ({}): it would say which run wrote the files "
+                                "beside it. Restore it, or choose another directory",
+                                saved.string(), e.what()));
   }
-  const std::vector<DirCheckpoint> left = checkpoints_in(dir);
-  if (left.empty()) {
-    fs::remove(fs::path(dir) / kLatestPointerName, ec);
+  const auto keys = result_differences(text, run_toml);
+  return keys.empty() ? "" : fmt::format("; its config.toml differs in {}", name_list(keys));
+}
+
+DirState output_state(const std::string& dir) {
+  DirState s{"output.dir", dir, read_run_record(dir), {}, {}};
+  std::error_code ec;
+  for (const char* name : kOutputFiles) {
+    if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec))) s.files.push_back(name);
+  }
+  return s;
+}
+
+DirState checkpoint_state(const std::string& dir) {
+  DirState s{"checkpoint.dir", dir, read_run_record(dir), {}, list_checkpoints(dir)};
+  for (const DirCheckpoint& c : s.checkpoints) s.files.push_back(c.name);
+  return s;
+}
+
+// Why the launch is not the same command as the one that last wrote `record` ("" when it is).
+std::string why_not_same(const RunRecord& record, const Launch& launch) {
+  std::vector<std::string> why;
+  if (record.command != launch.command) {
+    why.push_back(fmt::format("it was written by `zerolap {}`", escaped_excerpt(record.command)));
+  }
+  if (record.world_size != launch.world_size) {
+    why.push_back(fmt::format("it ran on {} ranks, this run has {}", record.world_size,
+                              launch.world_size));
+  }
+  if (const auto keys = result_differences(record.config, launch.config); !keys.empty()) {
+    why.push_back(fmt::format("its config differs in {}", name_list(keys)));
+  }
+  return fmt::format("{}", fmt::join(why, "; "));
+}
+
+// Exit 2: `s` holds another run's files.
+[[noreturn]] void refuse(const DirState& s, const Launch& launch, const Start& start,
+                         const std::string& run_id, const char* overwrite_key) {
+  std::string owner;
+  if (s.record) {
+    const std::string why = why_not_same(*s.record, launch);
+    owner = fmt::format("run {} (its {}{}{})", escaped_excerpt(s.record->run_id), kRunRecordName,
+                        why.empty() ? "" : "; ", why);
   } else {
-    write_latest_pointer(dir, left.back().path.filename().string());
+    owner = fmt::format("a run that recorded no identity (no {}: written by an older zerolap or "
+                        "by hand{})",
+                        kRunRecordName,
+                        s.key == std::string("output.dir") ? legacy_config_note(s.dir, launch.config)
+                                                           : "");
   }
-  sync_directory(dir);
+  // A file named as a checkpoint that cannot be read (damaged, a FIFO): say what it is.
+  for (const DirCheckpoint& c : s.checkpoints) {
+    if (c.run_id) continue;
+    try {
+      const SafetensorsReader file((fs::path(s.dir) / c.name).string());
+    } catch (const UserError& e) {
+      owner += fmt::format("; {} is unreadable ({})", c.name, e.what());
+    }
+    break;
+  }
+  const std::string self =
+      start.resumed ? fmt::format("this run resumes run {} from '{}'",
+                                  start.run_id.empty() ? run_id : start.run_id, start.path.string())
+                    : std::string("this run is a fresh start");
+  std::string choices;
+  if (launch.command == std::string("bench")) {
+    choices = "a new directory (--set output.dir=DIR)";
+  } else if (start.resumed) {
+    choices = fmt::format("a new directory for this run (--set {}=DIR)", s.key);
+  } else {
+    choices = fmt::format("resume that run (--set checkpoint.resume=true, with its checkpoint.dir), "
+                          "a new directory (--set {}=DIR)",
+                          s.key);
+  }
+  throw UserError(fmt::format(
+      "{} '{}' belongs to another run: {}; it holds {}. {}, and a directory is written only by the "
+      "run that owns it. Choose: {}, or {} = true to give the directory to this run{}",
+      s.key, s.dir, owner, name_list(s.files), self, choices, overwrite_key,
+      s.key == std::string("checkpoint.dir") ? " (the other run's checkpoints are removed)" : ""));
+}
+
+enum class Verdict { Own, Claim, Take };
+
+// Whether the run `run_id` may write into `s`; exit 2 when not.
+Verdict judge(const DirState& s, const Launch& launch, const Start& start,
+              const std::string& run_id, bool overwrite, const char* overwrite_key) {
+  if (s.record && s.record->run_id == run_id) return Verdict::Own;
+  if (s.files.empty()) return Verdict::Claim;  // nothing of another run's is there to lose
+  if (!overwrite) refuse(s, launch, start, run_id, overwrite_key);
+  return Verdict::Take;
+}
+
+bool same_command(const DirState& s, const Launch& launch) {
+  return s.record && !s.files.empty() && why_not_same(*s.record, launch).empty();
+}
+
+void print_line(bool quiet, const std::string& line) {
+  if (quiet) return;
+  std::printf("zerolap: %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// output.dir's files that a taken directory loses.
+void note_taken_outputs(const DirState& s, bool quiet) {
+  print_line(quiet, fmt::format("output.overwrite = true: replacing {} in '{}'{}",
+                                name_list(s.files), s.dir,
+                                s.record ? fmt::format(" (of run {})", s.record->run_id) : ""));
 }
 
 }  // namespace
@@ -127,123 +221,108 @@ std::vector<std::string> result_differences(const std::string& a_toml, const std
   return keys;
 }
 
-void check_run_outputs(const Config& config, int world_size, bool quiet) {
-  const std::string run_toml = to_toml(config);
+CheckpointRemovals check_run_outputs(Config& config, int world_size, bool quiet) {
+  const Launch launch{"train", world_size, to_toml(config)};
   const CheckpointConfig& ck = config.checkpoint;
-  const std::int64_t start = start_step(ck);
+  const Start start = find_start(ck);
+  const DirState out = output_state(config.output.dir);
+  const bool has_ck = !ck.dir.empty();
+  const DirState cks = has_ck ? checkpoint_state(ck.dir) : DirState{};
 
-  // Checkpoints after the start step: this run writes and prunes among them.
-  std::vector<DirCheckpoint> later, foreign;
-  std::error_code ec;
-  if (!ck.dir.empty() && fs::is_directory(ck.dir, ec)) {
-    for (DirCheckpoint& c : checkpoints_in(ck.dir)) {
-      if (c.step <= start) continue;
-      c.foreign = foreign_reason(c.path, run_toml, world_size);
-      later.push_back(c);
-      if (!c.foreign.empty()) foreign.push_back(c);
+  // The identity: a resume's is its checkpoint's; the same command again is the run it repeats.
+  std::string run_id = start.run_id;
+  if (!start.resumed) {
+    if (same_command(out, launch)) {
+      run_id = out.record->run_id;
+    } else if (has_ck && same_command(cks, launch)) {
+      run_id = cks.record->run_id;
     }
   }
-  std::vector<std::string> foreign_names;
-  for (const DirCheckpoint& c : foreign) foreign_names.push_back(c.path.filename().string());
-  if (!foreign.empty() && !ck.overwrite) {
-    const std::string choices =
-        ck.resume ? "a new directory for this branch (--set checkpoint.dir=DIR), or "
-                    "checkpoint.overwrite = true to remove them"
-                  : "resume that run (--set checkpoint.resume=true), a new directory "
-                    "(--set checkpoint.dir=DIR), or checkpoint.overwrite = true to remove them";
-    throw UserError(fmt::format(
-        "checkpoint.dir '{}' holds checkpoints of another run after step {}: {} ({}); this run "
-        "would replace or prune them. Choose: {}",
-        ck.dir, start, name_list(foreign_names), foreign.front().foreign, choices));
-  }
-  if (!foreign.empty()) {
-    if (!quiet) {
-      std::printf("zerolap: checkpoint.overwrite = true: removing %zu checkpoint%s of another run "
-                  "from '%s': %s\n",
-                  foreign.size(), foreign.size() == 1 ? "" : "s", ck.dir.c_str(),
-                  name_list(foreign_names).c_str());
-    }
-    remove_checkpoints(ck.dir, foreign);
-  } else if (start > 0 && !later.empty() && !quiet) {
-    std::vector<std::string> names;
-    for (const DirCheckpoint& c : later) names.push_back(c.path.filename().string());
-    std::printf("zerolap: note: resuming from step %lld, before the newest checkpoint: this run "
-                "(the same config and world size) replaces %s as it reaches those steps\n",
-                static_cast<long long>(start), name_list(names).c_str());
-  }
+  if (run_id.empty()) run_id = new_run_id();
 
-  // output.dir: a continuation (resumed from the newest checkpoint) extends its files.
-  const bool continuation = start > 0 && later.empty();
-  if (continuation) return;
-  std::vector<std::string> present;
-  for (const char* name : kOutputFiles) {
-    if (fs::exists(fs::path(config.output.dir) / name, ec)) present.push_back(name);
+  const Verdict out_verdict = judge(out, launch, start, run_id, config.output.overwrite,
+                                    "output.overwrite");
+  const Verdict ck_verdict = has_ck ? judge(cks, launch, start, run_id, ck.overwrite,
+                                            "checkpoint.overwrite")
+                                    : Verdict::Claim;
+
+  CheckpointRemovals removals;
+  if (has_ck) {
+    std::error_code ec;
+    const fs::path parent = start.path.has_parent_path() ? start.path.parent_path() : ".";
+    const bool resumed_here = start.resumed && fs::equivalent(ck.dir, parent, ec);
+    if (resumed_here) removals.keep_name = start.path.filename().string();
+    std::vector<std::string> later, others;
+    for (const DirCheckpoint& c : cks.checkpoints) {
+      if (c.name == removals.keep_name) continue;
+      const bool own = c.run_id && *c.run_id == run_id;
+      if (own && c.step > start.step) later.push_back(c.name);
+      if (!own && ck_verdict == Verdict::Take) others.push_back(c.name);
+    }
+    std::vector<std::string> lines;
+    if (!others.empty()) {
+      lines.push_back(fmt::format("checkpoint.overwrite = true: removing {} checkpoint{} of other "
+                                  "runs from '{}': {}",
+                                  others.size(), others.size() == 1 ? "" : "s", ck.dir,
+                                  name_list(others)));
+    }
+    if (!later.empty()) {
+      lines.push_back(
+          start.resumed
+              ? fmt::format("resuming run {} from step {}: removing its later checkpoints in '{}' "
+                            "({}); this run writes its own as it reaches those steps",
+                            run_id, start.step, ck.dir, name_list(later))
+              : fmt::format("the same command again: removing run {}'s checkpoints in '{}' ({}); "
+                            "this run writes them again",
+                            run_id, ck.dir, name_list(later)));
+    }
+    removals.names = others;
+    removals.names.insert(removals.names.end(), later.begin(), later.end());
+    removals.note = fmt::format("{}", fmt::join(lines, "\nzerolap: "));
   }
-  if (present.empty()) return;
-  const fs::path saved = fs::path(config.output.dir) / "config.toml";
-  std::string why = "no config.toml says which run wrote them";
-  if (fs::exists(saved, ec) && !fs::is_regular_file(saved, ec)) {
-    why = "config.toml is not a regular file";  // a FIFO or a device is never read
-  } else if (fs::exists(saved, ec)) {
-    const auto keys = result_differences(
-        read_small_file(saved.string(), "saved config", kMaxSavedConfigBytes), run_toml);
-    if (keys.empty()) return;  // the same command again: it replaces its own outputs
-    why = differences_text(keys);
-  }
-  if (!config.output.overwrite) {
-    throw UserError(fmt::format(
-        "output.dir '{}' holds the outputs of another run ({}; {}); this run would overwrite "
-        "them. Choose: resume that run (--set checkpoint.resume=true, with its checkpoint.dir), "
-        "a new directory (--set output.dir=DIR), or output.overwrite = true to replace them",
-        config.output.dir, name_list(present), why));
-  }
-  if (!quiet) {
-    std::printf("zerolap: output.overwrite = true: replacing %s in '%s' (%s)\n",
-                name_list(present).c_str(), config.output.dir.c_str(), why.c_str());
-  }
+  if (out_verdict == Verdict::Take) note_taken_outputs(out, quiet);
+
+  config.run_id = run_id;
+  const RunRecord record{run_id, launch.command, world_size, launch.config};
+  write_run_record(config.output.dir, record);
+  if (has_ck) write_run_record(ck.dir, record);
+  return removals;
 }
 
-void check_bench_outputs(const Config& config, int world_size, bool quiet) {
-  std::vector<std::string> present;
+void apply_checkpoint_removals(const Config& config, const CheckpointRemovals& removals,
+                               bool quiet) {
+  if (removals.names.empty()) return;
+  const std::string& dir = config.checkpoint.dir;
+  print_line(quiet, removals.note);
+  // `latest` first, so it never names a removed file: the newest of this run's that stay.
+  std::string newest;
+  for (const DirCheckpoint& c : list_checkpoints(dir)) {
+    const bool gone =
+        std::find(removals.names.begin(), removals.names.end(), c.name) != removals.names.end();
+    const bool own = (c.run_id && *c.run_id == config.run_id) || c.name == removals.keep_name;
+    if (!gone && own) newest = c.name;
+  }
   std::error_code ec;
-  for (const char* name : kBenchFiles) {
-    if (fs::exists(fs::path(config.output.dir) / name, ec)) present.push_back(name);
+  if (newest.empty()) {
+    fs::remove(fs::path(dir) / kLatestPointerName, ec);
+    sync_directory(dir);
+  } else {
+    write_latest_pointer(dir, newest);
   }
-  if (present.empty()) return;
-  const fs::path saved = fs::path(config.output.dir) / "bench.json";
-  std::string why = "no bench.json says which run wrote them";
-  if (fs::exists(saved, ec) && !fs::is_regular_file(saved, ec)) {
-    why = "bench.json is not a regular file";  // a FIFO or a device is never read
-  } else if (fs::exists(saved, ec)) {
-    const nlohmann::json j = nlohmann::json::parse(
-        read_small_file(saved.string(), "saved bench results", kMaxSavedConfigBytes), nullptr,
-        /*allow_exceptions=*/false);
-    const auto field = [&](const char* key) {
-      return j.is_object() && j.contains(key) ? j[key] : nlohmann::json();
-    };
-    if (!field("effective_config").is_string() || !field("world_size").is_number_integer()) {
-      why = "bench.json does not record the config that wrote it";
-    } else if (field("world_size").get<std::int64_t>() != world_size) {
-      why = fmt::format("bench.json was written on {} ranks, this bench has {}",
-                        field("world_size").get<std::int64_t>(), world_size);
-    } else {
-      const auto keys =
-          result_differences(field("effective_config").get<std::string>(), to_toml(config));
-      if (keys.empty()) return;  // the same command again: it replaces its own outputs
-      why = differences_text(keys);
-    }
+  for (const std::string& name : removals.names) remove_checkpoint(dir, name);
+  sync_directory(dir);
+}
+
+void check_bench_outputs(Config& config, int world_size, bool quiet) {
+  const Launch launch{"bench", world_size, to_toml(config)};
+  const DirState out = output_state(config.output.dir);
+  const std::string run_id = same_command(out, launch) ? out.record->run_id : new_run_id();
+  if (judge(out, launch, Start{}, run_id, config.output.overwrite, "output.overwrite") ==
+      Verdict::Take) {
+    note_taken_outputs(out, quiet);
   }
-  if (!config.output.overwrite) {
-    throw UserError(fmt::format(
-        "output.dir '{}' holds the results of another bench ({}; {}); this bench would overwrite "
-        "them. Choose: a new directory (--set output.dir=DIR), or output.overwrite = true to "
-        "replace them",
-        config.output.dir, name_list(present), why));
-  }
-  if (!quiet) {
-    std::printf("zerolap: output.overwrite = true: replacing %s in '%s' (%s)\n",
-                name_list(present).c_str(), config.output.dir.c_str(), why.c_str());
-  }
+  config.run_id = run_id;
+  write_run_record(config.output.dir, RunRecord{run_id, launch.command, world_size, launch.config});
 }
 
 }  // namespace zl

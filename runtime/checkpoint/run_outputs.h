@@ -1,30 +1,45 @@
-// The guard that keeps one run from overwriting another's outputs (docs/checkpoints.md, "Runs
-// never overwrite each other"): before `zerolap train` writes anything, the files already in
-// output.dir and checkpoint.dir are checked against the run about to start.
+// One owner per directory (docs/checkpoints.md, "One owner per directory"): before a run writes
+// anything, rank 0 decides the run's identity (run_identity.h) and whether it may write into
+// output.dir and checkpoint.dir. A directory is written only by the run that owns it (its run.json):
+//  - a resume inherits the run id of the checkpoint it loads, and proceeds in that run's
+//    directories whatever keys changed (lr, world size, mode); that run's checkpoints after the
+//    step it resumes from are removed once the checkpoint is loaded (one line says so);
+//  - a fresh run whose command equals the one that last wrote a directory (the same
+//    results-affecting config, world size and subcommand: the same command again) takes that
+//    run's identity and replaces its outputs, as a rerun always has;
+//  - any other run into a directory that holds another run's files is exit 2 naming that run and
+//    the `overwrite` key; with output.overwrite / checkpoint.overwrite = true it takes the
+//    directory (the other runs' checkpoints are removed once this run has loaded its own).
+// A directory with run.json but none of a run's files (a run that failed before writing) is free.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/config/config.h"
 
 namespace zl {
 
-// Rank 0, before the run writes its first file. Throws UserError (exit 2) naming the files, what
-// differs and the choices when the run would replace or remove outputs of a different run:
-//  - output.dir's metrics.csv, config.toml, trace.json, unless its config.toml has the same
-//    results-affecting keys (key_affects_results: the same command again), or the run resumes
-//    from the newest checkpoint (it continues those outputs), or output.overwrite = true;
-//  - checkpoint.dir's checkpoints after the step the run starts from, unless their metadata has
-//    the same results-affecting config and world size, or checkpoint.overwrite = true (then those
-//    of the other run are removed now, so pruning and `latest` follow this run alone).
-// A resume from an earlier checkpoint than the newest says what happens to the later ones.
-void check_run_outputs(const Config& config, int world_size, bool quiet);
+// What a training run removes from checkpoint.dir once its checkpoint is loaded.
+struct CheckpointRemovals {
+  std::vector<std::string> names;  // checkpoint names in checkpoint.dir
+  std::string keep_name;           // the checkpoint the run resumed from, when in checkpoint.dir
+  std::string note;                // the one line said when they are removed
+};
 
-// Rank 0 of `zerolap bench`, before it measures: the same rule for output.dir's bench.json and
-// bench.csv. They are this bench's own when bench.json records the same results-affecting config
-// and world size (the same command again); otherwise exit 2 naming them and the choices, unless
-// output.overwrite = true.
-void check_bench_outputs(const Config& config, int world_size, bool quiet);
+// Rank 0 of `zerolap train`, before the run writes anything. Sets config.run_id, writes run.json
+// into output.dir and checkpoint.dir (this launch's record), and returns what to remove later.
+// Throws UserError (exit 2) naming the directory, its owner, why this run is not that run, and
+// the choices, including the overwrite key; or naming an unreadable run.json or config.toml.
+CheckpointRemovals check_run_outputs(Config& config, int world_size, bool quiet);
+
+// Rank 0, after the run loaded its checkpoint (a bad one is refused before anything is removed):
+// removes the checkpoints and points `latest` at the newest one left of this run.
+void apply_checkpoint_removals(const Config& config, const CheckpointRemovals& removals, bool quiet);
+
+// Rank 0 of `zerolap bench`, before it measures: the same rule for output.dir, where the bench
+// writes bench.json, bench.csv and (output.trace) trace.json. Sets config.run_id, writes run.json.
+void check_bench_outputs(Config& config, int world_size, bool quiet);
 
 // "section.key" of each results-affecting key (key_affects_results) whose value differs between
 // two to_toml texts.

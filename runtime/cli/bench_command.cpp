@@ -13,6 +13,7 @@
 #include "runtime/cli/gemm_check.h"
 #include "runtime/cli/interrupt.h"
 #include "runtime/config/config.h"
+#include "runtime/config/global_batch.h"
 #include "runtime/trace/metrics.h"
 #include "runtime/train/startup_facts.h"
 
@@ -40,10 +41,11 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
   Config config;
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
+    apply_global_batch(config, world.size);  // the split for this world (global_batch.h)
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
     check_bench_memory(config, world);  // before the bench allocates its model and buffers
     if (world.is_root()) {  // not after minutes of measuring
-      check_bench_outputs(config, world.size, /*quiet=*/false);  // another bench's files: exit 2
+      check_bench_outputs(config, world.size, /*quiet=*/false);  // another run's dir: exit 2
       ensure_output_dir(config.output.dir);
     }
   }, config.runtime.timeout_s);

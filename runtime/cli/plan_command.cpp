@@ -21,6 +21,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/config/config.h"
+#include "runtime/config/global_batch.h"
 
 namespace zl {
 namespace {
@@ -229,6 +230,8 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
       flags.push_back({"--latency-us", "link.latency_us", options.latency_us});
     }
     config = load_config(args.path, args.overrides, flags);
+    // The split for the planned world (--world N, else this job's size).
+    apply_global_batch(config, world_size > 0 ? world_size : world.size);
     if (options.compute_ms > 0.0 && !config.link.enabled()) {
       throw UserError("plan: --compute-ms predicts step times on a modelled link: give --link-gbps "
                       "(or [link] bandwidth_gbps in the config)");
@@ -256,6 +259,7 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
   if (world_size == 0 && ranks == 1) {
     fmt::print("(planned for 1 rank, the size of this job: --world N plans for N ranks)\n\n");
   }
+  fmt::print("batch: {}\n\n", describe_batch_split(config, ranks));
   fmt::print("{}", ownership_tables(plan, layout, mode));
   fmt::print("{}", memory_table(config, plan, layout, mode));
   if (config.link.enabled()) fmt::print("{}", scaling_tables(config, layout, ranks, options));

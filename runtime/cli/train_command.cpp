@@ -14,6 +14,7 @@
 #include "runtime/cli/run_progress.h"
 #include "runtime/cli/training_run.h"
 #include "runtime/config/config.h"
+#include "runtime/config/global_batch.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/trace/trace_writer.h"
 #include "runtime/train/trainer.h"
@@ -23,11 +24,13 @@ namespace zl {
 int run_train_command(const ConfigArgs& args, const World& world) {
   fault_stop_point("startup", world.rank);
   Config config;
+  CheckpointRemovals removals;  // rank 0: what the ownership rule removes once a resume loaded
   agree_on_user_errors(
       world,
       [&] {
         config = load_config(args.path, args.overrides);
-        if (world.is_root()) check_run_outputs(config, world.size, /*quiet=*/false);
+        apply_global_batch(config, world.size);  // the split for this world (global_batch.h)
+        if (world.is_root()) removals = check_run_outputs(config, world.size, /*quiet=*/false);
       },
       config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);
@@ -37,6 +40,7 @@ int run_train_command(const ConfigArgs& args, const World& world) {
       config.runtime.timeout_s);
   const int code = run_or_abort(world, [&] {
     prepare_checkpoints(trainer->state());  // creates checkpoint.dir; resumes when configured
+    if (world.is_root()) apply_checkpoint_removals(config, removals, trainer->options().quiet);
     try {
       const InterruptHandlers interrupts;  // Ctrl-C: stop at a step and save (interrupt.h)
       if (const int signal = run_training(*trainer)) return interrupt_exit_code(signal);

@@ -41,11 +41,20 @@ int run_training(Trainer& trainer) {
   auto window_start = Clock::now();
   const bool classification = trainer.task() == TaskKind::Classification;
   if (world.is_root() && !quiet) {
-    fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples "
+    // The split shows whenever it is not plain (global_batch.h): micro-batches or a global batch.
+    const bool plain_batch = config.train.grad_accum == 1 && config.data.global_batch_size == 0;
+    fmt::print("zerolap: training {} ({} parameters) on {} rank{} ({}), {} steps of {} samples{} "
                "({} steps per epoch), mode {}{}, {}{}\n",
                config.source_path, trainer.model().store().parameter_numel(), world.size,
                world.size == 1 ? "" : "s", device_name(trainer.model().store().device()),
                total_steps, config.data.batch_size * world.size * config.train.grad_accum,
+               plain_batch ? std::string()
+                           : fmt::format(" = {} per rank x {} micro-batch{}{}",
+                                         config.data.batch_size, config.train.grad_accum,
+                                         config.train.grad_accum == 1 ? "" : "es",
+                                         config.data.global_batch_size > 0
+                                             ? " (data.global_batch_size)"
+                                             : ""),
                steps_per_epoch, to_string(config.parallel.mode),
                config.parallel.mode == ParallelMode::Zero
                    ? fmt::format("/{}/{}", to_string(config.parallel.overlap),

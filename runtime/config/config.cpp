@@ -193,6 +193,7 @@ void read_data(const toml::table& root, ConfigSource& source, DataConfig& d) {
   r.string("test_labels", d.test_labels);
   r.integer("batch_size", d.batch_size, closed(1, kMaxSampleCount));
   r.integer("eval_batch_size", d.eval_batch_size, closed(1, kMaxSampleCount));
+  r.integer("global_batch_size", d.global_batch_size, closed(0, kMaxSampleCount));
   r.boolean("shuffle", d.shuffle);
   r.integer("seed", d.seed);
   r.integer("train_samples", d.train_samples, closed(1, kMaxSampleCount));

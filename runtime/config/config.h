@@ -38,7 +38,14 @@ struct DataConfig {
   std::string path = kDefaultFashionMnistDir;  // fashion_mnist: the directory
   // idx: the four files (plain or .gz)
   std::string train_images, train_labels, test_images, test_labels;
-  std::int64_t batch_size = 64;       // per rank
+  std::int64_t batch_size = 64;       // per rank (with global_batch_size: derived, global_batch.h)
+  // 0: off. Otherwise batch_size x world x train.grad_accum equals it: batch_size is the largest
+  // per-rank micro-batch and both are derived for the world size (runtime/config/global_batch.h).
+  std::int64_t global_batch_size = 0;
+  // Not keys: batch_size and train.grad_accum as configured, kept by apply_global_batch (0: not
+  // applied), so to_toml writes a config that holds at any world size.
+  std::int64_t configured_batch_size = 0;
+  std::int64_t configured_grad_accum = 0;
   std::int64_t eval_batch_size = 1000;  // per rank, evaluation only
   bool shuffle = true;
   std::uint64_t seed = 0;
@@ -159,6 +166,9 @@ struct Config {
   BenchConfig bench;
   LinkConfig link;
   OutputConfig output;
+  // Not a key: this run's identity (runtime/checkpoint/run_identity.h), set on rank 0 by the
+  // ownership check before training and recorded in every checkpoint it writes.
+  std::string run_id;
 };
 
 // A command-line flag that sets a config key, such as `zerolap plan --link-gbps 400` for

@@ -147,8 +147,10 @@ std::string to_toml(const Config& c) {
   w.string("train_labels", d.train_labels);
   w.string("test_images", d.test_images);
   w.string("test_labels", d.test_labels);
-  w.integer("batch_size", d.batch_size);
+  // As configured (global_batch.h): the derived split is the world size's, not the config's.
+  w.integer("batch_size", d.configured_batch_size > 0 ? d.configured_batch_size : d.batch_size);
   w.integer("eval_batch_size", d.eval_batch_size);
+  w.integer("global_batch_size", d.global_batch_size);
   w.boolean("shuffle", d.shuffle);
   w.unsigned_integer("seed", d.seed);
   w.integer("train_samples", d.train_samples);
@@ -194,7 +196,8 @@ std::string to_toml(const Config& c) {
   w.integer("epochs", t.epochs);
   w.integer("log_every", t.log_every);
   w.integer("eval_every", t.eval_every);
-  w.integer("grad_accum", t.grad_accum);
+  w.integer("grad_accum", c.data.configured_grad_accum > 0 ? c.data.configured_grad_accum
+                                                           : t.grad_accum);
   w.number("clip_grad_norm", t.clip_grad_norm);
   w.string("on_nonfinite", to_string(t.on_nonfinite));
   w.number("max_loss", t.max_loss);

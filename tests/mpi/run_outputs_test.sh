@@ -1,99 +1,175 @@
 #!/usr/bin/env bash
-# A run never overwrites another run's outputs (docs/reliability.md, "Runs never overwrite each
-# other"): the same command runs twice in a row; a different config into the same output.dir,
-# and a resume on another world size into a checkpoint.dir with later checkpoints, are refused
-# (exit 2, naming the files and the choices) and leave the files as they were; the overwrite keys
-# go ahead; the same for the bench's bench.json and bench.csv. Also the README's two training commands, each run twice, in a fresh directory.
+# One owner per directory (docs/checkpoints.md, "One owner per directory"): each case of the
+# hostile test in the issue that asked for the rule, and the rule's own cases.
+#  - The same command twice replaces its own outputs; a kill between a checkpoint's rename and
+#    `latest`, then a resume with a lower lr, proceeds and removes the lineage's later checkpoint.
+#  - Refused with exit 2 naming the owning run and the overwrite key, the files left as they were:
+#    a second fresh run (another seed) into one checkpoint.dir; a resume from another directory's
+#    checkpoint into an owned checkpoint.dir; a resume into another run's output.dir; a fresh run
+#    on another world size into an output.dir; a bench (trace on) into a training run's output.dir.
+#  - A resume of the owner's lineage on another world size with another lr proceeds, replacing its
+#    later checkpoints; the overwrite keys go ahead; a garbage run.json or config.toml is reported
+#    as unreadable; the bench twice; the README's two training commands, each twice.
+# Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
 config=$2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-train() {  # train RANKS LOG [--set ...]: exit code in $rc
-  local ranks=$1 log=$2
-  shift 2
-  mpirun -np "$ranks" $flags "$zerolap" train "$config" --set train.steps=30 \
-    --set train.log_every=10 --set train.eval_every=0 --set "output.dir=\"$work/out\"" \
-    --set "checkpoint.dir=\"$work/ck\"" --set checkpoint.every=10 --set checkpoint.keep=5 \
+failures=0
+bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
+train() {  # train RANKS OUT CK LOG [--set ...]: exit code in $rc
+  local ranks=$1 out=$2 ck=$3 log=$4
+  shift 4
+  mpirun -np "$ranks" $flags "$zerolap" train "$config" --set train.steps=20 \
+    --set train.log_every=10 --set train.eval_every=0 --set "output.dir=\"$work/$out\"" \
+    --set "checkpoint.dir=\"$work/$ck\"" --set checkpoint.every=10 --set checkpoint.keep=5 \
     "$@" >"$work/$log" 2>&1
   rc=$?
 }
-expect() {  # expect CODE LOG WHAT
-  [ "$rc" -eq "$1" ] || { cat "$work/$2"; fail "$3: exit $rc, expected $1"; }
+expect() {  # expect CODE LOG WHAT: 0 when it held
+  [ "$rc" -eq "$1" ] && return 0
+  sed 's/^/    /' "$work/$2" | tail -n 15
+  bad "$3: exit $rc, expected $1"
+  return 1
 }
-meta_world() { grep -ao '"world_size":"[0-9]*"' "$1" | head -1; }
+says() {  # says LOG WHAT PATTERN...: every fixed-string pattern is in the log
+  local log=$1 what=$2
+  shift 2
+  for p in "$@"; do
+    grep -qF -- "$p" "$work/$log" || { sed 's/^/    /' "$work/$log" | tail -n 15; bad "$what: no '$p'"; return 1; }
+  done
+}
+same() { cmp -s "$work/$1" "$work/$2" || bad "$3"; }
+meta() { grep -ao "\"$2\":\"[^\"]*\"" "$work/$1" | head -1 | cut -d'"' -f4; }  # meta FILE KEY
+run_id_of() { grep -o '"run_id": "[^"]*"' "$work/$1/run.json" 2>/dev/null | cut -d'"' -f4; }
 
-train 2 first.log
+# The same command twice: its own outputs, its identity kept.
+train 2 out ck first.log --set output.trace=true
 expect 0 first.log "a fresh 2-rank run"
-train 2 again.log
+id_a=$(run_id_of out)
+[ -n "$id_a" ] && [ "$(run_id_of ck)" = "$id_a" ] || bad "no run id in out/run.json and ck/run.json"
+[ "$(meta ck/step_00000020.safetensors run_id)" = "$id_a" ] || bad "the checkpoint does not name run $id_a"
+train 2 out ck again.log --set output.trace=true
 expect 0 again.log "the same command again"
-cp "$work/out/metrics.csv" "$work/metrics.before"
+[ "$(run_id_of out)" = "$id_a" ] || bad "the same command again changed the run id"
+for f in out/metrics.csv out/config.toml out/trace.json ck/latest ck/step_00000010.safetensors \
+  ck/step_00000020.safetensors; do cp "$work/$f" "$work/$(echo "$f" | tr / _).before"; done
+keep_a() {  # keep_a WHAT: run A's files are as they were
+  for f in out/metrics.csv out/config.toml out/trace.json ck/latest ck/step_00000010.safetensors \
+    ck/step_00000020.safetensors; do same "$f" "$(echo "$f" | tr / _).before" "$1 changed $f"; done
+}
 
-train 2 other.log --set optimizer.lr=0.003
-expect 2 other.log "another config into the same directories"
-grep -q "checkpoint.dir '$work/ck' holds checkpoints of another run" "$work/other.log" &&
-  grep -q "step_00000010.safetensors" "$work/other.log" &&
-  grep -q "optimizer.lr" "$work/other.log" && grep -q "checkpoint.overwrite = true" "$work/other.log" ||
-  { cat "$work/other.log"; fail "the refusal does not name the checkpoints, the key and the choices"; }
-train 2 other_out.log --set optimizer.lr=0.003 --set "checkpoint.dir=\"$work/ck_other\""
-expect 2 other_out.log "another config into the same output.dir"
-grep -q "output.dir '$work/out' holds the outputs of another run (metrics.csv, config.toml" \
-  "$work/other_out.log" && grep -q "output.overwrite = true" "$work/other_out.log" &&
-  grep -q -- "--set output.dir=DIR" "$work/other_out.log" ||
-  { cat "$work/other_out.log"; fail "the refusal does not name output.dir's files and the choices"; }
-cmp -s "$work/out/metrics.csv" "$work/metrics.before" || fail "a refused run changed metrics.csv"
+# A kill between step 20's rename and `latest`, then a resume with a lower lr: its own lineage.
+export ZEROLAP_FAULT_CHECKPOINT=after_rename:20
+train 2 out_k ck_k kill.log --set train.steps=30
+unset ZEROLAP_FAULT_CHECKPOINT
+[ "$rc" -ne 0 ] || bad "the simulated crash did not fail the job"
+[ "$(cat "$work/ck_k/latest" 2>/dev/null)" = step_00000010.safetensors ] || bad "latest is not step 10 after the crash"
+id_k=$(run_id_of ck_k)
+train 2 out_k ck_k kill_resume.log --set train.steps=30 --set checkpoint.resume=true \
+  --set optimizer.lr=0.003
+expect 0 kill_resume.log "a resume after a kill between rename and latest, with a lower lr" &&
+  says kill_resume.log "the resume after the kill" \
+    "resuming run $id_k from step 10: removing its later checkpoints in '$work/ck_k' (step_00000020.safetensors)"
+[ "$(meta ck_k/step_00000030.safetensors run_id)" = "$id_k" ] || bad "the resumed run's checkpoint is not run $id_k's"
+dups=$(awk -F, 'NR > 1 && $3 != "" {print $1}' "$work/out_k/metrics.csv" | sort | uniq -d)
+[ -z "$dups" ] || bad "metrics.csv has training rows of steps $dups twice"
 
-# A branch: resumed from step 10 on 1 rank, the checkpoints of steps 20 and 30 are the 2-rank run's.
-branch=(--set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\"")
-train 1 branch.log "${branch[@]}"
-expect 2 branch.log "a 1-rank branch resumed from step 10"
-grep -q "step_00000020.safetensors, step_00000030.safetensors (written on 2 ranks, this run has 1" \
-  "$work/branch.log" || { cat "$work/branch.log"; fail "the branch refusal does not name the later checkpoints"; }
-[ "$(meta_world "$work/ck/step_00000030.safetensors")" = '"world_size":"2"' ] ||
-  fail "the refused branch changed step_00000030.safetensors"
-[ "$(cat "$work/ck/latest")" = step_00000030.safetensors ] || fail "the refused branch moved latest"
+# Two fresh runs with other seeds and train.steps = 0 into one checkpoint.dir.
+train 2 out_s0 ck_s seed0.log --set train.steps=0
+expect 0 seed0.log "a fresh run with train.steps = 0"
+id_s=$(run_id_of ck_s)
+cp "$work/ck_s/step_00000000.safetensors" "$work/s0.before"
+train 2 out_s1 ck_s seed1.log --set train.steps=0 --set model.seed=1
+expect 2 seed1.log "a second fresh run (another seed) into the same checkpoint.dir" &&
+  says seed1.log "the second fresh run's refusal" \
+    "checkpoint.dir '$work/ck_s' belongs to another run: run $id_s" "model.seed" \
+    "checkpoint.overwrite = true" "step_00000000.safetensors"
+same ck_s/step_00000000.safetensors s0.before "the refused run changed step_00000000.safetensors"
 
-# The same branch on the same world size and config replaces them with its own (and says so).
-train 2 same_branch.log "${branch[@]}"
-expect 0 same_branch.log "a 2-rank resume from step 10 of the same run"
-grep -q "replaces step_00000020.safetensors, step_00000030.safetensors as it reaches" \
-  "$work/same_branch.log" || { cat "$work/same_branch.log"; fail "no note on the later checkpoints"; }
+# A resume from another directory's checkpoint into checkpoint.dir ck (run A's).
+train 2 out_x ck x_into_ck.log --set "checkpoint.resume=\"$work/ck_k/step_00000010.safetensors\""
+expect 2 x_into_ck.log "a resume from another directory's checkpoint into an owned checkpoint.dir" &&
+  says x_into_ck.log "the refusal" "checkpoint.dir '$work/ck' belongs to another run: run $id_a" \
+    "this run resumes run $id_k" "checkpoint.overwrite = true"
+keep_a "a resume into another run's checkpoint.dir"
 
-# The explicit keys go ahead.
-train 1 branch_overwrite.log "${branch[@]}" --set checkpoint.overwrite=true
-expect 0 branch_overwrite.log "the 1-rank branch with checkpoint.overwrite = true"
-grep -q "removing 2 checkpoints of another run" "$work/branch_overwrite.log" ||
-  { cat "$work/branch_overwrite.log"; fail "no message on the removed checkpoints"; }
-[ "$(meta_world "$work/ck/step_00000030.safetensors")" = '"world_size":"1"' ] ||
-  fail "step_00000030.safetensors is not the branch's"
-train 2 other_overwrite.log --set optimizer.lr=0.003 --set "checkpoint.dir=\"$work/ck_other\"" \
-  --set output.overwrite=true
-expect 0 other_overwrite.log "another config with output.overwrite = true"
-grep -q "^lr = 0.003" "$work/out/config.toml" || fail "config.toml was not replaced"
+# A resume whose output.dir is another run's.
+train 2 out ck_k k_into_out.log --set train.steps=30 --set checkpoint.resume=true
+expect 2 k_into_out.log "a resume into another run's output.dir" &&
+  says k_into_out.log "the refusal" "output.dir '$work/out' belongs to another run: run $id_a" \
+    "output.overwrite = true"
+keep_a "a resume into another run's output.dir"
 
-# The bench: the same command again replaces its own bench.json / bench.csv; another bench into
-# that output.dir is refused and leaves them as they were; output.overwrite = true goes ahead.
-bench() {  # bench LOG [--set ...]: exit code in $rc
-  local log=$1
-  shift
+# A fresh run on another world size into the same output.dir.
+train 1 out ck_w world.log --set output.trace=true
+expect 2 world.log "a fresh run on another world size into an owned output.dir" &&
+  says world.log "the refusal" "output.dir '$work/out' belongs to another run: run $id_a" \
+    "it ran on 2 ranks, this run has 1" "output.overwrite = true"
+keep_a "a run on another world size"
+
+# zerolap bench with output.trace = true into the training run's output.dir.
+bench() {  # bench OUT LOG [--set ...]: exit code in $rc
+  local out=$1 log=$2
+  shift 2
   mpirun -np 1 $flags "$zerolap" bench "$config" --set bench.steps=1 --set bench.warmup=0 \
     --set 'bench.modes=["ddp"]' --set 'bench.bucket_cap_mb=[25.0]' \
-    --set "output.dir=\"$work/bench\"" "$@" >"$work/$log" 2>&1
+    --set "output.dir=\"$work/$out\"" "$@" >"$work/$log" 2>&1
   rc=$?
 }
-bench bench_first.log
+bench out bench_into_train.log --set output.trace=true
+expect 2 bench_into_train.log "a bench into a training run's output.dir" &&
+  says bench_into_train.log "the refusal" "output.dir '$work/out' belongs to another run: run $id_a" \
+    "it was written by \`zerolap train\`" "output.overwrite = true"
+keep_a "a bench into the run's output.dir"
+
+# The owner's lineage from step 10 on 1 rank with another lr: proceeds, replaces steps 20.
+train 1 out ck branch.log --set optimizer.lr=0.003 \
+  --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\""
+expect 0 branch.log "a 1-rank resume of the owner's lineage from step 10 with another lr" &&
+  says branch.log "the branch" \
+    "resuming run $id_a from step 10: removing its later checkpoints in '$work/ck' (step_00000020.safetensors)"
+[ "$(meta ck/step_00000020.safetensors world_size)" = 1 ] || bad "step_00000020 is not the 1-rank resume's"
+[ "$(meta ck/step_00000020.safetensors run_id)" = "$id_a" ] || bad "the branch's checkpoint is not run $id_a's"
+
+# The overwrite keys give the directory to the new run.
+train 2 out_s1 ck_s seed1_overwrite.log --set train.steps=0 --set model.seed=1 \
+  --set checkpoint.overwrite=true
+expect 0 seed1_overwrite.log "the second fresh run with checkpoint.overwrite = true" &&
+  says seed1_overwrite.log "the overwrite" "removing 1 checkpoint of other runs from '$work/ck_s'"
+[ "$(run_id_of ck_s)" != "$id_s" ] && [ "$(meta ck_s/step_00000000.safetensors run_id)" = "$(run_id_of ck_s)" ] ||
+  bad "checkpoint.overwrite = true did not give ck_s to the new run"
+train 1 out ck_w world_overwrite.log --set output.overwrite=true
+expect 0 world_overwrite.log "the 1-rank run with output.overwrite = true"
+grep -q '"world_size": 1' "$work/out/run.json" || bad "out/run.json is not the 1-rank run's"
+
+# A garbage run.json, or a garbage config.toml without one, is unreadable, not another config.
+mkdir -p "$work/out_g" "$work/out_h"
+printf '\x01garbage{' >"$work/out_g/run.json"
+echo "step" >"$work/out_g/metrics.csv"
+train 2 out_g ck_g garbage_record.log
+expect 2 garbage_record.log "a garbage run.json" &&
+  says garbage_record.log "the garbage run.json" "'$work/out_g/run.json' is unreadable"
+printf 'x = = \x01\n' >"$work/out_h/config.toml"
+echo "step" >"$work/out_h/metrics.csv"
+train 2 out_h ck_h garbage_config.log
+expect 2 garbage_config.log "a garbage config.toml" &&
+  says garbage_config.log "the garbage config.toml" "'$work/out_h/config.toml' is unreadable"
+
+# The bench: the same command again replaces its own results; another bench is refused.
+bench bench bench_first.log
 expect 0 bench_first.log "a fresh bench"
-bench bench_again.log
+bench bench bench_again.log
 expect 0 bench_again.log "the same bench again"
 cp "$work/bench/bench.json" "$work/bench.before"
-bench bench_other.log --set bench.steps=2
-expect 2 bench_other.log "another bench into the same output.dir"
-grep -q "output.dir '$work/bench' holds the results of another bench (bench.json, bench.csv; its config differs in bench.steps)" \
-  "$work/bench_other.log" && grep -q "output.overwrite = true" "$work/bench_other.log" ||
-  { cat "$work/bench_other.log"; fail "the bench refusal does not name the files, the key and the choices"; }
-cmp -s "$work/bench/bench.json" "$work/bench.before" || fail "a refused bench changed bench.json"
-bench bench_overwrite.log --set bench.steps=2 --set output.overwrite=true
+bench bench bench_other.log --set bench.steps=2
+expect 2 bench_other.log "another bench into the same output.dir" &&
+  says bench_other.log "the bench refusal" "output.dir '$work/bench' belongs to another run" \
+    "its config differs in bench.steps" "output.overwrite = true"
+same bench/bench.json bench.before "a refused bench changed bench.json"
+bench bench bench_overwrite.log --set bench.steps=2 --set output.overwrite=true
 expect 0 bench_overwrite.log "another bench with output.overwrite = true"
-grep -q '"steps": 2' "$work/bench/bench.json" || fail "bench.json was not replaced"
+grep -q '"steps": 2' "$work/bench/bench.json" || bad "bench.json was not replaced"
 
 # The README's two training commands, each twice in a row, from a fresh directory (they write
 # runs/... under the current directory); fewer steps, the rest as printed.
@@ -106,6 +182,7 @@ for run in 0 1 0 1; do
   command=${command/mpirun/mpirun $flags}
   command=${command/configs\//$root/configs/}
   eval "$command --set train.steps=5 --set train.epochs=0" >"$work/readme_$run.log" 2>&1 ||
-    { cat "$work/readme_$run.log"; fail "README command failed: ${readme[$run]}"; }
+    { tail -n 15 "$work/readme_$run.log"; bad "README command failed: ${readme[$run]}"; }
 done
+[ "$failures" -eq 0 ] || fail "$failures case(s) failed"
 echo "PASS"

@@ -24,6 +24,11 @@ zerolap_add_script_test(mpi.run_outputs.np2 300 mpi
   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/run_outputs_test.sh $<TARGET_FILE:zerolap>
     ${PROJECT_SOURCE_DIR}/configs/spirals.toml ${CMAKE_CURRENT_BINARY_DIR}/tmp/run_outputs)
 
+# scripts/supervise.sh: the exit codes it restarts and not; rank 2 of 4 killed twice, bitwise.
+zerolap_add_script_test(mpi.supervise.np4 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/scripts/supervise_test.sh $<TARGET_FILE:zerolap>
+    ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/tmp/supervise)
+
 # SIGINT / SIGTERM on 2 ranks: the same stop step, a loadable checkpoint of it, exit 130 / 143.
 zerolap_add_script_test(mpi.interrupt.np2 300 mpi
   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/interrupt_test.sh $<TARGET_FILE:zerolap>
@@ -53,6 +58,8 @@ zerolap_add_mpi_test(checkpoint_reshard 3 "[checkpoint-reshard]" 300)
 zerolap_add_mpi_test(checkpoint_reshard_2to3 3 "[checkpoint-reshard-2to3]" 300)
 zerolap_add_mpi_test(checkpoint_reshard_4to1 4 "[checkpoint-reshard-4to1]" 300)
 zerolap_add_mpi_test(checkpoint_run 2 "[checkpoint-run]" 300)
+# data.global_batch_size: 40 steps on 4 ranks against 20 on 4 plus 20 resumed on 2.
+zerolap_add_mpi_test(global_batch 4 "[global-batch]" 300)
 # Across precisions (tests/mpi/test_checkpoint_precision.cpp): bf16 bitwise resume, fp32 <-> bf16.
 zerolap_add_mpi_test(checkpoint_precision 1 "[checkpoint-precision]" 600)
 zerolap_add_mpi_test(checkpoint_precision 2 "[checkpoint-precision]" 600)

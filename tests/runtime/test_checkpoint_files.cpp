@@ -19,6 +19,8 @@
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_pruning.h"
+#include "runtime/checkpoint/run_identity.h"
 #include "runtime/config/config.h"
 #include "runtime/checkpoint/safetensors.h"
 
@@ -115,15 +117,24 @@ TEST_CASE("config differences name the keys", "[checkpoint]") {
   CHECK(config_differences(a, a).empty());
 }
 
+// A stand-in checkpoint of run `run_id`: one tensor, the run id in its metadata.
+static void write_owned(const fs::path& dir, std::int64_t step, const std::string& run_id) {
+  SafetensorsWriter w((dir / checkpoint_file_name(step)).string(), {{"x", "F32", {1}}},
+                      {{"run_id", run_id}});
+  const float x = 1.0f;
+  w.write_floats(&x, 1);
+  w.finish();
+}
+
 TEST_CASE("latest pointer and pruning keep the newest checkpoints", "[checkpoint]") {
   const fs::path dir = temp_dir("prune");
   CHECK_FALSE(latest_checkpoint(dir.string()).has_value());
-  for (int step : {2, 4, 6, 8}) std::ofstream(dir / checkpoint_file_name(step)) << "x";
+  for (int step : {2, 4, 6, 8}) write_owned(dir, step, "run-a");
   std::ofstream(dir / (checkpoint_file_name(10) + ".tmp")) << "partial";
   write_latest_pointer(dir.string(), checkpoint_file_name(4));
   REQUIRE(latest_checkpoint(dir.string()).has_value());
   CHECK(*latest_checkpoint(dir.string()) == (dir / checkpoint_file_name(4)).string());
-  prune_checkpoints(dir.string(), 2);
+  prune_checkpoints(dir.string(), 2, -1, "run-a");
   CHECK_FALSE(fs::exists(dir / checkpoint_file_name(2)));
   CHECK(fs::exists(dir / checkpoint_file_name(4)));  // `latest` names it: never pruned
   CHECK(fs::exists(dir / checkpoint_file_name(6)));
@@ -137,21 +148,65 @@ TEST_CASE("latest pointer and pruning keep the newest checkpoints", "[checkpoint
                         Contains("checkpoint.resume"));
 }
 
+TEST_CASE("pruning deletes only the pruning run's own checkpoints", "[checkpoint]") {
+  // Issue: a run's `keep` deleted another run's step_00000000 in the same directory.
+  const std::vector<DirCheckpoint> found = {{0, "s0", "run-b"},     {2, "s2", "run-a"},
+                                            {4, "s4", std::nullopt}, {6, "s6", "run-a"},
+                                            {8, "s8", ""},           {10, "s10", "run-a"}};
+  CHECK(checkpoints_to_prune(found, 1, "s10", -1, "run-a") == std::vector<std::string>{"s6", "s2"});
+  CHECK(checkpoints_to_prune(found, 2, "s10", -1, "run-a") == std::vector<std::string>{"s2"});
+  CHECK(checkpoints_to_prune(found, 1, "s10", 2, "run-a") == std::vector<std::string>{"s6"});
+  CHECK(checkpoints_to_prune(found, 0, "s0", -1, "run-b").empty());
+  CHECK(checkpoints_to_prune(found, 0, "", -1, "run-c").empty());
+
+  const fs::path dir = temp_dir("prune_owner");
+  write_owned(dir, 0, "run-b");
+  for (int step : {2, 4, 6}) write_owned(dir, step, "run-a");
+  write_latest_pointer(dir.string(), checkpoint_file_name(6));
+  prune_checkpoints(dir.string(), 1, -1, "run-a");
+  CHECK(fs::exists(dir / checkpoint_file_name(0)));  // run-b's: never this run's to prune
+  CHECK_FALSE(fs::exists(dir / checkpoint_file_name(2)));
+  CHECK_FALSE(fs::exists(dir / checkpoint_file_name(4)));
+  CHECK(fs::exists(dir / checkpoint_file_name(6)));
+  const auto listed = list_checkpoints(dir.string());
+  REQUIRE(listed.size() == 2);
+  CHECK(listed[0].run_id == std::optional<std::string>("run-b"));
+  CHECK(listed[1].step == 6);
+}
+
+TEST_CASE("run.json round-trips; a garbage one is unreadable, naming the file", "[checkpoint]") {
+  const fs::path dir = temp_dir("run_record");
+  CHECK_FALSE(read_run_record(dir.string()).has_value());
+  write_run_record(dir.string(), RunRecord{"20260101-000000-0000abcd", "train", 3, "[model]\n"});
+  const auto record = read_run_record(dir.string());
+  REQUIRE(record.has_value());
+  CHECK(record->run_id == "20260101-000000-0000abcd");
+  CHECK(record->command == "train");
+  CHECK(record->world_size == 3);
+  CHECK(record->config == "[model]\n");
+  CHECK(new_run_id() != new_run_id());
+  const std::string path = (dir / kRunRecordName).string();
+  for (const char* garbage : {"\x01\x02 not json", "[1, 2]", "{\"format\": \"zerolap-run\"}"}) {
+    std::ofstream(path) << garbage;
+    CHECK_THROWS_WITH(read_run_record(dir.string()), Contains(path) && Contains("unreadable"));
+  }
+}
+
 TEST_CASE("pruning keeps the checkpoint a running run resumed from", "[checkpoint]") {
   // A resumed run that diverges writes finite checkpoints of a bad state before a step turns
   // non-finite; the one it resumed from must survive them (docs/design.md, "Divergence").
   const fs::path dir = temp_dir("prune_protected");
-  for (int step : {6, 7, 8, 9}) std::ofstream(dir / checkpoint_file_name(step)) << "x";
+  for (int step : {6, 7, 8, 9}) write_owned(dir, step, "r");
   write_latest_pointer(dir.string(), checkpoint_file_name(9));
-  prune_checkpoints(dir.string(), 3, 6);
+  prune_checkpoints(dir.string(), 3, 6, "r");
   CHECK(fs::exists(dir / checkpoint_file_name(6)));
   CHECK(fs::exists(dir / checkpoint_file_name(7)));
-  std::ofstream(dir / checkpoint_file_name(10)) << "x";
+  write_owned(dir, 10, "r");
   write_latest_pointer(dir.string(), checkpoint_file_name(10));
-  prune_checkpoints(dir.string(), 3, 6);
+  prune_checkpoints(dir.string(), 3, 6, "r");
   CHECK(fs::exists(dir / checkpoint_file_name(6)));
   CHECK_FALSE(fs::exists(dir / checkpoint_file_name(7)));
-  prune_checkpoints(dir.string(), 3);  // the run ended: back to `keep`
+  prune_checkpoints(dir.string(), 3, -1, "r");  // the run ended: back to `keep`
   CHECK_FALSE(fs::exists(dir / checkpoint_file_name(6)));
   CHECK(fs::exists(dir / checkpoint_file_name(8)));
 }

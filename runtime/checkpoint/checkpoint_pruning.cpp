@@ -1,0 +1,74 @@
+// Listing and pruning the checkpoints of a directory (see checkpoint_pruning.h).
+#include "runtime/checkpoint/checkpoint_pruning.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/run_identity.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+
+std::vector<DirCheckpoint> list_checkpoints(const std::string& dir) {
+  std::vector<DirCheckpoint> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::int64_t step = checkpoint_step_of(name);
+    if (step >= 0) found.push_back({step, name, checkpoint_run_id(entry.path().string())});
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return found;
+}
+
+std::vector<std::string> checkpoints_to_prune(const std::vector<DirCheckpoint>& found,
+                                              std::int64_t keep, const std::string& latest_name,
+                                              std::int64_t protected_step,
+                                              const std::string& run_id) {
+  std::vector<const DirCheckpoint*> own;
+  for (const DirCheckpoint& c : found) {
+    if (c.run_id && *c.run_id == run_id) own.push_back(&c);
+  }
+  std::sort(own.begin(), own.end(), [](const auto* a, const auto* b) { return a->step > b->step; });
+  std::vector<std::string> gone;
+  for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0)); i < own.size(); ++i) {
+    if (own[i]->name == latest_name || own[i]->step == protected_step) continue;
+    gone.push_back(own[i]->name);
+  }
+  return gone;
+}
+
+void remove_checkpoint(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  if (!fs::remove(fs::path(dir) / name, ec) && ec) {
+    throw RuntimeFailure(fmt::format("cannot remove checkpoint '{}': {}",
+                                     (fs::path(dir) / name).string(), ec.message()));
+  }
+}
+
+void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t protected_step,
+                       const std::string& run_id) {
+  std::string latest_name;
+  if (const auto latest = latest_checkpoint(dir)) latest_name = fs::path(*latest).filename();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::size_t suffix = std::strlen(kCheckpointTempSuffix);
+    const bool temp = name.size() > suffix &&
+                      name.compare(name.size() - suffix, std::string::npos,
+                                   kCheckpointTempSuffix) == 0 &&
+                      checkpoint_step_of(name.substr(0, name.size() - suffix)) >= 0;
+    if (temp) fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
+  }
+  for (const std::string& name :
+       checkpoints_to_prune(list_checkpoints(dir), keep, latest_name, protected_step, run_id)) {
+    remove_checkpoint(dir, name);
+  }
+}
+
+}  // namespace zl

@@ -1,0 +1,128 @@
+// Run ids, run.json and a checkpoint's run id (see run_identity.h).
+#include "runtime/checkpoint/run_identity.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/checked_write.h"
+#include "base/errors.h"
+#include "base/regular_file.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+namespace {
+
+// A run record holds one config; anything larger is not one.
+constexpr std::int64_t kMaxRecordBytes = std::int64_t{16} << 20;
+
+[[noreturn]] void unreadable(const fs::path& path, const std::string& why) {
+  throw UserError(fmt::format(
+      "'{}' is unreadable ({}): it records which run owns the directory, so zerolap cannot tell "
+      "whether this run may write there. Restore it, remove it if the directory's files are yours "
+      "to replace, or choose another directory",
+      path.string(), why));
+}
+
+void fsync_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw RuntimeFailure(fmt::format("cannot fsync '{}': {}", path.string(), reason));
+  }
+  ::close(fd);
+}
+
+}  // namespace
+
+std::string new_run_id() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::random_device device;
+  // random_device may be deterministic on some platforms: mix in the clock and the pid as well.
+  std::seed_seq seq{device(), device(),
+                    static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()),
+                    static_cast<unsigned>(::getpid())};
+  std::mt19937 rng(seq);
+  return fmt::format("{:04d}{:02d}{:02d}-{:02d}{:02d}{:02d}-{:08x}", utc.tm_year + 1900,
+                     utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                     static_cast<unsigned>(rng()));
+}
+
+std::optional<RunRecord> read_run_record(const std::string& dir) {
+  const fs::path path = fs::path(dir) / kRunRecordName;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
+  std::string text;
+  try {
+    text = read_small_file(path.string(), "run record", kMaxRecordBytes);
+  } catch (const UserError& e) {
+    unreadable(path, e.what());
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) unreadable(path, "not JSON");
+  if (!j.is_object()) unreadable(path, "not a JSON object");
+  const auto field = [&](const char* key) {
+    return j.contains(key) ? j[key] : nlohmann::json();
+  };
+  if (field("format") != kRunRecordFormat) {
+    unreadable(path, fmt::format("no \"format\": \"{}\"", kRunRecordFormat));
+  }
+  for (const char* key : {"run_id", "command", "config"}) {
+    if (!field(key).is_string()) unreadable(path, fmt::format("\"{}\" is not a string", key));
+  }
+  if (!field("world_size").is_number_integer()) unreadable(path, "\"world_size\" is not an integer");
+  RunRecord record{field("run_id").get<std::string>(), field("command").get<std::string>(),
+                   field("world_size").get<std::int64_t>(), field("config").get<std::string>()};
+  if (record.run_id.empty()) unreadable(path, "\"run_id\" is empty");
+  return record;
+}
+
+void write_run_record(const std::string& dir, const RunRecord& record) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot create directory '{}': {} (set it to a writable one)", dir,
+                                ec.message()));
+  }
+  const nlohmann::json j = {{"format", kRunRecordFormat},
+                            {"run_id", record.run_id},
+                            {"command", record.command},
+                            {"world_size", record.world_size},
+                            {"config", record.config}};
+  const fs::path path = fs::path(dir) / kRunRecordName;
+  const fs::path temp = fs::path(dir) / (std::string(kRunRecordName) + kCheckpointTempSuffix);
+  write_whole_file(temp.string(), j.dump(2) + "\n", "run record");
+  fsync_file(temp);
+  fs::rename(temp, path, ec);  // atomic: a reader sees the old record or the new one
+  if (ec) {
+    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp.string(),
+                                     path.string(), ec.message()));
+  }
+  sync_directory(dir);
+}
+
+std::optional<std::string> checkpoint_run_id(const std::string& path) {
+  try {
+    const SafetensorsReader file(path);
+    const auto it = file.metadata().find("run_id");
+    return it == file.metadata().end() ? std::string() : it->second;
+  } catch (const UserError&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace zl

@@ -1,0 +1,40 @@
+// A run's identity and the record of which run owns a directory (docs/checkpoints.md, "One owner
+// per directory"): a fresh run gets a new run id; a resume inherits the run id of the checkpoint
+// it loads (its __metadata__ "run_id"). Each directory a run writes (output.dir, checkpoint.dir)
+// holds run.json, naming its owner and the launch that last wrote it. Rank-local, no MPI.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zl {
+
+inline constexpr const char* kRunRecordName = "run.json";
+inline constexpr const char* kRunRecordFormat = "zerolap-run";
+
+// What run.json says. `command`, `world_size` and `config` are of the launch that wrote it last,
+// so "the same command again" compares with them.
+struct RunRecord {
+  std::string run_id;
+  std::string command;  // "train" or "bench"
+  std::int64_t world_size = 0;
+  std::string config;  // the effective config, to_toml
+};
+
+// A new run id: the UTC start time and 32 random bits, "20261203-140553-3f2a9c1b".
+std::string new_run_id();
+
+// run.json of `dir`; nullopt when there is none. UserError (exit 2) naming the file when it exists
+// but cannot be read as a run record (not a regular file, not JSON, fields missing): it is
+// reported as unreadable, never taken for another run's config.
+std::optional<RunRecord> read_run_record(const std::string& dir);
+// Writes `dir`/run.json atomically (temp file, fsync, rename, fsync the directory); creates dir.
+void write_run_record(const std::string& dir, const RunRecord& record);
+
+// The run id in a checkpoint's metadata: "" when it has none (written before run ids), nullopt
+// when the file cannot be read as a checkpoint.
+std::optional<std::string> checkpoint_run_id(const std::string& path);
+
+}  // namespace zl

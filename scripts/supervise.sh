@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Restarts a failed training job from its latest checkpoint, as torchrun's --max-restarts does
+# (docs/guide.md, "Long runs and restarts"; docs/reliability.md, "What a failure costs").
+#
+#   scripts/supervise.sh --max-restarts N [--backoff S] [--log-dir DIR] [--hook PROGRAM] -- COMMAND...
+#
+# Runs COMMAND (an mpirun or srun line ending in `zerolap train CONFIG [--set ...]`). When it exits
+# with a failure it waits S seconds (default 10) and runs it again with
+# `--set checkpoint.resume=true` appended, up to N times. It never restarts after exit 0 (done),
+# 2 (bad input: the same command fails the same way), 130 or 143 (SIGINT / SIGTERM: the user or
+# the scheduler stopped the job); any other code is a failure: 1 (a runtime failure, a rank that
+# died), or what the launcher reports for a rank killed by a signal (Open MPI's mpirun: 137 for
+# SIGKILL).
+#  - One line per restart on stderr: the attempt, the exit code, the step it resumes from.
+#  - A log of every attempt, DIR/supervise/attempt_K.log (K from 1), beside the console output;
+#    DIR is --log-dir, else the command's output.dir (its last `--set output.dir=...`, else the
+#    config file's [output] dir, else zerolap's default runs/default).
+#  - The command of a restart may differ (fewer ranks on the nodes that remain): it runs with
+#    SUPERVISE_ATTEMPT (1, 2, ...) and SUPERVISE_LAST_EXIT in its environment, and with --hook,
+#    PROGRAM runs before each restart as `PROGRAM ATTEMPT LAST_EXIT`: a non-empty line it prints
+#    replaces COMMAND for that attempt and the next (read as shell words; resume is still
+#    appended), and a non-zero exit of PROGRAM stops the supervisor with the last exit code.
+# Exit code: the last attempt's.
+set -u
+
+usage() {
+  echo "usage: $0 --max-restarts N [--backoff S] [--log-dir DIR] [--hook PROGRAM] -- COMMAND..." >&2
+  exit 2
+}
+max_restarts="" backoff=10 log_dir="" hook=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --max-restarts) [ $# -ge 2 ] || usage; max_restarts=$2; shift 2 ;;
+    --backoff) [ $# -ge 2 ] || usage; backoff=$2; shift 2 ;;
+    --log-dir) [ $# -ge 2 ] || usage; log_dir=$2; shift 2 ;;
+    --hook) [ $# -ge 2 ] || usage; hook=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "supervise: unknown option '$1'" >&2; usage ;;
+  esac
+done
+[ $# -gt 0 ] || { echo "supervise: no COMMAND after --" >&2; usage; }
+[[ $max_restarts =~ ^[0-9]+$ ]] || { echo "supervise: --max-restarts needs a whole number (got '$max_restarts')" >&2; exit 2; }
+[[ $backoff =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "supervise: --backoff needs seconds (got '$backoff')" >&2; exit 2; }
+command=("$@")
+
+# The value of config key SECTION.KEY for COMMAND: its last --set, else the config file's line.
+key_of() {
+  local section=$1 key=$2 value="" config="" previous="" arg
+  for arg in "${command[@]}"; do
+    [ "$previous" = train ] && config=$arg
+    [ "$previous" = --set ] && [[ $arg == "$section.$key="* ]] && value=${arg#"$section.$key="}
+    [[ $arg == "--set=$section.$key="* ]] && value=${arg#"--set=$section.$key="}
+    previous=$arg
+  done
+  if [ -z "$value" ] && [ -n "$config" ] && [ -r "$config" ]; then
+    value=$(awk -v s="[$section]" -v k="$key" '
+      /^[[:space:]]*\[/ { gsub(/[[:space:]]/, ""); in_section = ($0 == s); next }
+      in_section && $1 == k && $2 == "=" { sub(/^[^=]*=[[:space:]]*/, ""); sub(/[[:space:]]+#.*$/, ""); print; exit }' "$config")
+  fi
+  value=${value#\"}
+  echo "${value%\"}"
+}
+
+[ -n "$log_dir" ] || log_dir=$(key_of output dir)
+[ -n "$log_dir" ] || log_dir=runs/default
+mkdir -p "$log_dir/supervise" || { echo "supervise: cannot create '$log_dir/supervise'" >&2; exit 2; }
+
+# The step a restart resumes from: the name `latest` holds in checkpoint.dir.
+resume_step() {
+  local dir name
+  dir=$(key_of checkpoint dir)
+  name=$(cat "$dir/latest" 2>/dev/null) || { echo "none yet (no checkpoint in '${dir:-checkpoint.dir}'): step 0"; return; }
+  [[ $name =~ step_0*([0-9]+) ]] && echo "step ${BASH_REMATCH[1]} ($dir/$name)" || echo "$dir/$name"
+}
+
+# A signal to the supervisor (Ctrl-C, scancel) goes to the attempt and stops the supervisor after
+# it, whatever the attempt returns (mpirun exits 1 after a SIGINT of its own).
+child="" stopped=""
+forward() {
+  stopped=$2
+  [ -n "$child" ] && kill -s "$1" "$child" 2>/dev/null
+}
+trap 'forward INT 130' INT
+trap 'forward TERM 143' TERM
+
+attempt=1 last=0 resume=()
+while :; do
+  log="$log_dir/supervise/attempt_$attempt.log"
+  echo "supervise: attempt $attempt: ${command[*]} ${resume[*]}" >"$log"
+  SUPERVISE_ATTEMPT=$attempt SUPERVISE_LAST_EXIT=$last "${command[@]}" "${resume[@]}" \
+    > >(tee -a "$log") 2> >(tee -a "$log" >&2) &
+  child=$!
+  while :; do
+    wait "$child"
+    last=$?
+    kill -0 "$child" 2>/dev/null || break  # a trapped signal interrupts wait; the child runs on
+  done
+  child=""
+  echo "supervise: attempt $attempt exited $last" >>"$log"
+  case $last in
+    0 | 2 | 130 | 143) exit "$last" ;;
+  esac
+  if [ -n "$stopped" ]; then
+    echo "supervise: stopped by a signal during attempt $attempt (it exited $last): no restart" >&2
+    exit "$stopped"
+  fi
+  if [ "$attempt" -gt "$max_restarts" ]; then
+    echo "supervise: attempt $attempt exited $last; no restarts left (--max-restarts $max_restarts)" >&2
+    exit "$last"
+  fi
+  sleep "$backoff"
+  attempt=$((attempt + 1))
+  if [ -n "$hook" ]; then
+    line=$("$hook" "$attempt" "$last") || {
+      echo "supervise: the hook '$hook' exited non-zero before attempt $attempt: stopping" >&2
+      exit "$last"
+    }
+    [ -n "$line" ] && eval "command=($line)"
+  fi
+  resume=(--set checkpoint.resume=true)
+  echo "supervise: restart $((attempt - 1)) of $max_restarts: attempt $attempt after exit $last, resuming from $(resume_step)" >&2
+done

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
+# failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts, the
+# command changed by --hook and SUPERVISE_ATTEMPT; and a 4-rank run whose rank 2 is killed with
+# SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
+# uninterrupted run, bitwise, and metrics.csv has each step once.
+# Usage: supervise_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
+source "$(dirname "${BASH_SOURCE[0]}")/../mpi/cli_test_prologue.sh" "$1" "$3"
+supervise="$2/scripts/supervise.sh"
+
+# Exit codes that are never restarted: one attempt, no restart line.
+for code in 0 2 130 143; do
+  "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/c$code" -- bash -c "exit $code" \
+    2>"$work/c$code.err"
+  rc=$?
+  [ "$rc" -eq "$code" ] || fail "exit $code came back as $rc"
+  [ "$(ls "$work/c$code/supervise" | wc -l)" -eq 1 ] || fail "exit $code was restarted"
+  ! grep -q restart "$work/c$code.err" || fail "exit $code printed a restart line"
+done
+
+# A failure: N restarts, a line and a log each, resume appended, then the last code.
+"$supervise" --max-restarts 2 --backoff 0 --log-dir "$work/c1" -- \
+  bash -c 'echo "attempt $SUPERVISE_ATTEMPT after $SUPERVISE_LAST_EXIT: $*"; exit 1' sh \
+  2>"$work/c1.err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "repeated failures ended with $rc, not 1"
+[ "$(grep -c '^supervise: restart' "$work/c1.err")" -eq 2 ] || { cat "$work/c1.err"; fail "not one line per restart"; }
+grep -q "^supervise: restart 1 of 2: attempt 2 after exit 1, resuming from " "$work/c1.err" ||
+  { cat "$work/c1.err"; fail "the restart line does not say the attempt, the code and the step"; }
+grep -q "no restarts left" "$work/c1.err" || fail "no word on the exhausted restarts"
+for k in 1 2 3; do [ -s "$work/c1/supervise/attempt_$k.log" ] || fail "no log of attempt $k"; done
+[ ! -e "$work/c1/supervise/attempt_4.log" ] || fail "more than 1 + 2 attempts"
+grep -q "attempt 1 after 0: $" "$work/c1/supervise/attempt_1.log" || fail "attempt 1's environment or arguments"
+grep -q "attempt 3 after 1: --set checkpoint.resume=true$" "$work/c1/supervise/attempt_3.log" ||
+  { cat "$work/c1/supervise/attempt_3.log"; fail "a restart does not resume"; }
+
+# --hook replaces the command of a restart (here: one that succeeds).
+printf '#!/bin/sh\necho "bash -c \\"exit 0\\""\n' >"$work/hook.sh" && chmod +x "$work/hook.sh"
+"$supervise" --max-restarts 5 --backoff 0 --log-dir "$work/hooked" --hook "$work/hook.sh" -- \
+  bash -c 'exit 1' 2>"$work/hooked.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$work/hooked.err"; fail "the hook's command did not run: exit $rc"; }
+[ "$(ls "$work/hooked/supervise" | wc -l)" -eq 2 ] || fail "the hooked run took other than 2 attempts"
+
+# The real thing: 4 ranks, rank 2 killed with SIGKILL at a random step, twice.
+cat >"$work/run.toml" <<EOF
+[model]
+kind = "mlp"
+widths = [2, 16, 16, 3]
+[data]
+kind = "spirals"
+train_samples = 640
+test_samples = 64
+noise = 0.1
+batch_size = 8
+[optimizer]
+kind = "adam"
+lr = 0.01
+[parallel]
+mode = "zero"
+bucket_cap_mb = 0.001
+first_bucket_cap_mb = 0.0005
+[train]
+steps = 150
+log_every = 1
+eval_every = 0
+[checkpoint]
+every = 10
+keep = 2
+EOF
+job() {  # job NAME: the training command into $work/NAME
+  echo mpirun -np 4 $flags "$zerolap" train "$work/run.toml" --set "output.dir=\"$work/$1\"" \
+    --set "checkpoint.dir=\"$work/$1/ck\""
+}
+$(job ref) >"$work/ref.log" 2>&1 || { tail -n 20 "$work/ref.log"; fail "the uninterrupted run"; }
+
+last_step() { tail -n 1 "$work/sup/metrics.csv" 2>/dev/null | cut -d, -f1; }
+# Waits until attempt ATTEMPT has logged step STEP, then kills its rank 2 with SIGKILL.
+kill_rank2() {
+  local attempt=$1 step=$2 pid
+  for _ in $(seq 1 3000); do
+    if [ -e "$work/sup/supervise/attempt_$attempt.log" ]; then
+      s=$(last_step)
+      [[ $s =~ ^[0-9]+$ ]] && [ "$s" -ge "$step" ] && break
+    fi
+    sleep 0.02
+  done
+  for pid in $(pgrep -f -- "output.dir=.$work/sup"); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=2; then
+      kill -9 "$pid" && echo "attempt $attempt: killed rank 2 (pid $pid) after step $(last_step)"
+      return 0
+    fi
+  done
+  echo "attempt $attempt: rank 2 not found"
+  return 1
+}
+first=$((15 + RANDOM % 40))
+second=$((first + 15 + RANDOM % 40))
+# shellcheck disable=SC2046
+"$supervise" --max-restarts 3 --backoff 1 -- $(job sup) >"$work/sup.log" 2>&1 &
+supervisor=$!
+kill_rank2 1 "$first" || { kill "$supervisor"; cat "$work/sup.log"; fail "first kill"; }
+kill_rank2 2 "$second" || { kill "$supervisor"; cat "$work/sup.log"; fail "second kill"; }
+wait "$supervisor"
+rc=$?
+[ "$rc" -eq 0 ] || { tail -n 30 "$work/sup.log"; fail "the supervised run ended with $rc"; }
+grep "^supervise: restart" "$work/sup.log"
+[ "$(grep -c '^supervise: restart' "$work/sup.log")" -eq 2 ] || fail "not 2 restarts"
+[ -s "$work/sup/supervise/attempt_3.log" ] && [ ! -e "$work/sup/supervise/attempt_4.log" ] ||
+  fail "the attempt logs are not 3"
+
+# Bitwise: every tensor's CRC32 (parameters and optimizer state) of the last checkpoints.
+crcs() { "$zerolap" inspect "$1" | awk '$2 == "F32" { print $1, $NF }'; }
+crcs "$work/ref/ck/step_00000150.safetensors" >"$work/ref.crc" || fail "inspect the reference"
+crcs "$work/sup/ck/step_00000150.safetensors" >"$work/sup.crc" || fail "inspect the supervised run's"
+[ -s "$work/ref.crc" ] && cmp -s "$work/ref.crc" "$work/sup.crc" ||
+  { diff "$work/ref.crc" "$work/sup.crc" | head; fail "the supervised run's tensors differ from the uninterrupted run's"; }
+steps=$(awk -F, 'NR > 1 && $3 != "" { print $1 }' "$work/sup/metrics.csv")
+[ "$steps" = "$(seq 1 150)" ] || fail "metrics.csv does not have each of steps 1..150 once"
+echo "PASS"
