@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/fault_stop.h"
+#include "base/writable_dir.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/run_outputs.h"
 #include "runtime/cli/commands.h"
@@ -27,7 +28,13 @@ int run_train_command(const ConfigArgs& args, const World& world) {
       world,
       [&] {
         config = load_config(args.path, args.overrides);
-        if (world.is_root()) check_run_outputs(config, world.size, /*quiet=*/false);
+        if (world.is_root()) {  // rank 0 writes the outputs; found now, not at the first write
+          require_writable_dir(config.output.dir, "output.dir");
+          if (!config.checkpoint.dir.empty()) {
+            require_writable_dir(config.checkpoint.dir, "checkpoint.dir");
+          }
+          check_run_outputs(config, world.size, /*quiet=*/false);
+        }
       },
       config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);
