@@ -294,6 +294,13 @@ DatasetSplits load_idx_splits(const std::string& train_images, const std::string
 
 DatasetSplits load_fashion_mnist(const std::string& dir) {
   std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    throw UserError(fmt::format(
+        "Fashion-MNIST data.path '{}' is a file, not a directory: set data.path to the directory "
+        "holding {{train,t10k}}-{{images-idx3,labels-idx1}}-ubyte[.gz] (the installed set is in "
+        "{}), or read one IDX set with data.kind = \"idx\" and data.train_images ...",
+        dir, kDefaultFashionMnistDir));
+  }
   if (!std::filesystem::is_directory(dir, ec)) {
     throw UserError(fmt::format(
         "Fashion-MNIST directory '{}' does not exist. Install the dataset with "

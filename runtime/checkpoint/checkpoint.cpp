@@ -302,11 +302,23 @@ void require_finite(const float* values, std::int64_t n, const std::string& tens
                     const TrainingState& state) {
   for (std::int64_t i = 0; i < n; ++i) {
     if (std::isfinite(values[i])) continue;
+    // What `latest` names, if anything: a run that diverges before its first checkpoint has none
+    // to fall back on, and the message must not promise one.
+    const std::string& dir = state.config.checkpoint.dir;
+    std::optional<std::string> latest;
+    try {
+      latest = latest_checkpoint(dir);
+    } catch (const UserError&) {
+    }
+    const std::string kept =
+        latest ? fmt::format("`latest` in '{}' still names the last finite checkpoint, {}", dir,
+                             fs::path(*latest).filename().string())
+               : fmt::format("no checkpoint was written before it ('{}' has no `latest`)", dir);
     throw RuntimeFailure(fmt::format(
         "checkpoint of step {} not written: '{}' holds a non-finite value ({} at element {}); "
-        "the run diverged, and `latest` in '{}' still names the last finite checkpoint (lower "
-        "optimizer.lr or set train.clip_grad_norm)",
-        state.position.step, tensor, values[i], i, state.config.checkpoint.dir));
+        "the run diverged, and {} (lower optimizer.lr or optimizer.weight_decay, or set "
+        "train.clip_grad_norm)",
+        state.position.step, tensor, values[i], i, kept));
   }
 }
 

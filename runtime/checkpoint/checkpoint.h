@@ -58,8 +58,9 @@ struct CheckpointFacts {
 };
 
 // Validates a checkpoint for a model and optimizer without MPI: format, CRC32s, optimizer kind,
-// every parameter and state tensor present as F32 with the parameter's shape, nothing unexpected.
-// Throws UserError naming the file and the tensor or key, and how to fix it.
+// every parameter and state tensor present as F32 with the parameter's shape, nothing unexpected,
+// and every value and run fact within its meaning (checkpoint_values.h), read in the checksums'
+// pass. Throws UserError naming the file and the tensor or key, and how to fix it.
 CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterStore& store,
                                  const OptimizerConfig& optimizer,
                                  const std::vector<std::string>& state_names);

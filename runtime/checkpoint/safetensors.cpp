@@ -346,13 +346,14 @@ void SafetensorsReader::read_data(std::uint64_t begin, void* out, std::size_t by
   }
 }
 
-void SafetensorsReader::verify_checksums() const {
+void SafetensorsReader::verify_checksums(const ChunkVisitor& visit) const {
   auto recorded = [&](const std::string& key, const std::string& what) -> std::int64_t {
     const auto it = metadata_.find(key);
     if (it == metadata_.end()) return -1;
     const std::string& hex = it->second;
     if (hex.size() != 8 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      fail(fmt::format("corrupt header: the CRC32 of {} is '{}', not 8 hex digits", what, hex));
+      fail(fmt::format("corrupt header: the CRC32 of {} is '{}', not 8 hex digits", what,
+                       escaped_excerpt(hex)));
     }
     return static_cast<std::int64_t>(std::stoul(hex, nullptr, 16));
   };
@@ -365,14 +366,16 @@ void SafetensorsReader::verify_checksums() const {
       read_data(at, buffer.data(), n);
       crc = crc_update(crc, buffer.data(), n);
       data_crc = crc_update(data_crc, buffer.data(), n);
+      if (visit) visit(t, at - t.begin, buffer.data(), n);
       at += n;
     }
-    const std::int64_t expected = recorded(tensor_crc_key(t.name), fmt::format("tensor '{}'", t.name));
+    const std::int64_t expected = recorded(tensor_crc_key(t.name),
+                                          fmt::format("tensor '{}'", escaped_excerpt(t.name)));
     if (expected >= 0 && expected != crc) {
       fail(fmt::format("corrupt data: tensor '{}' (bytes [{}, {}) of the data section) has CRC32 "
                        "{}, the header records {}; the file was damaged after it was written — "
                        "resume from an earlier checkpoint",
-                       t.name, t.begin, t.end, crc_hex(crc),
+                       escaped_excerpt(t.name), t.begin, t.end, crc_hex(crc),
                        crc_hex(static_cast<std::uint32_t>(expected))));
     }
   }

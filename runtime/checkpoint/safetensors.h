@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -98,8 +99,12 @@ class SafetensorsReader {
   bool has_checksums() const { return metadata_.count(kDataCrcKey) != 0; }
 
   // Recomputes the CRC32 of every tensor that has a "crc32.<name>" entry and of the data section
-  // ("crc32"); throws UserError naming the file and the first corrupt tensor. Reads the whole file.
-  void verify_checksums() const;
+  // ("crc32"); throws UserError naming the file and the first corrupt tensor. Reads the whole file
+  // in chunks of at most 1 MiB, each starting a multiple of 1 MiB into its tensor and handed to
+  // `visit` (when given) as it is read: the tensor, the chunk's byte offset in it, its bytes.
+  using ChunkVisitor = std::function<void(const TensorEntry& tensor, std::uint64_t offset,
+                                          const char* bytes, std::size_t size)>;
+  void verify_checksums(const ChunkVisitor& visit = {}) const;
 
   // Reads tensor `name` as F32 of exactly `shape` into `out`. UserError (naming the file and the
   // tensor, and how to fix) when it is missing, has another dtype or another shape.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/fault_stop.h"
+#include "base/writable_dir.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/run_outputs.h"
 #include "runtime/cli/commands.h"
@@ -30,7 +31,13 @@ int run_train_command(const ConfigArgs& args, const World& world) {
       [&] {
         config = load_config(args.path, args.overrides);
         apply_global_batch(config, world.size);  // the split for this world (global_batch.h)
-        if (world.is_root()) removals = check_run_outputs(config, world.size, /*quiet=*/false);
+        if (world.is_root()) {  // rank 0 writes the outputs; found now, not at the first write
+          require_writable_dir(config.output.dir, "output.dir");
+          if (!config.checkpoint.dir.empty()) {
+            require_writable_dir(config.checkpoint.dir, "checkpoint.dir");
+          }
+          removals = check_run_outputs(config, world.size, /*quiet=*/false);
+        }
       },
       config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);

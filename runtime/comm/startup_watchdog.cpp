@@ -37,11 +37,15 @@ void StartupWatchdog::watch() {
   if (wake_.wait_until(lock, deadline, [this] { return done_; })) return;
   // Past the deadline, with the main thread inside MPI: nothing can be unwound. Say where, and
   // end the process; the launcher sees a rank fail and ends the job.
+  // Either cause is possible: name both, and the key that set the deadline.
+  const int rank = launcher_rank();
+  char who[32] = "this process";
+  if (rank >= 0) std::snprintf(who, sizeof who, "rank %d", rank);
   std::fprintf(stderr,
-               "zerolap: error on rank %d: %s did not complete within runtime.timeout_s = %g s of "
-               "start-up (a rank of the job stopped or died while it started); this rank exits "
-               "(exit 1)\n",
-               launcher_rank(), phase_.load(), timeout_s_);
+               "zerolap: error on %s: %s did not complete within runtime.timeout_s = %g s of "
+               "start-up: a rank of the job stopped or died while it started, or start-up needs "
+               "longer here (raise runtime.timeout_s); this rank exits (exit 1)\n",
+               who, phase_.load(), timeout_s_);
   std::fflush(stderr);
   std::_Exit(1);
 }

@@ -393,7 +393,7 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
       r.type_error("threads", *node, "an integer >= 1 or \"auto\"");
     }
   }
-  r.number("timeout_s", rt.timeout_s, open_closed(0, kMaxTimeoutS));
+  r.number("timeout_s", rt.timeout_s, closed(kMinTimeoutS, kMaxTimeoutS));
   r.enumeration("comm_priority", rt.comm_priority, kCommPriorityNames);
   r.number("memory_limit_mb", rt.memory_limit_mb, closed(0, kMaxMemoryLimitMb));
   r.finish();

@@ -28,6 +28,9 @@ inline constexpr std::int64_t kMaxPrefetch = 64;
 inline constexpr std::int64_t kMaxGradAccum = std::int64_t{1} << 16;
 // runtime.timeout_s: one year, so that a deadline of now + timeout_s is a valid steady_clock time.
 inline constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
+// ... and at least a second: the deadline starts with the process (the start-up watchdog), and
+// MPI's start-up alone takes a good part of a second; 0.01 s failed every run in MPI_Init.
+inline constexpr double kMinTimeoutS = 1.0;
 // runtime.threads: the OpenMP team one rank's GEMMs and kernels run on. Each member is a thread
 // oneDNN, OpenBLAS and the kernels start; more than this is more than any CPU node has hardware
 // threads, and a team that large fails inside the libraries rather than in the config.

@@ -1,6 +1,8 @@
 // MetricsWriter: the CSV metrics file (see metrics.h).
 #include "runtime/trace/metrics.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
@@ -64,12 +66,27 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step)
   }
 }
 
-// A row reaches the file at the flush: a full disk shows there. The run ends (RuntimeFailure,
-// exit 1) rather than go on with a metrics file that silently ends mid-row.
+// Whole rows or none: the text goes to the file descriptor at once (no stdio buffer that could
+// reach the disk in part later), and when the disk takes only part of it (a full filesystem
+// takes what fits in its last page) the file is cut back to where the text began, so it always
+// ends with a whole row. The run then ends (RuntimeFailure, exit 1) naming the file.
 void MetricsWriter::put(const std::string& text) {
-  const bool ok = std::fputs(text.c_str(), file_) >= 0;
-  if (std::fflush(file_) == 0 && ok) return;
-  const std::string reason = std::strerror(errno);
+  const int fd = fileno(file_);
+  const off_t before = ::lseek(fd, 0, SEEK_CUR);
+  std::size_t done = 0;
+  int error = 0;
+  while (done < text.size() && error == 0) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n == 0 || errno != EINTR) {
+      error = n == 0 ? ENOSPC : errno;
+    }
+  }
+  if (error == 0) return;
+  const std::string reason = std::strerror(error);
+  // A device (/dev/full) cannot be cut back, and has no rows to keep whole.
+  if (before >= 0 && ::ftruncate(fd, before) == 0) ::lseek(fd, before, SEEK_SET);
   throw RuntimeFailure(
       fmt::format("cannot write metrics file '{}': {} (disk full?)", path_, reason));
 }

@@ -281,6 +281,14 @@ TEST_CASE("Fashion-MNIST loader: file names, missing files and labels", "[data]"
                         Catch::Contains("apt-get install dataset-fashion-mnist") &&
                         Catch::Contains("scripts/setup.sh"));
   }
+  SECTION("a file as data.path is named as a file, not as a missing directory") {
+    // data.path = /etc/passwd said the directory "does not exist".
+    const std::string file = dir.file("passwd");
+    write_plain(file, idx_labels(kLabels));
+    const std::string msg = user_error_message([&] { zl::load_fashion_mnist(file); });
+    CHECK_THAT(msg, Catch::Contains(file) && Catch::Contains("is a file, not a directory") &&
+                        Catch::Contains("data.path") && !Catch::Contains("does not exist"));
+  }
   // Plain and .gz names mixed: each file is found under either.
   write_plain(dir.file("train-images-idx3-ubyte"), idx_images(5, 3, 4));
   write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx_labels(kLabels));

@@ -82,6 +82,30 @@ rc=$(timeout 120 mpirun $flags -np 2 "$zerolap" bench "$work/run.toml" --set out
 expect_failure bench "$rc" "$work/bench/bench.json"
 echo "ok: bench results that cannot be written are exit 1"
 
+# A read-only filesystem as each output location: exit 2 naming the key, before any work. Before,
+# output.dir there was exit 1 at the first write (checkpoint.dir 2: one cause, two codes), and a
+# bench measured everything before it failed.
+ro=$work/ro
+mkdir -p "$ro"
+if mount -t tmpfs -o ro,size=8k tmpfs "$ro" 2>/dev/null; then
+  expect_refused() {  # NAME RC KEY
+    [ "$2" -eq 2 ] || { cat "$work/$1.log"; fail "$1: exit code $2, expected 2"; }
+    grep -qF "$3 = '$ro'" "$work/$1.log" || { cat "$work/$1.log"; fail "$1: $3 is not named"; }
+    grep -q "not writable" "$work/$1.log" || { cat "$work/$1.log"; fail "$1: no reason"; }
+  }
+  expect_refused ro_output "$(run ro_output --set output.dir=\""$ro"\")" output.dir
+  expect_refused ro_checkpoint "$(run ro_checkpoint --set output.dir=\""$work/ro_out"\" \
+    --set checkpoint.dir=\""$ro"\")" checkpoint.dir
+  rc=$(timeout 120 mpirun $flags -np 2 "$zerolap" bench "$work/run.toml" --set output.dir=\""$ro"\" \
+    --set bench.steps=1 --set bench.warmup=0 --set 'bench.modes=["ddp"]' >"$work/ro_bench.log" 2>&1; echo $?)
+  expect_refused ro_bench "$rc" output.dir
+  grep -q "measuring" "$work/ro_bench.log" && { cat "$work/ro_bench.log"; fail "ro_bench: it measured first"; }
+  umount "$ro"
+  echo "ok: a read-only output.dir or checkpoint.dir is exit 2 naming the key, before any work"
+else
+  echo "note: cannot mount a read-only tmpfs here"
+fi
+
 # A real full filesystem, where this test may mount one.
 fs=$work/tmpfs
 mkdir -p "$fs"
@@ -89,7 +113,12 @@ if mount -t tmpfs -o size=8k tmpfs "$fs" 2>/dev/null; then
   trap 'umount "$fs"' EXIT
   rc=$(run tmpfs --set output.dir=\""$fs"\" --set train.steps=400)
   expect_failure tmpfs "$rc" "$fs/metrics.csv"
-  echo "ok: output.dir on a full tmpfs is exit 1 naming metrics.csv"
+  # Whole rows only: it ended with a cut row ("1123,2,") before.
+  [ "$(tail -c 1 "$fs/metrics.csv" | od -An -c | tr -d ' ')" = '\n' ] ||
+    { tail -c 200 "$fs/metrics.csv"; fail "tmpfs: metrics.csv ends mid-row"; }
+  awk -F, 'NF != 10 { bad = 1 } END { exit bad }' "$fs/metrics.csv" ||
+    { tail -c 200 "$fs/metrics.csv"; fail "tmpfs: metrics.csv has a row of another width"; }
+  echo "ok: output.dir on a full tmpfs is exit 1 naming metrics.csv, which ends with a whole row"
 else
   echo "note: cannot mount a tmpfs here; the /dev/full cases above stand for a full disk"
 fi

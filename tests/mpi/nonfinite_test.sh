@@ -96,6 +96,16 @@ expect_log sgd "train.on_nonfinite = \"stop\""
 check_dir sgd "$work/sgd"
 echo "ok: sgd at lr = 1e10 exits 1 naming the step; no non-finite checkpoint"
 
+# --- weight_decay = 1e30: non-finite before the first checkpoint; none to fall back on ------------
+# The message said "`latest` still names the last finite checkpoint" when there was none.
+rc=$(run wd --set checkpoint.dir=\""$work/wd"\" --set optimizer.kind=\"adam\" \
+  --set optimizer.weight_decay=1e30)
+expect_rc wd "$rc" 1
+expect_log wd "no checkpoint was written before it"
+grep -q "still names" "$work/wd.log" && { cat "$work/wd.log"; fail "wd: it names a latest that does not exist"; }
+check_dir wd "$work/wd"
+echo "ok: diverging before the first checkpoint says that none was written"
+
 # --- resume: a good run, then lr = 1e10 from its latest ---------------------------------------------
 rc=$(run good --set checkpoint.dir=\""$work/resume"\")
 expect_rc good "$rc" 0

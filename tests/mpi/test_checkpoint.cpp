@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -123,6 +125,32 @@ void resume_and_compare(const Config& config, const World& world, const std::str
   const std::vector<float> got = train_to(resumed, kSteps);
   CHECK(identical_on_all_ranks(got, world.comm));
   CHECK(tolerance_ratio(got, expected, kRtol, kAtol) <= 1.0);
+}
+
+// Rank 0 rewrites checkpoint `path` with valid checksums, element 0 of `tensor` set to `value`
+// (none when `tensor` is empty) and the metadata edits applied: what a tool that altered a
+// checkpoint would leave, which the CRC32s cannot catch.
+void rewrite_checkpoint(const std::string& path, const std::string& tensor, float value,
+                        const std::map<std::string, std::string>& metadata_edits = {}) {
+  std::vector<TensorSpec> specs;
+  std::vector<std::vector<char>> data;
+  std::map<std::string, std::string> meta;
+  {
+    const SafetensorsReader file(path);
+    for (const TensorEntry& t : file.tensors()) {
+      specs.push_back({t.name, t.dtype, t.shape});
+      data.emplace_back(t.end - t.begin);
+      file.read_data(t.begin, data.back().data(), data.back().size());
+      if (t.name == tensor) std::memcpy(data.back().data(), &value, sizeof(float));
+    }
+    for (const auto& [k, v] : file.metadata()) {
+      if (k.rfind(kDataCrcKey, 0) != 0) meta[k] = v;  // the writer records them anew
+    }
+  }
+  for (const auto& [k, v] : metadata_edits) meta[k] = v;
+  SafetensorsWriter w(path, specs, meta);
+  for (const auto& bytes : data) w.write(bytes.data(), bytes.size());
+  w.finish();
 }
 
 }  // namespace
@@ -315,6 +343,59 @@ TEST_CASE("a bad checkpoint fails on every rank together", "[checkpoint-run]") {
     }
     MPI_Barrier(world.comm);
     CHECK_THROWS_AS(load_checkpoint(trainer.state(), path), ReportedUserError);
+  }
+  MPI_Barrier(world.comm);
+}
+
+// Values no run writes, behind valid checksums, at every ZeRO stage (each scatters the file into
+// its own bucket plan): every rank fails together with exit 2's error, naming the file and the
+// tensor or key, before any rank trains. Before, a NaN parameter trained to "diverged" (exit 1).
+TEST_CASE("impossible checkpoint values fail on every rank at every stage", "[checkpoint-run]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  const std::string dir = zl::test::shared_dir(world.comm, "checkpoint-values");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<std::string>> stages = {
+      {"parallel.mode=ddp"},
+      {"parallel.mode=zero", "parallel.overlap=interleaved"},
+      {"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
+       "parallel.zero_stage=1"},
+      {"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
+       "parallel.zero_stage=2"},
+      {"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
+       "parallel.zero_stage=3"}};
+  int index = 0;
+  for (const auto& stage : stages) {
+    const Config config = small_config(with(kBase, stage));
+    INFO("world " << world.size << ": " << describe(stage));
+    Trainer trainer(config, world, quiet_options());
+    trainer.train_step();
+    const std::string weight = trainer.model().store().info(0).name;
+    struct Bad {
+      std::string tensor;
+      float value;
+      std::map<std::string, std::string> metadata;
+      std::string named;
+    };
+    for (const Bad& bad : std::vector<Bad>{
+             {weight, nan, {}, weight},
+             {"optimizer." + weight + ".exp_avg", inf, {}, "exp_avg"},
+             {"optimizer." + weight + ".exp_avg_sq", -1.0f, {}, "exp_avg_sq"},
+             {"", 0.0f, {{"global_batch", "0"}}, "global_batch"}}) {
+      const std::string path = fmt::format("{}/case{}.safetensors", dir, index++);
+      write_checkpoint(trainer.state(), path);
+      if (world.is_root()) rewrite_checkpoint(path, bad.tensor, bad.value, bad.metadata);
+      MPI_Barrier(world.comm);
+      INFO(bad.named);
+      try {
+        load_checkpoint(trainer.state(), path);
+        FAIL("loaded");
+      } catch (const ReportedUserError& e) {
+        if (world.is_root()) {
+          CHECK_THAT(e.what(), Catch::Contains(path) && Catch::Contains(bad.named));
+        }
+      }
+    }
   }
   MPI_Barrier(world.comm);
 }

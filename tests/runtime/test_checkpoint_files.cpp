@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -47,8 +49,15 @@ const std::vector<std::string> kAdamStates = {"exp_avg", "exp_avg_sq"};
 
 // A checkpoint as write_checkpoint lays it out, for `model`'s parameters and Adam state; `edit`
 // may change the tensor list (name, dtype, shape) and metadata before writing.
+// `poke` sets single values of F32 tensors: {tensor, element, value}.
 using Edit = std::function<void(std::vector<TensorSpec>&, std::map<std::string, std::string>&)>;
-std::string write_fake_checkpoint(const fs::path& path, Model& model, const Edit& edit = {}) {
+struct Poke {
+  std::string tensor;
+  std::int64_t element = 0;
+  float value = 0.0f;
+};
+std::string write_fake_checkpoint(const fs::path& path, Model& model, const Edit& edit = {},
+                                  const std::vector<Poke>& pokes = {}) {
   std::vector<TensorSpec> tensors;
   for (const ParameterInfo& p : model.store().parameters()) {
     tensors.push_back({p.name, "F32", p.shape});
@@ -64,8 +73,11 @@ std::string write_fake_checkpoint(const fs::path& path, Model& model, const Edit
   if (edit) edit(tensors, meta);
   SafetensorsWriter w(path.string(), tensors, meta);
   for (const TensorSpec& t : tensors) {
-    std::vector<char> zeros(static_cast<std::size_t>(t.numel() * dtype_size(t.dtype)), 1);
-    w.write(zeros.data(), zeros.size());
+    std::vector<char> bytes(static_cast<std::size_t>(t.numel() * dtype_size(t.dtype)), 1);
+    for (const Poke& p : pokes) {
+      if (p.tensor == t.name) std::memcpy(bytes.data() + p.element * 4, &p.value, sizeof(float));
+    }
+    w.write(bytes.data(), bytes.size());
   }
   w.finish();
   return path.string();
@@ -315,6 +327,50 @@ TEST_CASE("bad checkpoints are UserErrors naming the file and the tensor", "[che
     write_fake_checkpoint(path, model, [](auto&, auto& meta) { meta["optimizer_step"] = "13"; });
     CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'optimizer_step'") &&
                                               Contains("'step' = 12"));
+  }
+}
+
+// Values a run never writes, with valid checksums (before these checks they loaded, and the run
+// failed steps later with exit 1, "diverged ... lower optimizer.lr"), and metadata that
+// contradicts its meaning (global_batch = 0 resumed "at batch 0" and re-read data silently).
+TEST_CASE("impossible checkpoint values are UserErrors naming the file and the tensor or key",
+          "[checkpoint]") {
+  Model model(tiny_spec(), DeviceKind::Cpu);
+  const fs::path dir = temp_dir("values");
+  const std::string path = (dir / "c.safetensors").string();
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  struct ValueCase {
+    std::string tensor;
+    std::int64_t element;
+    float value;
+    const char* shown;
+  };
+  for (const ValueCase& c : std::vector<ValueCase>{
+           {"layers.0.weight", 5, nan, "nan"},
+           {"layers.1.bias", 1, -inf, "-inf"},
+           {"optimizer.layers.0.bias.exp_avg", 2, inf, "inf"},
+           {"optimizer.layers.1.weight.exp_avg_sq", 3, nan, "nan"},
+           {"optimizer.layers.1.weight.exp_avg_sq", 7, -0.5f, "-0.5"}}) {
+    INFO(c.tensor << "[" << c.element << "] = " << c.shown);
+    write_fake_checkpoint(path, model, {}, {{c.tensor, c.element, c.value}});
+    CHECK_THROWS_AS(check(path, model), UserError);
+    CHECK_THROWS_WITH(check(path, model),
+                      Contains(path) && Contains("'" + c.tensor + "'") &&
+                          Contains(fmt::format("{} at element {}", c.shown, c.element)));
+  }
+  // A negative first moment or parameter is fine; -0 is not negative.
+  write_fake_checkpoint(path, model, {},
+                        {{"layers.0.weight", 0, -3.0f}, {"optimizer.layers.0.weight.exp_avg", 1, -1.0f},
+                         {"optimizer.layers.0.weight.exp_avg_sq", 2, -0.0f}});
+  CHECK_NOTHROW(check(path, model));
+
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"global_batch", "0"}, {"batches_per_epoch", "0"}, {"world_size", "0"},
+           {"world_size", "1099511627776"}, {"global_batch", "33"}}) {
+    INFO(key << " = " << value);
+    write_fake_checkpoint(path, model, [&](auto&, auto& meta) { meta[key] = value; });
+    CHECK_THROWS_AS(check(path, model), UserError);
+    CHECK_THROWS_WITH(check(path, model), Contains(path) && Contains("'" + key + "'"));
   }
 }
 

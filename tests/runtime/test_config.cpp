@@ -590,7 +590,9 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
     REQUIRE_THROWS_WITH(parse(with("[runtime]\nthreads = 2.0\n")),
                         Contains("runtime.threads: expected an integer >= 1 or \"auto\", got float"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\ntimeout_s = 0\n")),
-                        Contains("configs/x.toml:4: runtime.timeout_s: must be in (0, 31536000]"));
+                        Contains("configs/x.toml:4: runtime.timeout_s: must be in [1, 31536000]"));
+    REQUIRE_THROWS_WITH(parse(with("[runtime]\ntimeout_s = 0.01\n")),
+                        Contains("runtime.timeout_s: must be in [1, 31536000]"));
     REQUIRE_THROWS_WITH(parse(with("[runtime]\ndevice = \"tpu\"\n")),
                         "configs/x.toml:4: runtime.device: expected one of \"auto\", \"cpu\", "
                         "\"cuda\", got \"tpu\"");

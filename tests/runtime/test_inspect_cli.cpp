@@ -76,6 +76,35 @@ TEST_CASE("zerolap inspect prints a file's names and metadata escaped and bounde
   CHECK(r.output.size() < 20000);  // the 100000-byte name is cut
 }
 
+TEST_CASE("zerolap inspect names a corrupt tensor escaped", "[checkpoint][cli]") {
+  // The checksum pass named a damaged tensor as the file spells it: its control bytes reached
+  // the terminal, and a huge name flooded it.
+  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("inspect-{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string path = (dir / "hostile-crc.safetensors").string();
+  const std::string evil = "evil\x1b[2J\x07" + std::string(100000, 'n');
+  {
+    zl::SafetensorsWriter w(path, {{evil, "F32", {2}}}, {{"step", "1"}});
+    const float x[2] = {1, 2};
+    w.write_floats(x, 2);
+    w.finish();
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() - 2] ^= 0x40;  // inside the hostile tensor
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const CliResult r = run_zerolap("inspect " + path);
+  INFO(r.output.substr(0, 2000));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("evil\\x1b[2J\\x07n") && Contains("CRC32"));
+  CHECK(r.output.find('\x1b') == std::string::npos);
+  CHECK(r.output.find('\x07') == std::string::npos);
+  CHECK(r.output.size() < 20000);
+}
+
 TEST_CASE("zerolap inspect says in which precision a checkpoint was trained", "[checkpoint][cli]") {
   if (!zl::cpu_gemm_has_bf16()) {
     WARN("this build's CPU GEMM has no bf16: precision.compute = \"bf16\" is refused");
