@@ -376,8 +376,8 @@ def torch_gemm_shapes(torch, zl_shapes, threads, repeats=20):
 
 def check_gemm_rates(torch_gflops, zerolap_gflops, threads):
     """Prints both sides' GEMM rate; exits 2 naming the package when PyTorch's BLAS is far slower."""
-    print(wrapped(f"GEMM at the config's shapes, {threads} thread(s), fp32: PyTorch "
-                  f"{torch_gflops:.1f} GFLOP/s, zerolap {zerolap_gflops:.1f} GFLOP/s"))
+    print(packed([f"GEMM at the config's shapes, {threads} thread(s), fp32:",
+                  f"PyTorch {torch_gflops:.1f} GFLOP/s, zerolap {zerolap_gflops:.1f} GFLOP/s"]))
     if zerolap_gflops > 0 and torch_gflops < SLOW_BLAS_SHARE * zerolap_gflops:
         fail(f"PyTorch's GEMM runs at {torch_gflops:.1f} GFLOP/s, under {SLOW_BLAS_SHARE:g}x "
              f"zerolap's {zerolap_gflops:.1f} GFLOP/s: its BLAS is not an optimized one, and the "
@@ -419,14 +419,76 @@ WIDTH = 100  # every line of the report fits a 100-column terminal (tested)
 
 
 def wrapped(text, indent="    "):
-    """`text` in lines of at most WIDTH columns, the later ones indented (a long command)."""
+    """`text` in lines of at most WIDTH columns, the later ones indented; a word longer than a
+    line (a path) is broken."""
     return "\n".join(textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_long_words=True,
                                     break_on_hyphens=False))
+
+
+def packed(items, indent="    "):
+    """`items` joined by spaces in lines of at most WIDTH columns, the later ones indented. An item
+    is a figure with its label ("batch 64 per rank,") and is never split, so a reader finds each
+    figure whole on one line; only an item longer than a line by itself (a path) is broken."""
+    lines = []
+    for item in items:
+        if lines and len(lines[-1]) + 1 + len(item) <= WIDTH:
+            lines[-1] += " " + item
+        else:
+            lines.append((indent if lines else "") + item)
+    return "\n".join(wrapped(line, indent) if len(line) > WIDTH else line for line in lines)
 
 
 def best(rows):
     timed = [r for r in rows if "median_s" in r]
     return min(timed, key=lambda r: r["median_s"]) if timed else None
+
+
+def table_rows(name, rows, torch_best, batch, world):
+    """(framework, mode, cells) per timed row; cells: cap, median ms, p10-p90 ms, samples/s, ratio."""
+    out = []
+    for r in rows:
+        if "refused" in r:
+            continue
+        ratio = r["median_s"] / torch_best["median_s"] if torch_best else float("nan")
+        out.append((name, r["mode"], [f"{r['bucket_cap_mb']:g}", f"{r['median_s'] * 1e3:.2f}",
+                                      f"{r['p10_s'] * 1e3:.2f}-{r['p90_s'] * 1e3:.2f}",
+                                      f"{batch * world / r['median_s']:.0f}", f"{ratio:.2f}x"]))
+    return out
+
+
+TABLE_HEADER = ("cap", "median", "p10-p90", "samples/s", "/ torch")  # the mode's: times in ms
+
+
+def print_table(torch_rows, zl_rows, torch_best, batch, world, backend):
+    """One row per framework and mode, columns as wide as their widest cell. A row is never
+    wrapped: where a mode is too long for the line, it goes on a line of its own above its row."""
+    rows = table_rows("PyTorch", torch_rows, torch_best, batch, world) + \
+        table_rows("zerolap", zl_rows, torch_best, batch, world)
+    widths = [max([len(h)] + [len(cells[i]) for _, _, cells in rows])
+              for i, h in enumerate(TABLE_HEADER)]
+    figures = sum(w + 1 for w in widths)
+    modes = [r["mode"] for r in torch_rows + zl_rows] + ["mode (step times in ms)"]
+    mode_width = min(max(len(m) for m in modes), WIDTH - 8 - figures)
+
+    def line(name, mode, cells):
+        return f"{name:7} {mode:<{mode_width}} " + " ".join(
+            f"{c:>{w}}" for c, w in zip(cells, widths))
+
+    print(line("", "mode (step times in ms)"[:mode_width], TABLE_HEADER))
+    refused = set()
+    for name, rs in (("PyTorch", torch_rows), ("zerolap", zl_rows)):
+        for r in rs:
+            if "refused" not in r or r["mode"] in refused:  # once per mode: the cap does not matter
+                continue
+            refused.add(r["mode"])
+            print(packed([f"{name:7} {r['mode']:<{mode_width}}", f"{'-':>{widths[0]}}",
+                          f"refused on {backend}:"] + r["refused"][:150].split(),
+                         indent=" " * 8))
+    for name, mode, cells in rows:
+        if len(mode) > mode_width:
+            print(f"{name:7} {mode}")
+            mode = "(above)"
+        print(line(name, mode, cells))
 
 
 def print_world(world, torch_report, zl_report, config, device_kind, purpose=""):
@@ -439,45 +501,59 @@ def print_world(world, torch_report, zl_report, config, device_kind, purpose="")
     torch_best, zl_best = best(torch_rows), best(zl_rows)
     batch = int(get(config, "data", "batch_size", 64))
     print()
-    print(wrapped(f"{world} rank(s){purpose}, {device_kind}, batch {batch} per rank, "
-                  f"{get(config, 'optimizer', 'kind', 'adam')}"))
-    print(wrapped(f"  PyTorch {torch_report['torch']} ({torch_report['backend']}, "
-                  f"{torch_report['precision']}"
-                  f"{' autocast' if torch_report['precision'] == 'bf16' else ''}"
-                  f"{', fused optimizer' if torch_report['fused'] else ''}, threads: intra-op "
-                  f"{torch_report['intra_op_threads']}, BLAS {torch_report['blas_threads']})"))
+    print(packed([f"{world} rank(s){purpose},", f"{device_kind},", f"batch {batch} per rank,",
+                  f"{get(config, 'optimizer', 'kind', 'adam')}"]))
+    fused = ", fused optimizer" if torch_report["fused"] else ""
+    autocast = " autocast" if torch_report["precision"] == "bf16" else ""
+    print(packed([f"  PyTorch {torch_report['torch']}",
+                  f"({torch_report['backend']}, {torch_report['precision']}{autocast}{fused},",
+                  f"threads: intra-op {torch_report['intra_op_threads']},",
+                  f"BLAS {torch_report['blas_threads']})"]))
     print(f"  zerolap (GEMM threads per rank: {zl_report.get('cpu_threads', '?')})")
     print(wrapped(f"  command: {zl_report['command']}", indent="      "))
     if device_kind == "cpu" and str(zl_report.get("cpu_threads")) != torch_report["blas_threads"]:
-        print(wrapped(f"warning: zerolap ran {zl_report.get('cpu_threads')} GEMM threads per rank "
-                      f"and PyTorch {torch_report['blas_threads']}: not like for like (set "
-                      "runtime.threads)"))
+        print(packed(["warning:", f"zerolap ran {zl_report.get('cpu_threads')} GEMM threads per rank",
+                      f"and PyTorch {torch_report['blas_threads']}:", "not like for like",
+                      "(set runtime.threads)"]))
     if zl_report.get("simulated_link"):
         print(wrapped(f"note: zerolap ran on a simulated link ({zl_report['simulated_link']}); "
                       "PyTorch on the real one"))
-    # 7 + 39 (the longest mode, zero/after_backward/allreduce_broadcast) + 50 columns of figures
-    print(f"{'':7} {'mode':<39} {'cap':>4} {'median ms':>9} {'p10-p90 ms':>15} {'samples/s':>9} "
-          f"{'/ torch':>7}")
-    refused = set()
-    for name, rows in (("PyTorch", torch_rows), ("zerolap", zl_rows)):
-        for r in rows:
-            if "refused" in r:
-                if r["mode"] not in refused:  # once per mode: the cap does not matter
-                    refused.add(r["mode"])
-                    print(wrapped(f"{name:7} {r['mode']:<39} {'-':>4} refused on "
-                                  f"{torch_report['backend']}: {r['refused'][:150]}",
-                                  indent=" " * 53))
-                continue
-            ratio = r["median_s"] / torch_best["median_s"] if torch_best else float("nan")
-            spread = f"{r['p10_s'] * 1e3:.2f}-{r['p90_s'] * 1e3:.2f}"
-            print(f"{name:7} {r['mode']:<39} {r['bucket_cap_mb']:>4g} {r['median_s'] * 1e3:>9.2f} "
-                  f"{spread:>15} {batch * world / r['median_s']:>9.0f} {ratio:>6.2f}x")
+    print_table(torch_rows, zl_rows, torch_best, batch, world, torch_report["backend"])
     if torch_best and zl_best:
-        print(wrapped(f"best: zerolap {zl_best['mode']} (cap {zl_best['bucket_cap_mb']:g}) "
-                      f"{zl_best['median_s'] * 1e3:.2f} ms vs PyTorch {torch_best['mode']} "
-                      f"(cap {torch_best['bucket_cap_mb']:g}) {torch_best['median_s'] * 1e3:.2f} "
-                      f"ms: {zl_best['median_s'] / torch_best['median_s']:.2f}x"))
+        # The line holds only the figures it exists for; the modes follow on lines of their own.
+        print(f"best: zerolap {zl_best['median_s'] * 1e3:.2f} ms vs PyTorch "
+              f"{torch_best['median_s'] * 1e3:.2f} ms: "
+              f"{zl_best['median_s'] / torch_best['median_s']:.2f}x")
+        for name, r in (("zerolap", zl_best), ("PyTorch", torch_best)):
+            print(packed([f"  {name}'s best: {r['mode']}", f"(cap {r['bucket_cap_mb']:g})"],
+                         indent="      "))
     return torch_best, zl_best
+
+
+def print_header(config_path, config, worlds):
+    """The report's first lines: the config, the timing, the threads per rank."""
+    print(wrapped(f"compare_torch: {config_path}"))  # a long path is broken, continued indented
+    print(packed([f"{get(config, 'bench', 'warmup', 5)} warm-up +",
+                  f"{get(config, 'bench', 'steps', 30)} timed steps per mode",
+                  "(hooks: >= 3 warm-up);", "step time = the slowest rank's;",
+                  "medians, p10-p90"]))
+    per_world = [f"{threads_per_rank(config, w)} at {w} rank(s)" for w in worlds]
+    print(packed([f"threads per rank: runtime.threads = {get(config, 'runtime', 'threads', 'auto')}"]
+                 + [f"({t})" if len(per_world) == 1 else
+                    f"({t}," if i == 0 else f"{t})" if i + 1 == len(per_world) else f"{t},"
+                    for i, t in enumerate(per_world)]
+                 + ["for zerolap's GEMMs", "and for PyTorch's intra-op and BLAS pools",
+                    "(OPENBLAS_NUM_THREADS,", "OMP_NUM_THREADS,", "MKL_NUM_THREADS)"]))
+
+
+def weak_scaling_line(base_world, world, threads, base, now):
+    """t(base_world) / t(world) of the best modes, batch and threads per rank fixed: the
+    percentages on the first line, what they are on the next."""
+    (base_torch, base_zl), (t, z) = base, now
+    return (f"weak scaling {base_world} -> {world} ranks at {threads} thread(s) per rank: zerolap "
+            f"{base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
+            f"{base_torch['median_s'] / t['median_s'] * 100:.0f}%\n"
+            f"    (t{base_world} / t{world} of the best modes)")
 
 
 def main():
@@ -514,13 +590,7 @@ def main():
     config = load_config(args.config, args.overrides)
     build_model(torch, config)  # a config this script cannot build fails before any run
     precision_of(config)
-    print(f"compare_torch: {args.config}, {get(config, 'bench', 'warmup', 5)} warm-up + "
-          f"{get(config, 'bench', 'steps', 30)} timed steps per mode (hooks: >= 3 warm-up); "
-          "step time = the slowest rank's; medians, p10-p90")
-    print(f"threads per rank: runtime.threads = {get(config, 'runtime', 'threads', 'auto')} "
-          f"({', '.join(f'{threads_per_rank(config, w)} at {w} rank(s)' for w in worlds)}) for "
-          "zerolap's GEMMs and for PyTorch's intra-op and BLAS pools (OPENBLAS_NUM_THREADS, "
-          "OMP_NUM_THREADS, MKL_NUM_THREADS)")
+    print_header(args.config, config, worlds)
     config_path = os.path.abspath(args.config)
     with tempfile.TemporaryDirectory(prefix="compare_torch_") as workdir:
         checked = []
@@ -553,10 +623,7 @@ def main():
             base_torch, base_zl = baselines[threads]
             if not (t and z and base_torch and base_zl):
                 continue
-            print(wrapped(f"weak scaling {base_world} -> {world} ranks at {threads} thread(s) per "
-                          f"rank (t{base_world} / t{world}, best modes): zerolap "
-                          f"{base_zl['median_s'] / z['median_s'] * 100:.0f}%, PyTorch "
-                          f"{base_torch['median_s'] / t['median_s'] * 100:.0f}%"))
+            print(weak_scaling_line(base_world, world, threads, (base_torch, base_zl), (t, z)))
     return 0
 
 

@@ -121,10 +121,16 @@ std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) con
     }
   }
   if (broadcast_after_step) {
-    for (const Bucket& b : plan.buckets) {
-      out.push_back({parameter_collective, b.index, micro_batches - 1, param_dtype,
-                     b.numel * dtype_size(param_dtype),
-                     parameter_collective == CollectiveOp::Broadcast ? b.assigned_rank : -1});
+    std::vector<const Bucket*> order;
+    for (const Bucket& b : plan.buckets) order.push_back(&b);
+    // Interleaved sends the last bucket before the second-last (Note [Tail broadcast order]).
+    if (schedule == ScheduleKind::ZeroInterleaved && order.size() >= 2) {
+      std::swap(order[order.size() - 1], order[order.size() - 2]);
+    }
+    for (const Bucket* b : order) {
+      out.push_back({parameter_collective, b->index, micro_batches - 1, param_dtype,
+                     b->numel * dtype_size(param_dtype),
+                     parameter_collective == CollectiveOp::Broadcast ? b->assigned_rank : -1});
     }
   }
   if (gathers_parameters()) {
