@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "runtime/bench/bench_report.h"
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/shard_layout.h"
@@ -385,8 +386,9 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   report.link = config.link;
   report.link_label = link_label(config.link);
   if (root_prints) {
-    fmt::print("zerolap bench: {} ({} parameters) on {} rank{}, {} mode{} x {} bucket cap{}{}, "
-               "{} warmup + {} timed steps each{}{}\n",
+    fmt::print("{}", wrap_lines(fmt::format(
+               "zerolap bench: {} ({} parameters) on {} rank{}, {} mode{} x {} bucket cap{}{}, "
+               "{} warmup + {} timed steps each{}{}",
                config.source_path, report.parameters, world.size, world.size == 1 ? "" : "s",
                modes.size(), modes.size() == 1 ? "" : "s", caps.size(), caps.size() == 1 ? "" : "s",
                precisions.size() == 1 ? "" : fmt::format(" x {} precisions", precisions.size()),
@@ -394,7 +396,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                config.bench.rounds == 1
                    ? ""
                    : fmt::format(", in each of {} rounds", config.bench.rounds),
-               report.link_label.empty() ? "" : "; " + report.link_label);
+               report.link_label.empty() ? "" : "; " + report.link_label), "  ", options.width));
     fmt::print("measuring limits (GEMM, memory bandwidth, optimizer, collectives)...\n");
     std::fflush(stdout);
   }
@@ -456,7 +458,9 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
         report.device = real.device;
         const std::string warning =
             comm_priority_warning(config.runtime.comm_priority, real.device);
-        if (root_prints && !warning.empty()) fmt::print(stderr, "{}\n", warning);
+        if (root_prints && !warning.empty()) {
+          fmt::print(stderr, "{}", wrap_lines(warning, "  ", options.width));
+        }
       }
       this_round[i] = RoundTotals::of(real, alone);
       ++report.finished_runs;
@@ -465,12 +469,14 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       max_over_ranks(world, limit, shown);
       if (root_prints) {
         const auto steps = static_cast<double>(config.bench.steps);
-        fmt::print("[{}/{}] {}{}{} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm "
-                   "{:.2f} ms\n",
+        fmt::print("{}", wrap_lines(fmt::format(
+                   "[{}/{}] {}{}{} @ {:g} MiB: step {:.2f} ms, compute {:.2f} ms, exposed comm "
+                   "{:.2f} ms",
                    report.finished_runs, report.planned_runs,
                    rounds == 1 ? "" : fmt::format("round {}/{}: ", round + 1, rounds),
                    precisions.size() == 1 ? "" : precision_name + " ", run.mode->name, run.cap,
-                   shown[0] / steps * 1e3, shown[1] / steps * 1e3, shown[2] / steps * 1e3);
+                   shown[0] / steps * 1e3, shown[1] / steps * 1e3, shown[2] / steps * 1e3),
+                   "    ", options.width));
         std::fflush(stdout);
       }
       // After the last run nothing is left to stop: a signal during it gets the whole bench.

@@ -138,8 +138,14 @@ struct BenchReport {
   int stopped_by = 0;  // the signal the ranks stopped for after finished_runs (0: complete)
 };
 
+// Narrow: every line the bench prints fits 100 columns (tables: the columns a comparison of modes
+// needs, the rest are in the JSON and CSV); Wide (`zerolap bench --wide`): every column, and
+// lines as long as they come.
+enum class TableWidth { Narrow, Wide };
+
 struct BenchOptions {
   bool progress = true;  // progress lines on rank 0
+  TableWidth width = TableWidth::Narrow;  // of the progress lines
   // Collective, after every run but the last: nonzero (a signal) stops the bench after that run,
   // the same run on every rank; the report then holds the rows of the rounds that finished
   // (Note [Bench rounds]; stopped_by says why).

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "base/errors.h"
 #include "models/model.h"
 #include "runtime/bench/bench.h"
 #include "runtime/train/bucket_plan.h"
@@ -36,9 +39,25 @@ void check_bench_memory(const Config& config, const World& world) {
   // two moments and a master of at least 8M elements (bench_limits.cpp), held while it runs.
   const std::int64_t numel = layout.total_numel();
   const std::int64_t measured = std::max<std::int64_t>(numel, std::int64_t{8} << 20);
+  const std::int64_t own = numel * 4 + 5 * measured * 4;
   need.parameters += numel * 4 + measured * 4;
   need.gradients += measured * 4;
   need.optimizer_state += 3 * measured * 4;
+  // runtime.memory_limit_mb holds for the bench's own buffers too (each run's trainer checks only
+  // its run), and is checked here, before the bench measures or allocates anything.
+  if (config.runtime.memory_limit_mb > 0) {
+    const auto limit =
+        static_cast<std::int64_t>(config.runtime.memory_limit_mb * 1024.0 * 1024.0);
+    if (need.total() > limit) {
+      throw UserError(fmt::format(
+          "{}: the bench needs an estimated {} on one rank, above runtime.memory_limit_mb = {:g} "
+          "({}): its largest run, and the bench's own {} (a CPU copy of the model and the "
+          "optimizer measurement's buffers); raise runtime.memory_limit_mb, or bench a smaller "
+          "model.widths",
+          config.source_path, describe_memory(need), config.runtime.memory_limit_mb,
+          human_bytes(limit), human_bytes(own)));
+    }
+  }
   check_memory_fits(need, config, DeviceKind::Cpu, available_memory(DeviceKind::Cpu),
                     world.local_size);
 }

@@ -99,9 +99,10 @@ std::string precision_group(const std::vector<BenchRow>& rows, std::size_t i) {
                      r.master_weights);
 }
 
-// Prose of a report, wrapped at word boundaries to the narrow tables' width, continuation lines
-// starting with `indent`; ends in a newline. Leading newlines and spaces are kept.
-std::string wrap(const std::string& text, const std::string& indent = "") {
+}  // namespace
+
+std::string wrap_lines(const std::string& text, const std::string& indent, TableWidth width) {
+  if (width == TableWidth::Wide) return text + "\n";
   std::string out;
   std::size_t start = 0;
   while (start < text.size() && text[start] == '\n') out += text[start++];
@@ -109,7 +110,12 @@ std::string wrap(const std::string& text, const std::string& indent = "") {
   while (start < text.size() && text[start] == ' ') line += text[start++];
   const std::size_t lead = line.size();
   std::istringstream words(text.substr(start));
+  const std::size_t room = kNarrowTableColumns - std::max(lead, indent.size());
   for (std::string word; words >> word;) {
+    if (word.size() > room) {  // keep both ends: a path's start and its file name
+      const std::size_t head = room / 3;
+      word = word.substr(0, head) + "..." + word.substr(word.size() - (room - head - 3));
+    }
     if (line.size() > lead && line.size() + 1 + word.size() > kNarrowTableColumns) {
       out += line + "\n";
       line = indent;
@@ -118,8 +124,6 @@ std::string wrap(const std::string& text, const std::string& indent = "") {
   }
   return out + line + "\n";
 }
-
-}  // namespace
 
 std::string noise_reason(const BenchRow& r) {
   std::vector<std::string> why;
@@ -155,7 +159,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                      rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
   std::vector<std::string> noisy(rep.rows.size());
   for (std::size_t i = 0; i < rep.rows.size(); ++i) noisy[i] = noise_reason(rep.rows[i]);
-  const auto mark = [&](std::size_t i) { return noisy[i].empty() ? "" : " *"; };
+  // Narrow: the mark right after /ideal, so a row of the longest mode name
+  // (zero3/interleaved/reduce_scatter_allgather) still fits 100 columns.
+  const auto mark = [&](std::size_t i) { return noisy[i].empty() ? "" : wide ? " *" : "*"; };
   if (wide) {
     out += fmt::format("{:<5} {} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
                        "{:>6}\n",
@@ -203,7 +209,7 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                        r.master_weights);
     break;
   }
-  out += wrap(fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and "
+  out += wrap_lines(fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and "
                           "the share of them compute covered{}",
                           rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads",
                           wide ? "; per rank (max over ranks) the bytes sent per step and the state "
@@ -236,7 +242,7 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                          r.backward_s * 1e3, r.optimizer_s * 1e3, r.wait_s * 1e3,
                          r.reduction_s * 1e3, r.broadcast_s * 1e3, r.exposed_comm_s * 1e3);
     }
-    out += wrap("\nper rank (max over ranks): the bytes sent per step, the state (parameters + "
+    out += wrap_lines("\nper rank (max over ranks): the bytes sent per step, the state (parameters + "
                 "gradients + master + optimizer state) and the peak resident memory");
     out += fmt::format("{} {:>5} {:>9} {:>10} {:>9}\n", mode("mode"), "cap", "wire MB",
                        "state MiB", "peak MiB");
@@ -259,7 +265,7 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                        "{}, {} B/element)\n",
                        p.precision, p.gemm_step_s * 1e3, p.optimizer_gbps,
                        p.optimizer_vs_triad * 100.0, bandwidth, p.optimizer_bytes_per_element);
-    out += wrap(fmt::format("    {} GEMM: {}", gpu ? "GPU" : "CPU", p.gemm_kernel), "      ");
+    out += wrap_lines(fmt::format("    {} GEMM: {}", gpu ? "GPU" : "CPU", p.gemm_kernel), "      ");
     for (const GemmLimit& g : p.gemm) {
       out += fmt::format("    gemm {:<16} m={:<6} n={:<6} k={:<6} x{:<3} {:>7.1f} GFLOP/s\n",
                          g.pass, g.m, g.n, g.k, g.count, g.gflops);

@@ -12,10 +12,13 @@
 
 namespace zl {
 
-// Narrow: tables that fit 100 columns (the columns a comparison of modes needs; the rest are in
-// the JSON and CSV); Wide (`zerolap bench --wide`): every column, as the files have them.
-enum class TableWidth { Narrow, Wide };
-inline constexpr std::size_t kNarrowTableColumns = 100;
+inline constexpr std::size_t kNarrowTableColumns = 100;  // TableWidth::Narrow (bench.h)
+
+// Prose for the narrow width: wrapped at word boundaries to kNarrowTableColumns, continuation
+// lines starting with `indent`, a word too long for a line (a long path) cut in the middle with
+// "..."; ends in a newline. Leading newlines and spaces are kept. Wide: `text` and a newline.
+std::string wrap_lines(const std::string& text, const std::string& indent = "",
+                       TableWidth width = TableWidth::Narrow);
 
 // A row whose figures the machine's load made unreliable: its per-step times spread more than
 // this (p90 / p10), its exposed communication exceeds the mode's communication timed alone, or

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/writable_dir.h"
 #include "runtime/bench/bench.h"
 #include "runtime/bench/bench_memory.h"
 #include "runtime/bench/bench_report.h"
@@ -26,11 +27,14 @@ int report_stopped_bench(const World& world, const BenchReport& report, TableWid
   if (world.is_root()) {
     if (!report.rows.empty()) fmt::print("\n{}", format_bench_table(report, width));
     std::fflush(stdout);
-    fmt::print(stderr, "zerolap: {}: bench interrupted after {} of {} runs (the table above); "
-                       "bench.json and bench.csv not written\n",
-               report.stopped_by == SIGINT ? "SIGINT" : "SIGTERM", report.finished_runs,
-               report.planned_runs);
-    std::fflush(stderr);
+    // On stdout after the table, as train's interrupted line: one stream keeps the order.
+    fmt::print("{}",
+               wrap_lines(fmt::format("zerolap: {}: bench interrupted after {} of {} runs (the "
+                                      "table above); bench.json and bench.csv not written",
+                                      report.stopped_by == SIGINT ? "SIGINT" : "SIGTERM",
+                                      report.finished_runs, report.planned_runs),
+                          "  ", width));
+    std::fflush(stdout);
   }
   return interrupt_exit_code(report.stopped_by);
 }
@@ -45,25 +49,33 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
     check_bench_memory(config, world);  // before the bench allocates its model and buffers
     if (world.is_root()) {  // not after minutes of measuring
+      require_writable_dir(config.output.dir, "output.dir");  // a read-only one: exit 2 now
       check_bench_outputs(config, world.size, /*quiet=*/false);  // another run's dir: exit 2
-      ensure_output_dir(config.output.dir);
     }
   }, config.runtime.timeout_s);
   // The bench sizes its limit collectives from the config before any trainer agrees: ranks that
   // run another config must stop here (exit 2, per key and rank), not in a mis-sized collective.
-  agree_on_facts(world, config_facts(config), config.runtime.timeout_s);
+  // Every rank finds the same difference: reported once, and the job ends cleanly, as in train.
+  agree_on_user_errors(
+      world, [&] { agree_on_facts(world, config_facts(config), config.runtime.timeout_s); },
+      config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Bench);
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
   const InterruptHandlers interrupts;  // Ctrl-C: stop after the run in progress (interrupt.h)
   BenchOptions options;
+  options.width = width;
   options.stop_after_run = [&] { return agree_on_signal(world, config.runtime.timeout_s); };
   const BenchReport report = run_bench(config, world, options);
   if (report.stopped_by != 0) return report_stopped_bench(world, report, width);
   if (!world.is_root()) return 0;
   fmt::print("\n{}", format_bench_table(report, width));
   write_bench_outputs(report, config.output.dir);
-  fmt::print("wrote {0}/bench.json and {0}/bench.csv{1}\n", config.output.dir,
-             config.output.trace ? fmt::format(" and {}/trace.json", config.output.dir) : "");
+  fmt::print("{}", wrap_lines(fmt::format("wrote {0}/bench.json and {0}/bench.csv{1}",
+                                          config.output.dir,
+                                          config.output.trace
+                                              ? fmt::format(" and {}/trace.json", config.output.dir)
+                                              : ""),
+                              "  ", width));
   std::fflush(stdout);
   return 0;
 }

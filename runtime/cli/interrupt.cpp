@@ -56,14 +56,18 @@ void report_interrupt(const World& world, int signal, std::int64_t step,
                       const std::string& checkpoint) {
   if (!world.is_root()) return;
   const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  // On stdout, the stream of the checkpoint's own line: mpirun forwards each stream on its own,
+  // so a line on stderr could come out before the lines printed before it. On one stream this is
+  // the job's last line, also where the launcher's exit code hides the signal (1 after a signal
+  // to mpirun): the step and how to resume are there.
   if (checkpoint.empty()) {
-    fmt::print(stderr, "zerolap: {}: interrupted at step {}; no checkpoint (checkpoint.dir is not "
-                       "set)\n", name, step);
+    fmt::print("zerolap: {}: interrupted at step {}; no checkpoint (checkpoint.dir is not "
+               "set)\n", name, step);
   } else {
-    fmt::print(stderr, "zerolap: {}: interrupted at step {}; checkpoint {}; resume with --set "
-                       "checkpoint.resume=true\n", name, step, checkpoint);
+    fmt::print("zerolap: {}: interrupted at step {}; checkpoint {}; resume with --set "
+               "checkpoint.resume=true\n", name, step, checkpoint);
   }
-  std::fflush(stderr);
+  std::fflush(stdout);
 }
 
 int agree_on_signal(const World& world, double timeout_s) {

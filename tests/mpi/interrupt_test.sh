@@ -37,6 +37,14 @@ interrupt() {
   line=$(grep -E "interrupted at step [0-9]+; checkpoint .*; resume with --set checkpoint.resume=true" "$dir/job.log")
   [ -n "$line" ] || { cat "$dir/job.log"; fail "$name: no 'interrupted at step N; checkpoint ...' line"; }
   step=$(sed -E 's/.*interrupted at step ([0-9]+);.*/\1/' <<<"$line")
+  # Where the launcher decides the code (1 after a signal to mpirun), the step and the resume
+  # command are the job's last line (Open MPI's libevent may add a "[warn] Epoll" line).
+  if [ "$target" = mpirun ]; then
+    local last
+    last=$(grep -v '^\[warn\]' "$dir/job.log" | tail -1)
+    grep -qE "interrupted at step $step; checkpoint .*; resume with --set checkpoint.resume=true" <<<"$last" ||
+      { cat "$dir/job.log"; fail "$name: the last line is not the interrupted line: $last"; }
+  fi
   file=$(printf '%s/ck/step_%08d.safetensors' "$dir" "$step")
   [ -f "$file" ] || { ls "$dir/ck"; fail "$name: no checkpoint of the interrupted step $step"; }
   [ "$(cat "$dir/ck/latest")" = "$(basename "$file")" ] || fail "$name: latest is not step $step"

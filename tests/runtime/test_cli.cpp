@@ -287,3 +287,33 @@ TEST_CASE("train runs and writes a metrics CSV with a header and rows", "[cli]")
   while (std::getline(metrics, line)) ++rows;
   CHECK(rows == 4);  // logs at 10, 20, 30 and the final evaluation
 }
+
+// Every line the bench prints fits 100 columns unless --wide, as its tables do: its first line
+// was 175 columns and its per-run lines reached 110 with long mode names, rounds and precisions.
+TEST_CASE("bench lines fit 100 columns unless --wide", "[cli]") {
+  const auto out = fresh_output_dir("bench_lines");
+  const auto path = write_file("bench_lines_with_a_long_descriptive_config_name.toml", kSpirals);
+  const std::string args =
+      "bench " + path + " --set output.dir=\"" + out + "\" --set output.overwrite=true " +
+      "--set bench.steps=1 --set bench.warmup=0 --set bench.rounds=2 --set "
+      "'bench.precision=[\"fp32\",\"tf32\"]' --set "
+      "'bench.modes=[\"zero3/interleaved/reduce_scatter_allgather\"]' --set "
+      "link.bandwidth_gbps=100 --set link.latency_us=5";
+  const auto widest = [](const std::string& text) {
+    std::istringstream lines(text);
+    std::size_t most = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.size() > 100) UNSCOPED_INFO("wider than 100: " << line);
+      most = std::max(most, line.size());
+    }
+    return most;
+  };
+  const CliResult narrow = run_zerolap(args);
+  INFO(narrow.output);
+  REQUIRE(narrow.exit_code == 0);
+  CHECK_THAT(narrow.output, Catch::Contains("[4/4] round 2/2: tf32 ") && Catch::Contains("zerolap bench:"));
+  CHECK(widest(narrow.output) <= 100);
+  const CliResult wide = run_zerolap(args + " --wide");
+  REQUIRE(wide.exit_code == 0);
+  CHECK(widest(wide.output) > 100);  // the full tables, and the first line whole
+}

@@ -144,6 +144,19 @@ TEST_CASE("runtime.memory_limit_mb only tightens the node's memory check", "[cli
   CHECK_THAT(r.output, !Catch::Contains("bad_alloc"));
 }
 
+TEST_CASE("the bench checks runtime.memory_limit_mb with its own buffers, before measuring",
+          "[cli][limits]") {
+  // A 50 MiB limit ran to a peak RSS of 388 MiB and exit 0: the bench's own buffers (the
+  // optimizer measurement's 8M elements) were in no check against the limit, and a tiny limit
+  // was refused only after "measuring limits".
+  const CliResult r = run_bounded("bench " + spirals_config() +
+                                  " --set bench.steps=1 --set bench.warmup=0 --set "
+                                  "'bench.modes=[\"ddp\"]' --set runtime.memory_limit_mb=50");
+  check_bad_input(r, "runtime.memory_limit_mb = 50");
+  CHECK_THAT(r.output, Catch::Contains("the bench's own"));
+  CHECK_THAT(r.output, !Catch::Contains("measuring limits"));
+}
+
 TEST_CASE("plan flags get the ranges of their config twins, printed readably", "[cli][limits]") {
   const std::string large = config_path("bench_large.toml");
   SECTION("--compute-ms nan") {
@@ -197,10 +210,22 @@ TEST_CASE("runtime.threads has a bound the machine can honour, and says why", "[
   }
 }
 
+// A deadline start-up cannot meet: 0.01 s (also 1e-9, 1e-300) failed in MPI_Init_thread with
+// "error on rank -1 ... a rank of the job stopped or died" (exit 1), naming no cause to fix.
+TEST_CASE("runtime.timeout_s is at least what start-up can meet", "[cli][limits]") {
+  const std::string spirals = spirals_config();
+  for (const char* value : {"0.01", "1e-9", "1e-300"}) {
+    DYNAMIC_SECTION(value) {
+      check_bad_input(run_bounded("train " + spirals + " --set runtime.timeout_s=" + value),
+                      "runtime.timeout_s: must be in [1, 31536000]");
+    }
+  }
+}
+
 TEST_CASE("keys bounded so derived durations and byte figures stay exact", "[cli][limits]") {
   const std::string spirals = spirals_config();
   check_bad_input(run_bounded("train " + spirals + " --set runtime.timeout_s=1e300"),
-                  "runtime.timeout_s: must be in (0, 31536000]");
+                  "runtime.timeout_s: must be in [1, 31536000]");
   check_bad_input(run_bounded("plan " + spirals + " --set parallel.bucket_cap_mb=1e300"),
                   "parallel.bucket_cap_mb: must be in (0, 1048576]");
   check_bad_input(run_bounded("bench " + spirals + " --set bench.steps=9223372036854775807"),
