@@ -1,4 +1,5 @@
-# MPI test registration: zerolap_add_mpi_test(NAME NP "[catch tags]" TIMEOUT_S).
+# MPI test registration: zerolap_add_mpi_test(NAME NP "[catch tags]" TIMEOUT_S). A test case that
+# no filter here selects fails mpi.registered_tags (tests/mpi/registered_tags_test.sh).
 # Every case runs under mpirun --oversubscribe; the TIMEOUT turns a hang into a fast failure.
 foreach(np 1 2 3 4)
   zerolap_add_mpi_test(communicator ${np} "[comm]" 120)
