@@ -39,7 +39,7 @@ void note_bf16_through_fp32(const Config& config, GemmUse use) {
   if (noted.exchange(true)) return;
   fmt::print(stderr,
              "zerolap: note: this CPU has no native bf16 matmul (oneDNN's needs AVX-512): bf16 "
-             "GEMMs run through fp32, same results, slower\n");
+             "GEMMs run through fp32 (bf16 inputs, fp32 accumulation, as elsewhere), slower\n");
   std::fflush(stderr);
 }
 
