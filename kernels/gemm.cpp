@@ -3,12 +3,14 @@
 // cuBLAS (gemm_cuda). C = alpha * op(A) * op(B) + beta * C; beta == 0 overwrites C without reading
 // it (BLAS semantics), so C may hold garbage (even NaN) when the caller overwrites. bf16 operands:
 // oneDNN's bf16 matmul multiplies and accumulates in fp32 and writes an fp32 C, or a bf16 C
-// rounded once to nearest even. ctx.gemm_math (TF32) does not apply on the CPU: oneDNN computes
-// fp32 matmuls in fp32.
+// rounded once to nearest even; where oneDNN has none, the same through its fp32 matmul
+// (Note [bf16 GEMM through fp32]). ctx.gemm_math (TF32) does not apply on the CPU: oneDNN
+// computes fp32 matmuls in fp32.
 #include "kernels/gemm.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -20,6 +22,7 @@
 #include <dnnl.hpp>
 
 #include "base/errors.h"
+#include "kernels/cpu_parallel.h"
 #include "kernels/cpu_team.h"
 #include "kernels/gemm_onednn.h"
 #if defined(ZEROLAP_WITH_CUDA)
@@ -42,6 +45,9 @@ void use_threads(int want) {
 }
 
 void apply_threads() { use_threads(g_threads.load(std::memory_order_relaxed)); }
+
+// force_cpu_gemm_bf16_through_fp32: the fp32 path even where oneDNN has a bf16 matmul.
+std::atomic<bool> g_bf16_through_fp32{false};
 
 // One primitive per call shape: creating one costs far more than running a small GEMM, and a
 // model has a handful of shapes (3 per Linear layer).
@@ -94,8 +100,8 @@ const Matmul& matmul_for(const Key& key) {
                                           cpu_gemm_engine());
     mm.primitive = dnnl::matmul(pd);
   } catch (const dnnl::error& e) {
-    // A bf16 matmul needs AVX-512 (oneDNN 2.6 emulates bf16 on avx512_core): a CPU or a library
-    // without it cannot train in bf16. The runtime checks cpu_gemm_has_bf16() up front.
+    // A bf16 matmul needs AVX-512 (oneDNN 2.6 emulates bf16 on avx512_core); without it bf16
+    // GEMMs go through fp32 (cpu_gemm_bf16_path), so this names a library or shape fault.
     const auto name = [](DataType t) { return t == DataType::bf16 ? "bf16" : "fp32"; };
     throw UserError(fmt::format("gemm: oneDNN has no {} x {} -> {} matmul on this CPU ({})",
                                 name(in_type), name(in_type), name(out_type), e.what()));
@@ -160,6 +166,13 @@ void run_matmul_on_team(const Key& full_key, int team, const TA* a, const TA* b,
   checked[check] = bits;
 }
 
+// Row strides of the *stored* matrices: A is (m, k) untransposed or (k, m) transposed.
+void check_input_strides(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
+                         std::int64_t lda, std::int64_t ldb) {
+  ZL_CHECK(lda >= (ta ? m : k), "gemm: lda = {} too small", lda);
+  ZL_CHECK(ldb >= (tb ? k : n), "gemm: ldb = {} too small", ldb);
+}
+
 template <class TA, class TC>
 void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
               std::int64_t k, float alpha, const TA* a, std::int64_t lda, const TA* b,
@@ -176,16 +189,92 @@ void gemm_cpu(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t
     }
     return;
   }
-  // Row strides of the *stored* matrices: A is (m, k) untransposed or (k, m) transposed.
   const bool ta = trans_a == Transpose::Yes, tb = trans_b == Transpose::Yes;
-  ZL_CHECK(lda >= (ta ? m : k), "gemm: lda = {} too small", lda);
-  ZL_CHECK(ldb >= (tb ? k : n), "gemm: ldb = {} too small", ldb);
+  check_input_strides(ta, tb, m, n, k, lda, ldb);
   const int full = g_threads.load(std::memory_order_relaxed);
   const Key key{ta,   tb,   m, n, k, lda, ldb, ldc, alpha, beta, data_type<TA>(), data_type<TC>(),
                 full};
   const int team = full > 0 ? cpu_team_threads(full) : full;
   if (team != full) return run_matmul_on_team(key, team, a, b, c);
   run_matmul(key, a, b, c);
+}
+
+// Note [bf16 GEMM through fp32]: oneDNN 2.6 has a bf16 matmul only from AVX-512 up. Elsewhere
+// (an AVX2 CPU) a bf16 GEMM widens A and B to fp32, which is exact (a bf16 is the top half of an
+// fp32), and runs the fp32 matmul: fp32 products (exact, 8-bit significands) summed in fp32 with
+// the same alpha and beta, so the documented semantics ("bf16 inputs, fp32 accumulation") hold
+// and only speed differs. A bf16 C is computed in an fp32 copy (read widened when beta != 0, not
+// read when beta == 0) and rounded once to nearest even, as the native path rounds. The fp32
+// matmul goes through gemm_cpu, so Note [GEMM bits on a smaller team] holds here too; the
+// widening and rounding are element-wise, the same bits however they are split.
+// The widened copies live in per-thread buffers that only grow: after a model's first step
+// (its largest shape) a GEMM allocates nothing.
+struct WideningScratch {
+  std::vector<float> a, b, c;
+};
+
+float* grown(std::vector<float>& v, std::int64_t n) {
+  if (v.size() < static_cast<std::size_t>(n)) v.resize(static_cast<std::size_t>(n));
+  return v.data();
+}
+
+// Rows of `cols` elements, split by rows over the GEMM's team (kernels/cpu_parallel.h).
+template <class Fn>
+void for_row_chunks(std::int64_t rows, std::int64_t cols, const Fn& fn) {
+  const int threads = std::max(1, g_threads.load(std::memory_order_relaxed));
+  for_chunks(threads, rows, fn, 1, std::max<std::int64_t>(1, kMinChunkElements / cols));
+}
+
+// dst (rows, cols), packed, = src (rows, cols) with row stride ld, widened exactly.
+void widen(const Bf16* src, std::int64_t ld, std::int64_t rows, std::int64_t cols, float* dst) {
+  for_row_chunks(rows, cols, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const Bf16* in = src + r * ld;
+      float* out = dst + r * cols;
+      for (std::int64_t j = 0; j < cols; ++j) out[j] = bf16_to_float(in[j]);
+    }
+  });
+}
+
+// dst (rows, cols) with row stride ld = src (rows, cols), packed, rounded to nearest even.
+void round_rows(const float* src, std::int64_t rows, std::int64_t cols, Bf16* dst,
+                std::int64_t ld) {
+  for_row_chunks(rows, cols, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* in = src + r * cols;
+      Bf16* out = dst + r * ld;
+      for (std::int64_t j = 0; j < cols; ++j) out[j] = float_to_bf16(in[j]);
+    }
+  });
+}
+
+template <class TC>
+void gemm_bf16_through_fp32(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
+                            std::int64_t k, float alpha, const Bf16* a, std::int64_t lda,
+                            const Bf16* b, std::int64_t ldb, float beta, TC* c, std::int64_t ldc) {
+  // Nothing to widen: gemm_cpu's empty and k = 0 cases read neither A nor B.
+  if (m == 0 || n == 0 || k == 0) {
+    return gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  const bool ta = trans_a == Transpose::Yes, tb = trans_b == Transpose::Yes;
+  check_input_strides(ta, tb, m, n, k, lda, ldb);
+  ZL_CHECK(ldc >= n, "gemm: ldc = {} < n = {}", ldc, n);
+  thread_local WideningScratch scratch;
+  // The stored matrices, packed: A is (m, k) or, transposed, (k, m); B (k, n) or (n, k).
+  const std::int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const std::int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+  float* wa = grown(scratch.a, a_rows * a_cols);
+  float* wb = grown(scratch.b, b_rows * b_cols);
+  widen(a, lda, a_rows, a_cols, wa);
+  widen(b, ldb, b_rows, b_cols, wb);
+  if constexpr (std::is_same_v<TC, float>) {
+    gemm_cpu(trans_a, trans_b, m, n, k, alpha, wa, a_cols, wb, b_cols, beta, c, ldc);
+  } else {
+    float* wc = grown(scratch.c, m * n);
+    if (beta != 0.0f) widen(c, ldc, m, n, wc);  // beta == 0: C is not read (may be NaN)
+    gemm_cpu(trans_a, trans_b, m, n, k, alpha, wa, a_cols, wb, b_cols, beta, wc, n);
+    round_rows(wc, m, n, c, ldc);
+  }
 }
 
 // The device dispatch of every gemm overload: cuBLAS (gemm_cuda, same overloads) on CUDA contexts,
@@ -201,6 +290,12 @@ void gemm_on_device(const ExecContext& ctx, Transpose trans_a, Transpose trans_b
 #else
     throw_built_without_cuda("gemm");
 #endif
+  }
+  if constexpr (std::is_same_v<TA, Bf16>) {
+    if (cpu_gemm_bf16_path() == CpuBf16Gemm::ThroughFp32) {
+      return gemm_bf16_through_fp32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                    ldc);
+    }
   }
   gemm_cpu(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -236,7 +331,7 @@ void set_cpu_gemm_threads(int threads) {
   apply_threads();
 }
 
-bool cpu_gemm_has_bf16() {
+bool cpu_gemm_bf16_native() {
   // oneDNN implements bf16 matmul (bf16 inputs, fp32 accumulation and output) on CPUs from
   // AVX-512 up; where it has none, creating the primitive descriptor throws. Asked once.
   static const bool has = [] {
@@ -254,6 +349,17 @@ bool cpu_gemm_has_bf16() {
     }
   }();
   return has;
+}
+
+CpuBf16Gemm cpu_gemm_bf16_path() {
+  if (g_bf16_through_fp32.load(std::memory_order_relaxed) || !cpu_gemm_bf16_native()) {
+    return CpuBf16Gemm::ThroughFp32;
+  }
+  return CpuBf16Gemm::Native;
+}
+
+void force_cpu_gemm_bf16_through_fp32(bool force) {
+  g_bf16_through_fp32.store(force, std::memory_order_relaxed);
 }
 
 }  // namespace zl

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/gemm.h"
 #include "kernels/gemm_onednn.h"
 
 namespace zl {
@@ -50,6 +51,7 @@ CpuGemmInfo query() {
   } else {
     info.f32_kernel_isa = CpuIsa::Baseline;
   }
+  info.bf16_native = cpu_gemm_bf16_native();
   return info;
 }
 
@@ -63,9 +65,12 @@ const CpuGemmInfo& cpu_gemm_info() {
 CpuIsa best_f32_gemm_isa(CpuIsa cpu) { return std::min(cpu, CpuIsa::Avx512Core); }
 
 std::string describe_cpu_gemm(const CpuGemmInfo& info) {
-  return fmt::format("{}, f32 kernel {} ({}), dispatch up to {}, CPU {}", info.library,
+  return fmt::format("{}, f32 kernel {} ({}), dispatch up to {}, CPU {}, {}", info.library,
                      info.f32_kernel, cpu_isa_name(info.f32_kernel_isa),
-                     cpu_isa_name(info.dispatch), cpu_isa_name(info.cpu));
+                     cpu_isa_name(info.dispatch), cpu_isa_name(info.cpu),
+                     info.bf16_native
+                         ? "bf16 native matmul"
+                         : "bf16 through fp32 (no native bf16 matmul on this CPU: slower)");
 }
 
 std::string cpu_gemm_shortfall(const CpuGemmInfo& info) {

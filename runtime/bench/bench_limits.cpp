@@ -20,7 +20,6 @@
 #include "runtime/comm/device.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/timed_mpi.h"
-#include "runtime/config/bf16_gemm_check.h"
 
 namespace zl {
 namespace {
@@ -149,7 +148,7 @@ std::string gemm_kernel_name(const ExecContext& exec, ComputePrecision precision
   switch (precision) {
     case ComputePrecision::Fp32: return cpu;
     case ComputePrecision::Tf32: return cpu + "; tf32 is fp32 on the CPU";
-    case ComputePrecision::Bf16: return cpu + "; bf16 matmul, fp32 accumulation";
+    case ComputePrecision::Bf16: return cpu + "; bf16 inputs, fp32 accumulation";
   }
   return cpu;
 }
@@ -321,9 +320,6 @@ BenchLimits measure_limits(const Config& config, const World& world,
   ExecContext compute = device.compute();
   compute.cpu_threads = threads;  // as the Trainer's compute context (unused on CUDA)
   out.triad_gbps = measure_bandwidth(compute, world, limit);
-  for (const PrecisionConfig& precision : precisions) {
-    check_bf16_gemm(config, "bench.precision", precision.compute, device.kind());
-  }
   for (const PrecisionConfig& precision : precisions) {
     // The GEMM math of the precision, as the trainer's compute context has it.
     ExecContext exec = compute;

@@ -13,7 +13,9 @@ namespace zl {
 std::string version_text();
 
 // Rank 0 prints cpu_gemm_shortfall() to stderr, at most once per process, when `config` runs the
-// CPU GEMM (runtime.device is not "cuda"; the bench's limits always do). Not collective.
+// CPU GEMM (runtime.device is not "cuda"; the bench's limits always do); and, once, that bf16
+// GEMMs run through fp32 (slower) when `config` computes in bf16 on a CPU without a bf16 matmul
+// (runtime.device "cpu", or "auto" in a build without CUDA). Not collective.
 enum class GemmUse { Training, Bench };
 void warn_if_cpu_gemm_falls_short(const World& world, const Config& config, GemmUse use);
 

@@ -15,8 +15,6 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
-#include "kernels/gemm.h"
-#include "runtime/config/bf16_gemm_check.h"
 #include "runtime/config/config_limits.h"
 #include "runtime/config/config_reader.h"
 #include "runtime/config/config_sizes.h"
@@ -538,18 +536,6 @@ std::string read_file(const std::string& path) {
   }
 }
 
-// bf16 compute needs a bf16 GEMM where the GEMMs run (bf16_gemm_check.h): refused here when
-// runtime.device says the CPU; "cuda" and, in a CUDA build, "auto" are checked once resolved.
-void check_bf16_gemm_at_parse(const Config& c, ConfigSource& source) {
-  const std::string why =
-      bf16_gemm_refusal(c.runtime.device, cpu_gemm_has_bf16(), cuda_backend_built());
-  if (why.empty()) return;
-  if (c.precision.compute == ComputePrecision::Bf16) source.fail("precision.compute", why);
-  if (std::find(c.bench.precision.begin(), c.bench.precision.end(), ComputePrecision::Bf16) !=
-      c.bench.precision.end()) {
-    source.fail("bench.precision", why + "; or drop \"bf16\" from the list");
-  }
-}
 
 }  // namespace
 
@@ -572,7 +558,6 @@ Config read_config(const toml::table& root, ConfigSource& source, const std::str
   read_output(root, source, c.output);
   check_parallel_with_train(c, source);
   check_derived_sizes(c, source);
-  check_bf16_gemm_at_parse(c, source);
   check_bench_modes(c, source);
   return c;
 }

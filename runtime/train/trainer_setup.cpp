@@ -12,7 +12,6 @@
 #include "kernels/gemm.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
-#include "runtime/config/bf16_gemm_check.h"
 #include "runtime/trace/metrics.h"
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/datasets_from_config.h"
@@ -90,7 +89,6 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   // Bad data (a missing file on one node, a model that does not fit) must end every rank before
   // any of them enters the communicator set-up below.
   agree_on_user_errors(world, [&] {
-    check_bf16_gemm(config, "precision.compute", config.precision.compute, compute.device);
     check_trainable(config, mode, world.size);
     data = load_datasets(config);
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.

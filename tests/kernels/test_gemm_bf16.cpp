@@ -1,7 +1,8 @@
 // The bf16 GEMM (bf16 A and B, fp32 accumulation, fp32 or bf16 C; oneDNN on the CPU) against a
 // double-precision reference over the same bf16 inputs: every transpose combination, padded
-// strides, alpha/beta, beta = 0 overwriting NaN, k = 0. And the fp32 GEMM with ctx.gemm_math = Tf32 on the CPU is the
-// plain fp32 GEMM, bit for bit.
+// strides, alpha/beta, beta = 0 overwriting NaN, k = 0; on the path this CPU takes and, forced,
+// through fp32 (Note [bf16 GEMM through fp32]), so that path is tested on every CPU. And the fp32
+// GEMM with ctx.gemm_math = Tf32 on the CPU is the plain fp32 GEMM, bit for bit.
 //
 // Tolerance, per element: the inputs are exact bf16 values, so products are exact in fp32 and the
 // only fp32 error is the k-term summation: |err| <= k * 2^-23 * sum_p |a_ip b_pj| (first-order
@@ -50,6 +51,14 @@ T from_float(float v) {
     return zl::float_to_bf16(v);
   }
 }
+
+// Runs the bf16 GEMMs through fp32 while it lives, even where oneDNN has a bf16 matmul.
+struct ThroughFp32 {
+  ThroughFp32() { zl::force_cpu_gemm_bf16_through_fp32(true); }
+  ~ThroughFp32() { zl::force_cpu_gemm_bf16_through_fp32(false); }
+  ThroughFp32(const ThroughFp32&) = delete;
+  ThroughFp32& operator=(const ThroughFp32&) = delete;
+};
 
 template <class TC>
 void check_bf16_gemm(const std::string& out_name) {
@@ -140,7 +149,9 @@ TEST_CASE("bf16 gemm with a bf16 C is the fp32 result rounded once", "[kernels][
   check_bf16_gemm<Bf16>("C bf16");
 }
 
-TEST_CASE("bf16 gemm: k = 0 scales C, m = 0 touches nothing", "[kernels][gemm][bf16]") {
+namespace {
+
+void check_k0_and_empty() {
   const zl::ExecContext cpu{};
   const Bf16* const none = nullptr;
   std::vector<Bf16> c = {zl::float_to_bf16(1.0f), zl::float_to_bf16(3.0f),
@@ -157,6 +168,60 @@ TEST_CASE("bf16 gemm: k = 0 scales C, m = 0 touches nothing", "[kernels][gemm][b
   CHECK(f == std::vector<float>{0.0f, 0.0f});
   zl::gemm(cpu, Transpose::No, Transpose::No, 0, 2, 3, 1.0f, none, 3, none, 2, 0.0f,
            static_cast<Bf16*>(nullptr), 2);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 gemm: k = 0 scales C, m = 0 touches nothing", "[kernels][gemm][bf16]") {
+  check_k0_and_empty();
+}
+
+TEST_CASE("bf16 gemm through fp32 matches the same reference, fp32 and bf16 C",
+          "[kernels][gemm][bf16]") {
+  // The path a CPU without a bf16 matmul takes, forced here so an AVX-512 machine tests it too.
+  CHECK(zl::cpu_gemm_bf16_path() ==
+        (zl::cpu_gemm_bf16_native() ? zl::CpuBf16Gemm::Native : zl::CpuBf16Gemm::ThroughFp32));
+  const ThroughFp32 forced;
+  CHECK(zl::cpu_gemm_bf16_path() == zl::CpuBf16Gemm::ThroughFp32);
+  check_bf16_gemm<float>("through fp32, C fp32");
+  check_bf16_gemm<Bf16>("through fp32, C bf16");
+  check_k0_and_empty();
+}
+
+TEST_CASE("bf16 gemm through fp32 is the fp32 gemm of the widened inputs, bit for bit",
+          "[kernels][gemm][bf16]") {
+  // Widening is exact, so the result is the fp32 GEMM's on the widened values; a bf16 C is that
+  // rounded once, with a beta != 0 reading the bf16 C widened. On 2 threads, so the widening is
+  // split across the team (33 x 4100 > 2 chunks of 2^16 elements).
+  const ThroughFp32 forced;
+  zl::set_cpu_gemm_threads(2);
+  const zl::ExecContext cpu{};
+  const std::int64_t m = 33, n = 40, k = 4100;
+  std::mt19937 rng(11);
+  const std::vector<Bf16> a = random_bf16(m * k, rng), b = random_bf16(n * k, rng);
+  const std::vector<Bf16> c0 = random_bf16(m * n, rng);
+  std::vector<float> wa(a.size()), wb(b.size()), wc(c0.size());
+  for (std::size_t i = 0; i < a.size(); ++i) wa[i] = zl::bf16_to_float(a[i]);
+  for (std::size_t i = 0; i < b.size(); ++i) wb[i] = zl::bf16_to_float(b[i]);
+  for (std::size_t i = 0; i < c0.size(); ++i) wc[i] = zl::bf16_to_float(c0[i]);
+  std::vector<float> want_f(static_cast<std::size_t>(m * n));
+  zl::gemm(cpu, Transpose::No, Transpose::Yes, m, n, k, 0.5f, wa.data(), k, wb.data(), k, 0.0f,
+           want_f.data(), n);
+  std::vector<float> got_f(want_f.size(), std::numeric_limits<float>::quiet_NaN());
+  zl::gemm(cpu, Transpose::No, Transpose::Yes, m, n, k, 0.5f, a.data(), k, b.data(), k, 0.0f,
+           got_f.data(), n);
+  CHECK(got_f == want_f);
+  zl::gemm(cpu, Transpose::No, Transpose::Yes, m, n, k, 0.5f, wa.data(), k, wb.data(), k, 1.0f,
+           wc.data(), n);
+  std::vector<Bf16> got_h = c0;
+  zl::gemm(cpu, Transpose::No, Transpose::Yes, m, n, k, 0.5f, a.data(), k, b.data(), k, 1.0f,
+           got_h.data(), n);
+  std::int64_t differ = 0;
+  for (std::size_t i = 0; i < got_h.size(); ++i) {
+    differ += got_h[i].bits != zl::float_to_bf16(wc[i]).bits;
+  }
+  CHECK(differ == 0);
+  zl::set_cpu_gemm_threads(1);
 }
 
 TEST_CASE("tf32 gemm math on the CPU is plain fp32, bit for bit", "[kernels][gemm]") {

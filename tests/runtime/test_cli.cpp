@@ -62,6 +62,11 @@ TEST_CASE("--help and --version exit 0", "[cli]") {
   CHECK_THAT(version.output, Catch::Contains("zerolap"));
   // It names the CPU GEMM library, its version and the kernel in use (kernels/gemm_info.h).
   CHECK_THAT(version.output, Catch::Contains("CPU GEMM: oneDNN ") && Catch::Contains("f32 kernel"));
+  // And how bf16 GEMMs run, so a user knows when they are emulated (and slower).
+  CHECK_THAT(version.output,
+             Catch::Contains(zl::cpu_gemm_bf16_native()
+                                 ? ", bf16 native matmul"
+                                 : ", bf16 through fp32 (no native bf16 matmul on this CPU"));
 }
 
 TEST_CASE("bad command lines and configs exit 2 naming what and where", "[cli]") {
@@ -150,15 +155,14 @@ TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   // One memory table: per rank the plan's buffers (masters too in bf16) and the activations.
   CHECK_THAT(r.output, Catch::Contains("memory per rank (estimated") &&
                            Catch::Contains("activations"));
-  if (zl::cpu_gemm_has_bf16()) {
-    const CliResult bf16 = run_zerolap("plan " + path + " --world 8 --set parallel.mode=zero "
-                                       "--set precision.compute=bf16");
-    CHECK(bf16.exit_code == 0);
-    CHECK_THAT(bf16.output, Catch::Contains("(bf16 + fp32 master, reduce_dtype fp32, adam, "
-                                            "zero/none/allreduce_broadcast)") &&
-                                Catch::Contains("= 7.50 at d = 8; formula 2 + 4 + 12/d") &&
-                                Catch::Contains("master "));
-  }
+  // bf16 on any CPU (through fp32 where oneDNN has no bf16 matmul).
+  const CliResult bf16 = run_zerolap("plan " + path + " --world 8 --set parallel.mode=zero "
+                                     "--set precision.compute=bf16");
+  CHECK(bf16.exit_code == 0);
+  CHECK_THAT(bf16.output, Catch::Contains("(bf16 + fp32 master, reduce_dtype fp32, adam, "
+                                          "zero/none/allreduce_broadcast)") &&
+                              Catch::Contains("= 7.50 at d = 8; formula 2 + 4 + 12/d") &&
+                              Catch::Contains("master "));
 }
 
 TEST_CASE("plan and train with element shards at stage 1 and 2", "[cli]") {

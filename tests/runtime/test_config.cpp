@@ -13,7 +13,6 @@
 
 #include "base/errors.h"
 #include "kernels/gemm.h"
-#include "runtime/config/bf16_gemm_check.h"
 #include "runtime/config/config.h"
 #include "error_message_checks.h"
 
@@ -274,19 +273,20 @@ TEST_CASE("config: [precision] defaults, values and rejected combinations", "[co
   const std::string bf16 =
       with("[precision]\ncompute = \"bf16\"\nreduce_dtype = \"bf16\"\n"
            "master_weights = \"remainders\"\n");
-  if (zl::cpu_gemm_has_bf16()) {
-    const Config c = parse(bf16);
+  // Accepted on every CPU: without a bf16 matmul the GEMMs run through fp32 (kernels/gemm.h).
+  for (const char* device : {"runtime.device=\"cpu\"", "runtime.device=\"auto\""}) {
+    INFO(device);
+    const Config c = parse(bf16, {device});
     CHECK(c.precision.compute == zl::ComputePrecision::Bf16);
     CHECK(c.precision.reduce_dtype == zl::DType::BF16);
     CHECK(c.precision.master_weights == zl::MasterWeights::Remainders);
     const Config back = zl::parse_config(zl::to_toml(c), "canonical.toml");
     CHECK(zl::to_toml(back) == zl::to_toml(c));
     CHECK(zl::config_hash(c) != zl::config_hash(d));  // precision changes results
-  } else {
-    REQUIRE_THROWS_WITH(parse(bf16, {"runtime.device=\"cpu\""}),
-                        Contains("configs/x.toml:4: precision.compute: \"bf16\" needs a bf16 GEMM "
-                                 "on the CPU (runtime.device = \"cpu\")"));
   }
+  // And in the bench's list.
+  CHECK(parse(with("[bench]\nprecision = [\"fp32\", \"bf16\"]\n"), {"runtime.device=\"cpu\""})
+            .bench.precision.size() == 2);
   // On CUDA the GEMMs are cuBLAS's, whatever the CPU has.
   CHECK(parse(bf16, {"runtime.device=\"cuda\""}).precision.compute == zl::ComputePrecision::Bf16);
   Config tf32 = d;
@@ -294,41 +294,6 @@ TEST_CASE("config: [precision] defaults, values and rejected combinations", "[co
   CHECK(zl::config_hash(tf32) != zl::config_hash(d));
   CHECK_THAT(zl::to_toml(d), Contains("[precision]\ncompute = \"fp32\"\nreduce_dtype = "
                                       "\"fp32\"\nmaster_weights = \"fp32\"\n"));
-}
-
-TEST_CASE("bf16 is refused only where its GEMMs would run on a CPU without bf16 GEMMs",
-          "[config]") {
-  using zl::DeviceChoice;
-  for (const bool cuda_built : {false, true}) {
-    INFO("cuda_built " << cuda_built);
-    // A CPU with bf16 GEMMs, or the GEMMs on the GPU: accepted.
-    for (const DeviceChoice d : {DeviceChoice::Auto, DeviceChoice::Cpu, DeviceChoice::Cuda}) {
-      CHECK(zl::bf16_gemm_refusal(d, true, cuda_built).empty());
-    }
-    CHECK(zl::bf16_gemm_refusal(DeviceChoice::Cuda, false, cuda_built).empty());
-    // runtime.device = "cpu" on a CPU without: refused, naming the way out.
-    CHECK_THAT(zl::bf16_gemm_refusal(DeviceChoice::Cpu, false, cuda_built),
-               Contains("needs a bf16 GEMM on the CPU (runtime.device = \"cpu\")") &&
-                   Contains(cuda_built ? "or runtime.device = \"cuda\"" : "or a build with CUDA"));
-  }
-  // "auto": the CPU for sure in a build without CUDA; with CUDA decided once the device is chosen.
-  CHECK_THAT(zl::bf16_gemm_refusal(DeviceChoice::Auto, false, false),
-             Contains("(runtime.device = \"auto\" in a build without CUDA)"));
-  CHECK(zl::bf16_gemm_refusal(DeviceChoice::Auto, false, true).empty());
-
-  // Once resolved: a CUDA device never refuses; the CPU refuses exactly where it has no bf16
-  // GEMM, naming the key, the file, and that "auto" chose the CPU.
-  Config c = parse(with("[runtime]\ndevice = \"auto\"\n"));
-  zl::check_bf16_gemm(c, "precision.compute", zl::ComputePrecision::Bf16, zl::DeviceKind::Cuda);
-  zl::check_bf16_gemm(c, "precision.compute", zl::ComputePrecision::Fp32, zl::DeviceKind::Cpu);
-  if (zl::cpu_gemm_has_bf16()) {
-    zl::check_bf16_gemm(c, "bench.precision", zl::ComputePrecision::Bf16, zl::DeviceKind::Cpu);
-  } else {
-    CHECK_THROWS_WITH(
-        zl::check_bf16_gemm(c, "bench.precision", zl::ComputePrecision::Bf16, zl::DeviceKind::Cpu),
-        Contains("configs/x.toml: bench.precision: \"bf16\" needs a bf16 GEMM on the CPU") &&
-            Contains("(runtime.device = \"auto\" chose the CPU)"));
-  }
 }
 
 TEST_CASE("config: other accepted spellings", "[config]") {
