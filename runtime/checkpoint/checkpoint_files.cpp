@@ -23,6 +23,7 @@
 #include "models/parameter_store.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -308,7 +309,11 @@ void write_latest_pointer(const std::string& dir, const std::string& file_name) 
 
 void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t protected_step) {
   std::string latest_name;
-  if (const auto latest = latest_checkpoint(dir)) latest_name = fs::path(*latest).filename();
+  if (const auto latest = latest_checkpoint(dir)) {
+    latest_name = fs::path(*latest).filename();
+    // A sharded checkpoint's pointer names its manifest: the checkpoint is the directory.
+    if (latest_name == kManifestName) latest_name = fs::path(*latest).parent_path().filename();
+  }
   std::vector<std::pair<std::int64_t, fs::path>> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -322,12 +327,21 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t p
       fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
     } else if (const std::int64_t step = checkpoint_step_of(name); step >= 0) {
       found.emplace_back(step, entry.path());
+    } else if (const std::int64_t dir_step = sharded_step_of(name);
+               dir_step >= 0 && entry.is_directory(ec)) {
+      // A sharded checkpoint, whole or not at all; without a manifest it is a crashed write (no
+      // write is in flight while pruning: runtime/checkpoint/checkpoint_saver.h).
+      if (fs::exists(entry.path() / kManifestName, ec)) {
+        found.emplace_back(dir_step, entry.path());
+      } else {
+        fs::remove_all(entry.path(), ec);
+      }
     }
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0)); i < found.size(); ++i) {
     if (found[i].second.filename() == latest_name || found[i].first == protected_step) continue;
-    fs::remove(found[i].second, ec);
+    fs::remove_all(found[i].second, ec);  // a sharded checkpoint's directory with its shards
   }
 }
 

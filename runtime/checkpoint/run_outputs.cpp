@@ -14,6 +14,7 @@
 #include "base/regular_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -89,6 +90,8 @@ std::int64_t start_step(const CheckpointConfig& c) {
     if (!latest) return 0;
     path = *latest;
   }
+  // A sharded checkpoint (its directory or manifest): the manifest's step.
+  if (const auto manifest = sharded_manifest_of(path)) return read_manifest(*manifest).step;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return 0;  // prepare_checkpoints reports a missing file
   const SafetensorsReader file(path);            // a damaged one is reported here, exit 2
