@@ -6,7 +6,8 @@
 #     is cut to 4 per rank: a checkpoint's size does not depend on it);
 #  2. 200 steps of configs/bench_overlap.toml on 2 ranks: steps per second (metrics.csv's
 #     elapsed_s at step 200) without checkpoints, with checkpoint.every = 10 async sharded, and
-#     with checkpoint.every = 10 sync single-file.
+#     with checkpoint.every = 10 sync single-file; and each checkpoint's own stop from its
+#     progress line (async: the staging copy, then the commit at a later step).
 # Prints medians with p10-p90 over every checkpoint (1) and every repetition (2).
 # Usage: scripts/bench_checkpoints.sh ZEROLAP_BINARY WORK_DIR [REPEATS (default 3)]
 set -u
@@ -48,6 +49,10 @@ for f in "${formats[@]}"; do
     values=$(sed -n 's/.*training stopped \([0-9.]*\) s)$/\1/p' "$work/large_$name.log")
   fi
   stats "$name" s $values
+  if [ "$2" = true ]; then  # the commit (manifest, latest, pruning) stops a later step on rank 0
+    values=$(sed -n 's/.*committed in \([0-9.]*\) s;.*/\1/p' "$work/large_$name.log")
+    stats "$name (its commit, at a later step)" s $values
+  fi
 done
 
 echo "== 200 steps of configs/bench_overlap.toml, 2 ranks: steps per second"
@@ -68,4 +73,12 @@ for r in "${runs[@]}"; do
     values="$values $(python3 -c "print(200 / $elapsed)")"
   done
   stats "${1}${2:+ async=$2}" steps/s $values
+  [ "$1" = none ] && continue
+  if [ "$1" = single_file ]; then
+    values=$(sed -n 's/.*checkpoint step .* MB, \([0-9.]*\) s)$/\1/p' "$work"/overlap_"$1"_*.log)
+  else
+    values=$(sed -n 's/.*staged in \([0-9.]*\) s, committed in \([0-9.]*\) s;.*/\1 \2/p' \
+      "$work"/overlap_"$1"_*.log | awk '{ print $1 + $2 }')
+  fi
+  stats "  ${1} per checkpoint (async: staging + commit)" s $values
 done

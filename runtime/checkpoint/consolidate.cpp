@@ -23,9 +23,10 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
                                    ConsolidateState state) {
   const std::optional<std::string> manifest_path = sharded_manifest_of(checkpoint);
   if (!manifest_path) {
-    throw UserError(fmt::format("'{}' is not a sharded checkpoint (a step_<N> directory with a {}, "
-                                "or that file)",
-                                checkpoint, kManifestName));
+    throw UserError(
+        fmt::format("'{}' is not a sharded checkpoint (a step_<N> directory with a {}, "
+                    "or that file)",
+                    checkpoint, kManifestName));
   }
   const Manifest m = read_manifest(*manifest_path);
   for (const ShardEntry& s : m.shards) verify_shard(*manifest_path, s);

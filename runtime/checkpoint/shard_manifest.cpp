@@ -87,7 +87,9 @@ std::int64_t ManifestParameter::numel() const {
 
 std::string crc_hex(std::uint32_t crc) { return fmt::format("{:08x}", crc); }
 
-std::string sharded_dir_name(std::int64_t step) { return fmt::format("{}{:08d}", kDirPrefix, step); }
+std::string sharded_dir_name(std::int64_t step) {
+  return fmt::format("{}{:08d}", kDirPrefix, step);
+}
 
 std::int64_t sharded_step_of(const std::string& name) {
   const std::size_t prefix = std::strlen(kDirPrefix);
@@ -147,8 +149,8 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     m.generation = body.at("generation").get<std::int64_t>();
     m.world_size = body.at("world_size").get<int>();
     for (const json& p : body.at("parameters")) {
-      m.parameters.push_back({p.at("name").get<std::string>(),
-                              p.at("shape").get<std::vector<std::int64_t>>()});
+      m.parameters.push_back(
+          {p.at("name").get<std::string>(), p.at("shape").get<std::vector<std::int64_t>>()});
     }
     m.state_names = body.at("optimizer_state").get<std::vector<std::string>>();
     m.metadata = body.at("metadata").get<std::map<std::string, std::string>>();
@@ -174,7 +176,8 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   std::map<std::string, const ManifestParameter*> params;
   for (const ManifestParameter& p : m.parameters) {
     for (const std::int64_t d : p.shape) {
-      if (d < 0 || d > (std::int64_t{1} << 40)) fail(path, fmt::format("'{}' has a bad shape", p.name));
+      if (d < 0 || d > (std::int64_t{1} << 40))
+        fail(path, fmt::format("'{}' has a bad shape", p.name));
     }
     if (!params.emplace(p.name, &p).second) fail(path, fmt::format("'{}' listed twice", p.name));
   }
@@ -247,7 +250,8 @@ void write_manifest(const std::string& dir, const Manifest& m) {
 std::uint32_t file_crc32(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
-    throw UserError(fmt::format("checkpoint shard '{}': cannot open: {}", path, std::strerror(errno)));
+    throw UserError(
+        fmt::format("checkpoint shard '{}': cannot open: {}", path, std::strerror(errno)));
   }
   std::vector<unsigned char> buf(kCrcChunk);
   auto crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
@@ -270,21 +274,24 @@ void verify_shard(const std::string& manifest_path, const ShardEntry& s) {
   const std::string file = shard_path(manifest_path, s.file);
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
-    throw UserError(fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): the "
-                                "checkpoint is incomplete; resume from an earlier one",
-                                file, s.rank, manifest_path));
+    throw UserError(
+        fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): the "
+                    "checkpoint is incomplete; resume from an earlier one",
+                    file, s.rank, manifest_path));
   }
   const std::uint64_t bytes = fs::file_size(file, ec);
   if (ec || bytes != s.bytes) {
-    throw UserError(fmt::format("checkpoint shard '{}' has {} bytes, its manifest '{}' says {}: "
-                                "the file is truncated or belongs to another checkpoint",
-                                file, bytes, manifest_path, s.bytes));
+    throw UserError(
+        fmt::format("checkpoint shard '{}' has {} bytes, its manifest '{}' says {}: "
+                    "the file is truncated or belongs to another checkpoint",
+                    file, bytes, manifest_path, s.bytes));
   }
   const std::uint32_t crc = file_crc32(file);
   if (crc != s.crc32) {
-    throw UserError(fmt::format("checkpoint shard '{}': CRC32 {} differs from {} in its manifest "
-                                "'{}': the file is corrupt or belongs to another checkpoint",
-                                file, crc_hex(crc), crc_hex(s.crc32), manifest_path));
+    throw UserError(
+        fmt::format("checkpoint shard '{}': CRC32 {} differs from {} in its manifest "
+                    "'{}': the file is corrupt or belongs to another checkpoint",
+                    file, crc_hex(crc), crc_hex(s.crc32), manifest_path));
   }
 }
 

@@ -28,14 +28,16 @@ const SafetensorsReader& ShardSet::open(std::size_t i) {
   const std::string file = shard_path(path_, s.file);
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
-    throw UserError(fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): "
-                                "the checkpoint is incomplete; resume from an earlier one",
-                                file, s.rank, path_));
+    throw UserError(
+        fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): "
+                    "the checkpoint is incomplete; resume from an earlier one",
+                    file, s.rank, path_));
   }
   if (fs::file_size(file, ec) != s.bytes) {
-    throw UserError(fmt::format("checkpoint shard '{}' is truncated or another checkpoint's: "
-                                "{} bytes, its manifest '{}' says {}",
-                                file, fs::file_size(file, ec), path_, s.bytes));
+    throw UserError(
+        fmt::format("checkpoint shard '{}' is truncated or another checkpoint's: "
+                    "{} bytes, its manifest '{}' says {}",
+                    file, fs::file_size(file, ec), path_, s.bytes));
   }
   auto reader = std::make_unique<SafetensorsReader>(file);
   const auto& meta = reader->metadata();
@@ -47,18 +49,20 @@ const SafetensorsReader& ShardSet::open(std::size_t i) {
       value("rank") != std::to_string(s.rank) ||
       value("world_size") != std::to_string(m_.world_size) ||
       value("generation") != std::to_string(m_.generation)) {
-    throw UserError(fmt::format("checkpoint shard '{}' is a foreign file: it is not shard {} of "
-                                "step {} (generation {}) that '{}' names",
-                                file, s.rank, m_.step, m_.generation, path_));
+    throw UserError(
+        fmt::format("checkpoint shard '{}' is a foreign file: it is not shard {} of "
+                    "step {} (generation {}) that '{}' names",
+                    file, s.rank, m_.step, m_.generation, path_));
   }
   for (const ShardPiece& p : s.pieces) {
     for (const std::string& name : tensor_names(p.name)) {
       const TensorEntry* t = reader->find(name);
       if (!t || t->dtype != "F32" || t->shape != std::vector<std::int64_t>{p.numel} ||
           value(("begin." + p.name).c_str()) != std::to_string(p.begin)) {
-        throw UserError(fmt::format("checkpoint shard '{}': tensor '{}' is not the piece [{}, "
-                                    "+{}) its manifest '{}' names",
-                                    file, escaped_excerpt(name), p.begin, p.numel, path_));
+        throw UserError(
+            fmt::format("checkpoint shard '{}': tensor '{}' is not the piece [{}, "
+                        "+{}) its manifest '{}' names",
+                        file, escaped_excerpt(name), p.begin, p.numel, path_));
       }
     }
   }
@@ -66,7 +70,8 @@ const SafetensorsReader& ShardSet::open(std::size_t i) {
   return *readers_[i];
 }
 
-void ShardSet::shards_of(const std::string& name, std::int64_t lo, std::int64_t hi, std::set<std::size_t>& out) const {
+void ShardSet::shards_of(const std::string& name, std::int64_t lo, std::int64_t hi,
+                         std::set<std::size_t>& out) const {
   const auto it = by_param_.find(name);
   if (it == by_param_.end()) return;
   for (const auto& [shard, p] : it->second) {
@@ -74,7 +79,8 @@ void ShardSet::shards_of(const std::string& name, std::int64_t lo, std::int64_t 
   }
 }
 
-void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::int64_t hi, float* out) {
+void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::int64_t hi,
+                    float* out) {
   const std::string tensor =
       which < 0 ? param : state_tensor_name(param, m_.state_names[static_cast<std::size_t>(which)]);
   for (const auto& [shard, p] : by_param_.at(param)) {
@@ -82,8 +88,8 @@ void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::i
     if (a >= b) continue;
     const SafetensorsReader& r = open(shard);
     const TensorEntry* t = r.find(tensor);
-    r.read_data(t->begin + static_cast<std::uint64_t>(a - p->begin) * sizeof(float),
-                out + (a - lo), static_cast<std::size_t>(b - a) * sizeof(float));
+    r.read_data(t->begin + static_cast<std::uint64_t>(a - p->begin) * sizeof(float), out + (a - lo),
+                static_cast<std::size_t>(b - a) * sizeof(float));
   }
 }
 
@@ -92,6 +98,5 @@ std::vector<std::string> ShardSet::tensor_names(const std::string& param) const 
   for (const std::string& s : m_.state_names) out.push_back(state_tensor_name(param, s));
   return out;
 }
-
 
 }  // namespace zl

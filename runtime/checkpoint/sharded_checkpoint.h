@@ -53,8 +53,8 @@ struct ShardCommit {
 
 // Collective over state.world (`comm`: a private communicator). Rank 0 creates the checkpoint's
 // directory and picks a generation above the one its manifest names (a checkpoint of the same
-// step written again never touches the files the old manifest names); every rank copies the pieces it holds
-// into `out` (reusing its memory). Throws RuntimeFailure for a non-finite value.
+// step written again never touches the files the old manifest names); every rank copies the pieces
+// it holds into `out` (reusing its memory). Throws RuntimeFailure for a non-finite value.
 // `checkpoint` says where (its dir) and how many to keep.
 ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& checkpoint,
                         MPI_Comm comm, const WaitLimit& limit, StagedShard& out);

@@ -39,7 +39,8 @@ std::int64_t meta_int(const Manifest& m, const std::string& path, const std::str
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
     if (ec != std::errc() || end != s.data() + s.size()) value = -1;
   }
-  if (value < 0) fail(path, fmt::format("metadata '{}' is missing or not a non-negative integer", key));
+  if (value < 0)
+    fail(path, fmt::format("metadata '{}' is missing or not a non-negative integer", key));
   return value;
 }
 
@@ -54,9 +55,10 @@ CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
   if (meta("format") != kCheckpointFormat) fail(path, "its metadata is not a zerolap checkpoint's");
   const std::string kind = meta("optimizer");
   if (kind != to_string(opt.config().kind)) {
-    fail(path, fmt::format("written with optimizer.kind = \"{}\", the config has \"{}\": set "
-                           "optimizer.kind = \"{}\" to resume from it",
-                           escaped_excerpt(kind), to_string(opt.config().kind), escaped_excerpt(kind)));
+    fail(path,
+         fmt::format("written with optimizer.kind = \"{}\", the config has \"{}\": set "
+                     "optimizer.kind = \"{}\" to resume from it",
+                     escaped_excerpt(kind), to_string(opt.config().kind), escaped_excerpt(kind)));
   }
   if (m.state_names != opt.state_names()) {
     fail(path, fmt::format("holds optimizer state [{}], this optimizer keeps [{}]",
@@ -92,8 +94,9 @@ CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
   facts.world_size = meta_int(m, path, "world_size");
   facts.config_toml = meta("config");
   if (facts.step != m.step || facts.optimizer_step > facts.step) {
-    fail(path, fmt::format("metadata step {} / optimizer_step {} do not match the manifest's step {}",
-                           facts.step, facts.optimizer_step, m.step));
+    fail(path,
+         fmt::format("metadata step {} / optimizer_step {} do not match the manifest's step {}",
+                     facts.step, facts.optimizer_step, m.step));
   }
   return facts;
 }
@@ -112,7 +115,8 @@ void bcast_string(std::string& s, MPI_Comm comm, const WaitLimit& limit, const c
 // Elements [r.offset, +r.numel) of the flat buffer, as runs of parameter `id` (the padding around
 // parameters is not in any file).
 template <class Fn>
-void for_each_param_run(const ParameterStore& store, const Bucket& b, const ElementRange& r, Fn fn) {
+void for_each_param_run(const ParameterStore& store, const Bucket& b, const ElementRange& r,
+                        Fn fn) {
   for (const int id : b.param_ids) {
     const ParameterInfo& p = store.info(id);
     const std::int64_t lo = std::max(r.offset, p.offset);
@@ -136,11 +140,14 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
   } free_comm{comm};
 
   std::string path = root_path, text;
-  agree_on_user_errors(world, [&] {
-    if (!world.is_root()) return;
-    text = read_small_file(path, "sharded checkpoint manifest", kMaxManifestBytes);
-    check_manifest(parse_manifest(text, path), path, store, opt);
-  }, timeout_s);
+  agree_on_user_errors(
+      world,
+      [&] {
+        if (!world.is_root()) return;
+        text = read_small_file(path, "sharded checkpoint manifest", kMaxManifestBytes);
+        check_manifest(parse_manifest(text, path), path, store, opt);
+      },
+      timeout_s);
   bcast_string(path, comm, limit, "broadcasting the checkpoint manifest's path");
   bcast_string(text, comm, limit, "broadcasting the checkpoint manifest");
 
@@ -151,49 +158,53 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
   std::vector<float> host, st;
   // Everything that can be wrong with a shard is a UserError inside here, on whichever rank finds
   // it; the reads themselves need no message from another rank.
-  agree_on_user_errors(world, [&] {
-    m = parse_manifest(text, path);
-    facts = check_manifest(m, path, store, opt);
-    shards = std::make_unique<ShardSet>(m, path);
-    for (std::size_t i = static_cast<std::size_t>(world.rank); i < m.shards.size();
-         i += static_cast<std::size_t>(world.size)) {
-      verify_shard(path, m.shards[i]);
-    }
-    for (const Bucket& b : state.plan.buckets) {
-      // What this rank holds of bucket b: every parameter element (stage 3: its shard of them),
-      // and the state of the elements it steps.
-      const ElementRange whole{b.offset, b.numel};
-      const ElementRange& stepped = opt.stepped(b.index);
-      const ElementRange params = state.mode.gathers_parameters() ? stepped : whole;
-      const bool has_state = ns > 0 && stepped.numel > 0 && state.mode.steps_on(b, world.rank);
-      std::set<std::size_t> needed;
-      for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
-        shards->shards_of(store.info(id).name, lo, hi, needed);
-      });
-      for (const std::size_t i : needed) shards->open(i);
-
-      host.assign(static_cast<std::size_t>(b.numel), 0.0f);
-      for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
-        shards->read(store.info(id).name, -1, lo, hi, host.data() + store.info(id).offset + lo - b.offset);
-      });
-      if (has_state) {
-        st.assign(static_cast<std::size_t>(ns) * static_cast<std::size_t>(b.numel), 0.0f);
-        for (int s = 0; s < ns; ++s) {
-          for_each_param_run(store, b, stepped, [&](int id, std::int64_t lo, std::int64_t hi) {
-            shards->read(store.info(id).name, s, lo, hi,
-                         st.data() + s * b.numel + store.info(id).offset + lo - b.offset);
-          });
+  agree_on_user_errors(
+      world,
+      [&] {
+        m = parse_manifest(text, path);
+        facts = check_manifest(m, path, store, opt);
+        shards = std::make_unique<ShardSet>(m, path);
+        for (std::size_t i = static_cast<std::size_t>(world.rank); i < m.shards.size();
+             i += static_cast<std::size_t>(world.size)) {
+          verify_shard(path, m.shards[i]);
         }
-      }
-      // Note [Loaded values]: bucket b's parameters (`host`) and state (`st`) as read, before they
-      // reach the device.
-      parameters_from_host(state, b, host);
-      for (int s = 0; s < ns && has_state; ++s) {
-        copy_from_host(st.data() + s * b.numel + (stepped.offset - b.offset),
-                       opt.state_at(b.index, s, stepped.offset), store.device(), stepped.numel);
-      }
-    }
-  }, timeout_s);
+        for (const Bucket& b : state.plan.buckets) {
+          // What this rank holds of bucket b: every parameter element (stage 3: its shard of them),
+          // and the state of the elements it steps.
+          const ElementRange whole{b.offset, b.numel};
+          const ElementRange& stepped = opt.stepped(b.index);
+          const ElementRange params = state.mode.gathers_parameters() ? stepped : whole;
+          const bool has_state = ns > 0 && stepped.numel > 0 && state.mode.steps_on(b, world.rank);
+          std::set<std::size_t> needed;
+          for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
+            shards->shards_of(store.info(id).name, lo, hi, needed);
+          });
+          for (const std::size_t i : needed) shards->open(i);
+
+          host.assign(static_cast<std::size_t>(b.numel), 0.0f);
+          for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
+            shards->read(store.info(id).name, -1, lo, hi,
+                         host.data() + store.info(id).offset + lo - b.offset);
+          });
+          if (has_state) {
+            st.assign(static_cast<std::size_t>(ns) * static_cast<std::size_t>(b.numel), 0.0f);
+            for (int s = 0; s < ns; ++s) {
+              for_each_param_run(store, b, stepped, [&](int id, std::int64_t lo, std::int64_t hi) {
+                shards->read(store.info(id).name, s, lo, hi,
+                             st.data() + s * b.numel + store.info(id).offset + lo - b.offset);
+              });
+            }
+          }
+          // Note [Loaded values]: bucket b's parameters (`host`) and state (`st`) as read, before
+          // they reach the device.
+          parameters_from_host(state, b, host);
+          for (int s = 0; s < ns && has_state; ++s) {
+            copy_from_host(st.data() + s * b.numel + (stepped.offset - b.offset),
+                           opt.state_at(b.index, s, stepped.offset), store.device(), stepped.numel);
+          }
+        }
+      },
+      timeout_s);
 
   const std::int64_t global_batch = state.config.data.batch_size * world.size;
   const std::int64_t cursor = convert_cursor(facts, global_batch, state.batches_per_epoch);
@@ -205,18 +216,21 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
                path, facts.step, cursor / state.batches_per_epoch, facts.world_size,
                facts.world_size == 1 ? "" : "s", m.shards.size());
     if (facts.global_batch != global_batch) {
-      fmt::print("zerolap: note: the global batch changed from {} to {} samples; continuing at "
-                 "batch {} of epoch {}, so the sample order differs from the original run's\n",
-                 facts.global_batch, global_batch, cursor % state.batches_per_epoch,
-                 cursor / state.batches_per_epoch);
+      fmt::print(
+          "zerolap: note: the global batch changed from {} to {} samples; continuing at "
+          "batch {} of epoch {}, so the sample order differs from the original run's\n",
+          facts.global_batch, global_batch, cursor % state.batches_per_epoch,
+          cursor / state.batches_per_epoch);
     }
     std::vector<std::string> changed;
     for (const std::string& key : config_differences(facts.config_toml, to_toml(state.config))) {
       if (key_affects_results(key)) changed.push_back(key);
     }
     if (!changed.empty()) {
-      fmt::print("zerolap: note: the config differs from the checkpoint's in {}\n",
-                 fmt::join(changed.begin(), changed.begin() + std::min<std::ptrdiff_t>(8, std::ssize(changed)), ", "));
+      fmt::print(
+          "zerolap: note: the config differs from the checkpoint's in {}\n",
+          fmt::join(changed.begin(),
+                    changed.begin() + std::min<std::ptrdiff_t>(8, std::ssize(changed)), ", "));
     }
     std::fflush(stdout);
   }

@@ -42,8 +42,7 @@ bool values_are_masters(const TrainingState& state) {
 
 // The elements of bucket b that `rank` writes (Note [Shard pieces]). The one place that reads the
 // plan's ownership.
-ElementRange held_range(const TrainingState& state, const Bucket& b, int rank,
-                        std::int64_t total) {
+ElementRange held_range(const TrainingState& state, const Bucket& b, int rank, std::int64_t total) {
   if (state.mode.sharded_state) return state.mode.stepped_range(state.plan, b, rank);
   const int world = state.world.size;
   const std::int64_t lo = std::max(b.offset, total * rank / world);
@@ -59,7 +58,8 @@ std::int64_t largest_generation(const std::string& step_dir) {
     const std::string name = entry.path().filename().string();
     const std::size_t g = name.rfind(".g");
     const std::size_t dot = name.find('.', g + 2);
-    if (name.rfind("shard_", 0) != 0 || g == std::string::npos || dot == std::string::npos) continue;
+    if (name.rfind("shard_", 0) != 0 || g == std::string::npos || dot == std::string::npos)
+      continue;
     std::int64_t value = -1;
     const auto [end, err] = std::from_chars(name.data() + g + 2, name.data() + dot, value);
     if (err == std::errc() && end == name.data() + dot) last = std::max(last, value);
@@ -120,8 +120,9 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, M
   ParameterStore& store = state.store;
   ShardedOptimizer& opt = state.optimizer;
   if (state.mode.shard_ranks > 0) {
-    throw UserError("checkpoint.format = \"sharded\": a link.ranks timing study holds no "
-                    "checkpointable state (each rank steps a part of its shard only)");
+    throw UserError(
+        "checkpoint.format = \"sharded\": a link.ranks timing study holds no "
+        "checkpointable state (each rank steps a part of its shard only)");
   }
   ShardCommit commit;
   commit.dir = c.dir;
@@ -141,7 +142,8 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, M
     }
     generation = next_generation(commit.step_dir);
   }
-  timed_bcast(&generation, 1, MPI_INT64_T, 0, comm, limit, "broadcasting the checkpoint generation");
+  timed_bcast(&generation, 1, MPI_INT64_T, 0, comm, limit,
+              "broadcasting the checkpoint generation");
 
   const std::vector<std::string>& states = opt.state_names();
   const std::map<std::string, std::string> metadata = checkpoint_metadata(state);
@@ -165,7 +167,8 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, M
   }
 
   const std::vector<HeldPiece> mine = held_pieces(state, world.rank);
-  out.path = (fs::path(commit.step_dir) / shard_file_name(world.rank, world.size, generation)).string();
+  out.path =
+      (fs::path(commit.step_dir) / shard_file_name(world.rank, world.size, generation)).string();
   out.step = state.position.step;
   out.rank = world.rank;
   out.tensors.clear();
@@ -177,7 +180,8 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, M
                   {"world_size", std::to_string(world.size)},
                   {"config_hash", metadata.at("config_hash")}};
   std::int64_t floats = 0;
-  for (const HeldPiece& h : mine) floats += h.numel * (1 + static_cast<std::int64_t>(states.size()));
+  for (const HeldPiece& h : mine)
+    floats += h.numel * (1 + static_cast<std::int64_t>(states.size()));
   out.data.resize(static_cast<std::size_t>(floats));
   float* at = out.data.data();
   const bool masters = values_are_masters(state);
@@ -234,8 +238,8 @@ WrittenShard write_shard(const StagedShard& shard) {
     const std::uint64_t header = 8 + back.header_bytes();
     std::vector<unsigned char> head(static_cast<std::size_t>(header));
     const int fd = ::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC);
-    const bool read_ok = fd >= 0 && ::pread(fd, head.data(), head.size(), 0) ==
-                                        static_cast<ssize_t>(head.size());
+    const bool read_ok =
+        fd >= 0 && ::pread(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
     if (fd >= 0) ::close(fd);
     if (!read_ok) throw RuntimeFailure(fmt::format("cannot read back '{}'", shard.path));
     auto crc = static_cast<std::uint32_t>(
@@ -288,10 +292,11 @@ void commit_shards(MPI_Comm comm, const WaitLimit& limit, int rank, int world,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       // "training stopped": what the step loop waited for this checkpoint (async: the staging
       // copy and any wait for the previous checkpoint; sync: everything).
-      fmt::print("zerolap: checkpoint step {} -> {} ({} shards, {:.1f} MB; staged in {:.3f} s, "
-                 "committed in {:.3f} s; training stopped {:.3f} s)\n",
-                 m.step, commit.step_dir, world, static_cast<double>(total) / 1e6, commit.staged_s,
-                 commit_s, commit.stopped_s + (commit.synchronous ? commit_s : 0.0));
+      fmt::print(
+          "zerolap: checkpoint step {} -> {} ({} shards, {:.1f} MB; staged in {:.3f} s, "
+          "committed in {:.3f} s; training stopped {:.3f} s)\n",
+          m.step, commit.step_dir, world, static_cast<double>(total) / 1e6, commit.staged_s,
+          commit_s, commit.stopped_s + (commit.synchronous ? commit_s : 0.0));
       std::fflush(stdout);
     }
   }

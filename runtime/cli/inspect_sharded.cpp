@@ -17,10 +17,11 @@ void inspect_sharded_checkpoint(const std::string& manifest_path) {
   };
   std::int64_t numel = 0;
   for (const ManifestParameter& p : m.parameters) numel += p.numel();
-  fmt::print("{}: sharded checkpoint of step {} (generation {}), {} shards, {} parameters ({} "
-             "elements), optimizer state [{}]\n",
-             manifest_path, m.step, m.generation, m.shards.size(), m.parameters.size(), numel,
-             fmt::join(m.state_names, ", "));
+  fmt::print(
+      "{}: sharded checkpoint of step {} (generation {}), {} shards, {} parameters ({} "
+      "elements), optimizer state [{}]\n",
+      manifest_path, m.step, m.generation, m.shards.size(), m.parameters.size(), numel,
+      fmt::join(m.state_names, ", "));
   fmt::print("precision {}, mode {}, written on {} ranks; parameters stored as fp32\n",
              value("precision"), value("mode"), value("world_size"));
   fmt::print("\n{:<40}  {:>4}  {:>12}  {:<8}  {:>6}  {}\n", "shard", "rank", "bytes", "crc32",

@@ -77,9 +77,10 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("a 4-rank stage-3 sharded checkpoint loads as the single-file one does, bitwise; async "
-          "writes the same bytes; consolidate gives the single file's tensors",
-          "[sharded-checkpoint]") {
+TEST_CASE(
+    "a 4-rank stage-3 sharded checkpoint loads as the single-file one does, bitwise; async "
+    "writes the same bytes; consolidate gives the single file's tensors",
+    "[sharded-checkpoint]") {
   const World world = world_of(MPI_COMM_WORLD);
   REQUIRE(world.size == 4);
   const std::string dir = shared_dir(world.comm, "sharded_checkpoint");
@@ -87,8 +88,9 @@ TEST_CASE("a 4-rank stage-3 sharded checkpoint loads as the single-file one does
   const std::string sync_dir = dir + "/sync", async_dir = dir + "/async";
   const auto writer_keys = with(kBase, stage(3, "interleaved"));
   {
-    Config sync_config = small_config(with(
-        writer_keys, {fmt::format("checkpoint.dir=\"{}\"", sync_dir), "checkpoint.format=sharded"}));
+    Config sync_config =
+        small_config(with(writer_keys, {fmt::format("checkpoint.dir=\"{}\"", sync_dir),
+                                        "checkpoint.format=sharded"}));
     Config async_config = sync_config;
     async_config.checkpoint.dir = async_dir;
     async_config.checkpoint.async = true;
@@ -159,7 +161,8 @@ TEST_CASE("a 4-rank stage-3 sharded checkpoint loads as the single-file one does
       CHECK(same_bits(a.params, b.params));
       CHECK(same_bits(a.state, b.state));
       if (w.rank == 0) CHECK_FALSE(a.state.empty());  // rank 0 steps a bucket in every target
-      CHECK(same_bits(train_checking_identity(from_single, 2), train_checking_identity(from_shards, 2)));
+      CHECK(same_bits(train_checking_identity(from_single, 2),
+                      train_checking_identity(from_shards, 2)));
       MPI_Comm_free(&sub);
     }
     MPI_Barrier(world.comm);
