@@ -68,4 +68,28 @@ void cuda_copy_from_host(const void* host_src, void* dst, std::size_t bytes) {
   ZL_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+// Checkpoint staging (base/staging_copy.h): a non-blocking stream of its own, so the copies queue
+// behind no training work; the device is synchronised once when it is made (the state it copies
+// is quiescent from then on).
+void* cuda_staging_stream_create() {
+  ZL_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t stream = nullptr;
+  ZL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+void cuda_staging_stream_destroy(void* stream) {
+  if (stream) cudaStreamDestroy(static_cast<cudaStream_t>(stream));  // never throws: destructors
+}
+
+void cuda_staging_copy_to_host(void* stream, const void* src, void* host_dst, std::size_t bytes) {
+  if (bytes == 0) return;
+  ZL_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost,
+                                static_cast<cudaStream_t>(stream)));
+}
+
+void cuda_staging_stream_wait(void* stream) {
+  ZL_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
 }  // namespace zl

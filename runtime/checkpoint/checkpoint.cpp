@@ -37,8 +37,11 @@
 #include "base/errors.h"
 #include "base/fault_stop.h"
 #include "runtime/comm/timed_mpi.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/checkpoint/checkpoint_pruning.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/sharded_checkpoint.h"
 #include "base/tracer.h"
 
 namespace zl {
@@ -199,6 +202,8 @@ void bucket_to_host(const TrainingState& state, const Bucket& b, std::vector<flo
   }
 }
 
+}  // namespace
+
 // Bucket b's parameters from their fp32 values (host, [b.numel]; Note [Masters in checkpoints]):
 // fp32 parameters take them as they are; bf16 parameters take master_to_bf16 of them, and the
 // ranks that step the bucket take them as masters.
@@ -236,6 +241,8 @@ void parameters_from_host(const TrainingState& state, const Bucket& b,
   for (const int id : b.param_ids) opt.write_master(id, host.data() + within(store, b, id));
 }
 
+namespace {
+
 void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host) {
   ShardedOptimizer& opt = state.optimizer;
   const ParameterStore& store = state.store;
@@ -249,6 +256,8 @@ void state_from_host(const TrainingState& state, const Bucket& b, const std::vec
     }
   }
 }
+
+}  // namespace
 
 std::map<std::string, std::string> checkpoint_metadata(const TrainingState& state) {
   const Config& c = state.config;
@@ -294,6 +303,8 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingState& stat
       {"config", to_toml(c)},
   };
 }
+
+namespace {
 
 // A checkpoint is never written from non-finite values (docs/design.md, "Divergence"): rank 0
 // checks each tensor in the host buffer it is about to write, so the check costs no extra pass
@@ -461,6 +472,16 @@ void save_checkpoint_if_due(const TrainingState& state) {
 
 void load_checkpoint(const TrainingState& state, const std::string& path) {
   const World& world = state.world;
+  // A sharded checkpoint (its directory or manifest; rank 0 knows the path) loads on its own path.
+  int sharded = world.is_root() && sharded_manifest_of(path) ? 1 : 0;
+  if (world.size > 1) {
+    timed_bcast(&sharded, 1, MPI_INT, 0, world.comm, wait_limit(state),
+                "broadcasting the checkpoint's format");
+  }
+  if (sharded) {
+    load_sharded_checkpoint(state, world.is_root() ? *sharded_manifest_of(path) : std::string());
+    return;
+  }
   ParameterStore& store = state.store;
   ShardedOptimizer& opt = state.optimizer;
   const auto ns = static_cast<std::int64_t>(opt.state_names().size());

@@ -25,6 +25,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_values.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;

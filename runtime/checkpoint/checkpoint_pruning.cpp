@@ -10,6 +10,7 @@
 #include "base/errors.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/run_identity.h"
+#include "runtime/checkpoint/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -19,7 +20,11 @@ std::vector<DirCheckpoint> list_checkpoints(const std::string& dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    const std::int64_t step = checkpoint_step_of(name);
+    std::int64_t step = checkpoint_step_of(name);
+    // A sharded checkpoint is its directory, whole once its manifest exists (shard_manifest.h).
+    if (step < 0 && sharded_step_of(name) >= 0 && fs::exists(entry.path() / kManifestName, ec)) {
+      step = sharded_step_of(name);
+    }
     if (step >= 0) found.push_back({step, name, checkpoint_run_id(entry.path().string())});
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
@@ -45,7 +50,8 @@ std::vector<std::string> checkpoints_to_prune(const std::vector<DirCheckpoint>& 
 
 void remove_checkpoint(const std::string& dir, const std::string& name) {
   std::error_code ec;
-  if (!fs::remove(fs::path(dir) / name, ec) && ec) {
+  // remove_all: a sharded checkpoint's directory goes with its manifest and shards.
+  if (fs::remove_all(fs::path(dir) / name, ec) == static_cast<std::uintmax_t>(-1) || ec) {
     throw RuntimeFailure(fmt::format("cannot remove checkpoint '{}': {}",
                                      (fs::path(dir) / name).string(), ec.message()));
   }
@@ -54,7 +60,11 @@ void remove_checkpoint(const std::string& dir, const std::string& name) {
 void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t protected_step,
                        const std::string& run_id) {
   std::string latest_name;
-  if (const auto latest = latest_checkpoint(dir)) latest_name = fs::path(*latest).filename();
+  if (const auto latest = latest_checkpoint(dir)) {
+    latest_name = fs::path(*latest).filename();
+    // A sharded checkpoint's pointer names its manifest: the checkpoint is the directory.
+    if (latest_name == kManifestName) latest_name = fs::path(*latest).parent_path().filename();
+  }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -63,7 +73,14 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t p
                       name.compare(name.size() - suffix, std::string::npos,
                                    kCheckpointTempSuffix) == 0 &&
                       checkpoint_step_of(name.substr(0, name.size() - suffix)) >= 0;
-    if (temp) fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
+    if (temp) {
+      fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
+    } else if (sharded_step_of(name) >= 0 && entry.is_directory(ec) &&
+               !fs::exists(entry.path() / kManifestName, ec)) {
+      // A sharded write that crashed before its manifest (no write is in flight while pruning:
+      // runtime/checkpoint/checkpoint_saver.h).
+      fs::remove_all(entry.path(), ec);
+    }
   }
   for (const std::string& name :
        checkpoints_to_prune(list_checkpoints(dir), keep, latest_name, protected_step, run_id)) {

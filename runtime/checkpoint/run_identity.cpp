@@ -19,6 +19,7 @@
 #include "base/regular_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -117,6 +118,11 @@ void write_run_record(const std::string& dir, const RunRecord& record) {
 
 std::optional<std::string> checkpoint_run_id(const std::string& path) {
   try {
+    if (const auto manifest = sharded_manifest_of(path)) {  // a sharded checkpoint: its manifest's
+      const Manifest m = read_manifest(*manifest);
+      const auto it = m.metadata.find("run_id");
+      return it == m.metadata.end() ? std::string() : it->second;
+    }
     const SafetensorsReader file(path);
     const auto it = file.metadata().find("run_id");
     return it == file.metadata().end() ? std::string() : it->second;

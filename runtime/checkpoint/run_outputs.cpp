@@ -15,6 +15,7 @@
 #include "runtime/checkpoint/checkpoint_pruning.h"
 #include "runtime/checkpoint/run_identity.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -58,6 +59,12 @@ Start find_start(const CheckpointConfig& c) {
     const auto latest = latest_checkpoint(c.dir);
     if (!latest) return {};
     path = *latest;
+  }
+  // A sharded checkpoint (its directory or manifest): the manifest's step.
+  if (const auto manifest = sharded_manifest_of(path)) {
+    const Manifest m = read_manifest(*manifest);  // a damaged one is reported here, exit 2
+    const auto id = m.metadata.find("run_id");
+    return Start{true, m.step, path, id == m.metadata.end() ? std::string() : id->second};
   }
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return {};  // prepare_checkpoints reports a missing file

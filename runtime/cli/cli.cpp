@@ -110,10 +110,20 @@ int run_cli(int argc, char** argv) {
                       "A .safetensors checkpoint, or a checkpoint directory or its `latest` "
                       "pointer (the latest checkpoint)")
       ->required();
+  std::string consolidate_in, consolidate_out;
+  bool consolidate_no_optimizer = false;
+  auto* consolidate = app.add_subcommand(
+      "consolidate", "Write one safetensors file from a sharded checkpoint");
+  consolidate->add_option("checkpoint", consolidate_in,
+                          "A sharded checkpoint: its step_<N> directory or its manifest.json")
+      ->required();
+  consolidate->add_option("out", consolidate_out, "The .safetensors file to write")->required();
+  consolidate->add_flag("--no-optimizer", consolidate_no_optimizer,
+                        "Only the parameters (no optimizer.<param>.<state> tensors)");
 
   // An unknown first word is named (CLI11 would only say that a subcommand is required).
   const auto is_command = [&](const char* word) {
-    for (const CLI::App* sub : {train, plan, bench, inspect}) {
+    for (const CLI::App* sub : {train, plan, bench, inspect, consolidate}) {
       if (sub->get_name() == word) return true;
     }
     return false;
@@ -121,7 +131,7 @@ int run_cli(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
     std::fprintf(stderr,
                  "zerolap: error: unknown command '%s' (the commands: train, plan, bench, "
-                 "inspect; see zerolap --help)\n",
+                 "inspect, consolidate; see zerolap --help)\n",
                  argv[1]);
     return kExitBadInput;
   }
@@ -152,6 +162,10 @@ int run_cli(int argc, char** argv) {
                                bench_wide ? TableWidth::Wide : TableWidth::Narrow);
     }
     if (*inspect) return run_inspect_command(inspect_path, world);
+    if (*consolidate) {
+      return run_consolidate_command(consolidate_in, consolidate_out, !consolidate_no_optimizer,
+                                     world);
+    }
     return kExitBadInput;
   } catch (const ReportedUserError&) {
     return kExitBadInput;  // every rank agreed; the message is out; MPI finalises cleanly

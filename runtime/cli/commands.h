@@ -35,5 +35,8 @@ int run_bench_command(const ConfigArgs& args, const World& world,
                       TableWidth width = TableWidth::Narrow);
 // Lists a checkpoint's tensors, shapes, dtypes and metadata (rank 0); a corrupt file exits 2.
 int run_inspect_command(const std::string& path, const World& world);
+// Writes one safetensors file from a sharded checkpoint (rank 0); a bad checkpoint exits 2.
+int run_consolidate_command(const std::string& checkpoint, const std::string& out,
+                            bool with_optimizer, const World& world);
 
 }  // namespace zl

@@ -10,7 +10,9 @@
 #include "base/regular_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/inspect_sharded.h"
 
 namespace zl {
 namespace {
@@ -19,6 +21,7 @@ std::string checkpoint_file(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::string dir;
+  if (const auto manifest = sharded_manifest_of(path)) return *manifest;  // a sharded checkpoint
   if (fs::is_directory(path, ec)) {
     dir = path;
   } else if (fs::path(path).filename() == kLatestPointerName) {
@@ -42,6 +45,10 @@ int run_inspect_command(const std::string& given_path, const World& world) {
     if (!world.is_root()) return;  // one listing per job, however many ranks
     const std::string path = checkpoint_file(given_path);
     if (path != given_path) fmt::print("{}: latest checkpoint {}\n", given_path, path);
+    if (sharded_manifest_of(path)) {
+      inspect_sharded_checkpoint(path);
+      return;
+    }
     const SafetensorsReader file(path);
     file.verify_checksums();
     fmt::print("{}: {} tensors, {} bytes of data, {}-byte header, checksums {}\n", path,

@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_saver.h"
 #include "runtime/cli/interrupt.h"
 #include "runtime/cli/run_progress.h"
 #include "runtime/comm/simulated_link.h"
@@ -82,8 +83,12 @@ int run_training(Trainer& trainer) {
   const ExecContext& compute = trainer.compute_context();
   CpuTeamGovernor team(training_governor_options(config.runtime.threads, compute.cpu_threads,
                                                  compute.device == DeviceKind::Cpu));
+  // checkpoint.format and checkpoint.async: a background write is committed at a later step's
+  // poll() and waited for before every exit below.
+  CheckpointSaver checkpoints(config, world);
   while (trainer.step() < total_steps) {
     trainer.train_step();  // a non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence")
+    checkpoints.poll();
     team.after_step();
     skips.after_step(trainer.step(), trainer.skipped_steps());
     const std::int64_t step = trainer.step();
@@ -139,7 +144,7 @@ int run_training(Trainer& trainer) {
       // Checked per window: the parameters must be finite before they become a checkpoint.
       trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
                            std::min(window_first_step, step), step);
-      save_checkpoint(trainer.state());
+      checkpoints.save(trainer.state());
       skips.checkpoint_written();
       window_start = Clock::now();  // checkpoint time is not training throughput
     }
@@ -149,15 +154,19 @@ int run_training(Trainer& trainer) {
         if (!checkpoint_due(config.checkpoint, step, total_steps)) {
           trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
                                std::min(window_first_step, step), step);
-          save_checkpoint(trainer.state());
+          checkpoints.save(trainer.state());
         }
-        path = (std::filesystem::path(config.checkpoint.dir) / checkpoint_file_name(step)).string();
+        checkpoints.finish();  // the interrupt's checkpoint is complete before the exit
+        path = checkpoints.path_of(step);
       }
       report_interrupt(world, signal, step, path);
       return signal;
     }
   }
-  if (total_steps == 0) save_checkpoint_if_due(trainer.state());  // steps = 0: the initial parameters
+  if (total_steps == 0 && checkpoint_due(config.checkpoint, 0, 0)) {
+    checkpoints.save(trainer.state());  // steps = 0: the initial parameters
+  }
+  checkpoints.finish();  // the final checkpoint is complete before the evaluation and the exit
   const EvalResult e = trainer.evaluate();
   const std::int64_t step = trainer.step();
   MetricsRow row;

@@ -361,7 +361,14 @@ void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointCo
     }
   }
   r.boolean("overwrite", c.overwrite);
+  r.enumeration("format", c.format, kCheckpointFormatNames);
+  r.boolean("async", c.async);
   r.finish();
+  if (c.async && c.format != CheckpointFormat::Sharded) {
+    source.fail("checkpoint.async",
+                "true needs checkpoint.format = \"sharded\" (each rank writes its own shard in the "
+                "background; a single file is written by rank 0 synchronously)");
+  }
   if (c.resume && c.resume_path.empty() && c.dir.empty()) {
     source.fail("checkpoint.resume",
                 "true needs checkpoint.dir (to find the latest checkpoint "

@@ -114,6 +114,10 @@ struct TrainConfig {
   std::int64_t max_consecutive_skips = 10;
 };
 
+// checkpoint.format (docs/checkpoints.md): one file written by rank 0, or a shard per rank and a
+// manifest (runtime/checkpoint/sharded_checkpoint.h).
+enum class CheckpointFormat { SingleFile, Sharded };
+
 struct CheckpointConfig {
   std::string dir;        // empty: no checkpoints
   std::int64_t every = 0;  // 0: only at the end
@@ -122,6 +126,10 @@ struct CheckpointConfig {
   std::string resume_path;  // resume = "path"
   // true: replace or remove another run's checkpoints in dir (runtime/checkpoint/run_outputs.h).
   bool overwrite = false;
+  CheckpointFormat format = CheckpointFormat::SingleFile;
+  // true: stage into host memory and write in the background while training goes on (sharded
+  // format only; runtime/checkpoint/async_shard_writer.h).
+  bool async = false;
 };
 
 struct RuntimeConfig {
@@ -217,6 +225,7 @@ inline CommOptions comm_options(const RuntimeConfig& runtime) {
 // Names used in configs, logs and tables.
 const char* to_string(ParallelMode m);
 const char* to_string(Overlap o);
+const char* to_string(CheckpointFormat f);
 const char* to_string(CollectiveKind c);
 const char* to_string(AssignmentPolicy a);
 const char* to_string(OptimizerKind k);

@@ -38,6 +38,8 @@ inline constexpr EnumName<ParallelMode> kParallelModeNames[] = {{"ddp", Parallel
 inline constexpr EnumName<Overlap> kOverlapNames[] = {{"none", Overlap::None},
                                                       {"after_backward", Overlap::AfterBackward},
                                                       {"interleaved", Overlap::Interleaved}};
+inline constexpr EnumName<CheckpointFormat> kCheckpointFormatNames[] = {
+    {"single_file", CheckpointFormat::SingleFile}, {"sharded", CheckpointFormat::Sharded}};
 inline constexpr EnumName<CollectiveKind> kCollectiveNames[] = {
     {"allreduce_broadcast", CollectiveKind::AllreduceBroadcast},
     {"reduce_broadcast", CollectiveKind::ReduceBroadcast},

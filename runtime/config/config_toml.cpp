@@ -94,6 +94,7 @@ class TomlWriter {
 
 const char* to_string(ParallelMode m) { return name_of(kParallelModeNames, m); }
 const char* to_string(Overlap o) { return name_of(kOverlapNames, o); }
+const char* to_string(CheckpointFormat f) { return name_of(kCheckpointFormatNames, f); }
 const char* to_string(CollectiveKind c) { return name_of(kCollectiveNames, c); }
 
 std::vector<std::string> bench_mode_names() {
@@ -214,6 +215,8 @@ std::string to_toml(const Config& c) {
     w.boolean("resume", k.resume);
   }
   w.boolean("overwrite", k.overwrite);
+  w.string("format", to_string(k.format));
+  w.boolean("async", k.async);
 
   w.section("runtime");
   w.string("device", to_string(c.runtime.device));

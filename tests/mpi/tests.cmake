@@ -68,6 +68,13 @@ zerolap_add_mpi_test(checkpoint_precision 3 "[checkpoint-precision]" 600)
 zerolap_add_script_test(mpi.checkpoint_crash.np4 600 mpi
   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/checkpoint_crash_test.sh $<TARGET_FILE:zerolap>
     ${CMAKE_CURRENT_BINARY_DIR}/tmp/checkpoint_crash)
+# Sharded and async checkpoints (tests/mpi/test_sharded_checkpoint.cpp: 4-rank stage 3 against
+# the single file at 3, 2, 1 ranks, async = sync bytes, consolidate; sharded_checkpoint_test.sh:
+# the fault points, a full disk during an async write, corrupt and missing shards).
+zerolap_add_mpi_test(sharded_checkpoint 4 "[sharded-checkpoint]" 300)
+zerolap_add_script_test(mpi.sharded_checkpoint_cli.np2 300 mpi
+  ${CMAKE_CURRENT_SOURCE_DIR}/mpi/sharded_checkpoint_test.sh $<TARGET_FILE:zerolap>
+    ${CMAKE_CURRENT_BINARY_DIR}/tmp/sharded_checkpoint_cli)
 
 # ZeRO with element shards (tests/mpi/test_element_shards.cpp): every overlap and precision
 # against ddp on 1-4 ranks, and a 3-rank checkpoint resumed into other modes, worlds, precisions.

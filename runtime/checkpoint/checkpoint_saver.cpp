@@ -1,0 +1,80 @@
+// The checkpoints of a training run in the configured format (see checkpoint_saver.h).
+#include "runtime/checkpoint/checkpoint_saver.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "base/errors.h"
+#include "runtime/checkpoint/checkpoint.h"
+
+namespace zl {
+
+namespace {
+bool sharded(const Config& c) { return c.checkpoint.format == CheckpointFormat::Sharded; }
+}  // namespace
+
+CheckpointSaver::CheckpointSaver(const Config& config, const World& world)
+    : config_(config), world_(world), limit_{world.rank, config.runtime.timeout_s} {
+  if (config.checkpoint.dir.empty() || !sharded(config)) return;
+  comm_ = timed_comm_dup(world.comm, limit_, "creating the checkpoint communicator");
+  writer_ = std::make_unique<AsyncShardWriter>();
+}
+
+CheckpointSaver::~CheckpointSaver() {
+  writer_.reset();  // joins a write in flight: a run that fails leaves it uncommitted
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::string CheckpointSaver::path_of(std::int64_t step) const {
+  const std::filesystem::path dir(config_.checkpoint.dir);
+  return (dir / (sharded(config_) ? sharded_dir_name(step) : checkpoint_file_name(step))).string();
+}
+
+void CheckpointSaver::save(const TrainingState& state) {
+  if (!sharded(config_)) {
+    save_checkpoint(state);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  if (in_flight_) commit_in_flight();  // at most one in flight
+  StagedShard& shard = writer_->staging();
+  pending_ = stage_shard(state, config_.checkpoint, comm_, limit_, shard);
+  pending_.synchronous = !config_.checkpoint.async;
+  if (config_.checkpoint.async) {
+    pending_.stopped_s = seconds();
+    writer_->start();
+    in_flight_ = true;
+    return;
+  }
+  const WrittenShard written = write_shard(shard);
+  pending_.stopped_s = seconds();
+  commit_shards(comm_, limit_, world_.rank, world_.size, pending_, written);
+  // As the single-file save: the checkpoint is committed before any rank moves on.
+  timed_barrier(comm_, limit_, "the barrier after writing a checkpoint");
+}
+
+void CheckpointSaver::commit_in_flight() {
+  if (!written_) written_ = writer_->collect();  // rethrows this rank's failure
+  commit_shards(comm_, limit_, world_.rank, world_.size, pending_, *written_);
+  written_.reset();
+  in_flight_ = false;
+}
+
+void CheckpointSaver::poll() {
+  if (!in_flight_) return;
+  // This rank's failure ends the job here, before it waits for any other rank.
+  if (!written_ && writer_->finished()) written_ = writer_->collect();
+  int mine = written_ ? 1 : 0, all = 0;
+  timed_allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_, limit_,
+                  "asking whether every rank's checkpoint shard is durable");
+  if (all == 1) commit_in_flight();
+}
+
+void CheckpointSaver::finish() {
+  if (in_flight_) commit_in_flight();
+}
+
+}  // namespace zl

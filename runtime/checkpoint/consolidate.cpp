@@ -1,0 +1,74 @@
+// `zerolap consolidate` (see consolidate.h). The output's tensors are the single-file checkpoint's
+// of the same step, bitwise: the same names, shapes and fp32 values (docs/checkpoints.md).
+#include "runtime/checkpoint/consolidate.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_reader.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr std::int64_t kChunkFloats = std::int64_t{1} << 20;  // 4 MiB
+}  // namespace
+
+std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::string& out,
+                                   ConsolidateState state) {
+  const std::optional<std::string> manifest_path = sharded_manifest_of(checkpoint);
+  if (!manifest_path) {
+    throw UserError(
+        fmt::format("'{}' is not a sharded checkpoint (a step_<N> directory with a {}, "
+                    "or that file)",
+                    checkpoint, kManifestName));
+  }
+  const Manifest m = read_manifest(*manifest_path);
+  for (const ShardEntry& s : m.shards) verify_shard(*manifest_path, s);
+  ShardSet shards(m, *manifest_path);
+
+  const bool with_state = state == ConsolidateState::Include;
+  std::vector<TensorSpec> tensors;
+  for (const ManifestParameter& p : m.parameters) tensors.push_back({p.name, "F32", p.shape});
+  for (const ManifestParameter& p : m.parameters) {
+    for (std::size_t s = 0; s < m.state_names.size() && with_state; ++s) {
+      tensors.push_back({state_tensor_name(p.name, m.state_names[s]), "F32", p.shape});
+    }
+  }
+  std::map<std::string, std::string> metadata = m.metadata;
+  if (!with_state) metadata["optimizer_state_omitted"] = "true";
+  const std::string temp = out + kCheckpointTempSuffix;
+  std::vector<float> chunk;
+  {
+    SafetensorsWriter writer(temp, tensors, metadata);
+    // Tensor by tensor in the writer's order: the parameters, then their state.
+    const auto copy = [&](const ManifestParameter& p, int which) {
+      for (std::int64_t at = 0; at < p.numel(); at += kChunkFloats) {
+        const std::int64_t n = std::min(kChunkFloats, p.numel() - at);
+        chunk.resize(static_cast<std::size_t>(n));
+        shards.read(p.name, which, at, at + n, chunk.data());
+        writer.write_floats(chunk.data(), n);
+      }
+    };
+    for (const ManifestParameter& p : m.parameters) copy(p, -1);
+    for (const ManifestParameter& p : m.parameters) {
+      for (int s = 0; s < static_cast<int>(m.state_names.size()) && with_state; ++s) copy(p, s);
+    }
+    writer.finish();
+  }
+  std::error_code ec;
+  fs::rename(temp, out, ec);
+  if (ec) {
+    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp, out, ec.message()));
+  }
+  const fs::path parent = fs::path(out).parent_path();
+  sync_directory(parent.empty() ? "." : parent.string());
+  return tensors.size();
+}
+
+}  // namespace zl

@@ -1,0 +1,298 @@
+// The manifest of a sharded checkpoint (see shard_manifest.h): JSON in and out, its checks, and
+// the shard-file checks against it.
+#include "runtime/checkpoint/shard_manifest.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/errors.h"
+#include "base/regular_file.h"
+#include "runtime/checkpoint/checkpoint.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kDirPrefix = "step_";
+constexpr std::int64_t kMaxManifestBytes = std::int64_t{256} << 20;
+constexpr std::size_t kCrcChunk = std::size_t{4} << 20;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw UserError(fmt::format("sharded checkpoint manifest '{}': {}", path, what));
+}
+
+json body_json(const Manifest& m) {
+  json shards = json::array();
+  for (const ShardEntry& s : m.shards) {
+    json pieces = json::array();
+    for (const ShardPiece& p : s.pieces) {
+      pieces.push_back({{"name", p.name}, {"begin", p.begin}, {"numel", p.numel}});
+    }
+    shards.push_back({{"file", s.file},
+                      {"rank", s.rank},
+                      {"bytes", s.bytes},
+                      {"crc32", crc_hex(s.crc32)},
+                      {"pieces", std::move(pieces)}});
+  }
+  json params = json::array();
+  for (const ManifestParameter& p : m.parameters) {
+    params.push_back({{"name", p.name}, {"shape", p.shape}});
+  }
+  return {{"format", kShardedFormat},
+          {"format_version", kShardedFormatVersion},
+          {"step", m.step},
+          {"generation", m.generation},
+          {"world_size", m.world_size},
+          {"parameters", std::move(params)},
+          {"optimizer_state", m.state_names},
+          {"metadata", m.metadata},
+          {"shards", std::move(shards)}};
+}
+
+std::uint32_t text_crc(const std::string& text) {
+  return static_cast<std::uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+}
+
+std::uint32_t parse_crc(const std::string& hex, const std::string& path, const std::string& what) {
+  std::uint32_t value = 0;
+  const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), value, 16);
+  if (hex.size() != 8 || ec != std::errc() || end != hex.data() + hex.size()) {
+    fail(path, fmt::format("{} '{}' is not 8 hex digits", what, escaped_excerpt(hex)));
+  }
+  return value;
+}
+
+}  // namespace
+
+std::int64_t ManifestParameter::numel() const {
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string crc_hex(std::uint32_t crc) { return fmt::format("{:08x}", crc); }
+
+std::string sharded_dir_name(std::int64_t step) {
+  return fmt::format("{}{:08d}", kDirPrefix, step);
+}
+
+std::int64_t sharded_step_of(const std::string& name) {
+  const std::size_t prefix = std::strlen(kDirPrefix);
+  if (name.size() <= prefix || name.rfind(kDirPrefix, 0) != 0) return -1;
+  std::int64_t step = -1;
+  const auto [end, ec] = std::from_chars(name.data() + prefix, name.data() + name.size(), step);
+  return ec == std::errc() && end == name.data() + name.size() ? step : -1;
+}
+
+std::string shard_file_name(int rank, int world, std::int64_t generation) {
+  return fmt::format("shard_{:05d}_of_{:05d}.g{}.safetensors", rank, world, generation);
+}
+
+std::optional<std::string> sharded_manifest_of(const std::string& path) {
+  std::error_code ec;
+  if (fs::path(path).filename() == kManifestName) return path;
+  const fs::path inside = fs::path(path) / kManifestName;
+  if (fs::is_directory(path, ec) && fs::exists(inside, ec)) return inside.string();
+  return std::nullopt;
+}
+
+std::string shard_path(const std::string& manifest_path, const std::string& file) {
+  const fs::path parent = fs::path(manifest_path).parent_path();
+  return ((parent.empty() ? fs::path(".") : parent) / file).string();
+}
+
+std::string manifest_to_json(const Manifest& m) {
+  const std::string body = body_json(m).dump();
+  // The checksum covers the body as dumped: nlohmann's objects are sorted maps, so parsing and
+  // dumping again gives the same text (parse_manifest relies on it).
+  json whole = {{"crc32", crc_hex(text_crc(body))}, {"manifest", json::parse(body)}};
+  return whole.dump(1) + "\n";
+}
+
+Manifest parse_manifest(const std::string& text, const std::string& path) {
+  json whole;
+  try {
+    whole = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(path, fmt::format("not valid JSON ({}): the file was damaged", e.what()));
+  }
+  Manifest m;
+  try {
+    const json& body = whole.at("manifest");
+    if (parse_crc(whole.at("crc32").get<std::string>(), path, "crc32") != text_crc(body.dump())) {
+      fail(path, "its CRC32 does not match its content: the file was damaged");
+    }
+    if (body.at("format").get<std::string>() != kShardedFormat) {
+      fail(path, fmt::format("format is not \"{}\"", kShardedFormat));
+    }
+    if (body.at("format_version").get<std::string>() != kShardedFormatVersion) {
+      fail(path, fmt::format("format_version '{}', this zerolap reads version {}",
+                             escaped_excerpt(body.at("format_version").get<std::string>()),
+                             kShardedFormatVersion));
+    }
+    m.step = body.at("step").get<std::int64_t>();
+    m.generation = body.at("generation").get<std::int64_t>();
+    m.world_size = body.at("world_size").get<int>();
+    for (const json& p : body.at("parameters")) {
+      m.parameters.push_back(
+          {p.at("name").get<std::string>(), p.at("shape").get<std::vector<std::int64_t>>()});
+    }
+    m.state_names = body.at("optimizer_state").get<std::vector<std::string>>();
+    m.metadata = body.at("metadata").get<std::map<std::string, std::string>>();
+    for (const json& s : body.at("shards")) {
+      ShardEntry e;
+      e.file = s.at("file").get<std::string>();
+      e.rank = s.at("rank").get<int>();
+      e.bytes = s.at("bytes").get<std::uint64_t>();
+      e.crc32 = parse_crc(s.at("crc32").get<std::string>(), path, "a shard's crc32");
+      for (const json& p : s.at("pieces")) {
+        e.pieces.push_back({p.at("name").get<std::string>(), p.at("begin").get<std::int64_t>(),
+                            p.at("numel").get<std::int64_t>()});
+      }
+      m.shards.push_back(std::move(e));
+    }
+  } catch (const json::exception& e) {
+    fail(path, fmt::format("a field is missing or has the wrong type ({})", e.what()));
+  }
+  // Shards: one per rank, in rank order, plain file names inside the checkpoint's directory.
+  if (m.world_size < 1 || static_cast<int>(m.shards.size()) != m.world_size) {
+    fail(path, fmt::format("names {} shards for world_size {}", m.shards.size(), m.world_size));
+  }
+  std::map<std::string, const ManifestParameter*> params;
+  for (const ManifestParameter& p : m.parameters) {
+    for (const std::int64_t d : p.shape) {
+      if (d < 0 || d > (std::int64_t{1} << 40))
+        fail(path, fmt::format("'{}' has a bad shape", p.name));
+    }
+    if (!params.emplace(p.name, &p).second) fail(path, fmt::format("'{}' listed twice", p.name));
+  }
+  std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> covered;
+  for (std::size_t i = 0; i < m.shards.size(); ++i) {
+    const ShardEntry& s = m.shards[i];
+    if (s.rank != static_cast<int>(i) || s.file.empty() || s.file.find('/') != std::string::npos ||
+        s.file == "." || s.file == "..") {
+      fail(path, fmt::format("shard {} ('{}', rank {}) is not a file of this directory in rank "
+                             "order",
+                             i, escaped_excerpt(s.file), s.rank));
+    }
+    for (const ShardPiece& p : s.pieces) {
+      const auto it = params.find(p.name);
+      if (it == params.end()) {
+        fail(path, fmt::format("shard '{}' holds '{}', which is not among its parameters", s.file,
+                               escaped_excerpt(p.name)));
+      }
+      if (p.begin < 0 || p.numel <= 0 || p.begin > it->second->numel() - p.numel) {
+        fail(path, fmt::format("shard '{}': piece [{}, +{}) of '{}' is outside its {} elements",
+                               s.file, p.begin, p.numel, p.name, it->second->numel()));
+      }
+      covered[p.name].emplace_back(p.begin, p.numel);
+    }
+  }
+  for (const ManifestParameter& p : m.parameters) {
+    auto& pieces = covered[p.name];
+    std::sort(pieces.begin(), pieces.end());
+    std::int64_t at = 0;
+    for (const auto& [begin, numel] : pieces) {
+      if (begin != at) break;
+      at += numel;
+    }
+    if (at != p.numel()) {
+      fail(path, fmt::format("the shards do not hold every element of '{}' exactly once", p.name));
+    }
+  }
+  return m;
+}
+
+Manifest read_manifest(const std::string& path) {
+  return parse_manifest(read_small_file(path, "sharded checkpoint manifest", kMaxManifestBytes),
+                        path);
+}
+
+void write_manifest(const std::string& dir, const Manifest& m) {
+  const std::string text = manifest_to_json(m);
+  const fs::path final_path = fs::path(dir) / kManifestName;
+  const fs::path temp = fs::path(dir) / (std::string(kManifestName) + kCheckpointTempSuffix);
+  std::FILE* f = open_for_writing(temp.string(), "wb", "checkpoint manifest");
+  bool ok = f != nullptr;
+  if (ok) ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (ok) ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  if (f && std::fclose(f) != 0) ok = false;
+  if (!ok) {
+    const std::string reason = std::strerror(errno);
+    std::error_code ec;
+    fs::remove(temp, ec);
+    throw RuntimeFailure(fmt::format("cannot write '{}': {} (disk full?)", temp.string(), reason));
+  }
+  std::error_code ec;
+  fs::rename(temp, final_path, ec);  // atomic: the old manifest or the complete new one
+  if (ec) {
+    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp.string(),
+                                     final_path.string(), ec.message()));
+  }
+  sync_directory(dir);
+}
+
+std::uint32_t file_crc32(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}': cannot open: {}", path, std::strerror(errno)));
+  }
+  std::vector<unsigned char> buf(kCrcChunk);
+  auto crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      throw UserError(fmt::format("checkpoint shard '{}': cannot read: {}", path, reason));
+    }
+    if (n == 0) break;
+    crc = static_cast<std::uint32_t>(crc32(crc, buf.data(), static_cast<uInt>(n)));
+  }
+  ::close(fd);
+  return crc;
+}
+
+void verify_shard(const std::string& manifest_path, const ShardEntry& s) {
+  const std::string file = shard_path(manifest_path, s.file);
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): the "
+                    "checkpoint is incomplete; resume from an earlier one",
+                    file, s.rank, manifest_path));
+  }
+  const std::uint64_t bytes = fs::file_size(file, ec);
+  if (ec || bytes != s.bytes) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}' has {} bytes, its manifest '{}' says {}: "
+                    "the file is truncated or belongs to another checkpoint",
+                    file, bytes, manifest_path, s.bytes));
+  }
+  const std::uint32_t crc = file_crc32(file);
+  if (crc != s.crc32) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}': CRC32 {} differs from {} in its manifest "
+                    "'{}': the file is corrupt or belongs to another checkpoint",
+                    file, crc_hex(crc), crc_hex(s.crc32), manifest_path));
+  }
+}
+
+}  // namespace zl

@@ -1,0 +1,78 @@
+// The manifest of a sharded checkpoint (docs/checkpoints.md, "Sharded checkpoints"): a JSON file
+// that names every shard file with its size, CRC32 and the parameter elements it holds, plus the
+// run's facts. Rank-local, no MPI. Reading validates everything a damaged, truncated or foreign
+// manifest can get wrong and throws UserError naming the file; shards are checked against it here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zl {
+
+inline constexpr const char* kManifestName = "manifest.json";
+inline constexpr const char* kShardedFormat = "zerolap-sharded-checkpoint";
+inline constexpr const char* kShardFormat = "zerolap-checkpoint-shard";
+inline constexpr const char* kShardedFormatVersion = "1";
+
+// Elements [begin, begin + numel) of the flattened parameter `name`. A shard holds, per piece, the
+// fp32 value under the parameter's name and each state as optimizer.<name>.<state>, all 1-D.
+struct ShardPiece {
+  std::string name;
+  std::int64_t begin = 0, numel = 0;
+};
+
+struct ShardEntry {
+  std::string file;  // relative to the manifest's directory
+  int rank = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32 = 0;  // of the whole file
+  std::vector<ShardPiece> pieces;
+};
+
+struct ManifestParameter {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::int64_t numel() const;
+};
+
+struct Manifest {
+  std::int64_t step = 0;
+  std::int64_t generation = 0;  // one more than the manifest this one replaced in its directory
+  int world_size = 0;
+  std::vector<ManifestParameter> parameters;  // registration order
+  std::vector<std::string> state_names;
+  std::map<std::string, std::string> metadata;  // the single-file checkpoint's __metadata__
+  std::vector<ShardEntry> shards;               // rank order
+};
+
+// "step_00000120": a sharded checkpoint's directory in checkpoint.dir; -1 for another name.
+std::string sharded_dir_name(std::int64_t step);
+std::int64_t sharded_step_of(const std::string& dir_name);
+// "shard_00003_of_00004.g0.safetensors".
+std::string shard_file_name(int rank, int world, std::int64_t generation);
+
+// The manifest path when `path` is a sharded checkpoint: its manifest or its directory.
+std::optional<std::string> sharded_manifest_of(const std::string& path);
+
+std::string manifest_to_json(const Manifest& m);
+// Parses and validates `text` (read from `path`, named in errors): checksum, format, every shard
+// named once per rank, pieces of each parameter in bounds and covering it exactly once.
+Manifest parse_manifest(const std::string& text, const std::string& path);
+Manifest read_manifest(const std::string& path);
+// Writes the manifest atomically into `dir` (temp file, fsync, rename, fsync the directory).
+void write_manifest(const std::string& dir, const Manifest& m);
+
+// CRC32 (zlib) of a whole file, read in bounded chunks; UserError naming the file when unreadable.
+std::uint32_t file_crc32(const std::string& path);
+// Size and CRC32 of shard `s` of the manifest at `manifest_path` against the manifest: UserError
+// naming the file when it is missing, truncated or differs (another checkpoint's shard).
+void verify_shard(const std::string& manifest_path, const ShardEntry& s);
+// `file` relative to the manifest's directory.
+std::string shard_path(const std::string& manifest_path, const std::string& file);
+
+std::string crc_hex(std::uint32_t crc);
+
+}  // namespace zl

@@ -1,0 +1,102 @@
+// Reading pieces of a sharded checkpoint's shards (see shard_reader.h).
+#include "runtime/checkpoint/shard_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "base/regular_file.h"
+#include "runtime/checkpoint/checkpoint.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+
+// The shards of one manifest, opened as needed, each checked to belong to it.
+ShardSet::ShardSet(const Manifest& m, std::string manifest_path)
+    : m_(m), path_(std::move(manifest_path)), readers_(m.shards.size()) {
+  for (std::size_t i = 0; i < m.shards.size(); ++i) {
+    for (const ShardPiece& p : m.shards[i].pieces) by_param_[p.name].push_back({i, &p});
+  }
+}
+
+// Shard i: its size against the manifest, its header, and that it is this manifest's.
+const SafetensorsReader& ShardSet::open(std::size_t i) {
+  if (readers_[i]) return *readers_[i];
+  const ShardEntry& s = m_.shards[i];
+  const std::string file = shard_path(path_, s.file);
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): "
+                    "the checkpoint is incomplete; resume from an earlier one",
+                    file, s.rank, path_));
+  }
+  if (fs::file_size(file, ec) != s.bytes) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}' is truncated or another checkpoint's: "
+                    "{} bytes, its manifest '{}' says {}",
+                    file, fs::file_size(file, ec), path_, s.bytes));
+  }
+  auto reader = std::make_unique<SafetensorsReader>(file);
+  const auto& meta = reader->metadata();
+  const auto value = [&](const char* key) {
+    const auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  if (value("format") != kShardFormat || value("step") != std::to_string(m_.step) ||
+      value("rank") != std::to_string(s.rank) ||
+      value("world_size") != std::to_string(m_.world_size) ||
+      value("generation") != std::to_string(m_.generation)) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}' is a foreign file: it is not shard {} of "
+                    "step {} (generation {}) that '{}' names",
+                    file, s.rank, m_.step, m_.generation, path_));
+  }
+  for (const ShardPiece& p : s.pieces) {
+    for (const std::string& name : tensor_names(p.name)) {
+      const TensorEntry* t = reader->find(name);
+      if (!t || t->dtype != "F32" || t->shape != std::vector<std::int64_t>{p.numel} ||
+          value(("begin." + p.name).c_str()) != std::to_string(p.begin)) {
+        throw UserError(
+            fmt::format("checkpoint shard '{}': tensor '{}' is not the piece [{}, "
+                        "+{}) its manifest '{}' names",
+                        file, escaped_excerpt(name), p.begin, p.numel, path_));
+      }
+    }
+  }
+  readers_[i] = std::move(reader);
+  return *readers_[i];
+}
+
+void ShardSet::shards_of(const std::string& name, std::int64_t lo, std::int64_t hi,
+                         std::set<std::size_t>& out) const {
+  const auto it = by_param_.find(name);
+  if (it == by_param_.end()) return;
+  for (const auto& [shard, p] : it->second) {
+    if (p->begin < hi && p->begin + p->numel > lo) out.insert(shard);
+  }
+}
+
+void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::int64_t hi,
+                    float* out) {
+  const std::string tensor =
+      which < 0 ? param : state_tensor_name(param, m_.state_names[static_cast<std::size_t>(which)]);
+  for (const auto& [shard, p] : by_param_.at(param)) {
+    const std::int64_t a = std::max(lo, p->begin), b = std::min(hi, p->begin + p->numel);
+    if (a >= b) continue;
+    const SafetensorsReader& r = open(shard);
+    const TensorEntry* t = r.find(tensor);
+    r.read_data(t->begin + static_cast<std::uint64_t>(a - p->begin) * sizeof(float), out + (a - lo),
+                static_cast<std::size_t>(b - a) * sizeof(float));
+  }
+}
+
+std::vector<std::string> ShardSet::tensor_names(const std::string& param) const {
+  std::vector<std::string> out{param};
+  for (const std::string& s : m_.state_names) out.push_back(state_tensor_name(param, s));
+  return out;
+}
+
+}  // namespace zl

@@ -1,0 +1,41 @@
+// The shard files of one sharded checkpoint's manifest, for reading pieces of parameters and their
+// state (Note [Shard pieces] in sharded_write.cpp). Rank-local, no MPI. Each shard is opened when
+// first needed and checked to be the one its manifest names (size, header, step, rank, generation,
+// piece tensors); a missing, truncated or foreign shard is a UserError naming the file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
+
+namespace zl {
+
+class ShardSet {
+ public:
+  // `m` must outlive the set.
+  ShardSet(const Manifest& m, std::string manifest_path);
+
+  const SafetensorsReader& open(std::size_t i);
+  // Adds to `out` the shards holding any of elements [lo, hi) of parameter `name`.
+  void shards_of(const std::string& name, std::int64_t lo, std::int64_t hi,
+                 std::set<std::size_t>& out) const;
+  // Elements [lo, hi) of parameter `param`'s value (which = -1) or of its state `which` (index
+  // into the manifest's state names) into out[0, hi - lo).
+  void read(const std::string& param, int which, std::int64_t lo, std::int64_t hi, float* out);
+
+ private:
+  std::vector<std::string> tensor_names(const std::string& param) const;
+
+  const Manifest& m_;
+  std::string path_;
+  std::vector<std::unique_ptr<SafetensorsReader>> readers_;
+  std::map<std::string, std::vector<std::pair<std::size_t, const ShardPiece*>>> by_param_;
+};
+
+}  // namespace zl

@@ -1,0 +1,86 @@
+// Sharded checkpoints (checkpoint.format = "sharded", docs/checkpoints.md): every rank writes the
+// state it holds as its own safetensors file, in parallel, and no rank gathers another's; rank 0
+// then writes the manifest (shard_manifest.h) with the atomic protocol and points `latest` at it.
+// A save is three steps so that the middle one can run in the background (async_shard_writer.h):
+// stage_shard (collective, on a quiescent state: copies this rank's pieces into host memory),
+// write_shard (rank-local file I/O), commit_shards (collective: manifest, `latest`, pruning).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/comm/timed_mpi.h"
+#include "runtime/train/training_state.h"
+
+namespace zl {
+
+// One rank's shard in host memory: the file's tensors and their data, in file order.
+struct StagedShard {
+  std::string path;
+  std::vector<TensorSpec> tensors;
+  std::map<std::string, std::string> metadata;
+  std::vector<float> data;
+  std::int64_t step = 0;
+  int rank = 0;
+};
+
+// A shard once durable (file fsynced, its directory entry too).
+struct WrittenShard {
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32 = 0;
+};
+
+// What the commit of a staged checkpoint needs, fixed at staging time (the run moves on).
+struct ShardCommit {
+  std::string dir;       // checkpoint.dir
+  std::string step_dir;  // dir/step_<step>
+  Manifest manifest;     // every shard's pieces; sizes and CRCs are filled in by the commit
+  std::int64_t keep = 3;
+  std::int64_t protected_step = -1;  // pruning keeps it (the checkpoint the run resumed from)
+  std::string run_id;  // rank 0: the run whose checkpoints pruning may delete (run_identity.h)
+  bool quiet = false;
+  double staged_s = 0;  // the staging copy's seconds
+  // Seconds training stopped for this checkpoint before the commit (the saver sets it), and
+  // whether it also stops for the commit (sync) or the commit runs at a later step (async).
+  double stopped_s = 0;
+  bool synchronous = true;
+};
+
+// Collective over state.world (`comm`: a private communicator). Rank 0 creates the checkpoint's
+// directory and picks a generation above the one its manifest names (a checkpoint of the same
+// step written again never touches the files the old manifest names); every rank copies the pieces
+// it holds into `out` (reusing its memory). Throws RuntimeFailure for a non-finite value.
+// `checkpoint` says where (its dir) and how many to keep.
+ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& checkpoint,
+                        MPI_Comm comm, const WaitLimit& limit, StagedShard& out);
+
+// Rank-local: writes and fsyncs the staged shard and its directory entry. RuntimeFailure naming
+// the rank and the file (disk full, I/O error).
+WrittenShard write_shard(const StagedShard& shard);
+
+// Collective: every rank's WrittenShard goes to rank 0, which writes the manifest, points `latest`
+// at it, removes files of the directory the manifest does not name, and prunes to `keep`.
+void commit_shards(MPI_Comm comm, const WaitLimit& limit, int rank, int world,
+                   const ShardCommit& commit, const WrittenShard& mine);
+
+// Collective: restores the state from the sharded checkpoint whose manifest is `manifest_path`
+// (read on rank 0), into any mode, stage, world size and precision. Each rank checks the CRC32 of
+// every world-th shard and reads only the byte ranges it needs, a bucket at a time. A missing,
+// truncated or foreign shard is a UserError naming the file, reported once (ReportedUserError).
+void load_sharded_checkpoint(const TrainingState& state, const std::string& manifest_path);
+
+// Where rank `rank` writes its pieces: elements of parameters within the state it holds (element
+// shards, owned buckets; ddp: an even slice of the flat parameters). Public for the tests.
+struct HeldPiece {
+  int param = 0, bucket = 0;
+  std::int64_t begin = 0, numel = 0;  // within the parameter
+};
+std::vector<HeldPiece> held_pieces(const TrainingState& state, int rank);
+
+}  // namespace zl

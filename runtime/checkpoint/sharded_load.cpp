@@ -1,0 +1,255 @@
+// Loading a sharded checkpoint (see sharded_checkpoint.h) into the current plan, whatever mode,
+// stage, world size and precision wrote it. Rank 0 reads and checks the manifest and sends its
+// text to every rank; each rank checks the CRC32 of every world-th shard (so the whole checkpoint
+// is checked once, in parallel) and the headers of the shards it reads; then each rank, bucket by
+// bucket of its own plan, reads the elements it needs (Note [Shard pieces]) with positioned reads
+// into one bucket's host staging, and restores them as the single-file loader does.
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "base/device_buffer.h"
+#include "base/errors.h"
+#include "base/regular_file.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/checkpoint/checkpoint_values.h"
+#include "runtime/checkpoint/shard_reader.h"
+#include "runtime/checkpoint/sharded_checkpoint.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::int64_t kMaxManifestBytes = std::int64_t{256} << 20;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw UserError(fmt::format("sharded checkpoint '{}': {}", path, what));
+}
+
+std::int64_t meta_int(const Manifest& m, const std::string& path, const std::string& key) {
+  const auto it = m.metadata.find(key);
+  std::int64_t value = -1;
+  if (it != m.metadata.end()) {
+    const std::string& s = it->second;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || end != s.data() + s.size()) value = -1;
+  }
+  if (value < 0)
+    fail(path, fmt::format("metadata '{}' is missing or not a non-negative integer", key));
+  return value;
+}
+
+// The manifest's facts, checked against this run's model and optimizer. Note [Loaded values]:
+// every fact of the manifest passes here before the load uses it.
+CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
+                               const ParameterStore& store, const ShardedOptimizer& opt) {
+  const auto meta = [&](const char* key) {
+    const auto it = m.metadata.find(key);
+    return it == m.metadata.end() ? std::string() : it->second;
+  };
+  if (meta("format") != kCheckpointFormat) fail(path, "its metadata is not a zerolap checkpoint's");
+  const std::string kind = meta("optimizer");
+  if (kind != to_string(opt.config().kind)) {
+    fail(path,
+         fmt::format("written with optimizer.kind = \"{}\", the config has \"{}\": set "
+                     "optimizer.kind = \"{}\" to resume from it",
+                     escaped_excerpt(kind), to_string(opt.config().kind), escaped_excerpt(kind)));
+  }
+  if (m.state_names != opt.state_names()) {
+    fail(path, fmt::format("holds optimizer state [{}], this optimizer keeps [{}]",
+                           fmt::join(m.state_names, ","), fmt::join(opt.state_names(), ",")));
+  }
+  std::set<std::string> names;
+  for (const ManifestParameter& p : m.parameters) names.insert(p.name);
+  for (const ParameterInfo& p : store.parameters()) {
+    const auto it = std::find_if(m.parameters.begin(), m.parameters.end(),
+                                 [&](const ManifestParameter& q) { return q.name == p.name; });
+    if (it == m.parameters.end()) {
+      fail(path, fmt::format("has no parameter '{}': it was written for another model (compare "
+                             "model.kind and model.widths)",
+                             p.name));
+    }
+    if (it->shape != p.shape) {
+      fail(path, fmt::format("parameter '{}' has shape {}, this model's has {}: it was written "
+                             "for another model",
+                             p.name, format_shape(it->shape), format_shape(p.shape)));
+    }
+    names.erase(p.name);
+  }
+  if (!names.empty()) {
+    fail(path, fmt::format("holds parameter '{}', which this model does not have",
+                           escaped_excerpt(*names.begin())));
+  }
+  CheckpointFacts facts;
+  facts.step = meta_int(m, path, "step");
+  facts.optimizer_step = meta_int(m, path, "optimizer_step");
+  facts.cursor = meta_int(m, path, "sampler_position");
+  facts.global_batch = meta_int(m, path, "global_batch");
+  facts.batches_per_epoch = meta_int(m, path, "batches_per_epoch");
+  facts.world_size = meta_int(m, path, "world_size");
+  facts.config_toml = meta("config");
+  if (facts.step != m.step || facts.optimizer_step > facts.step) {
+    fail(path,
+         fmt::format("metadata step {} / optimizer_step {} do not match the manifest's step {}",
+                     facts.step, facts.optimizer_step, m.step));
+  }
+  check_checkpoint_facts(path, facts);  // what each fact means (checkpoint_values.h)
+  return facts;
+}
+
+void bcast_string(std::string& s, MPI_Comm comm, const WaitLimit& limit, const char* what) {
+  std::int64_t n = static_cast<std::int64_t>(s.size());
+  timed_bcast(&n, 1, MPI_INT64_T, 0, comm, limit, what);
+  s.resize(static_cast<std::size_t>(n));
+  constexpr std::int64_t kChunk = std::int64_t{1} << 30;
+  for (std::int64_t at = 0; at < n; at += kChunk) {
+    timed_bcast(s.data() + at, static_cast<int>(std::min(kChunk, n - at)), MPI_CHAR, 0, comm, limit,
+                what);
+  }
+}
+
+// Elements [r.offset, +r.numel) of the flat buffer, as runs of parameter `id` (the padding around
+// parameters is not in any file).
+template <class Fn>
+void for_each_param_run(const ParameterStore& store, const Bucket& b, const ElementRange& r,
+                        Fn fn) {
+  for (const int id : b.param_ids) {
+    const ParameterInfo& p = store.info(id);
+    const std::int64_t lo = std::max(r.offset, p.offset);
+    const std::int64_t hi = std::min(r.offset + r.numel, p.offset + p.numel);
+    if (hi > lo) fn(id, lo - p.offset, hi - p.offset);
+  }
+}
+
+}  // namespace
+
+void load_sharded_checkpoint(const TrainingState& state, const std::string& root_path) {
+  const World& world = state.world;
+  ParameterStore& store = state.store;
+  ShardedOptimizer& opt = state.optimizer;
+  const double timeout_s = state.config.runtime.timeout_s;
+  const WaitLimit limit{world.rank, timeout_s};
+  MPI_Comm comm = timed_comm_dup(world.comm, limit, "creating the checkpoint communicator");
+  struct FreeComm {
+    MPI_Comm& c;
+    ~FreeComm() { MPI_Comm_free(&c); }
+  } free_comm{comm};
+
+  std::string path = root_path, text;
+  agree_on_user_errors(
+      world,
+      [&] {
+        if (!world.is_root()) return;
+        text = read_small_file(path, "sharded checkpoint manifest", kMaxManifestBytes);
+        check_manifest(parse_manifest(text, path), path, store, opt);
+      },
+      timeout_s);
+  bcast_string(path, comm, limit, "broadcasting the checkpoint manifest's path");
+  bcast_string(text, comm, limit, "broadcasting the checkpoint manifest");
+
+  Manifest m;
+  CheckpointFacts facts;
+  std::unique_ptr<ShardSet> shards;
+  const auto ns = static_cast<int>(opt.state_names().size());
+  std::vector<float> host, st;
+  // Everything that can be wrong with a shard is a UserError inside here, on whichever rank finds
+  // it; the reads themselves need no message from another rank.
+  agree_on_user_errors(
+      world,
+      [&] {
+        m = parse_manifest(text, path);
+        facts = check_manifest(m, path, store, opt);
+        shards = std::make_unique<ShardSet>(m, path);
+        for (std::size_t i = static_cast<std::size_t>(world.rank); i < m.shards.size();
+             i += static_cast<std::size_t>(world.size)) {
+          verify_shard(path, m.shards[i]);
+        }
+        for (const Bucket& b : state.plan.buckets) {
+          // What this rank holds of bucket b: every parameter element (stage 3: its shard of them),
+          // and the state of the elements it steps.
+          const ElementRange whole{b.offset, b.numel};
+          const ElementRange& stepped = opt.stepped(b.index);
+          const ElementRange params = state.mode.gathers_parameters() ? stepped : whole;
+          const bool has_state = ns > 0 && stepped.numel > 0 && state.mode.steps_on(b, world.rank);
+          std::set<std::size_t> needed;
+          for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
+            shards->shards_of(store.info(id).name, lo, hi, needed);
+          });
+          for (const std::size_t i : needed) shards->open(i);
+
+          host.assign(static_cast<std::size_t>(b.numel), 0.0f);
+          for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
+            shards->read(store.info(id).name, -1, lo, hi,
+                         host.data() + store.info(id).offset + lo - b.offset);
+          });
+          if (has_state) {
+            st.assign(static_cast<std::size_t>(ns) * static_cast<std::size_t>(b.numel), 0.0f);
+            for (int s = 0; s < ns; ++s) {
+              for_each_param_run(store, b, stepped, [&](int id, std::int64_t lo, std::int64_t hi) {
+                shards->read(store.info(id).name, s, lo, hi,
+                             st.data() + s * b.numel + store.info(id).offset + lo - b.offset);
+              });
+            }
+          }
+          // Note [Loaded values]: bucket b's parameters (`host`) and state (`st`) as read, before
+          // they reach the device: every value is checked here (checkpoint_values.h), on the
+          // rank that read it, inside the agreement, so a bad one is exit 2 on every rank.
+          for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
+            const ParameterInfo& p = store.info(id);
+            check_checkpoint_values(path, p.name, host.data() + p.offset + lo - b.offset, hi - lo,
+                                    lo);
+          });
+          for (int s = 0; s < ns && has_state; ++s) {
+            for_each_param_run(store, b, stepped, [&](int id, std::int64_t lo, std::int64_t hi) {
+              const ParameterInfo& p = store.info(id);
+              check_checkpoint_values(
+                  path, "optimizer." + p.name + "." + opt.state_names()[static_cast<std::size_t>(s)],
+                  st.data() + s * b.numel + p.offset + lo - b.offset, hi - lo, lo);
+            });
+          }
+          parameters_from_host(state, b, host);
+          for (int s = 0; s < ns && has_state; ++s) {
+            copy_from_host(st.data() + s * b.numel + (stepped.offset - b.offset),
+                           opt.state_at(b.index, s, stepped.offset), store.device(), stepped.numel);
+          }
+        }
+      },
+      timeout_s);
+
+  const std::int64_t global_batch = state.config.data.batch_size * world.size;
+  const std::int64_t cursor = convert_cursor(facts, global_batch, state.batches_per_epoch);
+  state.position = TrainingPosition{facts.step, cursor};
+  state.resumed_step = facts.step;
+  opt.set_step_count(facts.optimizer_step);
+  if (world.is_root() && !state.quiet) {
+    fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{}, {} shards)\n",
+               path, facts.step, cursor / state.batches_per_epoch, facts.world_size,
+               facts.world_size == 1 ? "" : "s", m.shards.size());
+    if (facts.global_batch != global_batch) {
+      fmt::print(
+          "zerolap: note: the global batch changed from {} to {} samples; continuing at "
+          "batch {} of epoch {}, so the sample order differs from the original run's\n",
+          facts.global_batch, global_batch, cursor % state.batches_per_epoch,
+          cursor / state.batches_per_epoch);
+    }
+    std::vector<std::string> changed;
+    for (const std::string& key : config_differences(facts.config_toml, to_toml(state.config))) {
+      if (key_affects_results(key)) changed.push_back(key);
+    }
+    if (!changed.empty()) {
+      fmt::print(
+          "zerolap: note: the config differs from the checkpoint's in {}\n",
+          fmt::join(changed.begin(),
+                    changed.begin() + std::min<std::ptrdiff_t>(8, std::ssize(changed)), ", "));
+    }
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace zl

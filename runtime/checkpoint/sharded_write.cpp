@@ -1,0 +1,307 @@
+// Writing a sharded checkpoint (see sharded_checkpoint.h): which pieces each rank holds, staging
+// them into host memory, writing one shard, and the commit by rank 0.
+//
+// Note [Shard pieces]: a rank writes the elements whose optimizer state (and, in bf16 or stage 3,
+// whose masters) it holds, as the plan says (ModePlan::stepped_range): its shard of every bucket
+// with element shards, its owned buckets with bucket owners; in ddp every rank holds everything,
+// so rank r writes the r-th even slice of the flat parameters. A piece is a run of one
+// parameter's elements (padding never reaches a file), named by the parameter and its first
+// element, so a load into another plan - other buckets, padding, shards or world size - finds the
+// elements it needs by name and offset, as the single-file loader does by name.
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "base/device_buffer.h"
+#include "base/staging_copy.h"
+#include "base/errors.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/checkpoint/checkpoint_pruning.h"
+#include "runtime/checkpoint/sharded_checkpoint.h"
+
+namespace zl {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Stage 3 and bf16 keep the fp32 values as masters (Note [Masters in checkpoints]).
+bool values_are_masters(const TrainingState& state) {
+  return state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
+}
+
+// The elements of bucket b that `rank` writes (Note [Shard pieces]). The one place that reads the
+// plan's ownership.
+ElementRange held_range(const TrainingState& state, const Bucket& b, int rank, std::int64_t total) {
+  if (state.mode.sharded_state) return state.mode.stepped_range(state.plan, b, rank);
+  const int world = state.world.size;
+  const std::int64_t lo = std::max(b.offset, total * rank / world);
+  const std::int64_t hi = std::min(b.offset + b.numel, total * (rank + 1) / world);
+  return hi > lo ? ElementRange{lo, hi - lo} : ElementRange{b.offset, 0};
+}
+
+// The largest generation among the shard files of `step_dir`, -1 when there are none.
+std::int64_t largest_generation(const std::string& step_dir) {
+  std::int64_t last = -1;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(step_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::size_t g = name.rfind(".g");
+    const std::size_t dot = name.find('.', g + 2);
+    if (name.rfind("shard_", 0) != 0 || g == std::string::npos || dot == std::string::npos)
+      continue;
+    std::int64_t value = -1;
+    const auto [end, err] = std::from_chars(name.data() + g + 2, name.data() + dot, value);
+    if (err == std::errc() && end == name.data() + dot) last = std::max(last, value);
+  }
+  return last;
+}
+
+// The generation of a new checkpoint in `step_dir`: one above the manifest's there, so no file a
+// manifest names is ever written again (files of other generations are what crashed writes left,
+// named by no manifest: they may be replaced); 0 without a manifest; one above every shard file
+// when the manifest cannot be read.
+std::int64_t next_generation(const std::string& step_dir) {
+  const std::string manifest = (fs::path(step_dir) / kManifestName).string();
+  std::error_code ec;
+  if (!fs::exists(manifest, ec)) return 0;
+  try {
+    return read_manifest(manifest).generation + 1;
+  } catch (const UserError&) {
+    return largest_generation(step_dir) + 1;
+  }
+}
+
+void require_finite(const float* values, std::int64_t n, const std::string& tensor,
+                    const TrainingState& state) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(values[i])) continue;
+    throw RuntimeFailure(fmt::format(
+        "checkpoint of step {} not written: '{}' holds a non-finite value ({} at element {}); "
+        "the run diverged, and `latest` in '{}' still names the last finite checkpoint (lower "
+        "optimizer.lr or set train.clip_grad_norm)",
+        state.position.step, tensor, values[i], i, state.config.checkpoint.dir));
+  }
+}
+
+}  // namespace
+
+std::vector<HeldPiece> held_pieces(const TrainingState& state, int rank) {
+  const ParameterStore& store = state.store;
+  std::int64_t total = 0;
+  for (const Bucket& b : state.plan.buckets) total = std::max(total, b.offset + b.numel);
+  std::vector<HeldPiece> out;
+  for (const Bucket& b : state.plan.buckets) {
+    const ElementRange r = held_range(state, b, rank, total);
+    for (const int id : b.param_ids) {
+      const ParameterInfo& p = store.info(id);
+      const std::int64_t lo = std::max(r.offset, p.offset);
+      const std::int64_t hi = std::min(r.offset + r.numel, p.offset + p.numel);
+      if (hi > lo) out.push_back({id, b.index, lo - p.offset, hi - lo});
+    }
+  }
+  return out;
+}
+
+ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, MPI_Comm comm,
+                        const WaitLimit& limit, StagedShard& out) {
+  const auto start = std::chrono::steady_clock::now();
+  const World& world = state.world;
+  ParameterStore& store = state.store;
+  ShardedOptimizer& opt = state.optimizer;
+  if (state.mode.shard_ranks > 0) {
+    throw UserError(
+        "checkpoint.format = \"sharded\": a link.ranks timing study holds no "
+        "checkpointable state (each rank steps a part of its shard only)");
+  }
+  ShardCommit commit;
+  commit.dir = c.dir;
+  commit.step_dir = (fs::path(c.dir) / sharded_dir_name(state.position.step)).string();
+  commit.keep = c.keep;
+  commit.protected_step = state.position.step >= state.total_steps ? -1 : state.resumed_step;
+  commit.run_id = state.config.run_id;
+  commit.quiet = state.quiet;
+
+  // Rank 0 makes the directory and picks the generation before any rank creates a file in it.
+  std::int64_t generation = 0;
+  if (world.is_root()) {
+    std::error_code ec;
+    fs::create_directories(commit.step_dir, ec);
+    if (ec) {
+      throw RuntimeFailure(fmt::format("cannot create checkpoint directory '{}': {}",
+                                       commit.step_dir, ec.message()));
+    }
+    generation = next_generation(commit.step_dir);
+  }
+  timed_bcast(&generation, 1, MPI_INT64_T, 0, comm, limit,
+              "broadcasting the checkpoint generation");
+
+  const std::vector<std::string>& states = opt.state_names();
+  const std::map<std::string, std::string> metadata = checkpoint_metadata(state);
+  Manifest& m = commit.manifest;
+  m.step = state.position.step;
+  m.generation = generation;
+  m.world_size = world.size;
+  m.state_names = states;
+  if (world.is_root()) {  // only rank 0 writes the manifest
+    m.metadata = metadata;
+    for (const ParameterInfo& p : store.parameters()) m.parameters.push_back({p.name, p.shape});
+    for (int r = 0; r < world.size; ++r) {
+      ShardEntry e;
+      e.file = shard_file_name(r, world.size, generation);
+      e.rank = r;
+      for (const HeldPiece& h : held_pieces(state, r)) {
+        e.pieces.push_back({store.info(h.param).name, h.begin, h.numel});
+      }
+      m.shards.push_back(std::move(e));
+    }
+  }
+
+  const std::vector<HeldPiece> mine = held_pieces(state, world.rank);
+  out.path =
+      (fs::path(commit.step_dir) / shard_file_name(world.rank, world.size, generation)).string();
+  out.step = state.position.step;
+  out.rank = world.rank;
+  out.tensors.clear();
+  out.metadata = {{"format", kShardFormat},
+                  {"format_version", kShardedFormatVersion},
+                  {"step", std::to_string(state.position.step)},
+                  {"generation", std::to_string(generation)},
+                  {"rank", std::to_string(world.rank)},
+                  {"world_size", std::to_string(world.size)},
+                  {"config_hash", metadata.at("config_hash")}};
+  std::int64_t floats = 0;
+  for (const HeldPiece& h : mine)
+    floats += h.numel * (1 + static_cast<std::int64_t>(states.size()));
+  out.data.resize(static_cast<std::size_t>(floats));
+  float* at = out.data.data();
+  const bool masters = values_are_masters(state);
+  {
+    // Device to host on a copy stream of its own, all queued, then waited for together.
+    StagingCopy copies(store.device());
+    for (const HeldPiece& h : mine) {
+      const ParameterInfo& p = store.info(h.param);
+      const std::int64_t flat = p.offset + h.begin;
+      out.metadata["begin." + p.name] = std::to_string(h.begin);
+      out.tensors.push_back({p.name, "F32", {h.numel}});
+      if (masters) {
+        opt.read_master_range(h.bucket, ElementRange{flat, h.numel}, at);
+      } else {
+        copies.copy_to_host(store.param_data(h.param) + h.begin, at, h.numel);
+      }
+      at += h.numel;
+      for (std::size_t s = 0; s < states.size(); ++s) {
+        out.tensors.push_back({state_tensor_name(p.name, states[s]), "F32", {h.numel}});
+        copies.copy_to_host(opt.state_at(h.bucket, static_cast<int>(s), flat), at, h.numel);
+        at += h.numel;
+      }
+    }
+    copies.wait();
+  }
+  // A checkpoint is never written from non-finite values (docs/design.md, "Divergence").
+  at = out.data.data();
+  for (const TensorSpec& t : out.tensors) {
+    require_finite(at, t.shape[0], t.name, state);
+    at += t.shape[0];
+  }
+  commit.staged_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return commit;
+}
+
+WrittenShard write_shard(const StagedShard& shard) {
+  try {
+    {
+      SafetensorsWriter writer(shard.path, shard.tensors, shard.metadata);
+      // The fault point "during_write" ends the process with half the data on disk: a shard cut
+      // short, as a kill in the middle of the write leaves it.
+      const std::size_t half = shard.data.size() / 2;
+      writer.write_floats(shard.data.data(), static_cast<std::int64_t>(half));
+      checkpoint_fault_point("during_write", shard.step);
+      writer.write_floats(shard.data.data() + half,
+                          static_cast<std::int64_t>(shard.data.size() - half));
+      writer.finish();
+    }
+    const fs::path parent = fs::path(shard.path).parent_path();
+    sync_directory(parent.string());
+    // The whole file's CRC32: the header's bytes (read back: the writer fills its CRCs in last)
+    // combined with the data section's, which the writer computed as it wrote.
+    const SafetensorsReader back(shard.path);
+    const std::uint64_t header = 8 + back.header_bytes();
+    std::vector<unsigned char> head(static_cast<std::size_t>(header));
+    const int fd = ::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool read_ok =
+        fd >= 0 && ::pread(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
+    if (fd >= 0) ::close(fd);
+    if (!read_ok) throw RuntimeFailure(fmt::format("cannot read back '{}'", shard.path));
+    auto crc = static_cast<std::uint32_t>(
+        crc32(crc32(0L, Z_NULL, 0), head.data(), static_cast<uInt>(head.size())));
+    const std::uint32_t data_crc =
+        static_cast<std::uint32_t>(std::stoul(back.metadata().at(kDataCrcKey), nullptr, 16));
+    crc = static_cast<std::uint32_t>(
+        crc32_combine(crc, data_crc, static_cast<z_off_t>(back.data_bytes())));
+    return WrittenShard{header + back.data_bytes(), crc};
+  } catch (const std::exception& e) {
+    throw RuntimeFailure(fmt::format("checkpoint shard '{}' of rank {} could not be written: {}",
+                                     shard.path, shard.rank, e.what()));
+  }
+}
+
+void commit_shards(MPI_Comm comm, const WaitLimit& limit, int rank, int world,
+                   const ShardCommit& commit, const WrittenShard& mine) {
+  const auto start = std::chrono::steady_clock::now();
+  // bytes, crc32 of every rank, in rank order.
+  const std::uint64_t record[2] = {mine.bytes, mine.crc32};
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(2 * world));
+  timed_gather(record, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, comm, limit,
+               "gathering the checkpoint shards' sizes and checksums");
+  if (rank == 0) {
+    Manifest m = commit.manifest;
+    std::uint64_t total = 0;
+    for (int r = 0; r < world; ++r) {
+      m.shards[static_cast<std::size_t>(r)].bytes = all[static_cast<std::size_t>(2 * r)];
+      m.shards[static_cast<std::size_t>(r)].crc32 =
+          static_cast<std::uint32_t>(all[static_cast<std::size_t>(2 * r + 1)]);
+      total += all[static_cast<std::size_t>(2 * r)];
+    }
+    // Every shard is durable (each rank fsynced its file and directory entry before this gather).
+    checkpoint_fault_point("after_write", m.step);
+    write_manifest(commit.step_dir, m);
+    checkpoint_fault_point("after_rename", m.step);
+    const std::string name = (fs::path(sharded_dir_name(m.step)) / kManifestName).string();
+    write_latest_pointer(commit.dir, name);  // only now may a resume pick the new checkpoint
+    // Files of the directory the new manifest does not name: an older generation of this step's
+    // checkpoint, or what a crashed write left.
+    std::set<std::string> named{kManifestName};
+    for (const ShardEntry& s : m.shards) named.insert(s.file);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(commit.step_dir, ec)) {
+      if (!named.count(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
+    }
+    prune_checkpoints(commit.dir, commit.keep, commit.protected_step, commit.run_id);
+    if (!commit.quiet) {
+      const double commit_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // "training stopped": what the step loop waited for this checkpoint (async: the staging
+      // copy and any wait for the previous checkpoint; sync: everything).
+      fmt::print(
+          "zerolap: checkpoint step {} -> {} ({} shards, {:.1f} MB; staged in {:.3f} s, "
+          "committed in {:.3f} s; training stopped {:.3f} s)\n",
+          m.step, commit.step_dir, world, static_cast<double>(total) / 1e6, commit.staged_s,
+          commit_s, commit.stopped_s + (commit.synchronous ? commit_s : 0.0));
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace zl

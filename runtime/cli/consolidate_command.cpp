@@ -1,0 +1,23 @@
+// `zerolap consolidate CHECKPOINT OUT.safetensors [--no-optimizer]`: one safetensors file from a
+// sharded checkpoint (runtime/checkpoint/consolidate.h), written by rank 0 of the job.
+#include <fmt/format.h>
+
+#include "runtime/checkpoint/consolidate.h"
+#include "runtime/cli/commands.h"
+
+namespace zl {
+
+int run_consolidate_command(const std::string& checkpoint, const std::string& out,
+                            bool with_optimizer, const World& world) {
+  agree_on_user_errors(world, [&] {
+    if (!world.is_root()) return;
+    const std::size_t n = consolidate_checkpoint(
+        checkpoint, out, with_optimizer ? ConsolidateState::Include : ConsolidateState::Omit);
+    fmt::print("zerolap: consolidated {} -> {} ({} tensors{})\n", checkpoint, out, n,
+               with_optimizer ? ", optimizer state included" : ", parameters only");
+    std::fflush(stdout);
+  });
+  return 0;
+}
+
+}  // namespace zl

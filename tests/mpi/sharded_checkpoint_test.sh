@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Sharded, async checkpoints from the command line on 2 ranks: `keep` removes whole checkpoints;
+# `inspect` lists the shards and `consolidate` writes one file; a kill during a shard write,
+# between the shards and the manifest and between the manifest and `latest` leaves `latest` on the
+# last complete checkpoint, which resumes; a full disk during an async write is exit 1 naming the
+# rank and the file; a corrupt or missing shard is exit 2 naming the file.
+# Usage: sharded_checkpoint_test.sh ZEROLAP_BINARY WORK_DIR
+source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
+flags="$flags --mca btl self,vader"
+
+cat >"$work/run.toml" <<EOF2
+[model]
+kind = "mlp"
+widths = [2, 32, 32, 3]
+[data]
+kind = "spirals"
+train_samples = 256
+test_samples = 64
+batch_size = 8
+[optimizer]
+kind = "adam"
+lr = 0.01
+[parallel]
+mode = "zero"
+collective = "reduce_scatter_allgather"
+bucket_cap_mb = 0.004
+first_bucket_cap_mb = 0.001
+[train]
+steps = 8
+log_every = 4
+[checkpoint]
+every = 2
+keep = 3
+format = "sharded"
+async = true
+[runtime]
+timeout_s = 60
+device = "cpu"
+[output]
+overwrite = true
+EOF2
+
+run() {  # NAME CKPT_DIR ARGS...: the exit code of a 2-rank train; output in NAME.log
+  local name=$1 dir=$2
+  shift 2
+  timeout 120 mpirun $flags -np 2 -x ZEROLAP_FAULT_CHECKPOINT "$zerolap" train "$work/run.toml" \
+    --set "checkpoint.dir=\"$dir\"" --set "output.dir=\"$work/out_$name\"" "$@" \
+    >"$work/$name.log" 2>&1
+  echo $?
+}
+latest() { cat "$1/latest" 2>/dev/null; }
+export ZEROLAP_FAULT_CHECKPOINT=
+
+echo "--- an async sharded run: keep, inspect, consolidate"
+good=$work/good
+rc=$(run good "$good")
+[ "$rc" -eq 0 ] || { cat "$work/good.log"; fail "good run: exit $rc"; }
+[ "$(latest "$good")" = "step_00000008/manifest.json" ] || fail "latest is '$(latest "$good")'"
+[ "$(ls -d "$good"/step_* | wc -l)" -eq 3 ] || { ls "$good"; fail "keep = 3 left another count"; }
+[ "$(ls "$good/step_00000008" | wc -l)" -eq 3 ] || { ls "$good/step_00000008"; fail "not 2 shards + manifest"; }
+"$zerolap" inspect "$good" >"$work/inspect.log" 2>&1 || { cat "$work/inspect.log"; fail "inspect"; }
+[ "$(grep -c ' ok$' "$work/inspect.log")" -eq 2 ] || { cat "$work/inspect.log"; fail "inspect: 2 shards ok"; }
+"$zerolap" consolidate "$good/step_00000008" "$work/one.safetensors" >"$work/cons.log" 2>&1 ||
+  { cat "$work/cons.log"; fail "consolidate"; }
+"$zerolap" inspect "$work/one.safetensors" >"$work/inspect1.log" 2>&1 || fail "consolidated file"
+grep -q "optimizer.layers.0.weight.exp_avg_sq" "$work/inspect1.log" || fail "no optimizer state"
+"$zerolap" consolidate "$good/step_00000008" "$work/params.safetensors" --no-optimizer \
+  >"$work/cons2.log" 2>&1 || fail "consolidate --no-optimizer"
+grep -q "^layers.0.weight " <("$zerolap" inspect "$work/params.safetensors") || fail "no parameters"
+grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v "^  ") &&
+  fail "--no-optimizer wrote state"
+echo "ok"
+
+# A kill at each fault point of step 6 leaves latest on step 4; the resume finishes.
+for point in during_write after_write after_rename; do
+  echo "--- a kill at $point of step 6"
+  dir=$work/$point
+  rc=$(ZEROLAP_FAULT_CHECKPOINT=$point:6 run "$point" "$dir")
+  [ "$rc" -ne 0 ] || fail "$point: the faulted run exited 0"
+  grep -q "simulated crash" "$work/$point.log" || { cat "$work/$point.log"; fail "no crash"; }
+  [ "$(latest "$dir")" = "step_00000004/manifest.json" ] || fail "$point: latest '$(latest "$dir")'"
+  "$zerolap" inspect "$dir" >/dev/null 2>&1 || fail "$point: latest does not inspect"
+  rc=$(run "${point}_resume" "$dir" --set checkpoint.resume=true)
+  [ "$rc" -eq 0 ] || { cat "$work/${point}_resume.log"; fail "$point: resume exit $rc"; }
+  grep -q "resumed from .*step_00000004/manifest.json at step 4" "$work/${point}_resume.log" ||
+    { cat "$work/${point}_resume.log"; fail "$point: did not resume from step 4"; }
+  [ "$(latest "$dir")" = "step_00000008/manifest.json" ] || fail "$point: latest after the end"
+  cmp <(tail -1 "$work/out_good/metrics.csv" | cut -d, -f1,2,5,6) \
+    <(tail -1 "$work/out_${point}_resume/metrics.csv" | cut -d, -f1,2,5,6) >/dev/null ||
+    fail "$point: the resumed run's final row differs from the uninterrupted one"
+done
+echo "ok: every fault point leaves latest on step 4"
+
+echo "--- a full disk during the async write of step 4"
+disk=$work/disk
+rc=$(run disk_first "$disk" --set train.steps=2)
+[ "$rc" -eq 0 ] || { cat "$work/disk_first.log"; fail "disk: first run exit $rc"; }
+mkdir -p "$disk/step_00000004"
+ln -sf /dev/full "$disk/step_00000004/shard_00001_of_00002.g0.safetensors"
+rc=$(run disk "$disk" --set checkpoint.resume=true)
+[ "$rc" -eq 1 ] || { cat "$work/disk.log"; fail "disk: exit $rc, expected 1"; }
+grep -q "shard '.*step_00000004/shard_00001_of_00002.g0.safetensors' of rank 1 could not be written" \
+  "$work/disk.log" || { cat "$work/disk.log"; fail "disk: the message names no rank and file"; }
+grep -qiE "no space left|disk full" "$work/disk.log" || { cat "$work/disk.log"; fail "disk: no reason"; }
+[ "$(latest "$disk")" = "step_00000002/manifest.json" ] || fail "disk: latest '$(latest "$disk")'"
+echo "ok"
+
+echo "--- a corrupt, then a missing shard"
+shard=$good/step_00000008/shard_00001_of_00002.g0.safetensors
+cp "$shard" "$work/saved"
+printf 'X' | dd of="$shard" bs=1 seek=$(( $(stat -c %s "$shard") - 3 )) conv=notrunc 2>/dev/null
+rc=$(run corrupt "$good" --set checkpoint.resume=true --set train.steps=10)
+[ "$rc" -eq 2 ] || { cat "$work/corrupt.log"; fail "corrupt: exit $rc, expected 2"; }
+grep -qF "$shard" "$work/corrupt.log" || { cat "$work/corrupt.log"; fail "corrupt: file not named"; }
+rm "$shard"
+rc=$(run missing "$good" --set checkpoint.resume=true --set train.steps=10)
+[ "$rc" -eq 2 ] || { cat "$work/missing.log"; fail "missing: exit $rc, expected 2"; }
+grep -q "shard '$shard' of rank 1 is missing" "$work/missing.log" ||
+  { cat "$work/missing.log"; fail "missing: file not named"; }
+echo "ok"
+echo PASS
