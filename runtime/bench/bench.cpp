@@ -66,13 +66,10 @@ double percentile(std::vector<double> values, double p) {
 
 // The config of one run: the precision, mode and cap overridden, exactly warmup + steps steps, no
 // checkpoints; the compute-only twin runs without the link model and untraced.
-Config run_config(const Config& base, const PrecisionConfig& precision, const BenchMode& mode,
+Config run_config(const Config& base, const PrecisionConfig& precision, const Mode& mode,
                   double cap_mb, bool compute_only) {
   Config c = with_precision(base, precision);
-  c.parallel.mode = mode.mode;
-  c.parallel.overlap = mode.overlap;
-  c.parallel.collective = mode.collective;
-  c.parallel.zero_stage = mode.zero_stage;
+  set_mode(c.parallel, mode);
   c.parallel.bucket_cap_mb = cap_mb;
   c.train.steps = base.bench.warmup + base.bench.steps;
   c.train.epochs = 0;
@@ -242,8 +239,8 @@ struct RoundTotals {
   }
 };
 
-ModePlan mode_plan_of(const BenchMode& mode, const Config& config) {
-  return bench_mode_plan(mode, config, config.precision, 1);
+ModePlan mode_plan_of(const Mode& mode, const Config& config) {
+  return bench_mode_plan(mode, config, config.precision);
 }
 
 // Note [Ideal step] (bench.h), and the scaling model's step (Note [Scaling model]), both from the
@@ -252,8 +249,8 @@ void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
                 const BenchLimits& limits, double backward_share) {
   // The last bucket holds the first layers: its gradients are final only when backward ends and
   // the next forward needs its parameters first.
-  const ModeComm comm = mode_comm(mode, plan, [&](const PlannedCollective& c) {
-    return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes);
+  const ModeComm comm = mode_comm(mode, plan, [&](const ProgramEntry& c) {
+    return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes());
   });
   row.comm_model_s = comm.total_s;
   row.nonoverlap_comm_s = comm.last_s;
@@ -265,63 +262,42 @@ void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
 // The layout and buckets a run of `mode` allocates at `cap_mb` (element shards pad every bucket:
 // runtime/train/shard_layout.h).
 PlannedLayout plan_for(const Config& config, const ModePlan& mode, double cap_mb, int world_size) {
-  return plan_layout(config.model, config.parallel, mode, world_size, cap_mb);
+  return plan_layout(config.model, config.parallel, mode,
+                     planned_ranks(config, mode, world_size), cap_mb);
 }
 
 }  // namespace
 
-ModePlan bench_mode_plan(const BenchMode& mode, const Config& config,
-                         const PrecisionConfig& precision, int world_size) {
+ModePlan bench_mode_plan(const Mode& mode, const Config& config,
+                         const PrecisionConfig& precision) {
   Config run = config;
-  run.parallel.mode = mode.mode;
-  run.parallel.overlap = mode.overlap;
-  run.parallel.collective = mode.collective;
-  run.parallel.zero_stage = mode.zero_stage;
+  set_mode(run.parallel, mode);
   run.precision = precision;
-  return make_run_mode_plan(run, world_size);
+  return make_run_mode_plan(run);
 }
 
-std::vector<BenchMode> all_bench_modes() {
-  std::vector<BenchMode> modes{{"", ParallelMode::Ddp, Overlap::None,
-                                CollectiveKind::AllreduceBroadcast}};
-  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
-    for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast,
-                             CollectiveKind::ReduceScatterAllgather}) {
-      modes.push_back({"", ParallelMode::Zero, o, c});
-    }
-  }
-  for (const int stage : {2, 3}) {
-    for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
-      modes.push_back({"", ParallelMode::Zero, o, CollectiveKind::ReduceScatterAllgather, stage});
-    }
-  }
-  for (BenchMode& m : modes) m.name = mode_plan_of(m, Config{}).name();
-  return modes;
-}
-
-std::vector<BenchMode> bench_modes(const Config& config) {
-  const std::vector<BenchMode> all = all_bench_modes();
+std::vector<Mode> bench_modes(const Config& config) {
+  const std::vector<Mode> all = all_modes();
   // Interleaved cannot clip or skip a step: the default list leaves it out then. A listed mode is
-  // one of all_bench_modes() and can run the config (config validation, check_bench_modes).
-  auto runs = [&](const BenchMode& m) {
+  // one of all_modes() and can run the config (config validation, check_bench_modes).
+  auto runs = [&](const Mode& m) {
     const ModePlan mode = mode_plan_of(m, config);
     return (mode.can_clip || config.train.clip_grad_norm <= 0.0f) &&
            (mode.schedule != ScheduleKind::ZeroInterleaved ||
             config.train.on_nonfinite == OnNonfinite::Stop);
   };
   if (config.bench.modes.empty()) {
-    std::vector<BenchMode> runnable;
+    std::vector<Mode> runnable;
     std::copy_if(all.begin(), all.end(), std::back_inserter(runnable), runs);
     return runnable;
   }
-  std::vector<BenchMode> out;
+  std::vector<Mode> out;
   for (const std::string& name : config.bench.modes) {
-    const auto it = std::find_if(all.begin(), all.end(),
-                                 [&](const BenchMode& m) { return m.name == name; });
-    ZL_CHECK(it != all.end(), "bench.modes: unknown mode \"{}\" passed config validation", name);
-    ZL_CHECK(runs(*it), "bench.modes: \"{}\" cannot run this config but passed config validation",
-             name);
-    out.push_back(*it);
+    const std::optional<Mode> mode = parse_mode(name);
+    ZL_CHECK(mode, "bench.modes: unknown mode \"{}\" passed config validation", name);
+    ZL_CHECK(runs(*mode),
+             "bench.modes: \"{}\" cannot run this config but passed config validation", name);
+    out.push_back(*mode);
   }
   return out;
 }
@@ -367,7 +343,7 @@ bool reset_peak_rss() {
 BenchReport run_bench(const Config& config, const World& world, const BenchOptions& options) {
   // Every wait for another rank in the bench is bounded by runtime.timeout_s (timed_mpi.h).
   const WaitLimit limit{world.rank, config.runtime.timeout_s};
-  const std::vector<BenchMode> modes = bench_modes(config);
+  const std::vector<Mode> modes = bench_modes(config);
   const std::vector<double> caps = config.bench.bucket_cap_mb.empty()
                                        ? std::vector<double>{config.parallel.bucket_cap_mb}
                                        : config.bench.bucket_cap_mb;
@@ -405,10 +381,10 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
       for (const auto& m : modes) {
-        const ModePlan mode_plan = bench_mode_plan(m, config, precision, world.size);
+        const ModePlan mode_plan = bench_mode_plan(m, config, precision);
         const BucketPlan plan = plan_for(config, mode_plan, cap, world.size).plan;
-        for (const PlannedCollective& c : mode_plan.collectives(plan)) {
-          sizes.push_back({collective_name(c.op), c.dtype, c.bytes});
+        for (const ProgramEntry& c : collective_program(mode_plan, plan)) {
+          sizes.push_back({collective_name(c.op), c.dtype, c.bytes()});
         }
       }
     }
@@ -419,7 +395,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   struct PlannedRun {
     const PrecisionConfig* precision;
     double cap;
-    const BenchMode* mode;
+    const Mode* mode;
   };
   std::vector<PlannedRun> runs;
   for (const PrecisionConfig& precision : precisions) {
@@ -444,10 +420,10 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
           timed_run(run_config(config, *run.precision, *run.mode, run.cap, false), world, false,
                     bench_clock, &trace);
       bench_clock.span("bench",
-                       fmt::format("{} {} @ {:g} MiB", precision_name, run.mode->name, run.cap),
+                       fmt::format("{} {} @ {:g} MiB", precision_name, run.mode->name(), run.cap),
                        run_begin_us, bench_clock.now_us(),
                        {{"precision", precision_name},
-                        {"mode", run.mode->name},
+                        {"mode", run.mode->name()},
                         {"bucket_cap_mb", run.cap},
                         {"round", round + 1}});
       const RunFigures alone =
@@ -474,7 +450,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                    "{:.2f} ms",
                    report.finished_runs, report.planned_runs,
                    rounds == 1 ? "" : fmt::format("round {}/{}: ", round + 1, rounds),
-                   precisions.size() == 1 ? "" : precision_name + " ", run.mode->name, run.cap,
+                   precisions.size() == 1 ? "" : precision_name + " ", run.mode->name(), run.cap,
                    shown[0] / steps * 1e3, shown[1] / steps * 1e3, shown[2] / steps * 1e3),
                    "    ", options.width));
         std::fflush(stdout);
@@ -495,7 +471,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (totals[i].rounds == 0) break;  // stopped before this run's first round
     const PlannedRun& run = runs[i];
-    const ModePlan mode_plan = bench_mode_plan(*run.mode, config, *run.precision, world.size);
+    const ModePlan mode_plan = bench_mode_plan(*run.mode, config, *run.precision);
     const PlannedLayout planned = plan_for(config, mode_plan, run.cap, world.size);
     const BucketPlan& plan = planned.plan;
     const RoundTotals& sum = totals[i];
@@ -503,7 +479,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     row.precision = to_string(run.precision->compute);
     row.reduce_dtype = dtype_name(mode_plan.reduce_dtype);
     row.master_weights = to_string(mode_plan.master_weights);
-    row.mode = run.mode->name;
+    row.mode = run.mode->name();
     row.bucket_cap_mb = run.cap;
     row.buckets = static_cast<int>(plan.buckets.size());
     row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
@@ -548,7 +524,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
 
   for (BenchRow& row : report.rows) {
     for (const BenchRow& base : report.rows) {
-      if (base.mode == ModePlan{}.name() && base.precision == row.precision &&
+      if (base.mode == Mode{}.name() && base.precision == row.precision &&
           base.reduce_dtype == row.reduce_dtype && base.bucket_cap_mb == row.bucket_cap_mb &&
           row.step_s > 0.0) {
         row.speedup_vs_ddp = base.step_s / row.step_s;

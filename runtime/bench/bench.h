@@ -27,30 +27,18 @@
 
 #include "runtime/bench/bench_limits.h"
 #include "runtime/config/config.h"
+#include "runtime/config/mode.h"
 #include "runtime/comm/world.h"
 #include "runtime/train/mode_plan.h"
 
 namespace zl {
 
-struct BenchMode {
-  std::string name;  // "ddp", "zero/<overlap>/<collective>", "zero2/...", "zero3/..."
-  ParallelMode mode = ParallelMode::Ddp;
-  Overlap overlap = Overlap::None;
-  CollectiveKind collective = CollectiveKind::AllreduceBroadcast;
-  int zero_stage = 1;  // parallel.zero_stage: 2 and 3 with reduce_scatter_allgather only
-};
-
-// ddp, then zero x {none, after_backward, interleaved} x {allreduce_broadcast, reduce_broadcast,
-// reduce_scatter_allgather}, then stages 2 (zero2) and 3 (zero3) x the overlaps with
-// reduce_scatter_allgather.
-std::vector<BenchMode> all_bench_modes();
-// The ModePlan of a run of bench mode `mode` in `precision` on `world_size` ranks: what the
-// trainer of that run plans (make_run_mode_plan: train.grad_accum, link.ranks).
-ModePlan bench_mode_plan(const BenchMode& mode, const Config& config,
-                         const PrecisionConfig& precision, int world_size);
+// The ModePlan of a run of `mode` (one of all_modes(), runtime/config/mode.h) in `precision`:
+// what the trainer of that run plans (make_run_mode_plan: train.grad_accum).
+ModePlan bench_mode_plan(const Mode& mode, const Config& config, const PrecisionConfig& precision);
 // The modes of config.bench.modes (all that can run the config when empty). Config validation
-// has checked the list: each entry is one of bench_mode_names() and can run the config.
-std::vector<BenchMode> bench_modes(const Config& config);
+// has checked the list: each entry is one of all_modes() and can run the config.
+std::vector<Mode> bench_modes(const Config& config);
 
 // The precisions of bench.precision (precision.compute when empty), each a whole [precision]: a
 // bf16 entry takes reduce_dtype and master_weights from the config, fp32 and tf32 use fp32 for

@@ -22,15 +22,16 @@ void check_bench_memory(const Config& config, const World& world) {
                                        : config.bench.bucket_cap_mb;
   // The largest run's estimate (the trainer checks each run itself, on its device; here the runs
   // are counted on the host, where a CPU run allocates them beside the bench's own buffers).
-  MemoryEstimate need;
+  RankMemory need;
   for (const PrecisionConfig& precision : bench_precisions(config)) {
     const Config c = with_precision(config, precision);
     for (const double cap : caps) {
-      for (const BenchMode& m : bench_modes(config)) {
+      for (const Mode& m : bench_modes(config)) {
         // The run's own layout and buckets (element shards pad them; link.ranks shrinks shards).
-        const ModePlan mode = bench_mode_plan(m, c, precision, world.size);
-        const PlannedLayout planned = plan_layout(c.model, c.parallel, mode, world.size, cap);
-        const MemoryEstimate e = estimate_peak_rank_memory(c, planned.layout, planned.plan, mode);
+        const ModePlan mode = bench_mode_plan(m, c, precision);
+        const PlannedLayout planned =
+            plan_layout(c.model, c.parallel, mode, planned_ranks(c, mode, world.size), cap);
+        const RankMemory e = estimate_peak_rank_memory(c, planned.layout, planned.plan, mode);
         if (e.total() > need.total()) need = e;
       }
     }
@@ -42,7 +43,7 @@ void check_bench_memory(const Config& config, const World& world) {
   const std::int64_t own = numel * 4 + 5 * measured * 4;
   need.parameters += numel * 4 + measured * 4;
   need.gradients += measured * 4;
-  need.optimizer_state += 3 * measured * 4;
+  need.state += 3 * measured * 4;
   // runtime.memory_limit_mb holds for the bench's own buffers too (each run's trainer checks only
   // its run), and is checked here, before the bench measures or allocates anything.
   if (config.runtime.memory_limit_mb > 0) {

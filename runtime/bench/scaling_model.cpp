@@ -9,44 +9,20 @@ namespace zl {
 
 std::vector<ModePlan> all_mode_plans(const Config& config) {
   std::vector<ModePlan> out;
-  ParallelConfig parallel = config.parallel;
-  parallel.mode = ParallelMode::Ddp;
-  out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
-  parallel.mode = ParallelMode::Zero;
-  parallel.zero_stage = 1;
-  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
-    for (CollectiveKind c : {CollectiveKind::AllreduceBroadcast, CollectiveKind::ReduceBroadcast,
-                             CollectiveKind::ReduceScatterAllgather}) {
-      parallel.overlap = o;
-      parallel.collective = c;
-      out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
-    }
+  for (const Mode& mode : all_modes()) {
+    out.push_back(make_mode_plan(mode, config.parallel, config.optimizer, config.precision));
+    out.back().micro_batches = static_cast<int>(config.train.grad_accum);
   }
-  // Stage 2 (element shards only): stage 1's collectives at grad_accum = 1, less memory.
-  parallel.collective = CollectiveKind::ReduceScatterAllgather;
-  parallel.zero_stage = 2;
-  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
-    parallel.overlap = o;
-    out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
-  }
-  // Stage 3: the parameters gathered again in forward and backward (ModePlan::collectives): about
-  // 1.5x ddp's bytes, the gathers overlapping forward and backward as broadcasts do.
-  parallel.zero_stage = 3;
-  for (Overlap o : {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved}) {
-    parallel.overlap = o;
-    out.push_back(make_mode_plan(parallel, config.optimizer, config.precision));
-  }
-  for (ModePlan& m : out) m.micro_batches = static_cast<int>(config.train.grad_accum);
   return out;
 }
 
 ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const LinkConfig& link,
                             int ranks) {
-  ModeComm out = mode_comm(mode, plan, [&](const PlannedCollective& c) {
-    return modelled_seconds(link, c.op, c.bytes, ranks);
+  ModeComm out = mode_comm(mode, plan, [&](const ProgramEntry& c) {
+    return modelled_seconds(link, c.op, c.bytes(), ranks);
   });
-  for (const PlannedCollective& c : mode.collectives(plan)) {
-    out.wire_bytes += wire_bytes(c.op, c.bytes, modelled_ranks(link, ranks));
+  for (const ProgramEntry& c : collective_program(mode, plan)) {
+    out.wire_bytes += wire_bytes(c.op, c.bytes(), modelled_ranks(link, ranks));
   }
   return out;
 }

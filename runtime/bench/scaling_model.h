@@ -33,13 +33,13 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/collective_program.h"
 #include "runtime/train/mode_plan.h"
 
 namespace zl {
 
-// The ModePlan of every mode `zerolap plan` models: the bench's (ddp, then zero x overlap x
-// collective, at stage 1), then stages 2 and 3 of element shards per overlap, for `config`'s
-// optimizer, precision and train.grad_accum.
+// The ModePlan of every mode of all_modes() (runtime/config/mode.h), for `config`'s optimizer,
+// precision, stage-3 options and train.grad_accum: what `zerolap plan` models.
 std::vector<ModePlan> all_mode_plans(const Config& config);
 
 // A mode's modelled communication per step (seconds).
@@ -52,8 +52,8 @@ struct ModeComm {
   std::int64_t wire_bytes = 0;  // per rank per step
 };
 
-// `seconds(collective)` times one PlannedCollective (the link model, or the bench's measured
-// limits, which depend on its dtype too).
+// `seconds(collective)` times one entry of the mode's collective program (the link model, or the
+// bench's measured limits, which depend on its dtype too).
 template <typename Seconds>
 ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, Seconds&& seconds);
 
@@ -77,7 +77,7 @@ ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, Seconds&& secon
   ModeComm out;
   if (plan.buckets.empty()) return out;
   const int last_bucket = plan.buckets.back().index;
-  for (const PlannedCollective& c : mode.collectives(plan)) {
+  for (const ProgramEntry& c : collective_program(mode, plan)) {
     const double s = seconds(c);
     const bool last = c.bucket == last_bucket && c.micro_batch == mode.micro_batches - 1;
     out.total_s += s;

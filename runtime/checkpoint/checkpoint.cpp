@@ -114,7 +114,7 @@ int state_holder(const TrainingState& state, const Bucket& b) {
 // padding in a shard is zero both ways and never reaches the file.
 void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t slices,
                    std::vector<float>& host, const CheckpointComm& comm) {
-  ShardedOptimizer& opt = state.optimizer;
+  RankOptimizer& opt = state.optimizer;
   const ElementRange& shard = opt.stepped(b.index);
   ZL_CHECK(shard.numel * state.world.size == b.numel, "bucket {}: shard of {} elements on {} ranks",
            b.index, shard.numel, state.world.size);
@@ -151,7 +151,7 @@ void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t sli
 // This rank's shard of bucket b's state from the bucket's staging [state][b.numel].
 void shard_state_from_host(const TrainingState& state, const Bucket& b,
                            const std::vector<float>& host) {
-  ShardedOptimizer& opt = state.optimizer;
+  RankOptimizer& opt = state.optimizer;
   const ElementRange& shard = opt.stepped(b.index);
   const auto ns = static_cast<int>(opt.state_names().size());
   for (int s = 0; s < ns; ++s) {
@@ -168,7 +168,7 @@ std::int64_t within(const ParameterStore& store, const Bucket& b, int id) {
 // Whether the parameter tensors come from the masters of the ranks that step each bucket (bf16)
 // rather than from rank 0's parameters (Note [Masters in checkpoints]). The same on every rank.
 // ZeRO stage 3 has no flat parameters either: its fp32 parameter shards are gathered as masters
-// are (ShardedOptimizer::read_master_range reads the shard), so the file holds the same tensors.
+// are (RankOptimizer::read_master_range reads the shard), so the file holds the same tensors.
 bool masters_in_file(const TrainingState& state) {
   return state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
 }
@@ -182,7 +182,7 @@ std::int64_t gathered_slices(const TrainingState& state) {
 // Bucket b's masters (bf16 only) and state -> host staging laid out [slice][b.numel]: the fp32
 // masters first, then each state tensor (padding stays zero).
 void bucket_to_host(const TrainingState& state, const Bucket& b, std::vector<float>& host) {
-  ShardedOptimizer& opt = state.optimizer;
+  RankOptimizer& opt = state.optimizer;
   const ParameterStore& store = state.store;
   const auto ns = static_cast<int>(opt.state_names().size());
   const int first_state = masters_in_file(state) ? 1 : 0;
@@ -212,7 +212,7 @@ void parameters_from_host(const TrainingState& state, const Bucket& b,
   ParameterStore& store = state.store;
   if (state.mode.gathers_parameters()) {
     // Stage 3: only this rank's shard (padding, zero, included) of the parameters and masters.
-    ShardedOptimizer& opt = state.optimizer;
+    RankOptimizer& opt = state.optimizer;
     const ElementRange& shard = opt.stepped(b.index);
     opt.write_master_range(b.index, shard, host.data() + (shard.offset - b.offset));
     return;
@@ -231,7 +231,7 @@ void parameters_from_host(const TrainingState& state, const Bucket& b,
                          store.device(), store.info(id).numel * dtype_size(DType::BF16));
   }
   if (!state.mode.steps_on(b, state.world.rank)) return;
-  ShardedOptimizer& opt = state.optimizer;
+  RankOptimizer& opt = state.optimizer;
   ZL_CHECK(opt.has_masters(), "bucket {}: a bf16 run's stepping rank without masters", b.index);
   if (state.mode.element_shards) {  // this rank's shard, padding (zero) included
     const ElementRange& shard = opt.stepped(b.index);
@@ -244,7 +244,7 @@ void parameters_from_host(const TrainingState& state, const Bucket& b,
 namespace {
 
 void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host) {
-  ShardedOptimizer& opt = state.optimizer;
+  RankOptimizer& opt = state.optimizer;
   const ParameterStore& store = state.store;
   const auto ns = static_cast<int>(opt.state_names().size());
   for (int s = 0; s < ns; ++s) {
@@ -483,7 +483,7 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
     return;
   }
   ParameterStore& store = state.store;
-  ShardedOptimizer& opt = state.optimizer;
+  RankOptimizer& opt = state.optimizer;
   const auto ns = static_cast<std::int64_t>(opt.state_names().size());
 
   // Everything that can be wrong with the file is found here, before any rank receives a byte.

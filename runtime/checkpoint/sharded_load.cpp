@@ -48,7 +48,7 @@ std::int64_t meta_int(const Manifest& m, const std::string& path, const std::str
 // The manifest's facts, checked against this run's model and optimizer. Note [Loaded values]:
 // every fact of the manifest passes here before the load uses it.
 CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
-                               const ParameterStore& store, const ShardedOptimizer& opt) {
+                               const ParameterStore& store, const RankOptimizer& opt) {
   const auto meta = [&](const char* key) {
     const auto it = m.metadata.find(key);
     return it == m.metadata.end() ? std::string() : it->second;
@@ -132,7 +132,7 @@ void for_each_param_run(const ParameterStore& store, const Bucket& b, const Elem
 void load_sharded_checkpoint(const TrainingState& state, const std::string& root_path) {
   const World& world = state.world;
   ParameterStore& store = state.store;
-  ShardedOptimizer& opt = state.optimizer;
+  RankOptimizer& opt = state.optimizer;
   const double timeout_s = state.config.runtime.timeout_s;
   const WaitLimit limit{world.rank, timeout_s};
   MPI_Comm comm = timed_comm_dup(world.comm, limit, "creating the checkpoint communicator");

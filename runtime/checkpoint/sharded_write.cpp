@@ -119,8 +119,8 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, M
   const auto start = std::chrono::steady_clock::now();
   const World& world = state.world;
   ParameterStore& store = state.store;
-  ShardedOptimizer& opt = state.optimizer;
-  if (state.mode.shard_ranks > 0) {
+  RankOptimizer& opt = state.optimizer;
+  if (state.plan.world_size != world.size) {
     throw UserError(
         "checkpoint.format = \"sharded\": a link.ranks timing study holds no "
         "checkpointable state (each rank steps a part of its shard only)");

@@ -90,7 +90,7 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   const BytesPerParameter b = bytes_per_parameter(mode, d);
   // The largest rank's real figure: its buffers over the model's parameters (padding, the whole
   // buckets a bucket mode gives one rank, and a stage-2 pool included).
-  const MemoryEstimate peak = estimate_peak_rank_memory(config, store, plan, mode);
+  const RankMemory peak = estimate_peak_rank_memory(config, store, plan, mode);
   const double params = static_cast<double>(std::max<std::int64_t>(store.parameter_numel(), 1));
   const auto per_param = [&](std::int64_t bytes) { return static_cast<double>(bytes) / params; };
   std::string out = fmt::format(
@@ -102,9 +102,9 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
       to_string(config.optimizer.kind), mode.name(), b.parameters, b.gradients, b.master, b.state,
       b.total(), d, bytes_per_parameter_formula(mode), per_param(peak.buffers()),
       per_param(peak.parameters), per_param(peak.gradients), per_param(peak.master),
-      per_param(peak.optimizer_state));
+      per_param(peak.state));
   const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
-  if (mode.zero_stage >= 2) {
+  if (mode.pools_gradients()) {
     out += fmt::format("gradient pool: {} of {} buffers of the largest bucket ({} elements): "
                        "{} per rank\n",
                        std::min<std::size_t>(kGradientPoolBuffers, plan.buckets.size()),
@@ -125,36 +125,36 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   }
   out += "\nmemory per rank (estimated before allocation; the trainer checks it against the node's "
          "memory)\n";
-  std::vector<MemoryEstimate> ranks;
+  std::vector<RankMemory> ranks;
   for (int r = 0; r < d; ++r) ranks.push_back(estimate_rank_memory(config, store, plan, mode, r));
   if (d > kRankRowsShown) {
-    const auto column = [&](std::int64_t (*field)(const MemoryEstimate&)) {
+    const auto column = [&](std::int64_t (*field)(const RankMemory&)) {
       std::vector<std::int64_t> v;
-      for (const MemoryEstimate& m : ranks) v.push_back(field(m));
+      for (const RankMemory& m : ranks) v.push_back(field(m));
       return v;
     };
     out += spread_header(d);
-    out += spread_row("parameters", column([](const MemoryEstimate& m) { return m.parameters; }),
+    out += spread_row("parameters", column([](const RankMemory& m) { return m.parameters; }),
                       human_bytes);
-    out += spread_row("gradients", column([](const MemoryEstimate& m) { return m.gradients; }),
+    out += spread_row("gradients", column([](const RankMemory& m) { return m.gradients; }),
                       human_bytes);
-    out += spread_row("master", column([](const MemoryEstimate& m) { return m.master; }),
+    out += spread_row("master", column([](const RankMemory& m) { return m.master; }),
                       human_bytes);
     out += spread_row("optimizer state",
-                      column([](const MemoryEstimate& m) { return m.optimizer_state; }), human_bytes);
-    out += spread_row("activations", column([](const MemoryEstimate& m) { return m.activations; }),
+                      column([](const RankMemory& m) { return m.state; }), human_bytes);
+    out += spread_row("activations", column([](const RankMemory& m) { return m.activations; }),
                       human_bytes);
-    out += spread_row("total", column([](const MemoryEstimate& m) { return m.total(); }),
+    out += spread_row("total", column([](const RankMemory& m) { return m.total(); }),
                       human_bytes);
   } else {
     out += fmt::format("{:>6}  {:>11}  {:>11}  {:>11}  {:>15}  {:>11}  {:>11}\n", "rank",
                        "parameters", "gradients", "master", "optimizer state", "activations",
                        "total");
     for (int r = 0; r < d; ++r) {
-      const MemoryEstimate& m = ranks[static_cast<std::size_t>(r)];
+      const RankMemory& m = ranks[static_cast<std::size_t>(r)];
       out += fmt::format("{:>6}  {:>11}  {:>11}  {:>11}  {:>15}  {:>11}  {:>11}\n", r,
                          human_bytes(m.parameters), human_bytes(m.gradients),
-                         human_bytes(m.master), human_bytes(m.optimizer_state),
+                         human_bytes(m.master), human_bytes(m.state),
                          human_bytes(m.activations), human_bytes(m.total()));
     }
   }
@@ -242,7 +242,7 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
   // The prediction is for a cluster of `ranks` ranks: the link model's ranks are those.
   config.link.ranks = 0;
   // Laid out, not allocated: a plan for a model too large for this machine still prints.
-  const ModePlan mode = make_run_mode_plan(config, ranks);
+  const ModePlan mode = make_run_mode_plan(config);
   const PlannedLayout planned = plan_at(config, mode, ranks);
   const ParameterStore& layout = planned.layout;
   const BucketPlan& plan = planned.plan;

@@ -2,6 +2,7 @@
 // section read with type and range checks -> cross-key checks. Overrides go in before any check,
 // so a bad `--set` value fails exactly like a bad line in the file (but names `--set key`).
 #include "runtime/config/config.h"
+#include "runtime/config/mode.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -503,17 +504,19 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
   }
 }
 
-// bench.modes names the modes of bench_mode_names(); an interleaved one cannot clip or skip a step
+// bench.modes names modes of all_modes() (mode.h); an interleaved one cannot clip or skip a step
 // (the same reason as check_parallel_with_train's), so listing one then is an error here.
 void check_bench_modes(const Config& c, const ConfigSource& source) {
-  const std::vector<std::string> known = bench_mode_names();
   for (const std::string& name : c.bench.modes) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
+    const std::optional<Mode> mode = parse_mode(name);
+    if (!mode) {
+      std::vector<std::string> known;
+      for (const Mode& m : all_modes()) known.push_back(m.name());
       source.fail("bench.modes", fmt::format("unknown mode \"{}\"; the modes are \"{}\"",
                                              escaped_excerpt(name),
                                              fmt::join(known, "\", \"")));
     }
-    if (name.find("/interleaved/") == std::string::npos) continue;
+    if (mode->overlap != Overlap::Interleaved) continue;
     const bool clips = c.train.clip_grad_norm > 0.0f;
     if (!clips && c.train.on_nonfinite != OnNonfinite::SkipStep) continue;
     source.fail("bench.modes",

@@ -238,8 +238,4 @@ const char* to_string(ComputePrecision c);
 const char* to_string(MasterWeights m);
 const char* to_string(OnNonfinite o);
 
-// The names of the modes `zerolap bench` runs, in its order (bench.modes lists some of them):
-// "ddp", then "zero/<overlap>/<collective>" for every overlap and collective.
-std::vector<std::string> bench_mode_names();
-
 }  // namespace zl

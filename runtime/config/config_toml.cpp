@@ -97,23 +97,6 @@ const char* to_string(Overlap o) { return name_of(kOverlapNames, o); }
 const char* to_string(CheckpointFormat f) { return name_of(kCheckpointFormatNames, f); }
 const char* to_string(CollectiveKind c) { return name_of(kCollectiveNames, c); }
 
-std::vector<std::string> bench_mode_names() {
-  std::vector<std::string> names{to_string(ParallelMode::Ddp)};
-  for (const auto& o : kOverlapNames) {
-    for (const auto& c : kCollectiveNames) {
-      names.push_back(fmt::format("{}/{}/{}", to_string(ParallelMode::Zero), o.name, c.name));
-    }
-  }
-  // ZeRO stages 2 and 3 (parallel.zero_stage), element shards only: "zero2/...", "zero3/...", as
-  // ModePlan names them.
-  for (const int stage : {2, 3}) {
-    for (const auto& o : kOverlapNames) {
-      names.push_back(fmt::format("zero{}/{}/{}", stage, o.name,
-                                  to_string(CollectiveKind::ReduceScatterAllgather)));
-    }
-  }
-  return names;
-}
 const char* to_string(AssignmentPolicy a) { return name_of(kAssignmentNames, a); }
 const char* to_string(OptimizerKind k) { return name_of(kOptimizerKindNames, k); }
 const char* to_string(Activation a) { return name_of(kActivationNames, a); }

@@ -12,7 +12,7 @@ namespace zl {
 GradientPool::GradientPool(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
                            int rank, Tracer* tracer)
     : plan_(plan), tracer_(tracer), wire_dtype_(mode.reduce_dtype) {
-  ZL_CHECK(mode.zero_stage >= 2 && mode.element_shards, "a gradient pool for {}", mode.name());
+  ZL_CHECK(mode.pools_gradients() && mode.element_shards, "a gradient pool for {}", mode.name());
   ZL_CHECK(store.gradient_storage() == GradientStorage::Bound,
            "stage 2 binds the gradients, but the store allocated its own");
   const std::size_t n = plan.buckets.size();

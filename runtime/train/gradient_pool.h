@@ -30,7 +30,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/mode_plan.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 
 namespace zl {
 

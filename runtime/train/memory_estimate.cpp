@@ -13,14 +13,6 @@
 namespace zl {
 namespace {
 
-std::string human(std::int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  return fmt::format("{:.1f} KiB", b / 1024.0);
-}
-
 // Note [Activation estimate]: per sample, the tape keeps each layer's output, and backward
 // writes a gradient of the same size; the elementwise activation keeps its input too. So an mlp
 // layer of width w holds about 3w elements per training sample (2w in evaluation, which keeps no
@@ -55,15 +47,10 @@ std::int64_t read_mem_available() {
 
 }  // namespace
 
-MemoryEstimate estimate_rank_memory(const Config& config, const ParameterStore& layout,
+RankMemory estimate_rank_memory(const Config& config, const ParameterStore& layout,
                                     const BucketPlan& plan, const ModePlan& mode, int rank) {
   // The buffers from the one place that sizes them (the allocations are tested against it).
-  const RankMemory buffers = rank_memory(mode, plan, layout.total_numel(), rank);
-  MemoryEstimate m;
-  m.parameters = buffers.parameters;
-  m.gradients = buffers.gradients;
-  m.master = buffers.master;
-  m.optimizer_state = buffers.state;
+  RankMemory m = rank_memory(mode, plan, layout.total_numel(), rank);
   const std::int64_t train =
       activation_elements(config.model, config.data.batch_size, /*training=*/true);
   const std::int64_t eval =
@@ -75,21 +62,21 @@ MemoryEstimate estimate_rank_memory(const Config& config, const ParameterStore& 
   return m;
 }
 
-MemoryEstimate estimate_peak_rank_memory(const Config& config, const ParameterStore& layout,
+RankMemory estimate_peak_rank_memory(const Config& config, const ParameterStore& layout,
                                          const BucketPlan& plan, const ModePlan& mode) {
-  MemoryEstimate peak;
+  RankMemory peak;
   for (int r = 0; r < plan.world_size; ++r) {
-    const MemoryEstimate m = estimate_rank_memory(config, layout, plan, mode, r);
+    const RankMemory m = estimate_rank_memory(config, layout, plan, mode, r);
     if (r == 0 || m.total() > peak.total()) peak = m;
   }
   return peak;
 }
 
-std::string describe_memory(const MemoryEstimate& m) {
+std::string describe_memory(const RankMemory& m) {
   return fmt::format("{} (parameters {}, gradients {}, {}optimizer state {}, activations {})",
-                     human(m.total()), human(m.parameters), human(m.gradients),
-                     m.master > 0 ? fmt::format("master {}, ", human(m.master)) : "",
-                     human(m.optimizer_state), human(m.activations));
+                     human_bytes(m.total()), human_bytes(m.parameters), human_bytes(m.gradients),
+                     m.master > 0 ? fmt::format("master {}, ", human_bytes(m.master)) : "",
+                     human_bytes(m.state), human_bytes(m.activations));
 }
 
 AvailableMemory available_memory(DeviceKind device) {
@@ -99,7 +86,7 @@ AvailableMemory available_memory(DeviceKind device) {
   return a;
 }
 
-void check_memory_fits(const MemoryEstimate& need, const Config& config, DeviceKind device,
+void check_memory_fits(const RankMemory& need, const Config& config, DeviceKind device,
                        const AvailableMemory& available, int ranks_on_node) {
   const bool on_gpu = device == DeviceKind::Cuda;
   const std::int64_t have = on_gpu ? available.device_bytes : available.host_bytes;
@@ -121,8 +108,8 @@ void check_memory_fits(const MemoryEstimate& need, const Config& config, DeviceK
     fix = "lower " + model_key + (need.activations > per_rank ? " and " + batch_key : "");
   }
   const std::string where =
-      on_gpu ? fmt::format("the GPU has {} free", human(have))
-             : fmt::format("this node has {} available (MemAvailable){}", human(have),
+      on_gpu ? fmt::format("the GPU has {} free", human_bytes(have))
+             : fmt::format("this node has {} available (MemAvailable){}", human_bytes(have),
                            sharing > 1 ? fmt::format(" for its {} ranks", sharing) : "");
   throw UserError(fmt::format(
       "{}: one rank needs an estimated {}, but {}: {}", config.source_path, describe_memory(need),

@@ -15,9 +15,10 @@
 namespace zl {
 namespace {
 
-MemoryEstimate peak(const Config& config, int world) {
-  const ModePlan mode = make_run_mode_plan(config, world);
-  const PlannedLayout planned = plan_layout(config.model, config.parallel, mode, world);
+RankMemory peak(const Config& config, int world) {
+  const ModePlan mode = make_run_mode_plan(config);
+  const PlannedLayout planned =
+      plan_layout(config.model, config.parallel, mode, planned_ranks(config, mode, world));
   return estimate_peak_rank_memory(config, planned.layout, planned.plan, mode);
 }
 
@@ -44,7 +45,7 @@ int ranks_that_fit(const Config& config, int world, std::int64_t limit) {
 void check_memory_limit(const Config& config, int world) {
   if (config.runtime.memory_limit_mb <= 0) return;
   const auto limit = static_cast<std::int64_t>(config.runtime.memory_limit_mb * 1024.0 * 1024.0);
-  const MemoryEstimate need = peak(config, world);
+  const RankMemory need = peak(config, world);
   if (need.total() <= limit) return;
 
   // Each trade alone on top of the config, then together; with the ranks they need.

@@ -16,62 +16,58 @@ int state_floats_per_element(const OptimizerConfig& optimizer) {
   return 0;
 }
 
-ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer,
-                        const PrecisionConfig& precision) {
+ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
+                        const OptimizerConfig& optimizer, const PrecisionConfig& precision) {
   ModePlan m;
-  m.mode = parallel.mode;
+  m.mode = mode;
   m.state_floats_per_element = state_floats_per_element(optimizer);
   if (precision.compute == ComputePrecision::Bf16) {
     m.param_dtype = DType::BF16;
     m.reduce_dtype = precision.reduce_dtype;
     m.master_weights = precision.master_weights;
   }
-  if (parallel.mode == ParallelMode::Ddp) return m;  // all-reduce, replicated state, no broadcast
+  // The gradient store: stage 2's pool (stage 3 reduces its gradients as stage 2), else the fp32
+  // gradients in place or their bf16 cast.
+  m.gradient_store = mode.stage >= 2                  ? GradientStoreKind::ShardPool
+                     : m.reduce_dtype == DType::BF16 ? GradientStoreKind::Bf16Wire
+                                                     : GradientStoreKind::Fp32;
+  if (mode.ddp()) return m;  // all-reduce, replicated state, no broadcast
 
-  m.overlap = parallel.overlap;
-  m.collective = parallel.collective;
-  switch (parallel.collective) {
+  switch (mode.collective) {
     case CollectiveKind::AllreduceBroadcast: m.bucket_collective = CollectiveOp::AllReduce; break;
     case CollectiveKind::ReduceBroadcast: m.bucket_collective = CollectiveOp::Reduce; break;
     case CollectiveKind::ReduceScatterAllgather:
       m.bucket_collective = CollectiveOp::ReduceScatter;
       m.parameter_collective = CollectiveOp::AllGather;
       m.element_shards = true;
-      m.zero_stage = parallel.zero_stage;
       m.prefetch = parallel.prefetch;
       m.reshard_after_forward = parallel.reshard_after_forward;
+      if (mode.stage == 3) m.parameters = ParameterSource::Gathered;
       break;
   }
   // Stage 3: the next forward's gathers read the stepped shards; nothing follows the step.
   m.broadcast_after_step = !m.gathers_parameters();
   m.sharded_state = true;
-  switch (parallel.overlap) {
+  switch (mode.overlap) {
     case Overlap::None: m.schedule = ScheduleKind::ZeroNone; break;
-    case Overlap::AfterBackward:
-      m.schedule = ScheduleKind::ZeroAfterBackward;
-      m.forward_waits_per_layer = true;
-      break;
+    case Overlap::AfterBackward: m.schedule = ScheduleKind::ZeroAfterBackward; break;
     case Overlap::Interleaved:
       m.schedule = ScheduleKind::ZeroInterleaved;
-      m.forward_waits_per_layer = true;
       m.can_clip = false;
       break;
   }
   return m;
 }
 
-ModePlan make_run_mode_plan(const Config& config, int world) {
-  ModePlan m = make_mode_plan(config.parallel, config.optimizer, config.precision);
-  m.micro_batches = static_cast<int>(config.train.grad_accum);
-  if (m.element_shards && config.link.ranks > world) m.shard_ranks = config.link.ranks;
-  return m;
+ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer,
+                        const PrecisionConfig& precision) {
+  return make_mode_plan(mode_of(parallel), parallel, optimizer, precision);
 }
 
-std::string ModePlan::name() const {
-  if (mode == ParallelMode::Ddp) return "ddp";
-  return fmt::format("zero{}/{}/{}", zero_stage >= 2 ? std::to_string(zero_stage) : "",
-                     to_string(overlap),
-                     to_string(collective));
+ModePlan make_run_mode_plan(const Config& config) {
+  ModePlan m = make_mode_plan(config.parallel, config.optimizer, config.precision);
+  m.micro_batches = static_cast<int>(config.train.grad_accum);
+  return m;
 }
 
 std::int64_t ModePlan::gather_buffers(const BucketPlan& plan) const {
@@ -83,8 +79,7 @@ std::int64_t ModePlan::gather_buffers(const BucketPlan& plan) const {
 ElementRange ModePlan::stepped_range(const BucketPlan& plan, const Bucket& b, int rank) const {
   if (element_shards) {
     const std::int64_t shard = b.numel / plan.world_size;
-    const std::int64_t stepped = shard_ranks > plan.world_size ? b.numel / shard_ranks : shard;
-    return {b.offset + rank * shard, stepped};
+    return {b.offset + rank * shard, shard};
   }
   return {b.offset, steps_on(b, rank) ? b.numel : 0};
 }
@@ -107,56 +102,6 @@ int ModePlan::master_bytes_per_element() const {
 
 std::int64_t ModePlan::master_bytes(const BucketPlan& plan, int rank) const {
   return stepped_numel(plan, rank) * master_bytes_per_element();
-}
-
-std::vector<PlannedCollective> ModePlan::collectives(const BucketPlan& plan) const {
-  std::vector<PlannedCollective> out;
-  // Stages 2 and 3 reduce every micro-batch into the shard; the others once, in the last.
-  const int reducing = zero_stage >= 2 ? micro_batches : 1;
-  for (int micro = micro_batches - reducing; micro < micro_batches; ++micro) {
-    for (const Bucket& b : plan.buckets) {
-      out.push_back({bucket_collective, b.index, micro, reduce_dtype,
-                     b.numel * dtype_size(reduce_dtype),
-                     bucket_collective == CollectiveOp::Reduce ? b.assigned_rank : -1});
-    }
-  }
-  if (broadcast_after_step) {
-    std::vector<const Bucket*> order;
-    for (const Bucket& b : plan.buckets) order.push_back(&b);
-    // Interleaved sends the last bucket before the second-last (Note [Tail broadcast order]).
-    if (schedule == ScheduleKind::ZeroInterleaved && order.size() >= 2) {
-      std::swap(order[order.size() - 1], order[order.size() - 2]);
-    }
-    for (const Bucket* b : order) {
-      out.push_back({parameter_collective, b->index, micro_batches - 1, param_dtype,
-                     b->numel * dtype_size(param_dtype),
-                     parameter_collective == CollectiveOp::Broadcast ? b->assigned_rank : -1});
-    }
-  }
-  if (gathers_parameters()) {
-    // Stage 3, every micro-batch: forward gathers every bucket in forward order (the last bucket
-    // first), backward every bucket in backward order again; bucket 0, the last forward needs
-    // and the first backward needs, stays resident between them, and the last bucket from one
-    // micro-batch's backward to the next one's forward (Note [Parameter gathers]). So forward +
-    // backward gathers + reduce-scatter move about 1.5x ddp's bytes per micro-batch.
-    const auto n = static_cast<int>(plan.buckets.size());
-    const auto gather = [&](int b, int micro) {
-      const Bucket& bucket = plan.buckets[static_cast<std::size_t>(b)];
-      out.push_back({CollectiveOp::AllGather, b, micro, param_dtype,
-                     bucket.numel * dtype_size(param_dtype), -1});
-    };
-    // Backward gathers only the buckets it reads (Bucket::read_in_backward: not one holding
-    // only the first layer); the last bucket stays for the next micro-batch if backward kept it.
-    const bool last_stays = !reshard_after_forward || plan.buckets.back().read_in_backward;
-    for (int micro = 0; micro < micro_batches; ++micro) {
-      for (int b = micro > 0 && last_stays ? n - 2 : n - 1; b >= 0; --b) gather(b, micro);
-      if (!reshard_after_forward) continue;
-      for (int b = 1; b < n; ++b) {
-        if (plan.buckets[static_cast<std::size_t>(b)].read_in_backward) gather(b, micro);
-      }
-    }
-  }
-  return out;
 }
 
 StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
@@ -188,7 +133,7 @@ BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world) {
   BytesPerParameter b;
   b.parameters = static_cast<double>(dtype_size(mode.param_dtype)) *
                  (mode.gathers_parameters() ? 1.0 / world : 1.0);
-  b.gradients = mode.zero_stage >= 2 ? 4.0 / world
+  b.gradients = mode.pools_gradients() ? 4.0 / world
                                      : 4.0 + (mode.reduce_dtype == DType::BF16 ? 2.0 : 0.0);
   b.master = mode.master_bytes_per_element() * share;
   b.state = 4.0 * mode.state_floats_per_element * share;
@@ -207,7 +152,7 @@ RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_
     m.parameters = mode.stepped_numel(plan, rank) * dtype_size(mode.param_dtype) +
                    m.gather_buffers;
   }
-  if (mode.zero_stage >= 2) {
+  if (mode.pools_gradients()) {
     const auto buffers = std::min<std::int64_t>(kGradientPoolBuffers,
                                                 static_cast<std::int64_t>(plan.buckets.size()));
     m.gradient_pool = buffers * plan.largest_bucket_numel() * gradient_bytes;
@@ -235,7 +180,7 @@ std::string bytes_per_parameter_formula(const ModePlan& mode) {
     return fmt::format("{:g}/d + {:g}/d + pool + gather buffers", one.parameters,
                        one.gradients + one.master + one.state);
   }
-  if (mode.zero_stage >= 2) {
+  if (mode.pools_gradients()) {
     // The gradient shard joins the sharded part; the pool is a few buckets, not per parameter.
     return fmt::format("{:g} + {:g}/d + pool", one.parameters,
                        one.gradients + one.master + one.state);

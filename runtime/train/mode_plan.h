@@ -1,8 +1,10 @@
-// ModePlan: the facts of one parallel mode, derived once from the config. Which collective a
-// bucket's gradients take, whether the assigned rank broadcasts the stepped bucket, where the
+// ModePlan: the facts of one parallel mode (runtime/config/mode.h), derived once from its Mode
+// value and the config. Which collective a bucket's gradients take, what publishes the stepped
+// parameters, where the gradients and parameters live (the parts the step is made of), where the
 // optimizer state lives and how much of it, when the step runs. The schedules, the optimizer,
 // `zerolap plan`, the bench and checkpoints read these facts here instead of re-deriving them
-// from ParallelConfig (docs/design.md "Modes" has the table).
+// (docs/design.md "Modes" has the table); the collectives of one step are its collective program
+// (collective_program.h).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
+#include "runtime/config/mode.h"
 #include "runtime/train/bucket_plan.h"
 
 namespace zl {
@@ -30,16 +33,6 @@ struct ElementRange {
   std::int64_t numel = 0;
 };
 
-// One collective a step issues for a bucket, in issue order.
-struct PlannedCollective {
-  CollectiveOp op = CollectiveOp::AllReduce;
-  int bucket = 0;
-  int micro_batch = 0;  // stages 2 and 3 issue theirs every micro-batch; the others in the last
-  DType dtype = DType::F32;  // gradients: reduce_dtype; broadcasts: param_dtype
-  std::int64_t bytes = 0;
-  int root = -1;  // reduce / broadcast: the bucket's assigned rank; -1 for the others
-};
-
 // Stage 2's gradient pool: backward writes a bucket's gradients into one of this many buffers of
 // the largest bucket's size, which returns to the pool once the bucket's reduce-scatter completed
 // and its shard was accumulated. Two: the bucket backward is writing and the one being
@@ -47,11 +40,19 @@ struct PlannedCollective {
 // buffer). Fewer buckets, fewer buffers.
 inline constexpr int kGradientPoolBuffers = 2;
 
+// Where a step's gradients are reduced from and read by the step and the norm (gradient_store.h):
+// the store's fp32 buffer in place, its bf16 cast (reduce_dtype = "bf16"), or stage 2's pool
+// accumulating into the rank's fp32 shard (stages 2 and 3).
+enum class GradientStoreKind { Fp32, Bf16Wire, ShardPool };
+// Where forward and backward read the parameters: the store's flat buffer on every rank, or
+// (stage 3) gather buffers filled from every rank's shard (parameter_gather.h).
+enum class ParameterSource { Resident, Gathered };
+
 struct ModePlan {
-  ParallelMode mode = ParallelMode::Ddp;
-  Overlap overlap = Overlap::None;  // None in ddp, whatever the config says
-  CollectiveKind collective = CollectiveKind::AllreduceBroadcast;  // likewise
+  Mode mode;
   ScheduleKind schedule = ScheduleKind::Ddp;
+  GradientStoreKind gradient_store = GradientStoreKind::Fp32;
+  ParameterSource parameters = ParameterSource::Resident;
   // The gradients' collective: AllReduce, Reduce to the bucket's assigned rank, or ReduceScatter
   // (element shards).
   CollectiveOp bucket_collective = CollectiveOp::AllReduce;
@@ -66,9 +67,6 @@ struct ModePlan {
   // collective = "reduce_scatter_allgather": every bucket is padded to split into `world` equal
   // shards of a multiple of 16 elements (runtime/train/shard_layout.h), rank r owns shard r.
   bool element_shards = false;
-  // parallel.zero_stage: 2 keeps only the rank's fp32 gradient shard between steps, plus the
-  // gradient pool (kGradientPoolBuffers); element shards only.
-  int zero_stage = 1;
   // Stage 3 (runtime/train/parameter_gather.h): parallel.prefetch and
   // parallel.reshard_after_forward.
   int prefetch = 1;
@@ -77,14 +75,6 @@ struct ModePlan {
   // every bucket in every micro-batch, and stage 3 gathers in each micro-batch's forward and
   // backward; the other modes accumulate locally and reduce once, in the last.
   int micro_batches = 1;
-  // Element shards under link.ranks = N > world (a timing study on fewer real ranks, labelled
-  // simulated): each rank steps, and keeps state and masters for, only the first 1/N of its shard
-  // - what it would own among N ranks - so one machine shows the step time and state of an N-rank
-  // job. Its parameters are not an N-rank run's (the rest of each shard is never stepped). 0: off.
-  int shard_ranks = 0;
-  // after_backward and interleaved: the next forward waits per bucket for its broadcast, so the
-  // broadcasts overlap the forward's first layers.
-  bool forward_waits_per_layer = false;
   // A clip norm needs every bucket reduced before any step; interleaved steps earlier.
   bool can_clip = true;
   int state_floats_per_element = 0;  // Adam/AdamW 2, SGD with momentum 1, plain SGD 0
@@ -96,11 +86,13 @@ struct ModePlan {
   DType reduce_dtype = DType::F32;
   MasterWeights master_weights = MasterWeights::Fp32;
 
-  // "ddp" or "zero/<overlap>/<collective>", as the bench and logs name modes.
-  std::string name() const;
+  // Mode::name: "ddp" or "zero/<overlap>/<collective>", as the bench and logs name modes.
+  std::string name() const { return mode.name(); }
   // Stage 3: each rank keeps only its shard of the parameters; forward and backward all-gather a
   // bucket into a gather buffer where they need it, and no all-gather follows the step.
-  bool gathers_parameters() const { return zero_stage == 3; }
+  bool gathers_parameters() const { return parameters == ParameterSource::Gathered; }
+  // Stages 2 and 3: gradients reduce-scattered every micro-batch into the rank's shard.
+  bool pools_gradients() const { return gradient_store == GradientStoreKind::ShardPool; }
   // Stage 3: the gather buffers (of the largest bucket) a rank allocates: with
   // reshard_after_forward one per bucket the forward or backward holds at once, the one in use
   // and `prefetch` ahead; without it every bucket's, kept from forward to backward.
@@ -115,15 +107,12 @@ struct ModePlan {
   // Elements `rank` steps over all buckets.
   std::int64_t stepped_numel(const BucketPlan& plan, int rank) const;
   // Optimizer-state bytes `rank` allocates: what `zerolap plan` prints and
-  // ShardedOptimizer::state_bytes() must report.
+  // RankOptimizer::state_bytes() must report.
   std::int64_t state_bytes(const BucketPlan& plan, int rank) const;
   // Master-weight bytes `rank` allocates (bf16 only: 4 or 2 per stepped element; fp32: 0, the
   // parameters are the masters).
   std::int64_t master_bytes(const BucketPlan& plan, int rank) const;
   int master_bytes_per_element() const;
-  // Every collective of one step (all micro_batches), in issue order per communicator (gradients
-  // on the reduce communicator, then the broadcasts and gathers on the broadcast communicator).
-  std::vector<PlannedCollective> collectives(const BucketPlan& plan) const;
 };
 
 // The balance of a plan: elements each rank steps (padding included: what it allocates), and the
@@ -135,12 +124,15 @@ struct StepBalance {
 StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
                          const ParameterStore& store);
 
+// The plan of `mode` (stage 3 takes parallel.prefetch and reshard_after_forward from `parallel`).
+ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
+                        const OptimizerConfig& optimizer,
+                        const PrecisionConfig& precision = PrecisionConfig{});
+// The same for the mode of [parallel] (mode_of).
 ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer,
                         const PrecisionConfig& precision = PrecisionConfig{});
-// The mode plan of a run of `config` on `world` ranks: make_mode_plan, train.grad_accum's
-// micro_batches, and with element shards and link.ranks above the world size the shard_ranks
-// timing study.
-ModePlan make_run_mode_plan(const Config& config, int world);
+// The mode plan of a run of `config`: make_mode_plan and train.grad_accum's micro_batches.
+ModePlan make_run_mode_plan(const Config& config);
 
 // Bytes per parameter element on one rank of `world` ranks for a mode, split as `zerolap plan`
 // prints them; sharded parts count 1/world (an even split; the bucket plan's real split is what
@@ -156,16 +148,23 @@ struct BytesPerParameter {
 };
 BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world);
 
-// What one rank allocates for parameters, gradients, masters and optimizer state, in bytes, from
-// the bucket plan (`store_numel`: the parameter store's elements, padding included). The trainer's
-// allocations must equal these (tested); `zerolap plan` prints them. Gradients: the fp32 buffer of
-// every element (plus the bf16 reduce buffer); stage 2 instead the fp32 shard plus the pool,
-// kGradientPoolBuffers (at most one per bucket) x the largest bucket x (4, + 2 for a bf16 wire).
+// The memory of one rank, in bytes: what it allocates for parameters, gradients, masters and
+// optimizer state, from the bucket plan (rank_memory; `store_numel`: the parameter store's
+// elements, padding included), plus the activations an estimate before the run adds
+// (memory_estimate.h). The trainer's allocations must equal the buffers (tested); `zerolap plan`
+// prints them. Gradients: the fp32 buffer of every element (plus the bf16 reduce buffer); stage 2
+// instead the fp32 shard plus the pool, kGradientPoolBuffers (at most one per bucket) x the
+// largest bucket x (4, + 2 for a bf16 wire).
 struct RankMemory {
   std::int64_t parameters = 0, gradients = 0, master = 0, state = 0;
-  std::int64_t gradient_pool = 0;  // stage 2: the part of `gradients` that is the pool
+  std::int64_t gradient_pool = 0;   // stage 2: the part of `gradients` that is the pool
   std::int64_t gather_buffers = 0;  // stage 3: the part of `parameters` that is gather buffers
-  std::int64_t total() const { return parameters + gradients + master + state; }
+  // The tape's activations for a batch (Note [Activation estimate]); 0 from rank_memory.
+  std::int64_t activations = 0;
+  bool eval_activations = false;  // the evaluation batch, not the training batch, sets them
+  // The model's buffers: what rank_memory says and the trainer allocates.
+  std::int64_t buffers() const { return parameters + gradients + master + state; }
+  std::int64_t total() const { return buffers() + activations; }
 };
 RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_t store_numel,
                        int rank);

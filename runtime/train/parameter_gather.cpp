@@ -14,14 +14,16 @@
 namespace zl {
 
 ParameterGather::ParameterGather(const ModePlan& mode, const BucketPlan& plan,
-                                 ParameterStore& store, ShardedOptimizer& optimizer,
-                                 BucketSteps& steps, Communicator& comm, ExecContext compute,
-                                 Tracer* tracer, std::span<const float> initial_fp32)
+                                 ParameterStore& store, RankOptimizer& optimizer,
+                                 BucketOps& steps, Communicator& comm, ProgramCheck& program,
+                                 ExecContext compute, Tracer* tracer,
+                                 std::span<const float> initial_fp32)
     : mode_(mode),
       plan_(plan),
       store_(store),
       steps_(steps),
       comm_(comm),
+      program_(program),
       compute_(compute),
       tracer_(tracer),
       rank_(comm.rank()) {
@@ -59,11 +61,19 @@ void ParameterGather::emit(StepEvent::Kind kind, int bucket) {
   if (observer_) observer_->on_step_event({.kind = kind, .bucket = bucket});
 }
 
-void ParameterGather::before_forward_read(int param_id) { read(param_id, Pass::Forward); }
+void ParameterGather::before_forward_read(int param_id) {
+  read(param_id, Pass::Forward, InProgram::Yes);
+}
 
-void ParameterGather::before_backward_read(int param_id) { read(param_id, Pass::Backward); }
+void ParameterGather::before_backward_read(int param_id) {
+  read(param_id, Pass::Backward, InProgram::Yes);
+}
 
-void ParameterGather::read(int param_id, Pass pass) {
+void ParameterGather::before_eval_read(int param_id) {
+  read(param_id, Pass::Forward, InProgram::No);
+}
+
+void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
   const int bucket = plan_.bucket_of_param[static_cast<std::size_t>(param_id)];
   if (pass != pass_) {
     pass_ = pass;
@@ -89,7 +99,7 @@ void ParameterGather::read(int param_id, Pass pass) {
              "backward read parameter {} of bucket {}, which the layout marks as not read in "
              "backward",
              param_id, bucket);
-    if (resident_[static_cast<std::size_t>(bucket)].slot < 0) issue(bucket);
+    if (resident_[static_cast<std::size_t>(bucket)].slot < 0) issue(bucket, in_program);
     // Prefetch: the next `prefetch` buckets this pass reads, issued before the wait below.
     const int direction = pass == Pass::Forward ? -1 : 1;
     int ahead = 0;
@@ -97,47 +107,34 @@ void ParameterGather::read(int param_id, Pass pass) {
          next += direction) {
       if (!reads(next)) continue;
       ++ahead;
-      if (resident_[static_cast<std::size_t>(next)].slot < 0) issue(next);
+      if (resident_[static_cast<std::size_t>(next)].slot < 0) issue(next, in_program);
     }
     wait(bucket);
   }
   emit(StepEvent::Kind::ParameterRead, bucket);
 }
 
-void ParameterGather::issue(int bucket) {
+void ParameterGather::issue(int bucket, InProgram in_program) {
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
+  const DType dtype = store_.param_dtype();
+  if (in_program == InProgram::Yes) {
+    program_.issued({CommRole::Broadcast, CollectiveOp::AllGather, bucket, b.numel, micro_, dtype,
+                     -1});
+  }
   // After the bucket's step (interleaved: its continuation on the reduce stream).
-  steps_.wait_for_parameters(b.param_ids.front());
+  steps_.wait_for_bucket(bucket);
   ZL_CHECK(!free_.empty(), "bucket {}: no free gather buffer of {}", bucket, buffers_.size());
   Resident& r = resident_[static_cast<std::size_t>(bucket)];
   r.slot = free_.back();
   free_.pop_back();
   r.waited = false;
-  const DType dtype = store_.param_dtype();
-  const ElementRange range = mode_.stepped_range(plan_, b, rank_);
   void* buffer = buffers_[static_cast<std::size_t>(r.slot)].raw();
   const void* shard = shards_[static_cast<std::size_t>(bucket)].raw();
-  const std::int64_t bytes = b.numel * dtype_size(dtype);
-  const char* name = collective_name(CollectiveOp::AllGather);
-  if (mode_.shard_ranks <= plan_.world_size) {  // the rank steps its whole shard
-    // The collective copies the shard into its place (no pass over it on the compute stream).
-    r.work = traced_collective(comm_, tracer_, bucket, name, bytes, [&] {
-      return comm_.all_gather_from(shard, buffer, b.numel, dtype, &compute_);
-    });
-  } else {
-    // The link.ranks timing study steps only part of the real shard: that part into its place
-    // on the compute stream, then the real world's all-gather in place, issued behind it.
-    char* at = static_cast<char*>(buffer) + (range.offset - b.offset) * dtype_size(dtype);
-    if (dtype == DType::BF16) {
-      accumulate(compute_, static_cast<const Bf16*>(shard), reinterpret_cast<Bf16*>(at),
-                 range.numel, Accumulate::Overwrite);
-    } else {
-      accumulate(compute_, static_cast<const float*>(shard), reinterpret_cast<float*>(at),
-                 range.numel, Accumulate::Overwrite);
-    }
-    r.work = traced_collective(comm_, tracer_, bucket, name, bytes,
-                               [&] { return comm_.all_gather(buffer, b.numel, dtype, &compute_); });
-  }
+  // The collective copies the shard into its place (no pass over it on the compute stream).
+  r.work = traced_collective(comm_, tracer_, bucket, collective_name(CollectiveOp::AllGather),
+                             b.numel * dtype_size(dtype), [&] {
+    return comm_.all_gather_from(shard, buffer, b.numel, dtype, &compute_);
+  });
   emit(StepEvent::Kind::GatherIssued, bucket);
 }
 
@@ -174,16 +171,20 @@ void ParameterGather::release_below(int end) {
   pass_ = Pass::Forward;
 }
 
-void ParameterGather::release_all() { release_below(static_cast<int>(resident_.size())); }
+void ParameterGather::release_all() {
+  release_below(static_cast<int>(resident_.size()));
+  micro_ = 0;
+}
 
 void ParameterGather::release_for_next_micro_batch() {
   release_below(static_cast<int>(resident_.size()) - 1);  // all but the first in forward
+  ++micro_;
 }
 
 void ParameterGather::gather_pass() {
   release_all();
   for (int b = static_cast<int>(resident_.size()) - 1; b >= 0; --b) {
-    issue(b);
+    issue(b, InProgram::No);
     wait(b);
     release(b);
   }
@@ -215,7 +216,7 @@ std::vector<float> ParameterGather::full_parameters() {
   std::vector<float> out(static_cast<std::size_t>(store_.total_numel()), 0.0f);
   std::vector<Bf16> host_bf16;
   for (const Bucket& b : plan_.buckets) {
-    issue(b.index);
+    issue(b.index, InProgram::No);
     wait(b.index);
     const void* buffer = buffers_[static_cast<std::size_t>(resident_[b.index].slot)].raw();
     synchronize_stream(compute_);

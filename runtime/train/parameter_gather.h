@@ -12,7 +12,7 @@
 // releases the buckets above b, backward those below. Bucket 0 is the last forward reads and the
 // first backward reads: it stays resident between the two; likewise the last bucket stays from
 // one micro-batch's backward to the next one's forward. A gather of b is issued only after
-// b's step (BucketSteps::wait_for_parameters: the interleaved continuation) and all-gathers the
+// b's step (BucketOps::wait_for_bucket: the interleaved continuation) and all-gathers the
 // rank's shard into the buffer (Communicator::all_gather_from) on the broadcast communicator,
 // issued from the compute stream; the same reads give the same issue order on every rank
 // (invariant 1). The collective reads the shard until it completes; b's next step comes after
@@ -21,12 +21,6 @@
 // buffer is reused by a later gather only after the released gather completed (CPU: a host wait)
 // and, on CUDA, after the compute work issued so far (the all-gather is ordered behind it), so no
 // layer still reading it is overwritten.
-// Under the link.ranks timing study (ModePlan::shard_ranks) a rank holds only the 1/N of its
-// shard it would own among N ranks: that part is copied into its place on the compute stream and
-// the real world's all-gather runs in place, so the rest of each real shard in a gather buffer
-// (the modelled ranks nobody runs) keeps what the buffer held: zeros at first, then other
-// buckets' values, the same on every rank. The timing is an N-rank job's; the values are not
-// trained ones (the study writes no checkpoints).
 #pragma once
 
 #include <cstdint>
@@ -38,9 +32,10 @@
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
-#include "runtime/train/bucket_steps.h"
+#include "runtime/train/bucket_ops.h"
+#include "runtime/train/collective_program.h"
 #include "runtime/train/mode_plan.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 #include "runtime/train/step_observer.h"
 
 namespace zl {
@@ -52,9 +47,11 @@ class ParameterGather {
   // `initial_fp32`: Model::initial_parameters() (the store's whole layout); each rank's shards
   // start from their part (bf16: master_to_bf16 of it, as a flat bf16 store would). Points the
   // optimizer's step at the shards. Every reference must outlive the gather.
+  // A training pass's gathers are checked against `program` (Note [Collective program]).
   ParameterGather(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                  ShardedOptimizer& optimizer, BucketSteps& steps, Communicator& comm,
-                  ExecContext compute, Tracer* tracer, std::span<const float> initial_fp32);
+                  RankOptimizer& optimizer, BucketOps& steps, Communicator& comm,
+                  ProgramCheck& program, ExecContext compute, Tracer* tracer,
+                  std::span<const float> initial_fp32);
 
   void set_observer(StepObserver* observer) { observer_ = observer; }
 
@@ -63,6 +60,9 @@ class ParameterGather {
   void before_forward_read(int param_id);
   // The before-read hook of backward, the same in backward order.
   void before_backward_read(int param_id);
+  // The param-use hook of an evaluation's forward: as before_forward_read, outside the step's
+  // collective program.
+  void before_eval_read(int param_id);
   // After a step's last backward, and after a forward that no backward follows (evaluation):
   // every gather buffer released, every parameter unbound.
   void release_all();
@@ -91,13 +91,14 @@ class ParameterGather {
 
  private:
   enum class Pass { Forward, Backward };
+  enum class InProgram : bool { No, Yes };  // a training pass's gather, or another one
   struct Resident {
     int slot = -1;  // gather buffer; -1: not gathered
     Work work;      // the gather
     bool waited = false;
   };
-  void read(int param_id, Pass pass);
-  void issue(int bucket);
+  void read(int param_id, Pass pass, InProgram in_program);
+  void issue(int bucket, InProgram in_program);
   void wait(int bucket);
   void release(int bucket);
   // Releases buckets [0, end) and starts the next pass as a forward.
@@ -107,11 +108,13 @@ class ParameterGather {
   const ModePlan& mode_;
   const BucketPlan& plan_;
   ParameterStore& store_;
-  BucketSteps& steps_;
+  BucketOps& steps_;
   Communicator& comm_;
+  ProgramCheck& program_;
   ExecContext compute_;
   Tracer* tracer_;
   int rank_;
+  int micro_ = 0;  // the training pass's micro-batch (release_for_next_micro_batch counts)
   StepObserver* observer_ = nullptr;
   std::vector<DeviceBuffer> shards_;  // [bucket]
   std::vector<DeviceBuffer> buffers_;  // gather buffers, each of the largest bucket

@@ -7,12 +7,14 @@
 
 namespace zl {
 
-Reducer::Reducer(const BucketPlan& plan, ReduceBuffer& buffer, Communicator& comm,
-                 CollectiveOp bucket_collective, ExecContext compute, Tracer* tracer)
+Reducer::Reducer(const ModePlan& mode, const BucketPlan& plan, GradientStore& buffer,
+                 Communicator& comm, ProgramCheck& program, ExecContext compute, Tracer* tracer)
     : plan_(plan),
       buffer_(buffer),
       comm_(comm),
-      op_(bucket_collective),
+      program_(program),
+      op_(mode.bucket_collective),
+      pools_(mode.pools_gradients()),
       compute_(compute),
       tracer_(tracer) {
   ZL_CHECK(op_ == CollectiveOp::AllReduce || op_ == CollectiveOp::Reduce ||
@@ -24,11 +26,13 @@ Reducer::Reducer(const BucketPlan& plan, ReduceBuffer& buffer, Communicator& com
 }
 
 void Reducer::begin_backward(MicroBatch micro) {
-  GradientPool* pool = buffer_.pool();
   final_ = micro.last();
-  active_ = final_ || pool != nullptr;
+  active_ = final_ || pools_;
+  micro_ = static_cast<int>(micro.index);
   if (!active_) return;
-  if (pool) pool->begin_backward(micro.first() ? Accumulate::Overwrite : Accumulate::Add);
+  if (pools_) {
+    buffer_.pool().begin_backward(micro.first() ? Accumulate::Overwrite : Accumulate::Add);
+  }
   for (const auto& b : plan_.buckets) {
     pending_[static_cast<std::size_t>(b.index)] = static_cast<int>(b.param_ids.size());
   }
@@ -38,7 +42,7 @@ void Reducer::begin_backward(MicroBatch micro) {
 Accumulate Reducer::backward_accumulate(MicroBatch micro) const {
   // Stage 2: each micro-batch's gradients go to the shard through the pool, whose buffers are
   // another bucket's before.
-  if (buffer_.pool() != nullptr || micro.first()) return Accumulate::Overwrite;
+  if (pools_ || micro.first()) return Accumulate::Overwrite;
   return Accumulate::Add;
 }
 
@@ -61,6 +65,8 @@ std::optional<int> Reducer::start_next_collective() {
   // issuing stream) follows; on the CPU it is done when prepare() returns.
   void* grad = buffer_.prepare(b, compute_);
   const DType dtype = buffer_.wire_dtype();
+  const int root = op_ == CollectiveOp::Reduce ? b.assigned_rank : -1;
+  program_.issued({CommRole::Reduce, op_, bucket, b.numel, micro_, dtype, root});
   if (observer_) {
     observer_->on_step_event({.kind = StepEvent::Kind::CollectiveStarted, .bucket = bucket});
   }
@@ -69,7 +75,7 @@ std::optional<int> Reducer::start_next_collective() {
                            b.numel * dtype_size(dtype), [&] {
     switch (op_) {
       case CollectiveOp::Reduce:
-        return comm_.reduce(grad, b.numel, dtype, b.assigned_rank, ReduceOp::Sum);
+        return comm_.reduce(grad, b.numel, dtype, root, ReduceOp::Sum);
       case CollectiveOp::ReduceScatter:  // element shards: this rank's shard gets the sum
         return comm_.reduce_scatter(grad, b.numel, dtype, ReduceOp::Sum);
       default: return comm_.all_reduce(grad, b.numel, dtype, ReduceOp::Sum);

@@ -1,7 +1,7 @@
 // The gradient reducer: counts grad-ready hooks per bucket and, once every gradient of a bucket
 // is final, starts the bucket's collective (ModePlan::bucket_collective: all-reduce, reduce to
 // the assigned rank, or reduce-scatter into every rank's shard; in ModePlan::reduce_dtype,
-// reduce_buffer.h) on the reduce communicator, in bucket index order (Note [Bucket order]), one
+// gradient_store.h) on the reduce communicator, in bucket index order (Note [Bucket order]), one
 // Work per bucket. It only reduces: the step hands each started bucket to the mode's schedule
 // right after its collective (train_step.cpp).
 //
@@ -19,7 +19,8 @@
 #include "base/exec_context.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
-#include "runtime/train/reduce_buffer.h"
+#include "runtime/train/collective_program.h"
+#include "runtime/train/gradient_store.h"
 #include "runtime/train/step_observer.h"
 
 namespace zl {
@@ -35,10 +36,11 @@ struct MicroBatch {
 
 class Reducer {
  public:
-  // `buffer`: what each bucket's collective runs on (fp32 gradients in place, their bf16 cast,
-  // made on `compute` right before the collective, or stage 2's pool buffers).
-  Reducer(const BucketPlan& plan, ReduceBuffer& buffer, Communicator& comm,
-          CollectiveOp bucket_collective, ExecContext compute, Tracer* tracer);
+  // `buffer`: what each bucket's collective (ModePlan::bucket_collective) runs on (fp32 gradients
+  // in place, their bf16 cast, made on `compute` right before the collective, or stage 2's pool
+  // buffers). Each collective is checked against `program` (Note [Collective program]).
+  Reducer(const ModePlan& mode, const BucketPlan& plan, GradientStore& buffer, Communicator& comm,
+          ProgramCheck& program, ExecContext compute, Tracer* tracer);
 
   void set_observer(StepObserver* observer) { observer_ = observer; }
 
@@ -72,15 +74,18 @@ class Reducer {
 
  private:
   const BucketPlan& plan_;
-  ReduceBuffer& buffer_;
+  GradientStore& buffer_;
   Communicator& comm_;
+  ProgramCheck& program_;
   CollectiveOp op_;
+  bool pools_;  // stages 2 and 3: every micro-batch reduces (Note [Gradient pool])
   ExecContext compute_;
   Tracer* tracer_;
   StepObserver* observer_ = nullptr;
 
   bool active_ = false;  // in a backward that reduces
   bool final_ = false;   // ... and it is the step's final one
+  int micro_ = 0;        // the backward's micro-batch
   std::vector<int> pending_;  // per bucket: gradients not yet final in this backward
   int next_ = 0;              // the next bucket to start (index order)
   std::vector<Work> work_;

@@ -17,8 +17,9 @@ class DdpSchedule final : public Schedule {
     const StepVerdict verdict = check(scalars, step_loss);
     if (!verdict.finite) return verdict;
     const StepScalars s = clipped(scalars, verdict);
-    for (const auto& b : parts_.plan.buckets) {
-      parts_.buckets.step_bucket(b.index, s, parts_.buckets.compute(), StepStream::Compute);
+    BucketOps& buckets = parts_.buckets;
+    for (const auto& b : parts_.plan.buckets) {  // every rank owns every bucket
+      buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
     }
     return verdict;
   }
@@ -30,13 +31,17 @@ class ZeroNoneSchedule final : public Schedule {
   StepVerdict after_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
     parts_.reducer.wait_collectives(parts_.buckets.compute());
     const StepVerdict verdict = check(scalars, step_loss);
-    if (!verdict.finite) return verdict;  // no rank steps or broadcasts: all keep their parameters
+    if (!verdict.finite) return skipped(verdict);  // every rank keeps its parameters
     const StepScalars s = clipped(scalars, verdict);
+    BucketOps& buckets = parts_.buckets;
     for (const auto& b : parts_.plan.buckets) {
-      parts_.buckets.step_bucket(b.index, s, parts_.buckets.compute(), StepStream::Compute);
+      if (buckets.owns(b.index)) {
+        buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
+      }
     }
-    for (const auto& b : parts_.plan.buckets) parts_.buckets.start_broadcast(b.index);
-    parts_.buckets.wait_broadcasts();
+    if (!buckets.publishes()) return verdict;  // stage 3: the next forward gathers
+    for (const auto& b : parts_.plan.buckets) buckets.publish(b.index);
+    buckets.wait_publishes();
     return verdict;
   }
 };
@@ -53,16 +58,18 @@ class ZeroAfterBackwardSchedule final : public Schedule {
     if (verdict_first) {
       parts_.reducer.wait_collectives(parts_.buckets.compute());
       verdict = check(scalars, step_loss);
-      if (!verdict.finite) return verdict;
+      if (!verdict.finite) return skipped(verdict);
     }
     const StepScalars s = clipped(scalars, verdict);
-    BucketSteps& buckets = parts_.buckets;
+    BucketOps& buckets = parts_.buckets;
     for (const auto& b : parts_.plan.buckets) {
       // A stream wait (host wait on the CPU): on CUDA the step kernel on the compute stream
       // follows this bucket's collective and the host goes on issuing the next bucket.
       parts_.reducer.collective(b.index).stream_wait(buckets.compute());
-      buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
-      buckets.start_broadcast(b.index);
+      if (buckets.owns(b.index)) {
+        buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
+      }
+      if (buckets.publishes()) buckets.publish(b.index);
       buckets.forward_waits_for(b.index);
     }
     return verdict_first ? verdict : check(scalars, step_loss);
@@ -85,7 +92,7 @@ class ZeroInterleavedSchedule final : public Schedule {
   // the last bucket's continuation steps and broadcasts the last bucket, then steps (with 3+
   // buckets) and broadcasts the second-to-last: the last collective starts as soon as backward
   // ends, and the second-to-last bucket's step and transfer overlap the next forward's first
-  // layers (which wait per bucket, BucketSteps::wait_for_parameters). Critical path first, as in
+  // layers (which wait per bucket, BucketOps::wait_for_bucket). Critical path first, as in
   // priority-based parameter propagation. With 2 buckets only the broadcasts swap: bucket 0 is
   // still stepped before bucket 1's collective completes, which is what interleaved means. The
   // order is fixed, so every rank issues the same sequence on each communicator. What it hides
@@ -95,29 +102,35 @@ class ZeroInterleavedSchedule final : public Schedule {
     const int last = count - 1;
     const int second_last = last - 1;  // -1 with a single bucket: nothing is reordered
     Communicator& comm = parts_.reduce_comm;
-    BucketSteps& buckets = parts_.buckets;
+    BucketOps& buckets = parts_.buckets;
     // CPU: the continuation runs on the comm thread once the collective completed; CUDA: it runs
     // now and only enqueues the step kernel and the broadcast after the collective
     // (communicator.h).
     Work task;
+    const auto step = [&buckets, scalars](int b, const ExecContext& stream) {
+      if (buckets.owns(b)) buckets.step_bucket(b, scalars, stream, StepStream::Reduce);
+    };
+    const auto publish = [&buckets](int b, const ExecContext& stream) {
+      if (buckets.publishes()) buckets.publish(b, &stream);
+    };
     if (bucket == second_last) {
-      task = comm.then([&buckets, bucket, count, scalars](const ExecContext& stream) {
-        // With 2 buckets it keeps its own step; its broadcast follows the last bucket's.
-        if (count == 2) buckets.step_bucket(bucket, scalars, stream, StepStream::Reduce);
+      task = comm.then([step, bucket, count](const ExecContext& stream) {
+        // With 2 buckets it keeps its own step; its publish follows the last bucket's.
+        if (count == 2) step(bucket, stream);
       });
     } else if (bucket == last && second_last >= 0) {
-      task = comm.then([&buckets, last, second_last, count, scalars](const ExecContext& stream) {
-        buckets.step_bucket(last, scalars, stream, StepStream::Reduce);
-        buckets.start_broadcast(last, &stream);
-        if (count >= 3) buckets.step_bucket(second_last, scalars, stream, StepStream::Reduce);
-        buckets.start_broadcast(second_last, &stream);
+      task = comm.then([step, publish, last, second_last, count](const ExecContext& stream) {
+        step(last, stream);
+        publish(last, stream);
+        if (count >= 3) step(second_last, stream);
+        publish(second_last, stream);
       });
-      // The second-to-last bucket's broadcast Work is published by this continuation.
+      // The second-to-last bucket's publish Work is written by this continuation.
       buckets.set_interleaved_task(second_last, task);
     } else {
-      task = comm.then([&buckets, bucket, scalars](const ExecContext& stream) {
-        buckets.step_bucket(bucket, scalars, stream, StepStream::Reduce);
-        buckets.start_broadcast(bucket, &stream);
+      task = comm.then([step, publish, bucket](const ExecContext& stream) {
+        step(bucket, stream);
+        publish(bucket, stream);
       });
     }
     buckets.set_interleaved_task(bucket, std::move(task));
@@ -147,10 +160,15 @@ StepVerdict Schedule::check(const StepScalars& scalars, const StepLossFn& step_l
   return verdict;
 }
 
+StepVerdict Schedule::skipped(const StepVerdict& verdict) {
+  parts_.buckets.skip_publishes();
+  return verdict;
+}
+
 StepScalars Schedule::clipped(const StepScalars& scalars, const StepVerdict& verdict) const {
   if (parts_.options.clip_grad_norm <= 0.0f) return scalars;
   StepScalars s = scalars;
-  s.grad_scale *= BucketSteps::clip_coefficient(parts_.options.clip_grad_norm,
+  s.grad_scale *= BucketOps::clip_coefficient(parts_.options.clip_grad_norm,
                                                 verdict.grad_sum_sq, scalars.grad_scale);
   return s;
 }

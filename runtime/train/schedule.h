@@ -1,6 +1,6 @@
 // The schedules: one small unit per ModePlan::schedule that decides *when* the shared primitives
-// run - wait for a bucket's collective, step_bucket, start_broadcast, and the next forward's
-// per-layer wait (bucket_steps.h). No schedule has step or broadcast logic of its own; the step
+// run - wait for a bucket's collective, step_bucket, publish, and the next forward's
+// per-layer wait (bucket_ops.h). No schedule has step or broadcast logic of its own; the step
 // that calls them is runtime/train/train_step.cpp. (`parallel.overlap` is the config's name for
 // zero's schedule.)
 //
@@ -14,7 +14,7 @@
 //                       layer.
 //   zero/<overlap>/reduce_scatter_allgather  the overlap's schedule, unchanged: the collective is
 //                       a reduce-scatter, step_bucket steps this rank's shard of every bucket and
-//                       start_broadcast all-gathers (ModePlan::element_shards, shard_layout.h).
+//                       publish all-gathers (ModePlan::element_shards, shard_layout.h).
 //
 // Every schedule also returns the step's StepVerdict (step_verdict.h): checked before the first
 // bucket steps where the schedule waits for every collective anyway (ddp, zero/none), or must
@@ -27,10 +27,10 @@
 #include <memory>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/train/bucket_steps.h"
+#include "runtime/train/bucket_ops.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/reducer.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 #include "runtime/train/step_options.h"
 #include "runtime/train/step_verdict.h"
 
@@ -43,7 +43,7 @@ using StepLossFn = std::function<double()>;
 struct ScheduleParts {
   const BucketPlan& plan;
   Reducer& reducer;
-  BucketSteps& buckets;
+  BucketOps& buckets;
   Communicator& reduce_comm;  // interleaved: where the step tasks run; the verdict's all-reduce
   const StepOptions& options;
   GradShares grad_shares = GradShares::Replicated;
@@ -67,6 +67,9 @@ class Schedule {
   // The step's verdict, a collective on the reduce communicator: every bucket's collective must
   // be complete (CUDA: ordered before the compute stream). Sets the step's gradient norm.
   StepVerdict check(const StepScalars& scalars, const StepLossFn& step_loss);
+  // A step found non-finite before any bucket stepped: nothing is stepped or published, and its
+  // publishes leave this step's collective program.
+  StepVerdict skipped(const StepVerdict& verdict);
   // `scalars` with the clip coefficient applied (clipping on: `verdict` came before the steps).
   StepScalars clipped(const StepScalars& scalars, const StepVerdict& verdict) const;
   ScheduleParts parts_;

@@ -1,12 +1,11 @@
 // The padded layout of element shards (see Note [Shard layout] in shard_layout.h).
 #include "runtime/train/shard_layout.h"
 
-#include <numeric>
-
 #include <fmt/format.h>
 
 #include "base/errors.h"
 #include "models/model.h"
+#include "runtime/train/collective_program.h"
 #include "runtime/comm/mpi_communicator.h"
 
 namespace zl {
@@ -14,10 +13,11 @@ namespace zl {
 std::int64_t bucket_alignment(const ModePlan& mode, int world) {
   ZL_CHECK(world >= 1, "world size {}", world);
   if (!mode.element_shards) return ParameterStore::kAlignFloats;
-  // The shard_ranks study cuts 1/N of each bucket too: both must be whole, aligned shards.
-  const std::int64_t ranks =
-      mode.shard_ranks > world ? std::lcm<std::int64_t>(world, mode.shard_ranks) : world;
-  return ParameterStore::kAlignFloats * ranks;
+  return ParameterStore::kAlignFloats * world;
+}
+
+int planned_ranks(const Config& config, const ModePlan& mode, int world) {
+  return mode.element_shards && config.link.ranks > world ? config.link.ranks : world;
 }
 
 LayoutPadding shard_layout_padding(const ModePlan& mode, const BucketPlan& unpadded) {
@@ -56,13 +56,14 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
 }
 
 void check_trainable(const Config& config, const ModePlan& mode, int world) {
-  if (mode.shard_ranks > 0 && !config.checkpoint.dir.empty()) {
+  const int ranks = planned_ranks(config, mode, world);
+  if (ranks > world && !config.checkpoint.dir.empty()) {
     throw UserError(fmt::format(
         "{}: link.ranks = {} above the {} real ranks with parallel.collective = "
         "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would "
         "own among {}; the parameters are not trained), so it writes no checkpoints: unset "
         "checkpoint.dir or link.ranks",
-        config.source_path, mode.shard_ranks, world, mode.shard_ranks));
+        config.source_path, ranks, world, ranks));
   }
 }
 
@@ -71,10 +72,9 @@ void check_collective_counts(const Config& config, const ModePlan& mode,
   if (device != DeviceKind::Cpu) return;  // NCCL's counts are 64-bit
   ModePlan one_micro_batch = mode;  // every micro-batch repeats the first one's collectives
   one_micro_batch.micro_batches = 1;
-  for (const PlannedCollective& c : one_micro_batch.collectives(planned.plan)) {
+  for (const ProgramEntry& c : collective_program(one_micro_batch, planned.plan)) {
     const bool per_shard = c.op == CollectiveOp::ReduceScatter || c.op == CollectiveOp::AllGather;
-    const std::int64_t count =
-        c.bytes / dtype_size(c.dtype) / (per_shard ? planned.plan.world_size : 1);
+    const std::int64_t count = c.elements / (per_shard ? planned.plan.world_size : 1);
     if (count <= kMaxMpiCount) continue;
     const Bucket& b = planned.plan.buckets[static_cast<std::size_t>(c.bucket)];
     const ParameterInfo* largest = &planned.layout.info(b.param_ids.front());

@@ -25,9 +25,12 @@
 namespace zl {
 
 // Elements every bucket of `mode` is padded to a multiple of, on `world` ranks: kAlignFloats *
-// world with element shards (kAlignFloats * lcm(world, N) under the shard_ranks study of
-// ModePlan), else kAlignFloats (each parameter's own alignment: no extra).
+// world with element shards, else kAlignFloats (each parameter's own alignment: no extra).
 std::int64_t bucket_alignment(const ModePlan& mode, int world);
+
+// The ranks a run of `mode` on `world` real ranks lays out and steps for: link.ranks = N above
+// `world` with element shards (the timing study, runtime/comm/shard_study.h), else `world`.
+int planned_ranks(const Config& config, const ModePlan& mode, int world);
 
 // The layout padding of `mode` for the buckets of `unpadded` (a plan of the unpadded layout):
 // after each bucket's last parameter, rounded up to bucket_alignment. Empty without element shards.
@@ -46,7 +49,7 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
                           const ModePlan& mode, int world, double cap_mb);
 
 // What a training run of `mode` cannot do, as UserError naming the keys (exit 2): checkpoint.dir
-// under the shard_ranks timing study (its parameters are not trained). `world`: the real ranks.
+// under the link.ranks timing study (its parameters are not trained). `world`: the real ranks.
 void check_trainable(const Config& config, const ModePlan& mode, int world);
 
 // On the CPU, every collective of the step fits one MPI call (kMaxMpiCount elements per rank);

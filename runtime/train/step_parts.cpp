@@ -22,17 +22,19 @@ void assert_valid(const StepOptions& options, const ModePlan& mode) {
 }
 
 StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
-                     ParameterStore& store, ShardedOptimizer& optimizer,
+                     ParameterStore& store, RankOptimizer& optimizer,
                      Communicator& reduce_comm, Communicator& broadcast_comm,
                      ExecContext compute, Tracer* tracer,
                      std::span<const float> initial_fp32)
-    : store(store),
+    : mode(mode),
+      store(store),
       reduce_comm(reduce_comm),
       broadcast_comm(broadcast_comm),
       compute(compute),
-      reduce_buffer(mode, plan, store, reduce_comm.rank(), tracer),
-      reducer(plan, reduce_buffer, reduce_comm, mode.bucket_collective, compute, tracer),
-      buckets(mode, plan, store, reduce_buffer, optimizer, broadcast_comm, compute, tracer,
+      program(collective_program(mode, plan)),
+      gradients(mode, plan, store, reduce_comm.rank(), tracer),
+      reducer(mode, plan, gradients, reduce_comm, program, compute, tracer),
+      buckets(mode, plan, store, gradients, optimizer, broadcast_comm, program, compute, tracer,
               reduce_comm.name()) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
@@ -44,21 +46,30 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
                                                         .reduce_comm = reduce_comm,
                                                         .options = options,
                                                         .grad_shares = shares});
-  if (mode.gathers_parameters()) {
-    gather = std::make_unique<ParameterGather>(mode, plan, store, optimizer, buckets,
-                                               broadcast_comm, compute, tracer, initial_fp32);
+  switch (mode.parameters) {
+    case ParameterSource::Resident: break;
+    case ParameterSource::Gathered:
+      gather_ = std::make_unique<ParameterGather>(mode, plan, store, optimizer, buckets,
+                                                  broadcast_comm, program, compute, tracer,
+                                                  initial_fp32);
+      break;
   }
+}
+
+ParameterGather& StepParts::gather() const {
+  ZL_CHECK(mode.gathers_parameters(), "{} gathers no parameters", mode.name());
+  return *gather_;
 }
 
 void StepParts::set_observer(StepObserver* observer) {
   reducer.set_observer(observer);
   buckets.set_observer(observer);
-  if (gather) gather->set_observer(observer);
+  if (mode.gathers_parameters()) gather().set_observer(observer);
 }
 
 void StepParts::broadcast_initial_parameters() {
   // Stage 3: every rank's shards start from the same seeded values; there is no flat buffer.
-  if (gather) return;
+  if (mode.gathers_parameters()) return;
   // In chunks: one MPI call counts elements in an int. In the store's dtype (bf16: the rounded
   // parameters; every rank's masters start from the same seeded fp32 values, which these are
   // master_to_bf16 of).
@@ -75,7 +86,7 @@ void StepParts::broadcast_initial_parameters() {
 
 void StepParts::synchronize() {
   buckets.wait_for_all_parameters();
-  if (gather) gather->release_all();
+  if (mode.gathers_parameters()) gather().release_all();
   reduce_comm.synchronize();
   broadcast_comm.synchronize();
   // CUDA: steps (ddp, none, after_backward) and forward waits live on the compute stream. It can

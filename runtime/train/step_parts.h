@@ -1,7 +1,9 @@
-// StepParts: the parts one rank's data-parallel step is made of, built once per Trainer - the
-// reduce buffer, the Reducer (grad-ready hooks -> bucket collectives), BucketSteps (step,
-// broadcast, per-layer wait) and the mode's Schedule (when those run). They are called, in the
-// order one step runs, by Trainer::train_step (runtime/train/train_step.cpp).
+// StepParts: the parts one rank's data-parallel step is made of, each chosen once from the
+// ModePlan - the collective program's check, the gradient store (fp32, bf16 wire or stage 2's
+// pool), the Reducer (grad-ready hooks -> bucket collectives), BucketOps (step, publish,
+// per-layer wait, norm), the mode's Schedule (when those run) and, where the parameters are
+// gathered (stage 3), the ParameterGather. They are called, in the order one step runs, by
+// Trainer::train_step (runtime/train/train_step.cpp).
 #pragma once
 
 #include <memory>
@@ -10,13 +12,14 @@
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
-#include "runtime/train/bucket_steps.h"
+#include "runtime/train/bucket_ops.h"
+#include "runtime/train/collective_program.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/parameter_gather.h"
-#include "runtime/train/reduce_buffer.h"
+#include "runtime/train/gradient_store.h"
 #include "runtime/train/reducer.h"
 #include "runtime/train/schedule.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 #include "runtime/train/step_observer.h"
 #include "runtime/train/step_options.h"
 
@@ -28,7 +31,7 @@ struct StepParts {
   // Every reference must outlive the parts.
   // `initial_fp32`: Model::initial_parameters(), for stage 3's shards (parameter_gather.h).
   StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
-            ParameterStore& store, ShardedOptimizer& optimizer, Communicator& reduce_comm,
+            ParameterStore& store, RankOptimizer& optimizer, Communicator& reduce_comm,
             Communicator& broadcast_comm, ExecContext compute, Tracer* tracer,
             std::span<const float> initial_fp32 = {});
 
@@ -36,18 +39,23 @@ struct StepParts {
   void broadcast_initial_parameters();
   // Waits until every collective, step and broadcast issued so far completed.
   void synchronize();
+  // The stage-3 gather (ModePlan::gathers_parameters; an InternalError in other modes).
+  ParameterGather& gather() const;
   // Tests: events of each step in the order they happen (null: none).
   void set_observer(StepObserver* observer);
 
+  const ModePlan& mode;
   ParameterStore& store;
   Communicator& reduce_comm;
   Communicator& broadcast_comm;
   ExecContext compute;
-  ReduceBuffer reduce_buffer;  // before the reducer and the buckets, which use it
+  ProgramCheck program;    // collective_program(mode, plan), checked by the three below
+  GradientStore gradients;  // before the reducer and the buckets, which use it
   Reducer reducer;
-  BucketSteps buckets;
+  BucketOps buckets;
   std::unique_ptr<Schedule> schedule;
-  std::unique_ptr<ParameterGather> gather;  // ZeRO stage 3 only (on the broadcast communicator)
+  // ParameterSource::Gathered only (on the broadcast communicator): gather().
+  std::unique_ptr<ParameterGather> gather_;
 };
 
 }  // namespace zl

@@ -1,6 +1,6 @@
 // One training step of one rank, top to bottom: forward with its per-layer waits, backward with
 // the reducer starting each bucket's collective, the mode's schedule stepping and broadcasting
-// each bucket, and the step's verdict. The primitives are reducer.h (collectives), bucket_steps.h
+// each bucket, and the step's verdict. The primitives are reducer.h (collectives), bucket_ops.h
 // (step, broadcast, per-layer wait) and schedule.h (when, per mode).
 //
 // One zero/interleaved step with four buckets, as the three streams run it. b0 holds the last
@@ -18,7 +18,7 @@
 //                                        ▼           ▼                         ▼    ▼
 //   broadcast                            C0          C1                        C3   C2
 //
-//   next step  F3 waits for C3, F2 for C2, F1 for C1, F0 for C0 (BucketSteps::wait_for_parameters)
+//   next step  F3 waits for C3, F2 for C2, F1 for C1, F0 for C0 (BucketOps::wait_for_bucket)
 //
 // Each R, S and C is one operation on its communicator's stream, issued in the same order on
 // every rank (Note [Two communicators]). The tail - S3, C3 before S2, C2 - is Note [Tail
@@ -88,8 +88,10 @@ void Trainer::train_step() {
       });
       // Stage 3: the gather buffers go back and the next forward gathers again, except, between
       // micro-batches, the bucket it reads first (Note [Parameter gathers]).
-      if (parts_->gather && batch.last()) parts_->gather->release_all();
-      if (parts_->gather && !batch.last()) parts_->gather->release_for_next_micro_batch();
+      if (setup_.mode.gathers_parameters() && batch.last()) parts_->gather().release_all();
+      if (setup_.mode.gathers_parameters() && !batch.last()) {
+        parts_->gather().release_for_next_micro_batch();
+      }
     }
     parts_->reducer.end_backward();
     end_phase(StepPhase::Backward, start);

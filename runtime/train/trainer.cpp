@@ -19,7 +19,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
   setup_.reduce_comm->set_tracer(&tracer_);
   setup_.broadcast_comm->set_tracer(&tracer_);
   plan_ = build_bucket_plan(setup_.model->store(), config_.parallel.bucket_cap_mb,
-                            config_.parallel.first_bucket_cap_mb, world_.size,
+                            config_.parallel.first_bucket_cap_mb, setup_.ranks,
                             config_.parallel.assignment);
   // bf16: the masters start from the fp32 values the bf16 parameters were rounded from.
   // Stage 3: every rank's parameter shards start from them too.
@@ -27,7 +27,7 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       setup_.mode.param_dtype == DType::BF16 || setup_.mode.gathers_parameters()
           ? setup_.model->initial_parameters()
           : std::vector<float>{};
-  optimizer_ = std::make_unique<ShardedOptimizer>(config_.optimizer, plan_, setup_.model->store(),
+  optimizer_ = std::make_unique<RankOptimizer>(config_.optimizer, plan_, setup_.model->store(),
                                                   world_.rank, setup_.mode, setup_.total_steps,
                                                   initial_fp32);
   parts_ = std::make_unique<StepParts>(setup_.mode, step_options_, plan_, setup_.model->store(),
@@ -35,17 +35,19 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                        setup_.compute, &tracer_, initial_fp32);
   parts_->broadcast_initial_parameters();
   grad_ready_hook_ = [this](int param_id) { gradient_ready(param_id); };
-  if (GradientPool* pool = parts_->reduce_buffer.pool()) {
-    grad_write_hook_ = [pool, this](int param_id) {
-      pool->before_grad_write(param_id, setup_.compute);
+  if (setup_.mode.pools_gradients()) {
+    grad_write_hook_ = [&pool = parts_->gradients.pool(), this](int param_id) {
+      pool.before_grad_write(param_id, setup_.compute);
     };
   }
-  if (parts_->gather) {
+  if (setup_.mode.gathers_parameters()) {
     // Stage 3: forward and backward gather each bucket where they first read it.
-    param_use_hook_ = [this](int param_id) { parts_->gather->before_forward_read(param_id); };
-    backward_read_hook_ = [this](int param_id) { parts_->gather->before_backward_read(param_id); };
+    param_use_hook_ = [&gather = parts_->gather()](int id) { gather.before_forward_read(id); };
+    backward_read_hook_ = [&gather = parts_->gather()](int id) { gather.before_backward_read(id); };
   } else {
-    param_use_hook_ = [this](int param_id) { parts_->buckets.wait_for_parameters(param_id); };
+    param_use_hook_ = [this](int param_id) {
+      parts_->buckets.wait_for_bucket(plan_.bucket_of_param[static_cast<std::size_t>(param_id)]);
+    };
   }
   if (tracer_.enabled()) {
     layer_trace_ = std::make_unique<LayerTrace>(tracer_, setup_.model->store());
@@ -73,7 +75,7 @@ double Trainer::window_check_value() {
   if (step_options_.step_check == StepCheck::EveryStep) return 0.0;
   parts_->synchronize();
   // Stage 3 has no whole parameters between steps: each rank checks its shards.
-  if (parts_->gather) return parts_->gather->shard_sum_of_squares();
+  if (setup_.mode.gathers_parameters()) return parts_->gather().shard_sum_of_squares();
   return zl::window_check_value(step_options_.step_check, setup_.model->store(), setup_.compute);
 }
 
@@ -84,15 +86,16 @@ void Trainer::check_window(double loss_sum, double check_value, std::int64_t fir
 
 RankMemory Trainer::allocated_memory() const {
   const ParameterStore& store = setup_.model->store();
-  const GradientPool* pool = parts_->reduce_buffer.pool();
-  const std::int64_t gathered =
-      parts_->gather ? parts_->gather->shard_bytes() + parts_->gather->gather_bytes() : 0;
+  std::int64_t gathered = 0;  // stage 3: the shards and the gather buffers
+  if (setup_.mode.gathers_parameters()) {
+    gathered = parts_->gather().shard_bytes() + parts_->gather().gather_bytes();
+  }
   return RankMemory{
       .parameters = store.param_bytes() + gathered,
-      .gradients = store.grad_bytes() + parts_->reduce_buffer.bytes(),
+      .gradients = store.grad_bytes() + parts_->gradients.bytes(),
       .master = optimizer_->master_bytes(),  // 0 in fp32: the parameters are their own masters
       .state = optimizer_->state_bytes(),
-      .gradient_pool = pool ? pool->pool_bytes() : 0,
+      .gradient_pool = setup_.mode.pools_gradients() ? parts_->gradients.pool().pool_bytes() : 0,
   };
 }
 
@@ -111,7 +114,7 @@ EvalResult Trainer::evaluate() {
                                        .batches = batches_,
                                        .comm = *setup_.reduce_comm,
                                        .compute = setup_.compute,
-                                       .gather = parts_->gather.get()});
+                                       .gather = parameter_gather()});
 }
 
 TrainingState Trainer::state() {

@@ -35,15 +35,12 @@ class Trainer {
   ~Trainer();
   Trainer(const Trainer&) = delete;  // the step's parts hold references into it
 
-  // One optimizer step (grad_accum micro-batches; train_step.cpp). A step found non-finite
-  // (docs/design.md, "Divergence") throws NonfiniteStop under train.on_nonfinite = "stop", or
-  // under "skip_step" changes nothing but the data position and the step counter.
+  // One optimizer step (grad_accum micro-batches; train_step.cpp). A non-finite step throws
+  // NonfiniteStop under on_nonfinite = "stop"; "skip_step" only moves the data and step count.
   void train_step();
-  // This rank's loss statistics since the last call (one read-back on CUDA), summed over steps.
-  StepLoss take_loss() { return loss_window_.take(); }
+  StepLoss take_loss() { return loss_window_.take(); }  // this rank's, since the last call
   EvalResult evaluate();  // on the test split, sharded over ranks (evaluation.h)
-  // Waits until all in-flight collectives, steps and broadcasts are done.
-  void synchronize() { parts_->synchronize(); }
+  void synchronize() { parts_->synchronize(); }  // every collective, step and publish done
   TrainingState state();  // after synchronize(): what a checkpoint saves and restores
   std::vector<double> sum_over_ranks(std::vector<double> values);  // collective, on the host
 
@@ -60,31 +57,29 @@ class Trainer {
   const TrainerOptions& options() const { return options_; }
   Model& model() { return *setup_.model; }
   const BucketPlan& plan() const { return plan_; }
-  ShardedOptimizer& optimizer() { return *optimizer_; }
+  RankOptimizer& optimizer() { return *optimizer_; }
   const ModePlan& mode_plan() const { return setup_.mode; }
   TaskKind task() const { return setup_.data.train.task; }
-  // The device's compute stream, with the run's GEMM math (tf32) and host-wait limit.
+  // The compute stream, with the run's GEMM math (tf32) and host-wait limit.
   const ExecContext& compute_context() const { return setup_.compute; }
   Communicator& reduce_comm() { return *setup_.reduce_comm; }
   Communicator& broadcast_comm() { return *setup_.broadcast_comm; }
   Tracer& tracer() { return tracer_; }
-  // This rank's allocations in the terms of ModePlan's rank_memory (tested equal).
-  RankMemory allocated_memory() const;
-  // Bytes of the gradient collectives' own buffers: the bf16 buffer (reduce_dtype = "bf16"), or
-  // stage 2's gradient shards and pool; else 0.
-  std::int64_t reduce_buffer_bytes() const { return parts_->reduce_buffer.bytes(); }
+  RankMemory allocated_memory() const;  // as ModePlan's rank_memory counts it (tested equal)
+  std::int64_t gradient_store_bytes() const { return parts_->gradients.bytes(); }
 
   std::int64_t step() const { return position_.step; }  // optimizer steps completed
   std::int64_t total_steps() const { return setup_.total_steps; }
-  std::int64_t steps_per_epoch() const { return setup_.steps_per_epoch; }  // optimizer steps
+  std::int64_t steps_per_epoch() const { return setup_.steps_per_epoch; }
   // The sampler position: micro-batches consumed, or skipped at an epoch's end (Note [Epochs and
   // accumulation]); checkpoints store it with the sampler's global batches per epoch.
   std::int64_t batch_cursor() const { return position_.cursor; }
   std::int64_t batches_per_epoch() const { return setup_.sampler->batches_per_epoch(); }
 
-  // ZeRO stage 3's shards and gathers (null in every other mode).
-  ParameterGather* parameter_gather() { return parts_->gather.get(); }
-  // Tests: the order of each step's collectives, steps and broadcasts (null: none).
+  // Tests: stage 3's shards and gathers (null in every other mode); the step's collective program
+  // check; the order of each step's collectives, steps and publishes (null: none).
+  ParameterGather* parameter_gather() { return parts_->gather_.get(); }
+  const ProgramCheck& program_check() const { return parts_->program; }
   void set_step_observer(StepObserver* observer) { parts_->set_observer(observer); }
   // The bench: the main thread's time in each phase of a step (null: none).
   void set_phase_observer(PhaseObserver* observer) { phase_observer_ = observer; }
@@ -101,7 +96,7 @@ class Trainer {
   TrainerSetup setup_;  // device, data, model, sampler, communicators
   Tracer tracer_;
   BucketPlan plan_;
-  std::unique_ptr<ShardedOptimizer> optimizer_;
+  std::unique_ptr<RankOptimizer> optimizer_;
   StepOptions step_options_;
   std::unique_ptr<StepParts> parts_;
   Tape tape_;
@@ -109,10 +104,10 @@ class Trainer {
   LossWindow loss_window_;
   BatchLoader batches_;
   GradReadyHook grad_ready_hook_;        // gradient_ready
-  GradWriteHook grad_write_hook_;        // stage 2: the gradient pool's wait (else empty)
-  ParamUseHook param_use_hook_;          // the per-layer wait for a bucket's broadcast
-  ParamUseHook traced_param_use_hook_;   // the same inside the layer trace (when tracing)
-  ParamUseHook backward_read_hook_;      // stage 3: backward's gather of a bucket (else empty)
+  GradWriteHook grad_write_hook_;       // stage 2: the gradient pool's wait (else empty)
+  ParamUseHook param_use_hook_;         // the per-layer wait for a bucket's publish (or gather)
+  ParamUseHook traced_param_use_hook_;  // the same inside the layer trace (when tracing)
+  ParamUseHook backward_read_hook_;     // stage 3: backward's gather of a bucket (else empty)
   PhaseObserver* phase_observer_ = nullptr;
 
   StepScalars scalars_;  // of the step being run: the schedule steps buckets with them

@@ -10,6 +10,7 @@
 #include "base/checked_write.h"
 #include "base/errors.h"
 #include "kernels/gemm.h"
+#include "runtime/comm/shard_study.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
 #include "runtime/trace/metrics.h"
@@ -78,7 +79,8 @@ const Config& agreed(const Config& config, const World& world) {
 TrainerSetup::TrainerSetup(const Config& config, const World& world, const TrainerOptions& options)
     : device(agreed(config, world).runtime.device, world, config.runtime.timeout_s),
       compute(run_context(device.compute(), config, world)),
-      mode(make_run_mode_plan(config, world.size)) {
+      mode(make_run_mode_plan(config)),
+      ranks(planned_ranks(config, mode, world.size)) {
   set_cpu_gemm_threads(compute.cpu_threads);
   // tf32 is the compute context's GEMM math (run_context); the CPU stays fp32, said once.
   if (config.precision.compute == ComputePrecision::Tf32 && compute.device == DeviceKind::Cpu &&
@@ -93,7 +95,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     data = load_datasets(config);
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
     // The layout is the mode's (element shards pad every bucket: shard_layout.h).
-    const PlannedLayout planned = plan_layout(config.model, config.parallel, mode, world.size);
+    const PlannedLayout planned = plan_layout(config.model, config.parallel, mode, ranks);
     check_collective_counts(config, mode, planned, compute.device);
     // runtime.memory_limit_mb (a smaller device) can only tighten what the node has.
     check_memory_limit(config, world.size);
@@ -108,7 +110,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     // (runtime/train/parameter_gather.h).
     model = std::make_unique<Model>(
         spec, compute.device, planned.padding,
-        mode.zero_stage >= 2 ? GradientStorage::Bound : GradientStorage::Flat,
+        mode.pools_gradients() ? GradientStorage::Bound : GradientStorage::Flat,
         mode.gathers_parameters() ? ParamStorage::Gathered : ParamStorage::Flat);
     sampler = std::make_unique<DistributedSampler>(SamplerSpec{
         .num_samples = data.train.num_samples,
@@ -137,10 +139,10 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
 
   if (world.is_root() && !options.quiet) {
     fmt::print("zerolap: {}\n", device.summary());
-    if (mode.shard_ranks > 0) {
+    if (ranks > world.size) {
       fmt::print("zerolap: simulated: link.ranks = {}, so each rank steps only the shard it would "
                  "own among {} ranks (a timing study; the parameters are not trained)\n",
-                 mode.shard_ranks, mode.shard_ranks);
+                 ranks, ranks);
     }
     std::fflush(stdout);
     const std::string warning = comm_priority_warning(config.runtime.comm_priority, compute.device);
@@ -151,6 +153,10 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   reduce_comm = device.make_communicator(world.comm, "comm.reduce", comm_options(config.runtime));
   broadcast_comm =
       device.make_communicator(world.comm, "comm.broadcast", comm_options(config.runtime));
+  if (ranks > world.size) {  // the timing study (runtime/comm/shard_study.h), inside the link
+    reduce_comm = std::make_unique<ShardStudyCommunicator>(std::move(reduce_comm), ranks);
+    broadcast_comm = std::make_unique<ShardStudyCommunicator>(std::move(broadcast_comm), ranks);
+  }
   if (config.link.enabled()) {
     // One link per rank, shared by both streams (Note [Link occupancy]); on CUDA it delays the
     // comm streams on the device (Note [Link on the device]).

@@ -42,6 +42,7 @@ struct TrainerSetup {
   Device device;        // before everything that lives on it
   ExecContext compute;  // the run's compute context: timeout, CPU threads, GEMM math
   ModePlan mode;        // derived once from the config
+  int ranks = 1;  // the layout and the step's (planned_ranks: link.ranks in its timing study)
   DatasetSplits data;
   std::unique_ptr<Model> model;
   std::unique_ptr<DistributedSampler> sampler;

@@ -11,7 +11,7 @@
 #include "runtime/config/config.h"
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/mode_plan.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 
 namespace zl {
 
@@ -28,7 +28,7 @@ struct TrainingState {
   const Config& config;
   const World& world;
   ParameterStore& store;
-  ShardedOptimizer& optimizer;
+  RankOptimizer& optimizer;
   const BucketPlan& plan;
   const ModePlan& mode;
   TrainingPosition& position;  // a load sets it

@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const zl::BucketPlan plan = zl::build_bucket_plan(
       layout, config.parallel.bucket_cap_mb, config.parallel.first_bucket_cap_mb,
       static_cast<int>(world), config.parallel.assignment);
-  const zl::MemoryEstimate m = zl::estimate_rank_memory(config, layout, plan, mode, 0);
+  const zl::RankMemory m = zl::estimate_rank_memory(config, layout, plan, mode, 0);
   if (m.total() < 0 || m.activations < 0 || layout.total_numel() < 0) std::abort();
   return 0;
 }

@@ -67,11 +67,11 @@ device = "cpu"
 )";
 
 // The trainer's allocations against the up-front memory estimate, buffer by buffer.
-inline void check_allocations_equal(const RankMemory& got, const MemoryEstimate& want) {
+inline void check_allocations_equal(const RankMemory& got, const RankMemory& want) {
   CHECK(got.parameters == want.parameters);
   CHECK(got.gradients == want.gradients);
   CHECK(got.master == want.master);
-  CHECK(got.state == want.optimizer_state);
+  CHECK(got.state == want.state);
 }
 
 // The overrides a, then b: a test's base overrides with one case's keys appended.

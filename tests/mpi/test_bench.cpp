@@ -84,7 +84,7 @@ TEST_CASE("bench runs every mode and writes JSON and CSV with every field", "[be
   options.progress = false;
   const BenchReport report = run_bench(config, world, options);
 
-  REQUIRE(report.rows.size() == all_bench_modes().size() * 2);
+  REQUIRE(report.rows.size() == all_modes().size() * 2);
   for (const BenchRow& row : report.rows) {
     INFO(row.mode << " @ " << row.bucket_cap_mb);
     CHECK(row.step_s > 0.0);
@@ -250,7 +250,7 @@ TEST_CASE("bench.modes rejects a misspelt mode and names the accepted ones", "[b
   REQUIRE(modes.size() == 2);
   CHECK(modes[0].overlap == Overlap::AfterBackward);
   CHECK(modes[0].collective == CollectiveKind::ReduceBroadcast);
-  CHECK(modes[1].mode == ParallelMode::Ddp);
+  CHECK(modes[1].ddp());
 }
 
 TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured bytes are the "
@@ -278,14 +278,14 @@ TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured
     options.progress = false;
     const BenchReport report = run_bench(config, world, options);
     REQUIRE(report.rows.size() == modes.size());
-    for (const BenchMode& m : bench_modes(config)) {
-      const ModePlan mode = bench_mode_plan(m, config, config.precision, world.size);
+    for (const Mode& m : bench_modes(config)) {
+      const ModePlan mode = bench_mode_plan(m, config, config.precision);
       CHECK(mode.micro_batches == grad_accum);
       const BucketPlan plan =
           plan_layout(config.model, config.parallel, mode, world.size, 0.004).plan;
       REQUIRE(plan.buckets.size() > 1);
       std::int64_t bytes = 0;
-      for (const PlannedCollective& c : mode.collectives(plan)) bytes += c.bytes;
+      for (const ProgramEntry& c : collective_program(mode, plan)) bytes += c.bytes();
       planned[grad_accum].push_back(bytes);
     }
     for (const BenchRow& row : report.rows) {

@@ -146,7 +146,7 @@ TEST_CASE("bf16: allocations are rank_memory's; the parameter is master_to_bf16(
       CHECK(trainer.optimizer().state_bytes() == planned.state);
       CHECK(trainer.model().store().total_numel() * 2 == planned.parameters);
       // fp32 gradients, plus the bf16 wire buffer with reduce_dtype = "bf16".
-      CHECK(trainer.model().store().total_numel() * 4 + trainer.reduce_buffer_bytes() ==
+      CHECK(trainer.model().store().total_numel() * 4 + trainer.gradient_store_bytes() ==
             planned.gradients);
       const auto masters = owned_masters(trainer);
       const std::vector<float> params = parameters_of(trainer);

@@ -212,7 +212,7 @@ TEST_CASE("element shards allocate what the plan prints for them", "[shards]") {
     const PlannedLayout planned =
         plan_layout(config.model, config.parallel, trainer.mode_plan(), world.size);
     CHECK(planned.layout.total_numel() == trainer.model().store().total_numel());
-    const MemoryEstimate want = estimate_rank_memory(config, planned.layout, planned.plan,
+    const RankMemory want = estimate_rank_memory(config, planned.layout, planned.plan,
                                                      trainer.mode_plan(), world.rank);
     const RankMemory got = trainer.allocated_memory();
     check_allocations_equal(got, want);
@@ -317,7 +317,7 @@ TEST_CASE("stage 3 gathers a bucket before its layers read it, prefetch buckets 
       // every bucket once each but the last in the second micro-batch (kept from the first's
       // backward); without reshard_after_forward backward finds them all resident, with it
       // backward gathers again the buckets it reads but bucket 0 (kept from forward): those
-      // with Bucket::read_in_backward, as ModePlan::collectives counts, whatever the prefetch.
+      // with Bucket::read_in_backward, as collective_program counts, whatever the prefetch.
       for (State s : state) CHECK(s == State::Free);
       if (std::string(reshard) == "false") {
         CHECK(issued == 2 * (2 * buckets - 1));
@@ -325,9 +325,9 @@ TEST_CASE("stage 3 gathers a bucket before its layers read it, prefetch buckets 
         CHECK(issued > 2 * (2 * buckets - 1));
         CHECK(issued < 8 * buckets);
       }
-      const auto planned = trainer.mode_plan().collectives(trainer.plan());
+      const auto planned = collective_program(trainer.mode_plan(), trainer.plan());
       CHECK(issued == 2 * std::count_if(planned.begin(), planned.end(),
-                                        [](const PlannedCollective& c) {
+                                        [](const ProgramEntry& c) {
                                           return c.op == CollectiveOp::AllGather;
                                         }));
     }
@@ -589,7 +589,7 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
     load_checkpoint(resumed.state(), bucket_path);
     const SafetensorsReader file(bucket_path);
     const ParameterStore& store = resumed.model().store();
-    ShardedOptimizer& opt = resumed.optimizer();
+    RankOptimizer& opt = resumed.optimizer();
     std::vector<float> full;
     for (int id = 0; id < store.count(); ++id) {
       const ParameterInfo& p = store.info(id);
@@ -612,7 +612,7 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
 
 TEST_CASE("link.ranks = 8 makes each rank step the shard it would own among 8 ranks",
           "[shards]") {
-  // A timing study (ModePlan::shard_ranks): state, masters and the step are an 8-rank job's
+  // A timing study (runtime/comm/shard_study.h): state, masters and the step are an 8-rank job's
   // share, the collectives the real world's; the ranks stay identical, and the figures are the
   // plan's. Not a training run: refused with a checkpoint directory. Stage 3 holds an eighth of
   // the parameters too, and its gathers are the real world's.
@@ -624,12 +624,12 @@ TEST_CASE("link.ranks = 8 makes each rank step the shard it would own among 8 ra
     Config staged = config;
     staged.parallel.zero_stage = stage;
     Trainer trainer(staged, world, quiet_options());
-    REQUIRE(trainer.mode_plan().shard_ranks == 8);
+    REQUIRE(trainer.plan().world_size == 8);
     const std::int64_t total = trainer.model().store().total_numel();
     CHECK(total % (16 * 8) == 0);
     CHECK(trainer.optimizer().state_bytes() * 8 == total * 2 * 4);  // Adam: an eighth of m and v
     const PlannedLayout planned =
-        plan_layout(staged.model, staged.parallel, trainer.mode_plan(), world.size);
+        plan_layout(staged.model, staged.parallel, trainer.mode_plan(), 8);
     check_allocations_equal(trainer.allocated_memory(),
                             estimate_rank_memory(staged, planned.layout, planned.plan,
                                                  trainer.mode_plan(), world.rank));
@@ -658,7 +658,7 @@ TEST_CASE("runtime.memory_limit_mb refuses a run above it naming what fits; 4 ra
                                           "parallel.bucket_cap_mb=0.05",
                                           "parallel.first_bucket_cap_mb=0.01"};
   const auto peak = [](const Config& c, int ranks) {
-    const ModePlan mode = make_run_mode_plan(c, ranks);
+    const ModePlan mode = make_run_mode_plan(c);
     const PlannedLayout planned = plan_layout(c.model, c.parallel, mode, ranks);
     return estimate_peak_rank_memory(c, planned.layout, planned.plan, mode).total();
   };

@@ -18,7 +18,7 @@ namespace {
 void check_allocations_match_the_plan(const Config& config, const World& world) {
   Trainer trainer(config, world, test::quiet_options());
   const ParameterStore layout = Model::parameter_layout(config.model);
-  const MemoryEstimate planned = estimate_rank_memory(config, layout, trainer.plan(),
+  const RankMemory planned = estimate_rank_memory(config, layout, trainer.plan(),
                                                       trainer.mode_plan(), world.rank);
   const RankMemory got = trainer.allocated_memory();
   test::check_allocations_equal(got, planned);

@@ -55,7 +55,7 @@ Restored restored(Trainer& trainer) {
   for (const ParameterInfo& p : store.parameters()) {
     r.params.insert(r.params.end(), flat.begin() + p.offset, flat.begin() + p.offset + p.numel);
   }
-  ShardedOptimizer& opt = trainer.optimizer();
+  RankOptimizer& opt = trainer.optimizer();
   const TrainingState state = trainer.state();
   for (const Bucket& b : trainer.plan().buckets) {
     const ElementRange& range = opt.stepped(b.index);

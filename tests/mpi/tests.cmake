@@ -6,6 +6,8 @@ foreach(np 1 2 3 4)
   zerolap_add_mpi_test(equivalence ${np} "[equivalence]" 600)
   zerolap_add_mpi_test(determinism ${np} "[determinism]" 300)
   zerolap_add_mpi_test(zero ${np} "[zero]" 600)
+  # Every mode x grad_accum 1 and 3 issues exactly its collective program (test_collective_program).
+  zerolap_add_mpi_test(program ${np} "[program]" 300)
 endforeach()
 zerolap_add_mpi_test(communicator_timeout 2 "[comm-timeout]" 120)
 zerolap_add_mpi_test(team 1 "[team]" 120)  # Note [Adaptive CPU team]: the bits of any team

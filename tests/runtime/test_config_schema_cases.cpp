@@ -107,7 +107,7 @@ void plan_sizes(const zl::Config& c) {
   const zl::ModePlan mode = zl::make_mode_plan(c.parallel, c.optimizer, c.precision);
   const zl::BucketPlan plan = zl::build_bucket_plan(
       layout, c.parallel.bucket_cap_mb, c.parallel.first_bucket_cap_mb, 64, c.parallel.assignment);
-  const zl::MemoryEstimate m = zl::estimate_peak_rank_memory(c, layout, plan, mode);
+  const zl::RankMemory m = zl::estimate_peak_rank_memory(c, layout, plan, mode);
   CHECK(m.total() >= 0);
 }
 

@@ -1,4 +1,4 @@
-// The LR schedule (runtime/train/sharded_optimizer.h: scheduled_lr): constant, linear warm-up, cosine
+// The LR schedule (runtime/train/rank_optimizer.h: scheduled_lr): constant, linear warm-up, cosine
 // decay to min_lr at the last step. The step count t it takes is what checkpoints store, so a
 // resumed run gets the same learning rates as one that never stopped.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <numbers>
 
 #include "runtime/config/config.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 
 using zl::LrSchedule;
 using zl::OptimizerConfig;

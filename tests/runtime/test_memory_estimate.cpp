@@ -29,7 +29,7 @@ kind = "adam"
                       "x.toml", overrides);
 }
 
-MemoryEstimate estimate(const Config& c, int ranks, int rank = 0) {
+RankMemory estimate(const Config& c, int ranks, int rank = 0) {
   const ParameterStore layout = Model::parameter_layout(c.model);
   const BucketPlan plan = build_bucket_plan(layout, c.parallel.bucket_cap_mb,
                                             c.parallel.first_bucket_cap_mb, ranks,
@@ -45,49 +45,49 @@ constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 TEST_CASE("the estimate counts parameters, gradients, the rank's state and activations",
           "[memory]") {
   const Config c = config_of({});
-  const MemoryEstimate m = estimate(c, 1);
+  const RankMemory m = estimate(c, 1);
   const std::int64_t numel = Model::parameter_layout(c.model).total_numel();
   CHECK(numel >= 784 * 256 + 256 + 256 * 10 + 10);
   CHECK(m.parameters == numel * 4);
   CHECK(m.gradients == numel * 4);
-  CHECK(m.optimizer_state == 2 * numel * 4);  // Adam: exp_avg and exp_avg_sq
+  CHECK(m.state == 2 * numel * 4);  // Adam: exp_avg and exp_avg_sq
   // Evaluation's 1000 samples outweigh training's 64: (784 + 2 * (256 + 10)) floats each.
   CHECK(m.eval_activations);
   CHECK(m.activations == 1000 * (784 + 2 * (256 + 10)) * 4);
-  CHECK(m.total() == m.parameters + m.gradients + m.optimizer_state + m.activations);
+  CHECK(m.total() == m.parameters + m.gradients + m.state + m.activations);
   // zero shards the state: each of 4 ranks holds a part, never more than ddp's whole.
   const Config zero = config_of({"parallel.mode=zero", "parallel.bucket_cap_mb=0.1"});
   std::int64_t states = 0;
-  for (int r = 0; r < 4; ++r) states += estimate(zero, 4, r).optimizer_state;
-  CHECK(states == m.optimizer_state);
+  for (int r = 0; r < 4; ++r) states += estimate(zero, 4, r).state;
+  CHECK(states == m.state);
 }
 
 TEST_CASE("the estimate follows the precision: ModePlan's rank_memory plus activations",
           "[memory]") {
   const Config fp32 = config_of({});
-  const MemoryEstimate base = estimate(fp32, 1);
+  const RankMemory base = estimate(fp32, 1);
   const std::int64_t numel = Model::parameter_layout(fp32.model).total_numel();
   // tf32 stores fp32: the same bytes.
-  const MemoryEstimate tf32 = estimate(config_of({"precision.compute=tf32"}), 1);
+  const RankMemory tf32 = estimate(config_of({"precision.compute=tf32"}), 1);
   CHECK(tf32.total() == base.total());
   CHECK(tf32.master == 0);
   // bf16 (set directly: the config refuses bf16 where the CPU GEMM has none, and the figures do
   // not depend on the GEMM): bf16 parameters and activations, fp32 gradients, fp32 masters.
   Config bf16 = fp32;
   bf16.precision.compute = ComputePrecision::Bf16;
-  const MemoryEstimate b = estimate(bf16, 1);
+  const RankMemory b = estimate(bf16, 1);
   CHECK(b.parameters == numel * 2);
   CHECK(b.gradients == numel * 4);
   CHECK(b.master == numel * 4);
-  CHECK(b.optimizer_state == numel * 8);
+  CHECK(b.state == numel * 8);
   CHECK(b.activations * 2 == base.activations);
-  CHECK(b.total() == b.parameters + b.gradients + b.master + b.optimizer_state + b.activations);
+  CHECK(b.total() == b.parameters + b.gradients + b.master + b.state + b.activations);
   CHECK_THAT(describe_memory(b), Contains("master "));
   CHECK_THAT(describe_memory(base), !Contains("master"));
   // bf16 gradients on the wire add their buffer; remainders halve the masters.
   bf16.precision.reduce_dtype = DType::BF16;
   bf16.precision.master_weights = MasterWeights::Remainders;
-  const MemoryEstimate r = estimate(bf16, 1);
+  const RankMemory r = estimate(bf16, 1);
   CHECK(r.gradients == numel * 6);
   CHECK(r.master == numel * 2);
   // zero shards the masters with the state; every rank's figures are rank_memory's.
@@ -99,7 +99,7 @@ TEST_CASE("the estimate follows the precision: ModePlan's rank_memory plus activ
   const ModePlan mode = make_mode_plan(bf16.parallel, bf16.optimizer, bf16.precision);
   std::int64_t masters = 0;
   for (int rank = 0; rank < 4; ++rank) {
-    const MemoryEstimate m = estimate_rank_memory(bf16, layout, plan, mode, rank);
+    const RankMemory m = estimate_rank_memory(bf16, layout, plan, mode, rank);
     const RankMemory want = rank_memory(mode, plan, layout.total_numel(), rank);
     CHECK(m.buffers() == want.total());
     CHECK(m.master == want.master);
@@ -111,7 +111,7 @@ TEST_CASE("the estimate follows the precision: ModePlan's rank_memory plus activ
 TEST_CASE("a model too large to allocate is still laid out and estimated", "[memory]") {
   // [784, 100000000, 10] used to end `zerolap plan` with a bare std::bad_alloc.
   const Config c = config_of({"model.widths=[784, 100000000, 10]"});
-  const MemoryEstimate m = estimate(c, 1);
+  const RankMemory m = estimate(c, 1);
   CHECK(m.parameters > std::int64_t{784} * 100000000 * 4);
   CHECK_THAT(describe_memory(m), Contains("TiB") && Contains("optimizer state"));
 }
@@ -122,7 +122,7 @@ TEST_CASE("a run that does not fit is refused naming the figure and the key", "[
   SECTION("parameters: model.widths") {
     // The OOM kill of the issue: 5e6 hidden units, ~100 GB per rank.
     const Config c = config_of({"model.widths=[784, 5000000, 10]", "data.eval_batch_size=10"});
-    const MemoryEstimate m = estimate(c, 1);
+    const RankMemory m = estimate(c, 1);
     CHECK_THROWS_AS(check_memory_fits(m, c, DeviceKind::Cpu, eight_gib, 1), UserError);
     CHECK_THROWS_WITH(check_memory_fits(m, c, DeviceKind::Cpu, eight_gib, 1),
                       Contains("x.toml: one rank needs an estimated") &&
@@ -146,7 +146,7 @@ TEST_CASE("a run that does not fit is refused naming the figure and the key", "[
   }
   SECTION("the node's ranks share its memory") {
     const Config c = config_of({});
-    const MemoryEstimate m = estimate(c, 1);
+    const RankMemory m = estimate(c, 1);
     AvailableMemory just;
     just.host_bytes = m.total();
     CHECK_NOTHROW(check_memory_fits(m, c, DeviceKind::Cpu, just, 1));

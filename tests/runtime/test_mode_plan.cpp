@@ -4,8 +4,9 @@
 
 #include "models/model.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/collective_program.h"
 #include "runtime/train/mode_plan.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 
 using namespace zl;
 
@@ -37,7 +38,6 @@ TEST_CASE("each mode's facts", "[mode_plan]") {
   CHECK(ddp.bucket_collective == CollectiveOp::AllReduce);
   CHECK_FALSE(ddp.broadcast_after_step);
   CHECK_FALSE(ddp.sharded_state);
-  CHECK_FALSE(ddp.forward_waits_per_layer);
   CHECK(ddp.can_clip);
   CHECK(ddp.state_floats_per_element == 2);
 
@@ -48,7 +48,6 @@ TEST_CASE("each mode's facts", "[mode_plan]") {
   CHECK(none.bucket_collective == CollectiveOp::AllReduce);
   CHECK(none.broadcast_after_step);
   CHECK(none.sharded_state);
-  CHECK_FALSE(none.forward_waits_per_layer);
   CHECK(none.can_clip);
 
   const ModePlan after = make_mode_plan(
@@ -56,13 +55,11 @@ TEST_CASE("each mode's facts", "[mode_plan]") {
   CHECK(after.name() == "zero/after_backward/reduce_broadcast");
   CHECK(after.schedule == ScheduleKind::ZeroAfterBackward);
   CHECK(after.bucket_collective == CollectiveOp::Reduce);
-  CHECK(after.forward_waits_per_layer);
   CHECK(after.can_clip);
 
   const ModePlan inter = make_mode_plan(
       parallel(ParallelMode::Zero, Overlap::Interleaved, CollectiveKind::ReduceBroadcast), adam);
   CHECK(inter.schedule == ScheduleKind::ZeroInterleaved);
-  CHECK(inter.forward_waits_per_layer);
   CHECK_FALSE(inter.can_clip);
 
   OptimizerConfig sgd;
@@ -80,17 +77,17 @@ TEST_CASE("a step's collectives and each rank's optimizer state follow the mode"
   const OptimizerConfig adam;
 
   const ModePlan ddp = make_mode_plan(ParallelConfig{}, adam);
-  const auto ddp_ops = ddp.collectives(plan);
+  const auto ddp_ops = collective_program(ddp, plan);
   REQUIRE(ddp_ops.size() == 3);
   for (std::size_t i = 0; i < ddp_ops.size(); ++i) {
     CHECK(ddp_ops[i].op == CollectiveOp::AllReduce);
     CHECK(ddp_ops[i].bucket == static_cast<int>(i));
-    CHECK(ddp_ops[i].bytes == plan.buckets[i].bytes());
+    CHECK(ddp_ops[i].bytes() == plan.buckets[i].bytes());
   }
 
   const ModePlan zero = make_mode_plan(
       parallel(ParallelMode::Zero, Overlap::AfterBackward, CollectiveKind::ReduceBroadcast), adam);
-  const auto zero_ops = zero.collectives(plan);
+  const auto zero_ops = collective_program(zero, plan);
   REQUIRE(zero_ops.size() == 6);
   for (int b = 0; b < 3; ++b) {
     CHECK(zero_ops[static_cast<std::size_t>(b)].op == CollectiveOp::Reduce);
@@ -104,7 +101,7 @@ TEST_CASE("a step's collectives and each rank's optimizer state follow the mode"
   std::int64_t shards = 0;
   for (int rank = 0; rank < 2; ++rank) {
     for (const ModePlan* mode : {&ddp, &zero}) {
-      ShardedOptimizer opt(adam, plan, m.store(), rank, *mode, 10);
+      RankOptimizer opt(adam, plan, m.store(), rank, *mode, 10);
       CHECK(opt.state_bytes() == mode->state_bytes(plan, rank));
     }
     shards += zero.state_bytes(plan, rank);
@@ -127,8 +124,8 @@ TEST_CASE("precision: wire and broadcast bytes, masters, bytes per parameter", "
   const ModePlan fp32 = make_mode_plan(zero, adam, tf32);
   CHECK(fp32.param_dtype == DType::F32);
   CHECK(fp32.master_bytes(plan, 0) == 0);
-  for (const PlannedCollective& c : fp32.collectives(plan)) {
-    CHECK(c.bytes == plan.buckets[static_cast<std::size_t>(c.bucket)].numel * 4);
+  for (const ProgramEntry& c : collective_program(fp32, plan)) {
+    CHECK(c.bytes() == plan.buckets[static_cast<std::size_t>(c.bucket)].numel * 4);
   }
   CHECK(bytes_per_parameter_formula(fp32) == "4 + 4 + 8/d");
   CHECK(bytes_per_parameter(fp32, 4).total() == 10.0);
@@ -138,9 +135,9 @@ TEST_CASE("precision: wire and broadcast bytes, masters, bytes per parameter", "
   bf16.compute = ComputePrecision::Bf16;
   const ModePlan m = make_mode_plan(zero, adam, bf16);
   CHECK(m.param_dtype == DType::BF16);
-  for (const PlannedCollective& c : m.collectives(plan)) {
+  for (const ProgramEntry& c : collective_program(m, plan)) {
     const std::int64_t numel = plan.buckets[static_cast<std::size_t>(c.bucket)].numel;
-    CHECK(c.bytes == numel * (c.op == CollectiveOp::Broadcast ? 2 : 4));
+    CHECK(c.bytes() == numel * (c.op == CollectiveOp::Broadcast ? 2 : 4));
   }
   for (int r = 0; r < 2; ++r) {
     CHECK(m.master_bytes(plan, r) == plan.numel_assigned_to(r) * 4);
@@ -156,8 +153,8 @@ TEST_CASE("precision: wire and broadcast bytes, masters, bytes per parameter", "
   bf16.reduce_dtype = DType::BF16;
   bf16.master_weights = MasterWeights::Remainders;
   const ModePlan r = make_mode_plan(zero, adam, bf16);
-  for (const PlannedCollective& c : r.collectives(plan)) {
-    CHECK(c.bytes == plan.buckets[static_cast<std::size_t>(c.bucket)].numel * 2);
+  for (const ProgramEntry& c : collective_program(r, plan)) {
+    CHECK(c.bytes() == plan.buckets[static_cast<std::size_t>(c.bucket)].numel * 2);
   }
   CHECK(r.master_bytes(plan, 1) == plan.numel_assigned_to(1) * 2);
   CHECK(bytes_per_parameter_formula(r) == "2 + 4 + 2 + 10/d");

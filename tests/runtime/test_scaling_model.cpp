@@ -124,10 +124,10 @@ TEST_CASE("with grad_accum, stages 2 and 3 count every micro-batch's collectives
   // then 1, and on the other communicator each micro-batch's forward gathers (bucket 1 first)
   // then its backward gathers (bucket 0 stays resident from forward to backward, bucket 1 from
   // micro-batch 0's backward to micro-batch 1's forward).
-  const std::vector<PlannedCollective> c =
-      mode_named("zero3/interleaved/reduce_scatter_allgather", 2).collectives(plan);
+  const std::vector<ProgramEntry> c =
+      collective_program(mode_named("zero3/interleaved/reduce_scatter_allgather", 2), plan);
   std::vector<std::string> order;
-  for (const PlannedCollective& x : c) {
+  for (const ProgramEntry& x : c) {
     order.push_back(fmt::format("{}{}.{}", x.op == CollectiveOp::AllGather ? "G" : "R", x.bucket,
                                 x.micro_batch));
   }

@@ -163,7 +163,7 @@ TEST_CASE("at 512 ranks the even split fits where one bucket per rank does not",
   const auto peak_mib = [&](const Config& config) {
     const ModePlan mode = mode_of(config);
     const PlannedLayout at = plan_layout(config.model, config.parallel, mode, world);
-    const MemoryEstimate peak = estimate_peak_rank_memory(config, at.layout, at.plan, mode);
+    const RankMemory peak = estimate_peak_rank_memory(config, at.layout, at.plan, mode);
     return static_cast<double>(peak.total()) / (1024.0 * 1024.0);
   };
   CHECK(peak_mib(c) > 700.0);

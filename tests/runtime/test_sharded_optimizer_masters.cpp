@@ -1,4 +1,4 @@
-// ShardedOptimizer with bf16 parameters: each stepped bucket's masters (fp32 or int16 remainders)
+// RankOptimizer with bf16 parameters: each stepped bucket's masters (fp32 or int16 remainders)
 // start exactly at the fp32 initial values, take ModePlan::master_bytes, follow the fused bf16 step
 // and write the bf16 parameter into the store; read_master / write_master round-trip and refuse a
 // parameter this rank does not step; fp32 masters and remainders give bitwise-equal runs.
@@ -14,7 +14,7 @@
 #include "models/model.h"
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/mode_plan.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 
 using namespace zl;
 
@@ -46,7 +46,7 @@ bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-std::vector<float> master_of(const ShardedOptimizer& opt, const ParameterStore& store, int id) {
+std::vector<float> master_of(const RankOptimizer& opt, const ParameterStore& store, int id) {
   std::vector<float> out(static_cast<std::size_t>(store.info(id).numel));
   opt.read_master(id, out.data());
   return out;
@@ -79,7 +79,7 @@ TEST_CASE("bf16 masters start at the fp32 initial values and take ModePlan::mast
           const BucketPlan plan = plan_for(store, world);
           REQUIRE(plan.buckets.size() > 2);
           const ModePlan mode_plan = bf16_mode(mode, master, adam);
-          ShardedOptimizer opt(adam, plan, store, rank, mode_plan, 10, init);
+          RankOptimizer opt(adam, plan, store, rank, mode_plan, 10, init);
           CHECK(opt.has_masters());
           CHECK(opt.master_bytes() == mode_plan.master_bytes(plan, rank));
           CHECK(opt.master_bytes() > 0);
@@ -111,7 +111,7 @@ TEST_CASE("an fp32 store has no masters: read_master reads the parameter", "[opt
   const BucketPlan plan = plan_for(model.store(), 1);
   const OptimizerConfig adam;
   const ModePlan mode = make_mode_plan(ParallelConfig{}, adam);
-  ShardedOptimizer opt(adam, plan, model.store(), 0, mode, 10);
+  RankOptimizer opt(adam, plan, model.store(), 0, mode, 10);
   CHECK_FALSE(opt.has_masters());
   CHECK(opt.master_bytes() == 0);
   CHECK(mode.master_bytes(plan, 0) == 0);
@@ -141,8 +141,8 @@ TEST_CASE("bf16 steps: masters follow the fused kernel, remainders are bitwise f
     const BucketPlan plan = plan_for(fp32_model.store(), 1);
     const ModePlan fp32_mode = bf16_mode(ParallelMode::Ddp, MasterWeights::Fp32, config);
     const ModePlan rem_mode = bf16_mode(ParallelMode::Ddp, MasterWeights::Remainders, config);
-    ShardedOptimizer fp32_opt(config, plan, fp32_model.store(), 0, fp32_mode, 5, init);
-    ShardedOptimizer rem_opt(config, plan, rem_model.store(), 0, rem_mode, 5, init);
+    RankOptimizer fp32_opt(config, plan, fp32_model.store(), 0, fp32_mode, 5, init);
+    RankOptimizer rem_opt(config, plan, rem_model.store(), 0, rem_mode, 5, init);
     // The reference: the fused kernel called directly on a copy of the masters and state.
     std::vector<float> ref_master = init;
     std::vector<float> ref_m(init.size(), 0.0f), ref_v(init.size(), 0.0f);
@@ -217,7 +217,7 @@ TEST_CASE("write_master sets master and bf16 parameter; remainders reconstruct i
     Model model = bf16_model();
     const BucketPlan plan = plan_for(model.store(), 2);
     const ModePlan mode = bf16_mode(ParallelMode::Zero, master, adam);
-    ShardedOptimizer opt(adam, plan, model.store(), 1, mode, 10, model.initial_parameters());
+    RankOptimizer opt(adam, plan, model.store(), 1, mode, 10, model.initial_parameters());
     for (const ParameterInfo& p : model.store().parameters()) {
       const int id = model.store().find(p.name);
       const Bucket& b = plan.buckets[static_cast<std::size_t>(plan.bucket_of_param[id])];

@@ -239,7 +239,7 @@ class LoopbackStep {
   ParameterStore& store;
   BucketPlan plan;
   std::vector<float> initial;
-  ShardedOptimizer optimizer;
+  RankOptimizer optimizer;
   StepOptions options;
   StepParts parts;
   EventLog events;

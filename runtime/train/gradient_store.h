@@ -1,4 +1,5 @@
-// ReduceBuffer: the buffer a bucket's gradient collective runs on (docs/design.md "Precision").
+// GradientStore: where a step's gradients are reduced from and read back, one of three kinds
+// chosen once by ModePlan::gradient_store (docs/design.md "Precision").
 // Gradients accumulate in the store's fp32 gradient buffer. With reduce_dtype = "fp32" a bucket's
 // collective runs on that slice in place. With "bf16" the bucket's fp32 gradients are cast
 // (rounded once, to nearest even) into a bf16 buffer right before its collective - 2 bytes per
@@ -21,23 +22,24 @@
 #include "runtime/train/bucket_plan.h"
 #include "runtime/train/gradient_pool.h"
 #include "runtime/train/mode_plan.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 
 namespace zl {
 
 class Tracer;
 
-class ReduceBuffer {
+class GradientStore {
  public:
   // Stage 2 binds the store's gradients into its pool (the store must be GradientStorage::Bound).
-  ReduceBuffer(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store, int rank,
+  GradientStore(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store, int rank,
                Tracer* tracer);
 
   // The dtype the collectives move (reduce_dtype).
   DType wire_dtype() const { return wire_dtype_; }
+  GradientStoreKind kind() const { return kind_; }
   // The dtype of the reduced gradients the step and the norm read: the wire's, or fp32 for the
   // stage-2 shard (accumulated in fp32).
-  DType dtype() const { return pool_ ? DType::F32 : wire_dtype_; }
+  DType dtype() const { return kind_ == GradientStoreKind::ShardPool ? DType::F32 : wire_dtype_; }
   // Bucket b's collective buffer, made ready on `exec` (bf16: the cast of its fp32 gradients,
   // enqueued on exec's stream; fp32: the gradients themselves, nothing to do).
   void* prepare(const Bucket& b, const ExecContext& exec);
@@ -48,18 +50,19 @@ class ReduceBuffer {
   // Elements `range` of bucket b as its reduction left them (the optimizer's and the norm's
   // input), pointing at range.offset; stage 2: within this rank's shard.
   BucketGradient gradient(const Bucket& b, const ElementRange& range) const;
-  // Stage 2's pool (null otherwise): the grad-write hook and each backward's start go to it.
-  GradientPool* pool() { return pool_.get(); }
-  const GradientPool* pool() const { return pool_.get(); }
+  // Stage 2's pool (kind ShardPool; an InternalError otherwise): the grad-write hook and each
+  // backward's start go to it.
+  GradientPool& pool();
   // Bytes allocated here: the bf16 buffer (reduce_dtype = "bf16"), or stage 2's shards and pool;
   // with the store's fp32 gradients, what RankMemory::gradients counts.
   std::int64_t bytes() const;
 
  private:
   ParameterStore& store_;
+  GradientStoreKind kind_;
   DType wire_dtype_;
-  DeviceBuffer bf16_;  // bf16 without a pool: total_numel elements
-  std::unique_ptr<GradientPool> pool_;
+  DeviceBuffer bf16_;                   // Bf16Wire: total_numel elements
+  std::unique_ptr<GradientPool> pool_;  // ShardPool
 };
 
 }  // namespace zl

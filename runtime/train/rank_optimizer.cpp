@@ -1,5 +1,5 @@
-// ShardedOptimizer: LR schedule, per-bucket state and master ownership, the fused bucket step.
-#include "runtime/train/sharded_optimizer.h"
+// RankOptimizer: LR schedule, per-bucket state and master ownership, the fused bucket step.
+#include "runtime/train/rank_optimizer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -39,7 +39,7 @@ std::int16_t* remainders_of(const DeviceBuffer& buf) {
 
 }  // namespace
 
-ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPlan& plan,
+RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan,
                                    ParameterStore& store, int rank, const ModePlan& mode,
                                    std::int64_t total_steps, std::span<const float> initial_fp32)
     : config_(config), plan_(plan), store_(store), total_steps_(total_steps) {
@@ -95,13 +95,13 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerConfig& config, const BucketPl
   }
 }
 
-StepScalars ShardedOptimizer::next_step(float grad_scale) {
+StepScalars RankOptimizer::next_step(float grad_scale) {
   ++t_;
   return StepScalars{
       .t = t_, .lr = scheduled_lr(config_, t_, total_steps_), .grad_scale = grad_scale};
 }
 
-void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,
+void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,
                                    const BucketGradient& grad) {
   const auto start = std::chrono::steady_clock::now();
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
@@ -155,7 +155,7 @@ void ShardedOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecC
                        .count();
 }
 
-int ShardedOptimizer::stepped_bucket_of(int param_id, const char* what) const {
+int RankOptimizer::stepped_bucket_of(int param_id, const char* what) const {
   ZL_CHECK(param_id >= 0 && param_id < store_.count(), "{}: no parameter {}", what, param_id);
   const int bucket = plan_.bucket_of_param.at(static_cast<std::size_t>(param_id));
   ZL_CHECK(owns(bucket), "{}: parameter '{}' (bucket {}) is not stepped on this rank", what,
@@ -163,7 +163,7 @@ int ShardedOptimizer::stepped_bucket_of(int param_id, const char* what) const {
   return bucket;
 }
 
-std::int64_t ShardedOptimizer::index_in_stepped(int bucket, const ElementRange& range,
+std::int64_t RankOptimizer::index_in_stepped(int bucket, const ElementRange& range,
                                                 const char* what) const {
   ZL_CHECK(owns(bucket), "{}: bucket {} is not stepped on this rank", what, bucket);
   const ElementRange& mine = stepped_[static_cast<std::size_t>(bucket)];
@@ -175,19 +175,19 @@ std::int64_t ShardedOptimizer::index_in_stepped(int bucket, const ElementRange& 
   return range.offset - mine.offset;
 }
 
-void ShardedOptimizer::read_master(int param_id, float* out) const {
+void RankOptimizer::read_master(int param_id, float* out) const {
   const int bucket = stepped_bucket_of(param_id, "read_master");
   const ParameterInfo& p = store_.info(param_id);
   read_master_range(bucket, {p.offset, p.numel}, out);
 }
 
-void ShardedOptimizer::write_master(int param_id, const float* values) {
+void RankOptimizer::write_master(int param_id, const float* values) {
   const int bucket = stepped_bucket_of(param_id, "write_master");
   const ParameterInfo& p = store_.info(param_id);
   write_master_range(bucket, {p.offset, p.numel}, values);
 }
 
-void ShardedOptimizer::read_master_range(int bucket, const ElementRange& range, float* out) const {
+void RankOptimizer::read_master_range(int bucket, const ElementRange& range, float* out) const {
   const std::int64_t within = index_in_stepped(bucket, range, "read_master");
   const DeviceKind device = store_.device();
   const std::int64_t n = range.numel;
@@ -207,7 +207,7 @@ void ShardedOptimizer::read_master_range(int bucket, const ElementRange& range, 
   for (std::size_t i = 0; i < hi.size(); ++i) out[i] = join_master(hi[i], lo[i]);
 }
 
-void ShardedOptimizer::write_master_range(int bucket, const ElementRange& range,
+void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
                                           const float* values) {
   const std::int64_t within = index_in_stepped(bucket, range, "write_master");
   const DeviceKind device = store_.device();
@@ -233,13 +233,13 @@ void ShardedOptimizer::write_master_range(int bucket, const ElementRange& range,
   }
 }
 
-std::int64_t ShardedOptimizer::master_bytes() const {
+std::int64_t RankOptimizer::master_bytes() const {
   std::int64_t bytes = 0;
   for (const auto& buf : masters_) bytes += buf.bytes();
   return bytes;
 }
 
-float* ShardedOptimizer::param_state(int param_id, int which) {
+float* RankOptimizer::param_state(int param_id, int which) {
   const int bucket = plan_.bucket_of_param.at(static_cast<std::size_t>(param_id));
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
   if (buffers.empty() || which < 0 || which >= static_cast<int>(state_names_.size())) return nullptr;
@@ -249,14 +249,14 @@ float* ShardedOptimizer::param_state(int param_id, int which) {
   return buffers[static_cast<std::size_t>(which)].data() + (p.offset - mine.offset);
 }
 
-float* ShardedOptimizer::state_at(int bucket, int which, std::int64_t element) {
+float* RankOptimizer::state_at(int bucket, int which, std::int64_t element) {
   const std::int64_t within = index_in_stepped(bucket, {element, 0}, "state_at");
   ZL_CHECK(which >= 0 && which < static_cast<int>(state_names_.size()), "state_at: state {}",
            which);
   return state_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(which)].data() + within;
 }
 
-std::int64_t ShardedOptimizer::state_bytes() const {
+std::int64_t RankOptimizer::state_bytes() const {
   std::int64_t bytes = 0;
   for (const auto& buffers : state_) {
     for (const auto& buf : buffers) bytes += buf.size() * static_cast<std::int64_t>(sizeof(float));

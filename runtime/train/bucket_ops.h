@@ -1,12 +1,13 @@
-// BucketSteps: the primitives every schedule is made of, written once. step_bucket(b) runs the
-// fused optimizer update of a bucket on the rank that steps it (ModePlan::steps_on),
-// start_broadcast(b) sends a stepped bucket from its assigned rank, and wait_for_parameters(param)
-// is the per-layer wait of the next forward for its bucket's broadcast. Also the clip coefficient
-// (a global norm over the reduced gradients). The schedules (schedule.h) only decide *when*.
+// BucketOps: the per-bucket operations every schedule is made of, written once. step_bucket(b)
+// runs the fused optimizer update of a bucket this rank owns (owns(b): ModePlan::steps_on),
+// publish(b) sends a stepped bucket to every rank (a broadcast from its assigned rank, or the
+// all-gather of every rank's shard), and wait_for_bucket(b) is the per-layer wait of the next
+// forward for that publish. Also the gradient norm and the clip coefficient. The schedules
+// (schedule.h) only decide *when*, and say what: `if (owns(b)) step_bucket(b); publish(b)`.
 //
-// Threads: step_bucket and start_broadcast run on the main thread, or in interleaved mode on the
+// Threads: step_bucket and publish run on the main thread, or in interleaved mode on the
 // reduce communicator's stream (one continuation per bucket, in bucket order). The per-layer wait
-// state (forward_waits_for, wait_for_parameters) is the main thread's alone.
+// state (forward_waits_for, wait_for_bucket) is the main thread's alone.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,10 @@
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
-#include "runtime/train/reduce_buffer.h"
+#include "runtime/train/collective_program.h"
+#include "runtime/train/gradient_store.h"
 #include "runtime/train/mode_plan.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 #include "runtime/train/step_observer.h"
 
 namespace zl {
@@ -34,29 +36,36 @@ enum class StepStream { Compute, Reduce };
 // Whether the next forward must wait for a bucket's broadcast before reading its parameters.
 enum class NextForward : unsigned char { ReadsAtOnce, WaitsForBroadcast };
 
-class BucketSteps {
+class BucketOps {
  public:
   // `gradients`: where the buckets' reduced gradients are (the step and the gradient norm read
   // them); `reduce_stream_name`: the reduce communicator's, for steps on StepStream::Reduce.
-  BucketSteps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-              const ReduceBuffer& gradients, ShardedOptimizer& optimizer,
-              Communicator& broadcast_comm, ExecContext compute, Tracer* tracer,
-              std::string reduce_stream_name);
+  BucketOps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
+              const GradientStore& gradients, RankOptimizer& optimizer,
+              Communicator& broadcast_comm, ProgramCheck& program, ExecContext compute,
+              Tracer* tracer, std::string reduce_stream_name);
 
   void set_observer(StepObserver* observer) { observer_ = observer; }
   const ExecContext& compute() const { return compute_; }
 
-  // The fused update of bucket b on `exec` (the compute stream, or the reduce stream a
-  // continuation was handed) when this rank steps b; nothing otherwise.
+  // Whether this rank steps (some of) bucket b.
+  bool owns(int bucket) const { return optimizer_.owns(bucket); }
+  // The fused update of bucket b, which this rank owns, on `exec` (the compute stream, or the
+  // reduce stream a continuation was handed).
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                    StepStream stream);
-  // Starts bucket b's broadcast from its assigned rank (element shards: its all-gather of every
-  // rank's shard) on the broadcast communicator, after the work issued so far on
-  // `issuing_stream` (null: the compute stream; communicator.h). It sends the store's parameters
-  // in their dtype: 2 bytes per element for bf16, which the bf16 step wrote there directly.
-  void start_broadcast(int bucket, const ExecContext* issuing_stream = nullptr);
-  // Blocks until every bucket's broadcast completed.
-  void wait_broadcasts();
+  // Whether a stepped bucket is published (ModePlan::broadcast_after_step: not at stage 3, whose
+  // next forward gathers the stepped shards).
+  bool publishes() const { return mode_.broadcast_after_step; }
+  // Starts bucket b's publish - its broadcast from its assigned rank, or (element shards) its
+  // all-gather of every rank's shard - on the broadcast communicator, after the work issued so
+  // far on `issuing_stream` (null: the compute stream; communicator.h). It sends the store's
+  // parameters in their dtype: 2 bytes per element for bf16, which the bf16 step wrote there.
+  void publish(int bucket, const ExecContext* issuing_stream = nullptr);
+  // Blocks until every bucket's publish completed.
+  void wait_publishes();
+  // A skipped step publishes nothing: its publishes leave the collective program of this step.
+  void skip_publishes();
 
   // Interleaved: the Work of the reduce-stream continuation that steps and broadcasts b. The
   // per-layer wait orders itself after it before reading b's broadcast Work, which that
@@ -68,8 +77,8 @@ class BucketSteps {
   void forward_waits_for(int bucket) {
     next_forward_[static_cast<std::size_t>(bucket)] = NextForward::WaitsForBroadcast;
   }
-  // The per-layer wait, before the forward reads parameter `param_id` (the param-use hook).
-  void wait_for_parameters(int param_id);
+  // The per-layer wait, before the forward reads bucket b's parameters (the param-use hook).
+  void wait_for_bucket(int bucket);
   // Every wait still pending (before eval, checkpoints, reading parameters).
   void wait_for_all_parameters();
 
@@ -96,16 +105,17 @@ class BucketSteps {
   const ModePlan& mode_;
   const BucketPlan& plan_;
   ParameterStore& store_;
-  const ReduceBuffer& gradients_;
-  ShardedOptimizer& optimizer_;
+  const GradientStore& gradients_;
+  RankOptimizer& optimizer_;
   Communicator& broadcast_comm_;
+  ProgramCheck& program_;
   ExecContext compute_;
   Tracer* tracer_;
   std::string reduce_stream_name_;
   StepObserver* observer_ = nullptr;
 
   std::vector<Work> interleaved_task_;  // interleaved: the continuation that steps and broadcasts
-  std::vector<Work> broadcast_work_;    // written where start_broadcast runs
+  std::vector<Work> broadcast_work_;    // written where publish runs
   std::vector<NextForward> next_forward_;  // main thread
   double last_grad_norm_ = 0.0;
   // The norm's buckets, reused every step (one of the two, by the reduced gradients' dtype).

@@ -1,5 +1,5 @@
 // The optimizer of a data-parallel run: the LR schedule, the step count, and optimizer state for
-// the buckets this rank steps — every bucket in ddp, only the assigned ones in zero (docs/design.md
+// the buckets this rank steps — every bucket in ddp, the assigned ones in zero (docs/design.md
 // invariant 5: state per rank ~ total / world size). State is one flat buffer per owned bucket
 // (the fused kernel makes one pass over the bucket's slice) and addressable per parameter, so
 // checkpoints store it by parameter name and can be resharded to another bucket plan.
@@ -48,12 +48,12 @@ struct BucketGradient {
 // (t - warmup - 1) / (total_steps - warmup): lr first, min_lr reached after the last step).
 float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t total_steps);
 
-class ShardedOptimizer {
+class RankOptimizer {
  public:
   // `initial_fp32`: the fp32 values the store's parameters were initialised from
   // (Model::initial_parameters(), total_numel() elements); required for a bf16 store, whose masters
   // start from them exactly (the bf16 parameters must be master_to_bf16 of them), ignored for fp32.
-  ShardedOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
+  RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
                    int rank, const ModePlan& mode, std::int64_t total_steps,
                    std::span<const float> initial_fp32 = {});
 

@@ -1,24 +1,26 @@
-// BucketSteps: step, broadcast, per-layer wait and clip coefficient (see bucket_steps.h).
-#include "runtime/train/bucket_steps.h"
+// BucketOps: step, broadcast, per-layer wait and clip coefficient (see bucket_ops.h).
+#include "runtime/train/bucket_ops.h"
 
 #include <cmath>
 
+#include "base/errors.h"
 #include "base/tracer.h"
 #include "kernels/elementwise.h"
 #include "runtime/comm/traced_collective.h"
 
 namespace zl {
 
-BucketSteps::BucketSteps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                         const ReduceBuffer& gradients, ShardedOptimizer& optimizer,
-                         Communicator& broadcast_comm, ExecContext compute, Tracer* tracer,
-                         std::string reduce_stream_name)
+BucketOps::BucketOps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
+                         const GradientStore& gradients, RankOptimizer& optimizer,
+                         Communicator& broadcast_comm, ProgramCheck& program,
+                         ExecContext compute, Tracer* tracer, std::string reduce_stream_name)
     : mode_(mode),
       plan_(plan),
       store_(store),
       gradients_(gradients),
       optimizer_(optimizer),
       broadcast_comm_(broadcast_comm),
+      program_(program),
       compute_(compute),
       tracer_(tracer),
       reduce_stream_name_(std::move(reduce_stream_name)) {
@@ -28,9 +30,9 @@ BucketSteps::BucketSteps(const ModePlan& mode, const BucketPlan& plan, Parameter
   next_forward_.assign(n, NextForward::ReadsAtOnce);
 }
 
-void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
+void BucketOps::step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                               StepStream stream) {
-  if (!optimizer_.owns(bucket)) return;
+  ZL_CHECK(optimizer_.owns(bucket), "bucket {} stepped on a rank that does not own it", bucket);
   if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepBegin, .bucket = bucket});
   {
     const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
@@ -47,32 +49,39 @@ void BucketSteps::step_bucket(int bucket, const StepScalars& scalars, const Exec
   if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepEnd, .bucket = bucket});
 }
 
-void BucketSteps::start_broadcast(int bucket, const ExecContext* issuing_stream) {
-  // Stage 3: no all-gather after the step; the next forward gathers the stepped shards.
-  if (!mode_.broadcast_after_step) return;
+void BucketOps::publish(int bucket, const ExecContext* issuing_stream) {
+  ZL_CHECK(publishes(), "bucket {} published in {}, which publishes nothing", bucket,
+           mode_.name());
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
+  const CollectiveOp op = mode_.parameter_collective;  // element shards: every rank's shard
+  const DType dtype = store_.param_dtype();
+  const int root = op == CollectiveOp::Broadcast ? b.assigned_rank : -1;
+  program_.issued({CommRole::Broadcast, op, bucket, b.numel, mode_.micro_batches - 1, dtype, root});
   if (observer_) {
     observer_->on_step_event({.kind = StepEvent::Kind::BroadcastStarted, .bucket = bucket});
   }
-  const DType dtype = store_.param_dtype();
   void* params = static_cast<char*>(store_.raw_data()) + b.offset * dtype_size(dtype);
-  const CollectiveOp op = mode_.parameter_collective;  // element shards: every rank's shard
   broadcast_work_[static_cast<std::size_t>(bucket)] = traced_collective(
       broadcast_comm_, tracer_, bucket, collective_name(op), b.numel * dtype_size(dtype), [&] {
         return op == CollectiveOp::AllGather
                    ? broadcast_comm_.all_gather(params, b.numel, dtype, issuing_stream)
-                   : broadcast_comm_.broadcast(params, b.numel, dtype, b.assigned_rank,
-                                               issuing_stream);
+                   : broadcast_comm_.broadcast(params, b.numel, dtype, root, issuing_stream);
       });
 }
 
-void BucketSteps::wait_broadcasts() {
+void BucketOps::wait_publishes() {
   for (auto& w : broadcast_work_) w.wait();
 }
 
-void BucketSteps::wait_for_parameters(int param_id) {
-  const auto bucket =
-      static_cast<std::size_t>(plan_.bucket_of_param[static_cast<std::size_t>(param_id)]);
+void BucketOps::skip_publishes() {
+  if (publishes()) {
+    program_.skip(CommRole::Broadcast, mode_.parameter_collective,
+                  static_cast<int>(plan_.buckets.size()));
+  }
+}
+
+void BucketOps::wait_for_bucket(int b) {
+  const auto bucket = static_cast<std::size_t>(b);
   if (next_forward_[bucket] == NextForward::ReadsAtOnce) return;
   // The interleaved continuation publishes broadcast_work_[bucket]; waiting on it first orders
   // that write before the read below (on CUDA the continuation already ran when it was issued). On
@@ -87,16 +96,14 @@ void BucketSteps::wait_for_parameters(int param_id) {
   next_forward_[bucket] = NextForward::ReadsAtOnce;
 }
 
-void BucketSteps::wait_for_all_parameters() {
+void BucketOps::wait_for_all_parameters() {
   for (std::size_t b = 0; b < next_forward_.size(); ++b) {
-    if (next_forward_[b] == NextForward::WaitsForBroadcast) {
-      wait_for_parameters(plan_.buckets[b].param_ids.front());
-    }
+    if (next_forward_[b] == NextForward::WaitsForBroadcast) wait_for_bucket(static_cast<int>(b));
   }
 }
 
 template <class T>
-double BucketSteps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int rank) {
+double BucketOps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int rank) {
   // One read-back for all of this rank's buckets (CUDA), added in bucket order.
   spans.clear();
   for (const auto& b : plan_.buckets) {
@@ -108,12 +115,12 @@ double BucketSteps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int 
   return total_sum_of_squares(compute_, spans.data(), static_cast<std::int64_t>(spans.size()));
 }
 
-double BucketSteps::local_grad_sum_sq(int rank) {
+double BucketOps::local_grad_sum_sq(int rank) {
   return gradients_.dtype() == DType::BF16 ? sum_of_stepped_squares(norm_spans_bf16_, rank)
                                       : sum_of_stepped_squares(norm_spans_f32_, rank);
 }
 
-float BucketSteps::clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale) {
+float BucketOps::clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale) {
   const double norm = std::sqrt(grad_sum_sq) * static_cast<double>(grad_scale);
   // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
   const double coef = static_cast<double>(max_norm) / (norm + 1e-6);

@@ -1,0 +1,52 @@
+// Mode: one parallel mode as one value - the ZeRO stage (0 = ddp), the overlap and the collective
+// - with its name, its parse and the list of every mode (all_modes) that config validation,
+// `zerolap plan`, the bench, the scaling model and the tests enumerate. What a mode implies (its
+// parts, its collective program) is derived from this value once, in runtime/train/mode_plan.h.
+//
+// Note [Mode value]: a mode is (stage, overlap, collective); the ownership follows from the
+// collective (a bucket per rank for the bucket collectives, a shard of every bucket for
+// reduce_scatter_allgather) and ddp is stage 0 (no overlap, all-reduce, nothing sharded). Stages
+// 2 and 3 exist only with element ownership. A new axis (for example a shard group inside which
+// element shards live, replicated across groups) is one more field here, one more part of the
+// name, and one more communicator in the collective program (runtime/train/collective_program.h).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/config/config.h"
+
+namespace zl {
+
+// Who keeps a bucket's optimizer state and steps it.
+enum class Ownership {
+  Replicated,  // ddp: every rank steps every bucket
+  Bucket,      // one assigned rank per bucket (allreduce_broadcast, reduce_broadcast)
+  Element,     // rank r owns shard r of every bucket (reduce_scatter_allgather)
+};
+
+struct Mode {
+  int stage = 0;  // 0: ddp; 1-3: ZeRO stages (2 and 3 with element ownership only)
+  Overlap overlap = Overlap::None;                                  // None in ddp
+  CollectiveKind collective = CollectiveKind::AllreduceBroadcast;  // AllreduceBroadcast in ddp
+
+  bool ddp() const { return stage == 0; }
+  Ownership ownership() const;
+  // "ddp", "zero/<overlap>/<collective>", "zero2/...", "zero3/...": as logs and the bench name it.
+  std::string name() const;
+  bool operator==(const Mode&) const = default;
+};
+
+// The mode of [parallel] (its mode, overlap, collective and zero_stage keys), and the reverse.
+Mode mode_of(const ParallelConfig& parallel);
+void set_mode(ParallelConfig& parallel, const Mode& mode);
+// The mode named `name` (as Mode::name writes it); nullopt for any other text.
+std::optional<Mode> parse_mode(std::string_view name);
+// Every mode, in the order the bench and `zerolap plan` list them: ddp, then stage 1 x
+// {none, after_backward, interleaved} x {allreduce_broadcast, reduce_broadcast,
+// reduce_scatter_allgather}, then stages 2 and 3 x the overlaps with reduce_scatter_allgather.
+std::vector<Mode> all_modes();
+
+}  // namespace zl
