@@ -17,9 +17,10 @@
 #include "models/model.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/bucket_plan.h"
+#include "runtime/train/collective_program.h"
 #include "runtime/train/mode_plan.h"
 #include "runtime/train/shard_layout.h"
-#include "runtime/train/sharded_optimizer.h"
+#include "runtime/train/rank_optimizer.h"
 #include "runtime/train/step_observer.h"
 #include "runtime/train/step_options.h"
 #include "runtime/train/step_parts.h"
@@ -108,7 +109,7 @@ class LoopbackStep {
         mode(make_mode(s)),
         planned(plan_layout(spec(s, mode), parallel(s), mode, 1)),
         model(spec(s, mode), DeviceKind::Cpu, planned.padding,
-              mode.zero_stage >= 2 ? GradientStorage::Bound : GradientStorage::Flat,
+              mode.mode.stage >= 2 ? GradientStorage::Bound : GradientStorage::Flat,
               mode.gathers_parameters() ? ParamStorage::Gathered : ParamStorage::Flat),
         store(model.store()),
         plan(build_bucket_plan(store, 1e-7, 1e-7, 1, AssignmentPolicy::RoundRobin)),
@@ -152,10 +153,10 @@ class LoopbackStep {
     for (int id = 0; id < store.count(); ++id) forward_read(id);
   }
   void forward_read(int id) {
-    if (parts.gather) {
-      parts.gather->before_forward_read(id);
+    if (mode.gathers_parameters()) {
+      parts.gather().before_forward_read(id);
     } else {
-      parts.buckets.wait_for_parameters(id);
+      parts.buckets.wait_for_bucket(plan.bucket_of_param[static_cast<std::size_t>(id)]);
     }
   }
   // The step's scalars are fixed before its final backward.
@@ -169,8 +170,8 @@ class LoopbackStep {
   // of test_gradient values, then its grad-ready hook and the collectives it completes.
   void backward_param(int id) {
     const ParameterInfo& p = store.info(id);
-    if (parts.gather && p.read_in_backward) parts.gather->before_backward_read(id);
-    if (GradientPool* pool = parts.reduce_buffer.pool()) pool->before_grad_write(id, compute());
+    if (mode.gathers_parameters() && p.read_in_backward) parts.gather().before_backward_read(id);
+    if (mode.pools_gradients()) parts.gradients.pool().before_grad_write(id, compute());
     float* g = store.param_grad(id);
     for (std::int64_t i = 0; i < p.numel; ++i) {
       const float v = nan_param_ == id && i == 0 ? std::nanf("")
@@ -188,11 +189,11 @@ class LoopbackStep {
     }
   }
   void end_backward() {
-    if (parts.gather) {
+    if (mode.gathers_parameters()) {
       if (micro_.last()) {
-        parts.gather->release_all();
+        parts.gather().release_all();
       } else {
-        parts.gather->release_for_next_micro_batch();
+        parts.gather().release_for_next_micro_batch();
       }
     }
     parts.reducer.end_backward();
@@ -225,7 +226,7 @@ class LoopbackStep {
   // The whole flat layout of the fp32 parameters (host).
   std::vector<float> parameters() {
     synchronize();
-    if (parts.gather) return parts.gather->full_parameters();
+    if (mode.gathers_parameters()) return parts.gather().full_parameters();
     return std::vector<float>(store.data(), store.data() + store.total_numel());
   }
 

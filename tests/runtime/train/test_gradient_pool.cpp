@@ -16,9 +16,8 @@ using namespace zl::test;
 namespace {
 
 GradientPool& pool_of(LoopbackStep& s) {
-  GradientPool* pool = s.parts.reduce_buffer.pool();
-  REQUIRE(pool != nullptr);
-  return *pool;
+  REQUIRE(s.mode.pools_gradients());
+  return s.parts.gradients.pool();
 }
 
 const std::vector<int>& ids_of_bucket(const LoopbackStep& s, int bucket) {

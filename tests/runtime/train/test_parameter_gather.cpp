@@ -82,7 +82,7 @@ TEST_CASE("a layer reads its shard's values once its gather completed; release u
       REQUIRE(value[i] == s.initial[static_cast<std::size_t>(p.offset + i)]);
     }
   }
-  s.parts.gather->release_all();
+  s.parts.gather().release_all();
   CHECK(s.store.param_as<float>(0) == nullptr);
   CHECK(s.events.buckets(Kind::GatherReleased) == std::vector<int>{2, 3});  // from bucket 0 up
 }
@@ -97,7 +97,7 @@ TEST_CASE("backward gathers only the buckets it reads; bucket 0 stays from forwa
   SECTION("a backward read of a bucket marked unread in backward is an InternalError") {
     s.forward();
     s.begin_backward(MicroBatch{});
-    CHECK_THROWS_AS(s.parts.gather->before_backward_read(0), InternalError);
+    CHECK_THROWS_AS(s.parts.gather().before_backward_read(0), InternalError);
   }
 }
 
@@ -112,7 +112,9 @@ TEST_CASE("without reshard_after_forward every bucket stays from forward to back
 
 TEST_CASE("the next micro-batch's forward gathers again what backward released",
           "[parameter-gather]") {
-  LoopbackStep s(stage3());
+  StepSetup two_micro_batches = stage3();
+  two_micro_batches.grad_accum = 2;  // the step's collective program has both micro-batches
+  LoopbackStep s(two_micro_batches);
   s.forward();
   s.backward(MicroBatch{.index = 0, .count = 2});
   s.log.clear();
@@ -124,7 +126,7 @@ TEST_CASE("the next micro-batch's forward gathers again what backward released",
 
 TEST_CASE("gather_pass gathers and releases every bucket in forward order", "[parameter-gather]") {
   LoopbackStep s(stage3());
-  s.parts.gather->gather_pass();
+  s.parts.gather().gather_pass();
   CHECK(s.issued("comm.broadcast") == gathers({3, 2, 1, 0}));
   std::vector<StepEvent> want;
   for (int b : {3, 2, 1, 0}) {

@@ -64,7 +64,7 @@ TEST_CASE("each mode's bucket collective: op, root, dtype and buffer", "[reducer
       CHECK(e.dtype == c.reduce_dtype);
       CHECK(s.bucket_of(e) == bucket);
       const Bucket& b = s.plan.buckets[static_cast<std::size_t>(bucket)];
-      if (c.reduce_dtype == DType::F32 && s.mode.zero_stage < 2) {
+      if (c.reduce_dtype == DType::F32 && s.mode.mode.stage < 2) {
         CHECK(e.buf == s.store.grad() + b.offset);  // in place on the gradients
       } else {
         CHECK(e.buf != static_cast<const void*>(s.store.grad() + b.offset));

@@ -1,7 +1,7 @@
 // The schedules on loopback communicators: when each bucket is stepped and broadcast relative to
 // its collective (ddp, zero/none, zero/after_backward, zero/interleaved with its tail order), the
 // next forward's per-layer wait, a skipped step stepping nothing, every mode issuing the order
-// ModePlan::collectives plans, and every mode stepping to ddp's parameters at one rank.
+// its collective program lists, and every mode stepping to ddp's parameters at one rank.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -134,7 +134,7 @@ TEST_CASE("a skipped step steps and broadcasts nothing", "[schedule]") {
   }
 }
 
-TEST_CASE("every mode issues the collectives ModePlan::collectives plans, in order",
+TEST_CASE("every mode issues the collectives its collective program lists, in order",
           "[schedule]") {
   const std::vector<TestMode> modes = {
       ddp(),
@@ -152,15 +152,13 @@ TEST_CASE("every mode issues the collectives ModePlan::collectives plans, in ord
         if (!reshard && mode.zero_stage < 3) continue;
         LoopbackStep s({.mode = mode, .grad_accum = accum, .reshard_after_forward = reshard,
                         .widths = kFourBuckets});
-        INFO(s.mode.name() << " stage " << s.mode.zero_stage << " grad_accum " << accum
+        INFO(s.mode.name() << " stage " << s.mode.mode.stage << " grad_accum " << accum
                            << " reshard_after_forward " << reshard);
         s.step();
         s.synchronize();
         Issued planned_reduce, planned_broadcast;
-        for (const PlannedCollective& c : s.mode.collectives(s.plan)) {
-          const bool gradients = c.op == CollectiveOp::AllReduce ||
-                                 c.op == CollectiveOp::Reduce ||
-                                 c.op == CollectiveOp::ReduceScatter;
+        for (const ProgramEntry& c : collective_program(s.mode, s.plan)) {
+          const bool gradients = c.comm == CommRole::Reduce;
           const std::string op = c.op == CollectiveOp::AllGather && s.mode.gathers_parameters()
                                      ? "all_gather_from"
                                      : collective_name(c.op);
