@@ -2,7 +2,7 @@
 # Writes that fail (a full filesystem) end a 2-rank run with exit 1 naming the file, leave no
 # temporary file and never touch `latest`. A file whose name is a link to /dev/full fails every
 # write with ENOSPC, as a full disk does; where this test may mount, output.dir is also a real
-# 8 KiB tmpfs that fills up mid-run. Before the checks the metrics case exited 0 with metrics.csv
+# 16 KiB tmpfs that fills up mid-run. Before the checks the metrics case exited 0 with metrics.csv
 # ending mid-row and no final evaluation row.
 # Usage: full_disk_test.sh ZEROLAP_BINARY WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
@@ -109,7 +109,9 @@ fi
 # A real full filesystem, where this test may mount one.
 fs=$work/tmpfs
 mkdir -p "$fs"
-if mount -t tmpfs -o size=8k tmpfs "$fs" 2>/dev/null; then
+# 16 KiB: run.json and config.toml take a 4 KiB page each, so metrics.csv fills up mid-run (at 8 KiB
+# it got no byte at all, and an empty file tests no row).
+if mount -t tmpfs -o size=16k tmpfs "$fs" 2>/dev/null; then
   trap 'umount "$fs"' EXIT
   rc=$(run tmpfs --set output.dir=\""$fs"\" --set train.steps=400)
   expect_failure tmpfs "$rc" "$fs/metrics.csv"
