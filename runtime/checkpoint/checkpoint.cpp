@@ -470,6 +470,46 @@ void save_checkpoint_if_due(const TrainingState& state) {
   }
 }
 
+void print_resume_notes(const TrainingState& state, const CheckpointFacts& facts,
+                        std::int64_t cursor, const std::string& path, const std::string& extra,
+                        const std::map<std::string, std::string>& metadata) {
+  const World& world = state.world;
+  const std::int64_t global_batch = state.config.data.batch_size * world.size;
+  fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{}{})\n", path,
+             facts.step, cursor / state.batches_per_epoch, facts.world_size,
+             facts.world_size == 1 ? "" : "s", extra);
+  // The same samples per step (data.global_batch_size on another world size): cursor
+  // conversion lands on the same sample at a step boundary, so the order is the original's.
+  const std::int64_t step_samples = global_batch * state.config.train.grad_accum;
+  const auto written = metadata.find("samples_per_step");
+  const bool same_step_samples =
+      written != metadata.end() && written->second == std::to_string(step_samples);
+  if (facts.global_batch != global_batch && same_step_samples) {
+    fmt::print("zerolap: note: {} samples per step as written, now {} per rank x {} ranks x {} "
+               "micro-batches: the same samples in the same order\n",
+               step_samples, state.config.data.batch_size, world.size,
+               state.config.train.grad_accum);
+  } else if (facts.global_batch != global_batch) {
+    fmt::print("zerolap: note: the global batch changed from {} to {} samples; continuing at "
+               "batch {} of epoch {}, so the sample order differs from the original run's\n",
+               facts.global_batch, global_batch, cursor % state.batches_per_epoch,
+               cursor / state.batches_per_epoch);
+  }
+  std::vector<std::string> changed;
+  for (const std::string& key : config_differences(facts.config_toml, to_toml(state.config))) {
+    if (key_affects_results(key)) changed.push_back(key);
+  }
+  constexpr std::size_t kShown = 8;  // a crafted checkpoint may differ in any number of keys
+  if (!changed.empty()) {
+    const std::size_t shown = std::min(changed.size(), kShown);
+    const auto end = changed.begin() + static_cast<std::ptrdiff_t>(shown);
+    fmt::print("zerolap: note: the config differs from the checkpoint's in {}{}\n",
+               fmt::join(changed.begin(), end, ", "),
+               changed.size() > shown ? fmt::format(" and {} more", changed.size() - shown) : "");
+  }
+  std::fflush(stdout);
+}
+
 void load_checkpoint(const TrainingState& state, const std::string& path) {
   const World& world = state.world;
   // A sharded checkpoint (its directory or manifest; rank 0 knows the path) loads on its own path.
@@ -554,39 +594,7 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
   opt.set_step_count(facts.optimizer_step);
 
   if (world.is_root() && !state.quiet) {
-    fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{})\n", path,
-               facts.step, cursor / state.batches_per_epoch, facts.world_size,
-               facts.world_size == 1 ? "" : "s");
-    // The same samples per step (data.global_batch_size on another world size): cursor
-    // conversion lands on the same sample at a step boundary, so the order is the original's.
-    const std::int64_t step_samples = global_batch * state.config.train.grad_accum;
-    const auto written = file->metadata().find("samples_per_step");
-    const bool same_step_samples =
-        written != file->metadata().end() && written->second == std::to_string(step_samples);
-    if (facts.global_batch != global_batch && same_step_samples) {
-      fmt::print("zerolap: note: {} samples per step as written, now {} per rank x {} ranks x {} "
-                 "micro-batches: the same samples in the same order\n",
-                 step_samples, state.config.data.batch_size, world.size,
-                 state.config.train.grad_accum);
-    } else if (facts.global_batch != global_batch) {
-      fmt::print("zerolap: note: the global batch changed from {} to {} samples; continuing at "
-                 "batch {} of epoch {}, so the sample order differs from the original run's\n",
-                 facts.global_batch, global_batch, cursor % state.batches_per_epoch,
-                 cursor / state.batches_per_epoch);
-    }
-    std::vector<std::string> changed;
-    for (const std::string& key : config_differences(facts.config_toml, to_toml(state.config))) {
-      if (key_affects_results(key)) changed.push_back(key);
-    }
-    constexpr std::size_t kShown = 8;  // a crafted checkpoint may differ in any number of keys
-    if (!changed.empty()) {
-      const std::size_t shown = std::min(changed.size(), kShown);
-      const auto end = changed.begin() + static_cast<std::ptrdiff_t>(shown);
-      fmt::print("zerolap: note: the config differs from the checkpoint's in {}{}\n",
-                 fmt::join(changed.begin(), end, ", "),
-                 changed.size() > shown ? fmt::format(" and {} more", changed.size() - shown) : "");
-    }
-    std::fflush(stdout);
+    print_resume_notes(state, facts, cursor, path, "", file->metadata());
   }
 }
 

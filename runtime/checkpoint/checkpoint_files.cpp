@@ -23,6 +23,7 @@
 #include "base/regular_file.h"
 #include "models/parameter_store.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/checkpoint/checkpoint_values.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/checkpoint/shard_manifest.h"
@@ -81,8 +82,11 @@ void check_tensor(const SafetensorsReader& file, const std::string& name,
   }
 }
 
-void write_file_durably(const fs::path& path, const std::string& text) {
-  std::FILE* f = open_for_writing(path.string(), "wb", "checkpoint pointer");
+
+}  // namespace
+
+void write_file_durably(const fs::path& path, const std::string& text, const char* what) {
+  std::FILE* f = open_for_writing(path.string(), "wb", what);
   bool ok = f != nullptr;
   if (ok) ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (ok) ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
@@ -94,8 +98,6 @@ void write_file_durably(const fs::path& path, const std::string& text) {
     throw RuntimeFailure(fmt::format("cannot write '{}': {} (disk full?)", path.string(), reason));
   }
 }
-
-}  // namespace
 
 std::string state_tensor_name(const std::string& param, const std::string& state) {
   return fmt::format("optimizer.{}.{}", param, state);
@@ -295,7 +297,7 @@ void sync_directory(const std::string& dir) {
 void write_latest_pointer(const std::string& dir, const std::string& file_name) {
   const fs::path pointer = fs::path(dir) / kLatestPointerName;
   const fs::path temp = fs::path(dir) / (std::string(kLatestPointerName) + kCheckpointTempSuffix);
-  write_file_durably(temp, file_name + "\n");
+  write_file_durably(temp, file_name + "\n", "checkpoint pointer");
   std::error_code ec;
   fs::rename(temp, pointer, ec);  // atomic: a reader sees the old or the new pointer, never half
   if (ec) {

@@ -2,6 +2,7 @@
 // facts as __metadata__, and a bucket's parameters restored from their fp32 values.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 
 namespace zl {
 
+struct CheckpointFacts;  // runtime/checkpoint/checkpoint.h
+
 // The step, sampler position, optimizer, mode, precision and config of `state`, as strings.
 std::map<std::string, std::string> checkpoint_metadata(const TrainingState& state);
 
@@ -17,5 +20,17 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingState& stat
 // reads only this rank's shard of them): Note [Masters in checkpoints] in checkpoint.cpp.
 void parameters_from_host(const TrainingState& state, const Bucket& b,
                           const std::vector<float>& host);
+
+// Writes `text` to `path` and fsyncs it; on failure removes it and throws RuntimeFailure naming it
+// ("disk full?"). `what` names the file in an open error. The caller renames it into place.
+void write_file_durably(const std::filesystem::path& path, const std::string& text,
+                        const char* what);
+
+// Rank 0, after a load of `path` (either format): where the run resumes (`extra` follows the
+// world size in that line), whether the global batch or the sample order changed, and which
+// results-affecting config keys differ from the checkpoint's (`metadata`: its __metadata__).
+void print_resume_notes(const TrainingState& state, const CheckpointFacts& facts,
+                        std::int64_t cursor, const std::string& path, const std::string& extra,
+                        const std::map<std::string, std::string>& metadata);
 
 }  // namespace zl

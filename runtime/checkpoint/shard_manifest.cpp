@@ -20,6 +20,7 @@
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_internal.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -227,17 +228,7 @@ void write_manifest(const std::string& dir, const Manifest& m) {
   const std::string text = manifest_to_json(m);
   const fs::path final_path = fs::path(dir) / kManifestName;
   const fs::path temp = fs::path(dir) / (std::string(kManifestName) + kCheckpointTempSuffix);
-  std::FILE* f = open_for_writing(temp.string(), "wb", "checkpoint manifest");
-  bool ok = f != nullptr;
-  if (ok) ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (ok) ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  if (f && std::fclose(f) != 0) ok = false;
-  if (!ok) {
-    const std::string reason = std::strerror(errno);
-    std::error_code ec;
-    fs::remove(temp, ec);
-    throw RuntimeFailure(fmt::format("cannot write '{}': {} (disk full?)", temp.string(), reason));
-  }
+  write_file_durably(temp, text, "checkpoint manifest");
   std::error_code ec;
   fs::rename(temp, final_path, ec);  // atomic: the old manifest or the complete new one
   if (ec) {

@@ -228,27 +228,8 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
   state.resumed_step = facts.step;
   opt.set_step_count(facts.optimizer_step);
   if (world.is_root() && !state.quiet) {
-    fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{}, {} shards)\n",
-               path, facts.step, cursor / state.batches_per_epoch, facts.world_size,
-               facts.world_size == 1 ? "" : "s", m.shards.size());
-    if (facts.global_batch != global_batch) {
-      fmt::print(
-          "zerolap: note: the global batch changed from {} to {} samples; continuing at "
-          "batch {} of epoch {}, so the sample order differs from the original run's\n",
-          facts.global_batch, global_batch, cursor % state.batches_per_epoch,
-          cursor / state.batches_per_epoch);
-    }
-    std::vector<std::string> changed;
-    for (const std::string& key : config_differences(facts.config_toml, to_toml(state.config))) {
-      if (key_affects_results(key)) changed.push_back(key);
-    }
-    if (!changed.empty()) {
-      fmt::print(
-          "zerolap: note: the config differs from the checkpoint's in {}\n",
-          fmt::join(changed.begin(),
-                    changed.begin() + std::min<std::ptrdiff_t>(8, std::ssize(changed)), ", "));
-    }
-    std::fflush(stdout);
+    print_resume_notes(state, facts, cursor, path, fmt::format(", {} shards", m.shards.size()),
+                       m.metadata);
   }
 }
 
