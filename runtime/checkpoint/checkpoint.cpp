@@ -485,10 +485,10 @@ void print_resume_notes(const TrainingState& state, const CheckpointFacts& facts
   const bool same_step_samples =
       written != metadata.end() && written->second == std::to_string(step_samples);
   if (facts.global_batch != global_batch && same_step_samples) {
-    fmt::print("zerolap: note: {} samples per step as written, now {} per rank x {} ranks x {} "
-               "micro-batches: the same samples in the same order\n",
-               step_samples, state.config.data.batch_size, world.size,
-               state.config.train.grad_accum);
+    fmt::print("zerolap: note: {} samples per step as written, now {} per rank x {} rank{} x {} "
+               "micro-batch{}: the same samples in the same order\n",
+               step_samples, state.config.data.batch_size, world.size, world.size == 1 ? "" : "s",
+               state.config.train.grad_accum, state.config.train.grad_accum == 1 ? "" : "es");
   } else if (facts.global_batch != global_batch) {
     fmt::print("zerolap: note: the global batch changed from {} to {} samples; continuing at "
                "batch {} of epoch {}, so the sample order differs from the original run's\n",

@@ -170,9 +170,9 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
     break;
   }
   const std::string self =
-      start.resumed ? fmt::format("this run resumes run {} from '{}'",
+      start.resumed ? fmt::format("This run resumes run {} from '{}'",
                                   start.run_id.empty() ? run_id : start.run_id, start.path.string())
-                    : std::string("this run is a fresh start");
+                    : std::string("This run is a fresh start");
   std::string choices;
   if (launch.command == std::string("bench")) {
     choices = "a new directory (--set output.dir=DIR)";

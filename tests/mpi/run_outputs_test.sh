@@ -91,7 +91,7 @@ same ck_s/step_00000000.safetensors s0.before "the refused run changed step_0000
 train 2 out_x ck x_into_ck.log --set "checkpoint.resume=\"$work/ck_k/step_00000010.safetensors\""
 expect 2 x_into_ck.log "a resume from another directory's checkpoint into an owned checkpoint.dir" &&
   says x_into_ck.log "the refusal" "checkpoint.dir '$work/ck' belongs to another run: run $id_a" \
-    "this run resumes run $id_k" "checkpoint.overwrite = true"
+    "This run resumes run $id_k" "checkpoint.overwrite = true"
 keep_a "a resume into another run's checkpoint.dir"
 
 # A resume whose output.dir is another run's.

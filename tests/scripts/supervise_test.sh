@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
 # failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts, the
-# command changed by --hook and SUPERVISE_ATTEMPT; and a 4-rank run whose rank 2 is killed with
+# command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it; and a 4-rank run whose rank 2 is killed with
 # SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
 # uninterrupted run, bitwise, and metrics.csv has each step once.
 # Usage: supervise_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
@@ -41,6 +41,22 @@ printf '#!/bin/sh\necho "bash -c \\"exit 0\\""\n' >"$work/hook.sh" && chmod +x "
 rc=$?
 [ "$rc" -eq 0 ] || { cat "$work/hooked.err"; fail "the hook's command did not run: exit $rc"; }
 [ "$(ls "$work/hooked/supervise" | wc -l)" -eq 2 ] || fail "the hooked run took other than 2 attempts"
+
+# A signal to the supervisor goes to the attempt and stops the supervisor, even where the attempt
+# then exits 1 (as mpirun does after a SIGINT or SIGTERM of its own).
+for body in 'exec sleep 30' 'sleep 30 & trap "kill $!; exit 1" TERM; wait'; do
+  "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/signalled" -- bash -c "$body" \
+    2>"$work/signalled.err" &
+  supervisor=$!
+  for _ in $(seq 1 100); do [ -e "$work/signalled/supervise/attempt_1.log" ] && break; sleep 0.05; done
+  sleep 0.5
+  kill -TERM "$supervisor"
+  wait "$supervisor"
+  rc=$?
+  [ "$rc" -eq 143 ] || { cat "$work/signalled.err"; fail "a SIGTERM to the supervisor ($body) ended it with $rc"; }
+  [ ! -e "$work/signalled/supervise/attempt_2.log" ] || fail "a SIGTERM to the supervisor ($body) restarted"
+  rm -rf "$work/signalled"
+done
 
 # The real thing: 4 ranks, rank 2 killed with SIGKILL at a random step, twice.
 cat >"$work/run.toml" <<EOF
