@@ -470,11 +470,15 @@ void save_checkpoint_if_due(const TrainingState& state) {
   }
 }
 
-void print_resume_notes(const TrainingState& state, const CheckpointFacts& facts,
-                        std::int64_t cursor, const std::string& path, const std::string& extra,
-                        const std::map<std::string, std::string>& metadata) {
+void resume_at(const TrainingState& state, const CheckpointFacts& facts, const std::string& path,
+               const std::string& extra, const std::map<std::string, std::string>& metadata) {
   const World& world = state.world;
   const std::int64_t global_batch = state.config.data.batch_size * world.size;
+  const std::int64_t cursor = convert_cursor(facts, global_batch, state.batches_per_epoch);
+  state.position = TrainingPosition{facts.step, cursor};
+  state.resumed_step = facts.step;
+  state.optimizer.set_step_count(facts.optimizer_step);
+  if (!world.is_root() || state.quiet) return;
   fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{}{})\n", path,
              facts.step, cursor / state.batches_per_epoch, facts.world_size,
              facts.world_size == 1 ? "" : "s", extra);
@@ -587,15 +591,7 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
     }
   }
 
-  const std::int64_t global_batch = state.config.data.batch_size * world.size;
-  const std::int64_t cursor = convert_cursor(facts, global_batch, state.batches_per_epoch);
-  state.position = TrainingPosition{facts.step, cursor};
-  state.resumed_step = facts.step;
-  opt.set_step_count(facts.optimizer_step);
-
-  if (world.is_root() && !state.quiet) {
-    print_resume_notes(state, facts, cursor, path, "", file->metadata());
-  }
+  resume_at(state, facts, path, "", file->metadata());
 }
 
 void prepare_checkpoints(const TrainingState& state) {

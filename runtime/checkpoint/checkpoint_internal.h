@@ -26,11 +26,12 @@ void parameters_from_host(const TrainingState& state, const Bucket& b,
 void write_file_durably(const std::filesystem::path& path, const std::string& text,
                         const char* what);
 
-// Rank 0, after a load of `path` (either format): where the run resumes (`extra` follows the
-// world size in that line), whether the global batch or the sample order changed, and which
-// results-affecting config keys differ from the checkpoint's (`metadata`: its __metadata__).
-void print_resume_notes(const TrainingState& state, const CheckpointFacts& facts,
-                        std::int64_t cursor, const std::string& path, const std::string& extra,
-                        const std::map<std::string, std::string>& metadata);
+// After a load of `path` (either format), on every rank: the run continues at the checkpoint's
+// step and sampler position (converted to this world's global batch) with its optimizer step.
+// Rank 0 then says where (`extra` follows the world size in that line), whether the global batch
+// or the sample order changed, and which results-affecting config keys differ from the
+// checkpoint's (`metadata`: its __metadata__).
+void resume_at(const TrainingState& state, const CheckpointFacts& facts, const std::string& path,
+               const std::string& extra, const std::map<std::string, std::string>& metadata);
 
 }  // namespace zl

@@ -222,15 +222,7 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
       },
       timeout_s);
 
-  const std::int64_t global_batch = state.config.data.batch_size * world.size;
-  const std::int64_t cursor = convert_cursor(facts, global_batch, state.batches_per_epoch);
-  state.position = TrainingPosition{facts.step, cursor};
-  state.resumed_step = facts.step;
-  opt.set_step_count(facts.optimizer_step);
-  if (world.is_root() && !state.quiet) {
-    print_resume_notes(state, facts, cursor, path, fmt::format(", {} shards", m.shards.size()),
-                       m.metadata);
-  }
+  resume_at(state, facts, path, fmt::format(", {} shards", m.shards.size()), m.metadata);
 }
 
 }  // namespace zl
