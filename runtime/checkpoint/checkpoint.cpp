@@ -591,7 +591,8 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
     }
   }
 
-  resume_at(state, facts, path, "", file->metadata());
+  // Only rank 0 opened the file; the metadata feeds rank 0's notes alone.
+  resume_at(state, facts, path, "", file ? file->metadata() : std::map<std::string, std::string>{});
 }
 
 void prepare_checkpoints(const TrainingState& state) {
