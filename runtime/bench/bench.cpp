@@ -133,11 +133,11 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     f.phases = stats.host;
     f.timeline = summarize_timeline(stats.timeline, static_cast<int>(trainer.plan().buckets.size()),
                                     f.total_s);
-    const CommStats& r = stats.reduce;
-    const CommStats& b = stats.broadcast;
-    f.comm_busy_s = r.busy_seconds + b.busy_seconds;
-    f.wire_bytes = r.wire_bytes + b.wire_bytes;
-    f.payload_bytes = r.payload_bytes + b.payload_bytes;
+    for (const CommStats* c : {&stats.reduce, &stats.broadcast, &stats.replica}) {
+      f.comm_busy_s += c->busy_seconds;
+      f.wire_bytes += c->wire_bytes;
+      f.payload_bytes += c->payload_bytes;
+    }
     f.allocated = stats.allocated;
     f.peak_rss = peak_rss_bytes();
     if (trace && !stats.trace_events.empty()) trace->push_back({stats.trace_events, trace_offset_us});
@@ -240,7 +240,7 @@ struct RoundTotals {
 };
 
 ModePlan mode_plan_of(const Mode& mode, const Config& config) {
-  return bench_mode_plan(mode, config, config.precision);
+  return bench_mode_plan(mode, config, config.precision, 1);
 }
 
 // Note [Ideal step] (bench.h), and the scaling model's step (Note [Scaling model]), both from the
@@ -269,11 +269,11 @@ PlannedLayout plan_for(const Config& config, const ModePlan& mode, double cap_mb
 }  // namespace
 
 ModePlan bench_mode_plan(const Mode& mode, const Config& config,
-                         const PrecisionConfig& precision) {
+                         const PrecisionConfig& precision, int world) {
   Config run = config;
   set_mode(run.parallel, mode);
   run.precision = precision;
-  return make_run_mode_plan(run);
+  return make_run_mode_plan(run, world);
 }
 
 std::vector<Mode> bench_modes(const Config& config) {
@@ -381,7 +381,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (const PrecisionConfig& precision : precisions) {
     for (double cap : caps) {
       for (const auto& m : modes) {
-        const ModePlan mode_plan = bench_mode_plan(m, config, precision);
+        const ModePlan mode_plan = bench_mode_plan(m, config, precision, world.size);
         const BucketPlan plan = plan_for(config, mode_plan, cap, world.size).plan;
         for (const ProgramEntry& c : collective_program(mode_plan, plan)) {
           sizes.push_back({collective_name(c.op), c.dtype, c.bytes()});
@@ -471,7 +471,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (totals[i].rounds == 0) break;  // stopped before this run's first round
     const PlannedRun& run = runs[i];
-    const ModePlan mode_plan = bench_mode_plan(*run.mode, config, *run.precision);
+    const ModePlan mode_plan = bench_mode_plan(*run.mode, config, *run.precision, world.size);
     const PlannedLayout planned = plan_for(config, mode_plan, run.cap, world.size);
     const BucketPlan& plan = planned.plan;
     const RoundTotals& sum = totals[i];

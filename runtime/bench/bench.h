@@ -33,9 +33,11 @@
 
 namespace zl {
 
-// The ModePlan of a run of `mode` (one of all_modes(), runtime/config/mode.h) in `precision`:
-// what the trainer of that run plans (make_run_mode_plan: train.grad_accum).
-ModePlan bench_mode_plan(const Mode& mode, const Config& config, const PrecisionConfig& precision);
+// The ModePlan of a run of `mode` (one of all_modes(), runtime/config/mode.h) in `precision` on
+// `world` ranks: what the trainer of that run plans (make_run_mode_plan: train.grad_accum, the
+// shard group's replicas).
+ModePlan bench_mode_plan(const Mode& mode, const Config& config, const PrecisionConfig& precision,
+                         int world);
 // The modes of config.bench.modes (all that can run the config when empty). Config validation
 // has checked the list: each entry is one of all_modes() and can run the config.
 std::vector<Mode> bench_modes(const Config& config);

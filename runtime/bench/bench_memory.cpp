@@ -28,7 +28,7 @@ void check_bench_memory(const Config& config, const World& world) {
     for (const double cap : caps) {
       for (const Mode& m : bench_modes(config)) {
         // The run's own layout and buckets (element shards pad them; link.ranks shrinks shards).
-        const ModePlan mode = bench_mode_plan(m, c, precision);
+        const ModePlan mode = bench_mode_plan(m, c, precision, world.size);
         const PlannedLayout planned =
             plan_layout(c.model, c.parallel, mode, planned_ranks(c, mode, world.size), cap);
         const RankMemory e = estimate_peak_rank_memory(c, planned.layout, planned.plan, mode);

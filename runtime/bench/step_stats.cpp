@@ -6,8 +6,10 @@
 namespace zl {
 
 void StepStatsRecorder::start() {
-  trainer_.reduce_comm().reset_stats();
-  trainer_.broadcast_comm().reset_stats();
+  const StepComms comms = trainer_.comms();
+  comms.reduce.reset_stats();
+  comms.broadcast.reset_stats();
+  if (comms.replica) comms.replica->reset_stats();
   trainer_.optimizer().reset_timers();
   phases_ = PhaseSeconds{};
   Tracer& tracer = trainer_.tracer();
@@ -33,8 +35,10 @@ StepStats StepStatsRecorder::stop() {
   StepStats s;
   s.host = phases_;
   s.optimizer_host_s = trainer_.optimizer().optimizer_seconds();
-  s.reduce = trainer_.reduce_comm().stats();
-  s.broadcast = trainer_.broadcast_comm().stats();
+  const StepComms comms = trainer_.comms();
+  s.reduce = comms.reduce.stats();
+  s.broadcast = comms.broadcast.stats();
+  if (comms.replica) s.replica = comms.replica->stats();
   s.optimizer_state_bytes = trainer_.optimizer().state_bytes();
   s.allocated = trainer_.allocated_memory();
   s.timeline = tracer.timeline().spans();

@@ -26,7 +26,8 @@ struct PhaseSeconds {
 struct StepStats {
   PhaseSeconds host;              // main-thread wall time of the phases
   double optimizer_host_s = 0.0;  // host time in the fused optimizer calls (enqueue time on CUDA)
-  CommStats reduce, broadcast;    // the two communicators' counters
+  // The communicators' counters (replica: hybrid sharding's, zero without it).
+  CommStats reduce, broadcast, replica;
   std::int64_t optimizer_state_bytes = 0;
   RankMemory allocated;  // Trainer::allocated_memory()
   // Every stream's spans since start(), seconds since then, and the tracer's clock at that

@@ -107,8 +107,10 @@ int state_holder(const TrainingState& state, const Bucket& b) {
 }
 
 // Note [Shards in checkpoints]: with element shards rank r holds shard r of every bucket's masters
-// and state. A save gathers them to rank 0 one bucket at a time, rank by rank and slice by
-// slice, each rank's shard landing at its place in the bucket (rank order is element order), so
+// and state (with hybrid sharding, shard r of its group's G: the first group, ranks 0 .. G-1,
+// holds every shard once, and its replicas hold the same bits). A save gathers them to rank 0 one
+// bucket at a time, rank by rank of the first group and slice by slice, each rank's shard landing
+// at its place in the bucket (rank order is element order), so
 // rank 0 holds the same [slice][b.numel] staging as for a bucket it owned and writes full tensors
 // by parameter name; a load broadcasts each bucket's staging, and every rank keeps its shard. The
 // padding in a shard is zero both ways and never reaches the file.
@@ -116,8 +118,10 @@ void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t sli
                    std::vector<float>& host, const CheckpointComm& comm) {
   RankOptimizer& opt = state.optimizer;
   const ElementRange& shard = opt.stepped(b.index);
-  ZL_CHECK(shard.numel * state.world.size == b.numel, "bucket {}: shard of {} elements on {} ranks",
-           b.index, shard.numel, state.world.size);
+  const int shard_ranks = state.plan.world_size;  // the first shard group
+  ZL_CHECK(shard.numel * shard_ranks == b.numel, "bucket {}: shard of {} elements on {} ranks",
+           b.index, shard.numel, shard_ranks);
+  if (state.world.rank >= shard_ranks) return;  // a replica: the first group sends these bits
   // bf16 masters, or stage 3's parameter shards (masters_in_file).
   const bool masters = state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
   std::vector<float> mine(static_cast<std::size_t>(slices * shard.numel));
@@ -136,7 +140,7 @@ void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t sli
     return;
   }
   host.assign(static_cast<std::size_t>(slices * b.numel), 0.0f);
-  for (int r = 0; r < state.world.size; ++r) {
+  for (int r = 0; r < shard_ranks; ++r) {
     for (std::int64_t s = 0; s < slices; ++s) {
       float* place = host.data() + s * b.numel + r * shard.numel;
       if (r == 0) {

@@ -44,6 +44,14 @@ bool values_are_masters(const TrainingState& state) {
 // The elements of bucket b that `rank` writes (Note [Shard pieces]). The one place that reads the
 // plan's ownership.
 ElementRange held_range(const TrainingState& state, const Bucket& b, int rank, std::int64_t total) {
+  if (state.mode.replicas > 1) {
+    // Hybrid sharding: the replicas of a shard split it, so every rank writes 1/world of it all.
+    const ElementRange shard = state.mode.stepped_range(state.plan, b, rank);
+    const std::int64_t replica = rank / state.plan.world_size, copies = state.mode.replicas;
+    const std::int64_t lo = shard.offset + shard.numel * replica / copies;
+    const std::int64_t hi = shard.offset + shard.numel * (replica + 1) / copies;
+    return ElementRange{lo, hi - lo};
+  }
   if (state.mode.sharded_state) return state.mode.stepped_range(state.plan, b, rank);
   const int world = state.world.size;
   const std::int64_t lo = std::max(b.offset, total * rank / world);
@@ -120,7 +128,7 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, M
   const World& world = state.world;
   ParameterStore& store = state.store;
   RankOptimizer& opt = state.optimizer;
-  if (state.plan.world_size != world.size) {
+  if (state.plan.world_size > world.size) {
     throw UserError(
         "checkpoint.format = \"sharded\": a link.ranks timing study holds no "
         "checkpointable state (each rank steps a part of its shard only)");

@@ -242,7 +242,7 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
   // The prediction is for a cluster of `ranks` ranks: the link model's ranks are those.
   config.link.ranks = 0;
   // Laid out, not allocated: a plan for a model too large for this machine still prints.
-  const ModePlan mode = make_run_mode_plan(config);
+  const ModePlan mode = make_run_mode_plan(config, ranks);
   const PlannedLayout planned = plan_at(config, mode, ranks);
   const ParameterStore& layout = planned.layout;
   const BucketPlan& plan = planned.plan;

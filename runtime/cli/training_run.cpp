@@ -56,10 +56,10 @@ int run_training(Trainer& trainer) {
                                          config.data.global_batch_size > 0
                                              ? " (data.global_batch_size)"
                                              : ""),
-               steps_per_epoch, to_string(config.parallel.mode),
-               config.parallel.mode == ParallelMode::Zero
-                   ? fmt::format("/{}/{}", to_string(config.parallel.overlap),
-                                 to_string(config.parallel.collective))
+               steps_per_epoch, trainer.mode_plan().name(),
+               trainer.mode_plan().replicas > 1
+                   ? fmt::format(" ({} groups of {} ranks)", trainer.mode_plan().replicas,
+                                 config.parallel.shard_group)
                    : std::string(),
                to_string(config.precision.compute),
                // samples/s below are taken on the modelled network: say so up front

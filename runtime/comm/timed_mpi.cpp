@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <vector>
 
 #include "base/poll.h"
 #include "runtime/comm/world.h"
@@ -104,6 +105,18 @@ MPI_Comm timed_comm_dup(MPI_Comm comm, const WaitLimit& limit, std::string_view 
   wait_with_deadline(request, limit, operation);
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   return dup;
+}
+
+MPI_Comm timed_comm_split(MPI_Comm comm, int color, int key, const WaitLimit& limit,
+                          std::string_view operation) {
+  int size = 0;
+  ZL_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<int> colors(static_cast<std::size_t>(size));
+  timed_allgather(&color, 1, MPI_INT, colors.data(), 1, MPI_INT, comm, limit, operation);
+  MPI_Comm part = MPI_COMM_NULL;
+  ZL_MPI_CHECK(MPI_Comm_split(comm, color, key, &part));
+  MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN);
+  return part;
 }
 
 }  // namespace zl

@@ -44,5 +44,10 @@ void timed_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MP
                 const WaitLimit& limit, std::string_view operation);
 // MPI_Comm_idup: the duplicate, with errors returned as codes (as MPI_COMM_WORLD's).
 MPI_Comm timed_comm_dup(MPI_Comm comm, const WaitLimit& limit, std::string_view operation);
+// MPI_Comm_split (collective over `comm`), with errors returned as codes. MPI has no nonblocking
+// split: a timed all-gather of the colours first makes sure every rank reached it, so a rank that
+// stopped is a RuntimeFailure within the limit, not a hang in the split.
+MPI_Comm timed_comm_split(MPI_Comm comm, int color, int key, const WaitLimit& limit,
+                          std::string_view operation);
 
 }  // namespace zl

@@ -289,6 +289,7 @@ void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig
   r.integer("zero_stage", p.zero_stage, closed(1, 3));
   r.integer("prefetch", p.prefetch, closed(0, kMaxPrefetch));
   r.boolean("reshard_after_forward", p.reshard_after_forward);
+  r.integer("shard_group", p.shard_group, closed(0, kMaxWorldSize));
   r.number("bucket_cap_mb", p.bucket_cap_mb, open_closed(0, kMaxBucketCapMb));
   r.number("first_bucket_cap_mb", p.first_bucket_cap_mb, open_closed(0, kMaxBucketCapMb));
   r.finish();
@@ -483,6 +484,19 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
                             to_string(c.parallel.mode), to_string(c.parallel.collective),
                             source.location("parallel.collective")));
   }
+  if (c.parallel.shard_group > 0 &&
+      (c.parallel.mode != ParallelMode::Zero ||
+       c.parallel.collective != CollectiveKind::ReduceScatterAllgather)) {
+    // Only an element-wise split has shards to keep inside a group.
+    source.fail("parallel.shard_group",
+                fmt::format("= {} splits every bucket's element shards over groups of {} ranks, "
+                            "which needs parallel.mode = \"zero\" and parallel.collective = "
+                            "\"reduce_scatter_allgather\" (got mode = \"{}\", collective = "
+                            "\"{}\" at {}); set shard_group = 0 or that collective",
+                            c.parallel.shard_group, c.parallel.shard_group,
+                            to_string(c.parallel.mode), to_string(c.parallel.collective),
+                            source.location("parallel.collective")));
+  }
   if (c.parallel.overlap == Overlap::Interleaved && c.train.clip_grad_norm > 0.0f) {
     source.fail("parallel.overlap",
                 fmt::format("\"interleaved\" cannot be combined with train.clip_grad_norm = {} "
@@ -512,7 +526,9 @@ void check_bench_modes(const Config& c, const ConfigSource& source) {
     if (!mode) {
       std::vector<std::string> known;
       for (const Mode& m : all_modes()) known.push_back(m.name());
-      source.fail("bench.modes", fmt::format("unknown mode \"{}\"; the modes are \"{}\"",
+      source.fail("bench.modes", fmt::format("unknown mode \"{}\"; the modes are \"{}\", and "
+                                             "\"hsdp<stage>/<overlap>@<G>\" (stage 1-3, a shard "
+                                             "group of G ranks)",
                                              escaped_excerpt(name),
                                              fmt::join(known, "\", \"")));
     }

@@ -87,6 +87,9 @@ struct ParallelConfig {
   // forward layer (true) or kept until its backward (FSDP2's reshard_after_forward).
   int prefetch = 1;
   bool reshard_after_forward = true;
+  // reduce_scatter_allgather: element shards inside groups of this many consecutive ranks,
+  // replicated across the groups (hybrid sharding, docs/design.md); 0: one group of every rank.
+  int shard_group = 0;
   double bucket_cap_mb = 25.0;
   double first_bucket_cap_mb = 1.0;
 };

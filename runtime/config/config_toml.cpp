@@ -166,6 +166,7 @@ std::string to_toml(const Config& c) {
   w.integer("zero_stage", p.zero_stage);
   w.integer("prefetch", p.prefetch);
   w.boolean("reshard_after_forward", p.reshard_after_forward);
+  w.integer("shard_group", p.shard_group);
   w.number("bucket_cap_mb", p.bucket_cap_mb);
   w.number("first_bucket_cap_mb", p.first_bucket_cap_mb);
 

@@ -2,6 +2,7 @@
 #include "runtime/config/mode.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@ Ownership Mode::ownership() const {
 
 std::string Mode::name() const {
   if (ddp()) return to_string(ParallelMode::Ddp);
+  if (shard_group > 0) return fmt::format("hsdp{}/{}@{}", stage, to_string(overlap), shard_group);
   return fmt::format("{}{}/{}/{}", to_string(ParallelMode::Zero),
                      stage >= 2 ? std::to_string(stage) : "", to_string(overlap),
                      to_string(collective));
@@ -25,7 +27,8 @@ Mode mode_of(const ParallelConfig& parallel) {
   const bool element = parallel.collective == CollectiveKind::ReduceScatterAllgather;
   return Mode{.stage = element ? parallel.zero_stage : 1,
               .overlap = parallel.overlap,
-              .collective = parallel.collective};
+              .collective = parallel.collective,
+              .shard_group = element ? parallel.shard_group : 0};
 }
 
 void set_mode(ParallelConfig& parallel, const Mode& mode) {
@@ -33,9 +36,10 @@ void set_mode(ParallelConfig& parallel, const Mode& mode) {
   parallel.overlap = mode.overlap;
   parallel.collective = mode.collective;
   parallel.zero_stage = std::max(mode.stage, 1);
+  parallel.shard_group = mode.shard_group;
 }
 
-std::vector<Mode> all_modes() {
+std::vector<Mode> all_modes(const std::vector<int>& shard_groups) {
   std::vector<Mode> modes{Mode{}};
   constexpr Overlap kOverlaps[] = {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved};
   for (const Overlap o : kOverlaps) {
@@ -51,10 +55,34 @@ std::vector<Mode> all_modes() {
                        .collective = CollectiveKind::ReduceScatterAllgather});
     }
   }
+  for (const int group : shard_groups) {
+    for (const int stage : {1, 2, 3}) {
+      for (const Overlap o : kOverlaps) {
+        modes.push_back({.stage = stage, .overlap = o,
+                         .collective = CollectiveKind::ReduceScatterAllgather,
+                         .shard_group = group});
+      }
+    }
+  }
   return modes;
 }
 
 std::optional<Mode> parse_mode(std::string_view name) {
+  // "hsdp<stage>/<overlap>@<G>": the flat mode of that stage and overlap with shard group G.
+  if (name.starts_with("hsdp")) {
+    const std::size_t at = name.rfind('@');
+    if (at == std::string_view::npos || at + 1 == name.size()) return std::nullopt;
+    int group = 0;
+    const std::string_view digits = name.substr(at + 1);
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), group);
+    if (ec != std::errc{} || end != digits.data() + digits.size() || group < 1) {
+      return std::nullopt;
+    }
+    for (const Mode& m : all_modes({group})) {
+      if (m.shard_group == group && m.name() == name) return m;
+    }
+    return std::nullopt;
+  }
   for (const Mode& m : all_modes()) {
     if (m.name() == name) return m;
   }

@@ -6,11 +6,14 @@
 // Note [Mode value]: a mode is (stage, overlap, collective); the ownership follows from the
 // collective (a bucket per rank for the bucket collectives, a shard of every bucket for
 // reduce_scatter_allgather) and ddp is stage 0 (no overlap, all-reduce, nothing sharded). Stages
-// 2 and 3 exist only with element ownership. A new axis (for example a shard group inside which
-// element shards live, replicated across groups) is one more field here, one more part of the
-// name, and one more communicator in the collective program (runtime/train/collective_program.h).
+// 2 and 3 exist only with element ownership. The shard group is the one axis beyond those:
+// element shards spread over groups of G consecutive ranks and replicated across the groups
+// (hybrid sharding, parallel.shard_group; docs/design.md "Hybrid sharding"), named
+// "hsdp<stage>/<overlap>@G"; it adds the cross-replica communicator to the collective program
+// (runtime/train/collective_program.h).
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,10 +34,18 @@ struct Mode {
   int stage = 0;  // 0: ddp; 1-3: ZeRO stages (2 and 3 with element ownership only)
   Overlap overlap = Overlap::None;                                  // None in ddp
   CollectiveKind collective = CollectiveKind::AllreduceBroadcast;  // AllreduceBroadcast in ddp
+  // Element shards only: the ranks of one shard group (parallel.shard_group); 0: the whole world.
+  int shard_group = 0;
 
   bool ddp() const { return stage == 0; }
   Ownership ownership() const;
-  // "ddp", "zero/<overlap>/<collective>", "zero2/...", "zero3/...": as logs and the bench name it.
+  // The ranks a bucket's element shards spread over in a job of `world` ranks: the shard group,
+  // or the whole world.
+  int shard_ranks(int world) const { return shard_group > 0 ? shard_group : world; }
+  // The copies of every shard in a job of `world` ranks: world / shard_group, or 1.
+  int replicas(int world) const { return shard_group > 0 ? std::max(1, world / shard_group) : 1; }
+  // "ddp", "zero/<overlap>/<collective>", "zero2/...", "zero3/...", and with a shard group
+  // "hsdp<stage>/<overlap>@<G>": as logs and the bench name it.
   std::string name() const;
   bool operator==(const Mode&) const = default;
 };
@@ -46,7 +57,8 @@ void set_mode(ParallelConfig& parallel, const Mode& mode);
 std::optional<Mode> parse_mode(std::string_view name);
 // Every mode, in the order the bench and `zerolap plan` list them: ddp, then stage 1 x
 // {none, after_backward, interleaved} x {allreduce_broadcast, reduce_broadcast,
-// reduce_scatter_allgather}, then stages 2 and 3 x the overlaps with reduce_scatter_allgather.
-std::vector<Mode> all_modes();
+// reduce_scatter_allgather}, then stages 2 and 3 x the overlaps with reduce_scatter_allgather;
+// then, for each G of `shard_groups`, stages 1-3 x the overlaps with shard group G.
+std::vector<Mode> all_modes(const std::vector<int>& shard_groups = {});
 
 }  // namespace zl

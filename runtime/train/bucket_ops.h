@@ -39,7 +39,8 @@ enum class NextForward : unsigned char { ReadsAtOnce, WaitsForBroadcast };
 class BucketOps {
  public:
   // `gradients`: where the buckets' reduced gradients are (the step and the gradient norm read
-  // them); `reduce_stream_name`: the reduce communicator's, for steps on StepStream::Reduce.
+  // them); `reduce_stream_name`: the stream interleaved steps run on (Reducer::reduced_on: the
+  // reduce communicator's, with hybrid sharding the replica one's), for StepStream::Reduce.
   BucketOps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
               const GradientStore& gradients, RankOptimizer& optimizer,
               Communicator& broadcast_comm, ProgramCheck& program, ExecContext compute,

@@ -8,7 +8,12 @@
 namespace zl {
 
 const char* comm_role_name(CommRole role) {
-  return role == CommRole::Reduce ? "comm.reduce" : "comm.broadcast";
+  switch (role) {
+    case CommRole::Reduce: return "comm.reduce";
+    case CommRole::Broadcast: return "comm.broadcast";
+    case CommRole::Replica: return "comm.replica";
+  }
+  return "?";
 }
 
 std::string describe(const ProgramEntry& e) {
@@ -69,6 +74,14 @@ std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketP
       for (int b = 1; b < n; ++b) {
         if (plan.buckets[static_cast<std::size_t>(b)].read_in_backward) gather(b, micro);
       }
+    }
+  }
+  if (mode.replicas > 1) {
+    // Hybrid sharding: each bucket's shard across the replicas, once per step, in bucket order,
+    // on the gradients' wire (Note [Replica all-reduce]). plan.world_size is the shard group.
+    for (const Bucket& b : plan.buckets) {
+      out.push_back({CommRole::Replica, CollectiveOp::AllReduce, b.index,
+                     b.numel / plan.world_size, mode.micro_batches - 1, mode.reduce_dtype, -1});
     }
   }
   return out;

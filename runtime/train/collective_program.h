@@ -5,7 +5,9 @@
 //
 // Note [Collective program]: invariant 1 (docs/design.md) is per communicator, so the program is
 // one sequence per communicator (CommRole): the gradients' collectives on the reduce
-// communicator, the publishes and gathers on the broadcast communicator. Only the order within a
+// communicator, the publishes and gathers on the broadcast communicator, and with hybrid
+// sharding each shard's all-reduce across the replicas on the replica communicator (Note
+// [Replica all-reduce]). Only the order within a
 // communicator is fixed; across them the streams overlap. The three places that issue a step's
 // collectives (Reducer, BucketOps::publish, ParameterGather in a training pass) hand each one
 // to ProgramCheck::issued, which compares it with the next entry of its communicator's sequence
@@ -14,8 +16,7 @@
 // interleaved continuations still issue after train_step returned). A skipped step (the verdict
 // came first and was not finite) publishes nothing: its schedule skips those entries. What is
 // outside a step (the initial broadcast, evaluation's and checkpoints' gathers, the verdict's
-// and metrics' all-reduces) is in no program. A new communicator (for example a cross-replica one)
-// is one more CommRole and its entries.
+// and metrics' all-reduces) is in no program.
 #pragma once
 
 #include <array>
@@ -30,17 +31,20 @@
 
 namespace zl {
 
-// The communicators a step issues on (runtime/train/trainer_setup.h names them).
-enum class CommRole : unsigned char { Reduce, Broadcast };
-inline constexpr int kCommRoles = 2;
-const char* comm_role_name(CommRole role);  // "comm.reduce", "comm.broadcast"
+// The communicators a step issues on (runtime/train/trainer_setup.h names them); Replica only
+// with hybrid sharding.
+enum class CommRole : unsigned char { Reduce, Broadcast, Replica };
+inline constexpr int kCommRoles = 3;
+const char* comm_role_name(CommRole role);  // "comm.reduce", "comm.broadcast", "comm.replica"
 
 // One collective of a step.
 struct ProgramEntry {
   CommRole comm = CommRole::Reduce;
   CollectiveOp op = CollectiveOp::AllReduce;
   int bucket = 0;
-  std::int64_t elements = 0;  // the bucket's, of `dtype` (a shard op moves elements / world each)
+  // Of `dtype`: the bucket's (a reduce-scatter or all-gather moves elements / group size per
+  // rank); a replica all-reduce's, the shard's.
+  std::int64_t elements = 0;
   int micro_batch = 0;        // stages 2 and 3 reduce every micro-batch; the others in the last
   DType dtype = DType::F32;   // gradients: reduce_dtype; publishes and gathers: param_dtype
   int root = -1;  // reduce / broadcast: the bucket's assigned rank; -1 for the others
@@ -51,7 +55,7 @@ struct ProgramEntry {
 std::string describe(const ProgramEntry& entry);
 
 // Every collective of one step of `mode` (all its micro_batches) on `plan`: the reduce
-// communicator's sequence, then the broadcast communicator's.
+// communicator's sequence, then the broadcast communicator's, then the replica communicator's.
 std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketPlan& plan);
 
 // The step's check against its program (Note [Collective program]). Each communicator's entries

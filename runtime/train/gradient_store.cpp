@@ -18,6 +18,22 @@ GradientStore::GradientStore(const ModePlan& mode, const BucketPlan& plan, Param
       pool_ = std::make_unique<GradientPool>(mode, plan, store, rank, tracer);
       break;
   }
+  if (const std::int64_t n = mode.replica_wire_numel(plan); n > 0) {
+    replica_wire_ = DeviceBuffer(store.device(), n, DType::BF16);
+  }
+}
+
+ReplicaOperand GradientStore::replica_operand(const Bucket& b, const ElementRange& shard) {
+  const BucketGradient g = gradient(b, shard);
+  if (replica_wire_.bytes() == 0) {
+    return ReplicaOperand{.data = const_cast<void*>(g.data), .dtype = g.dtype};
+  }
+  ZL_CHECK(g.dtype == DType::F32 && shard.numel * 2 <= replica_wire_.bytes(),
+           "bucket {}: a shard of {} elements of {} for a replica buffer of {} bytes", b.index,
+           shard.numel, dtype_name(g.dtype), replica_wire_.bytes());
+  return ReplicaOperand{.data = replica_wire_.raw(),
+                        .dtype = DType::BF16,
+                        .widened = static_cast<float*>(const_cast<void*>(g.data))};
 }
 
 GradientPool& GradientStore::pool() {
@@ -54,8 +70,14 @@ BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& rang
   return {};
 }
 
+std::int64_t GradientStore::pool_bytes() const {
+  return (pool_ ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
+}
+
 std::int64_t GradientStore::bytes() const {
-  if (kind_ == GradientStoreKind::ShardPool) return pool_->shard_bytes() + pool_->pool_bytes();
+  if (kind_ == GradientStoreKind::ShardPool) {
+    return pool_->shard_bytes() + pool_->pool_bytes() + replica_wire_.bytes();
+  }
   return bf16_.bytes();
 }
 

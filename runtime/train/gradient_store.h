@@ -28,6 +28,15 @@ namespace zl {
 
 class Tracer;
 
+// What hybrid sharding's replica all-reduce runs on for one shard (Note [Replica all-reduce]):
+// `data`, elements of `dtype`, in place; with `widened` set (stage 2's fp32 shard under a bf16
+// wire) `data` is a bf16 buffer that `widened` is cast into before and back from after.
+struct ReplicaOperand {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  float* widened = nullptr;
+};
+
 class GradientStore {
  public:
   // Stage 2 binds the store's gradients into its pool (the store must be GradientStorage::Bound).
@@ -50,18 +59,25 @@ class GradientStore {
   // Elements `range` of bucket b as its reduction left them (the optimizer's and the norm's
   // input), pointing at range.offset; stage 2: within this rank's shard.
   BucketGradient gradient(const Bucket& b, const ElementRange& range) const;
+  // Hybrid sharding: the replica all-reduce's operand for `shard`, this rank's shard of bucket b
+  // as its group's reduction left it.
+  ReplicaOperand replica_operand(const Bucket& b, const ElementRange& shard);
   // Stage 2's pool (kind ShardPool; an InternalError otherwise): the grad-write hook and each
   // backward's start go to it.
   GradientPool& pool();
-  // Bytes allocated here: the bf16 buffer (reduce_dtype = "bf16"), or stage 2's shards and pool;
-  // with the store's fp32 gradients, what RankMemory::gradients counts.
+  // Bytes allocated here: the bf16 buffer (reduce_dtype = "bf16"), or stage 2's shards and pool
+  // (and the replica all-reduce's bf16 buffer); with the store's fp32 gradients, what
+  // RankMemory::gradients counts.
   std::int64_t bytes() const;
+  // The part of bytes() that is stage 2's pool and the replica buffer (RankMemory::gradient_pool).
+  std::int64_t pool_bytes() const;
 
  private:
   ParameterStore& store_;
   GradientStoreKind kind_;
   DType wire_dtype_;
   DeviceBuffer bf16_;                   // Bf16Wire: total_numel elements
+  DeviceBuffer replica_wire_;           // ModePlan::replica_wire_numel elements of bf16
   std::unique_ptr<GradientPool> pool_;  // ShardPool
 };
 

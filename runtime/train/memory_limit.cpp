@@ -16,7 +16,7 @@ namespace zl {
 namespace {
 
 RankMemory peak(const Config& config, int world) {
-  const ModePlan mode = make_run_mode_plan(config);
+  const ModePlan mode = make_run_mode_plan(config, world);
   const PlannedLayout planned =
       plan_layout(config.model, config.parallel, mode, planned_ranks(config, mode, world));
   return estimate_peak_rank_memory(config, planned.layout, planned.plan, mode);

@@ -64,9 +64,10 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
   return make_mode_plan(mode_of(parallel), parallel, optimizer, precision);
 }
 
-ModePlan make_run_mode_plan(const Config& config) {
+ModePlan make_run_mode_plan(const Config& config, int world) {
   ModePlan m = make_mode_plan(config.parallel, config.optimizer, config.precision);
   m.micro_batches = static_cast<int>(config.train.grad_accum);
+  m.replicas = m.mode.replicas(world);
   return m;
 }
 
@@ -79,9 +80,14 @@ std::int64_t ModePlan::gather_buffers(const BucketPlan& plan) const {
 ElementRange ModePlan::stepped_range(const BucketPlan& plan, const Bucket& b, int rank) const {
   if (element_shards) {
     const std::int64_t shard = b.numel / plan.world_size;
-    return {b.offset + rank * shard, shard};
+    return {b.offset + (rank % plan.world_size) * shard, shard};
   }
   return {b.offset, steps_on(b, rank) ? b.numel : 0};
+}
+
+std::int64_t ModePlan::replica_wire_numel(const BucketPlan& plan) const {
+  if (replicas == 1 || !pools_gradients() || reduce_dtype != DType::BF16) return 0;
+  return plan.largest_bucket_numel() / plan.world_size;
 }
 
 std::int64_t ModePlan::stepped_numel(const BucketPlan& plan, int rank) const {
@@ -155,7 +161,8 @@ RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_
   if (mode.pools_gradients()) {
     const auto buffers = std::min<std::int64_t>(kGradientPoolBuffers,
                                                 static_cast<std::int64_t>(plan.buckets.size()));
-    m.gradient_pool = buffers * plan.largest_bucket_numel() * gradient_bytes;
+    m.gradient_pool = buffers * plan.largest_bucket_numel() * gradient_bytes +
+                      mode.replica_wire_numel(plan) * dtype_size(DType::BF16);
     m.gradients = mode.stepped_numel(plan, rank) * 4 + m.gradient_pool;
   } else {
     m.gradients = store_numel * gradient_bytes;

@@ -71,6 +71,10 @@ struct ModePlan {
   // parallel.reshard_after_forward.
   int prefetch = 1;
   bool reshard_after_forward = true;
+  // Hybrid sharding (Mode::shard_group G below the world; make_run_mode_plan): the copies of
+  // every shard, one per group of G ranks. Each bucket's reduced shard is all-reduced across them
+  // once per step on the replica communicator. 1: flat (no such communicator).
+  int replicas = 1;
   // train.grad_accum (make_run_mode_plan; 1 from make_mode_plan): stages 2 and 3 reduce-scatter
   // every bucket in every micro-batch, and stage 3 gathers in each micro-batch's forward and
   // backward; the other modes accumulate locally and reduce once, in the last.
@@ -103,7 +107,12 @@ struct ModePlan {
   }
   // The elements of bucket b that `rank` steps and keeps optimizer state (and masters) for: the
   // whole bucket (ddp; its assigned rank in bucket modes), shard `rank` (element shards), or none.
+  // With a shard group (plan.world_size = G ranks lay out the shards) `rank` may be a world rank:
+  // its member index rank mod G picks the shard.
   ElementRange stepped_range(const BucketPlan& plan, const Bucket& b, int rank) const;
+  // Hybrid stages 2 and 3 with a bf16 wire: the replica all-reduce's bf16 buffer of the largest
+  // shard, elements (the fp32 gradient shard is cast into it and back); 0 otherwise.
+  std::int64_t replica_wire_numel(const BucketPlan& plan) const;
   // Elements `rank` steps over all buckets.
   std::int64_t stepped_numel(const BucketPlan& plan, int rank) const;
   // Optimizer-state bytes `rank` allocates: what `zerolap plan` prints and
@@ -131,8 +140,9 @@ ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
 // The same for the mode of [parallel] (mode_of).
 ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer,
                         const PrecisionConfig& precision = PrecisionConfig{});
-// The mode plan of a run of `config`: make_mode_plan and train.grad_accum's micro_batches.
-ModePlan make_run_mode_plan(const Config& config);
+// The mode plan of a run of `config` on `world` ranks: make_mode_plan, train.grad_accum's
+// micro_batches and the shard group's replicas (check_shard_group first).
+ModePlan make_run_mode_plan(const Config& config, int world);
 
 // Bytes per parameter element on one rank of `world` ranks for a mode, split as `zerolap plan`
 // prints them; sharded parts count 1/world (an even split; the bucket plan's real split is what
@@ -158,6 +168,7 @@ BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world);
 struct RankMemory {
   std::int64_t parameters = 0, gradients = 0, master = 0, state = 0;
   std::int64_t gradient_pool = 0;   // stage 2: the part of `gradients` that is the pool
+                                    // (and the replica all-reduce's bf16 buffer, if any)
   std::int64_t gather_buffers = 0;  // stage 3: the part of `parameters` that is gather buffers
   // The tape's activations for a batch (Note [Activation estimate]); 0 from rank_memory.
   std::int64_t activations = 0;

@@ -3,15 +3,19 @@
 
 #include "base/errors.h"
 #include "base/tracer.h"
+#include "kernels/elementwise.h"
 #include "runtime/comm/traced_collective.h"
 
 namespace zl {
 
 Reducer::Reducer(const ModePlan& mode, const BucketPlan& plan, GradientStore& buffer,
-                 Communicator& comm, ProgramCheck& program, ExecContext compute, Tracer* tracer)
-    : plan_(plan),
+                 Communicator& comm, Communicator* replica, ProgramCheck& program,
+                 ExecContext compute, Tracer* tracer)
+    : mode_(mode),
+      plan_(plan),
       buffer_(buffer),
       comm_(comm),
+      replica_(replica),
       program_(program),
       op_(mode.bucket_collective),
       pools_(mode.pools_gradients()),
@@ -21,6 +25,9 @@ Reducer::Reducer(const ModePlan& mode, const BucketPlan& plan, GradientStore& bu
                op_ == CollectiveOp::ReduceScatter,
            "a bucket's gradients are all-reduced, reduced or reduce-scattered, not {}",
            collective_name(op_));
+  ZL_CHECK((replica != nullptr) == (mode.replicas > 1) && (!replica || mode.element_shards),
+           "{} with {} replicas and {} replica communicator", mode.name(), mode.replicas,
+           replica ? "a" : "no");
   pending_.assign(plan.buckets.size(), 0);
   work_.resize(plan.buckets.size());
 }
@@ -83,15 +90,38 @@ std::optional<int> Reducer::start_next_collective() {
   });
   // Stage 2: the shard's accumulation follows on the stream, and frees the pool buffer.
   work = buffer_.finish(b, comm_, std::move(work));
+  if (replica_ && final_) work = reduce_across_replicas(b, std::move(work));
   if (observer_) {
     // Waiting for the event's task (stream order: after the collective) keeps the recorded order
     // truthful: nothing that waits for this bucket runs before CollectiveDone is recorded.
     StepObserver* observer = observer_;
-    work = comm_.then([observer, bucket](const ExecContext&) {
+    work = reduced_on().then([observer, bucket](const ExecContext&) {
       observer->on_step_event({.kind = StepEvent::Kind::CollectiveDone, .bucket = bucket});
     });
   }
   return bucket;
+}
+
+Work Reducer::reduce_across_replicas(const Bucket& b, Work in_group) {
+  Communicator& replica = *replica_;
+  const ElementRange shard = mode_.stepped_range(plan_, b, comm_.rank());
+  const ReplicaOperand x = buffer_.replica_operand(b, shard);
+  const std::int64_t n = shard.numel;
+  program_.issued({CommRole::Replica, CollectiveOp::AllReduce, b.index, n, micro_, x.dtype, -1});
+  // Not before the group's reduction of this bucket (Note [Replica all-reduce]).
+  replica.then([in_group = std::move(in_group), x, n](const ExecContext& stream) {
+    in_group.stream_wait(stream);
+    if (x.widened != nullptr) cast(stream, x.widened, static_cast<Bf16*>(x.data), n);
+  });
+  const ExecContext stream = replica.exec();
+  Work done = traced_collective(replica, tracer_, b.index, collective_name(CollectiveOp::AllReduce),
+                                n * dtype_size(x.dtype), [&] {
+    return replica.all_reduce(x.data, n, x.dtype, ReduceOp::Sum, &stream);
+  });
+  if (x.widened == nullptr) return done;
+  return replica.then([x, n](const ExecContext& stream) {
+    cast(stream, static_cast<const Bf16*>(x.data), x.widened, n);
+  });
 }
 
 void Reducer::end_backward() {

@@ -11,6 +11,23 @@
 // completion = issue order. So each communicator sees the same sequence on every rank
 // (docs/design.md invariant 1) even though broadcasts are issued from another thread at
 // timing-dependent moments.
+//
+// Note [Replica all-reduce]: with hybrid sharding (parallel.shard_group = G below the world) the
+// reduce communicator spans one group of G ranks, and the reduce-scatter leaves each rank the
+// group's sum of its shard. The shard's replicas - the ranks with the same member index in the
+// other groups - then all-reduce it on the replica communicator, once per step (the final
+// micro-batch; stages 2 and 3 first accumulate every micro-batch inside the group), so every
+// rank holds the sum over the whole world and one gradient scale of 1 / (world x grad_accum)
+// averages it. The main thread issues those all-reduces in bucket order right after each
+// bucket's reduce-scatter, as it issues the reduce-scatters: the replica stream first waits for
+// the group's reduction of that bucket (a continuation that waits for its Work: the comm thread
+// blocks on the CPU, where the replica stream has nothing else to do first; an event wait on
+// CUDA), then all-reduces. So each of the three communicators sees one sequence in one order on
+// every member (invariant 1), the group's reduce-scatter of bucket b + 1 overlaps the replicas'
+// all-reduce of bucket b, and the bucket's reduction completes on the replica stream, where an
+// interleaved step follows it. With a bf16 wire at stages 2 and 3 the accumulated fp32 shard is
+// cast to bf16 for the all-reduce and back (exact both ways but the sum's rounding, as stage 1's
+// in-place bf16 all-reduce), on the replica stream in one buffer (the stream runs one at a time).
 #pragma once
 
 #include <optional>
@@ -39,8 +56,10 @@ class Reducer {
   // `buffer`: what each bucket's collective (ModePlan::bucket_collective) runs on (fp32 gradients
   // in place, their bf16 cast, made on `compute` right before the collective, or stage 2's pool
   // buffers). Each collective is checked against `program` (Note [Collective program]).
+  // `replica`: hybrid sharding's replica communicator (Note [Replica all-reduce]); null when
+  // flat.
   Reducer(const ModePlan& mode, const BucketPlan& plan, GradientStore& buffer, Communicator& comm,
-          ProgramCheck& program, ExecContext compute, Tracer* tracer);
+          Communicator* replica, ProgramCheck& program, ExecContext compute, Tracer* tracer);
 
   void set_observer(StepObserver* observer) { observer_ = observer; }
 
@@ -65,17 +84,24 @@ class Reducer {
   // without a gradient) is an InternalError.
   void end_backward();
 
-  // The Work of bucket b's collective (complete after the collective, and after the observer's
-  // or tracer's task that follows it on the stream).
+  // Where a bucket's reduction completes: the reduce communicator, or the replica one.
+  Communicator& reduced_on() const { return replica_ ? *replica_ : comm_; }
+  // The Work of bucket b's reduction (complete after its collective, its replicas' all-reduce,
+  // and the observer's or tracer's task that follows them on the stream).
   const Work& collective(int bucket) const { return work_[static_cast<std::size_t>(bucket)]; }
   // Orders `exec` after every bucket's collective (CPU: blocks until they completed; CUDA: the
   // stream waits for their events and the host moves on).
   void wait_collectives(const ExecContext& exec) const;
 
  private:
+  // Hybrid sharding: bucket b's reduced shard summed with its replicas' after `in_group`.
+  Work reduce_across_replicas(const Bucket& b, Work in_group);
+
+  const ModePlan& mode_;
   const BucketPlan& plan_;
   GradientStore& buffer_;
   Communicator& comm_;
+  Communicator* replica_;
   ProgramCheck& program_;
   CollectiveOp op_;
   bool pools_;  // stages 2 and 3: every micro-batch reduces (Note [Gradient pool])

@@ -80,9 +80,10 @@ class ZeroInterleavedSchedule final : public Schedule {
  public:
   using Schedule::Schedule;
 
-  // Runs on the reduce stream after this bucket's collective (and all earlier ones): step the
-  // bucket right there, then start its broadcast (Note [Two communicators] in reducer.h); the
-  // last two buckets are the exception below.
+  // Runs on the reduce stream after this bucket's collective (and all earlier ones) - with hybrid
+  // sharding on the replica stream after its all-reduce across the replicas (Note [Replica
+  // all-reduce]): step the bucket right there, then start its broadcast (Note [Two
+  // communicators] in reducer.h); the last two buckets are the exception below.
   //
   // Note [Tail broadcast order]: the last bucket (the first layers) is final only when backward
   // ends, and the next forward needs its parameters first. In bucket order, the second-to-last
@@ -101,7 +102,7 @@ class ZeroInterleavedSchedule final : public Schedule {
     const int count = static_cast<int>(parts_.plan.buckets.size());
     const int last = count - 1;
     const int second_last = last - 1;  // -1 with a single bucket: nothing is reordered
-    Communicator& comm = parts_.reduce_comm;
+    Communicator& comm = parts_.reducer.reduced_on();
     BucketOps& buckets = parts_.buckets;
     // CPU: the continuation runs on the comm thread once the collective completed; CUDA: it runs
     // now and only enqueues the step kernel and the broadcast after the collective
@@ -151,10 +152,11 @@ class ZeroInterleavedSchedule final : public Schedule {
 StepVerdict Schedule::check(const StepScalars& scalars, const StepLossFn& step_loss) {
   // Checked per log window instead (never with clipping or a skip, which need the verdict here).
   if (parts_.options.step_check == StepCheck::EveryLogWindow) return StepVerdict{};
-  const double grad_sum_sq = parts_.buckets.local_grad_sum_sq(parts_.reduce_comm.rank());
+  const double grad_sum_sq = parts_.buckets.local_grad_sum_sq(parts_.every_rank.rank());
   const double mean_loss = step_loss() / static_cast<double>(parts_.options.grad_accum);
   StepVerdict verdict = agree_on_step(mean_loss, grad_sum_sq, parts_.grad_shares,
-                                      parts_.options.max_loss, parts_.reduce_comm);
+                                      parts_.share_ranks, parts_.options.max_loss,
+                                      parts_.every_rank);
   parts_.buckets.set_last_grad_norm(std::sqrt(verdict.grad_sum_sq) *
                                     static_cast<double>(scalars.grad_scale));
   return verdict;

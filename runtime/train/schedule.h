@@ -42,11 +42,12 @@ using StepLossFn = std::function<double()>;
 // What a schedule acts on; every reference outlives the schedule.
 struct ScheduleParts {
   const BucketPlan& plan;
-  Reducer& reducer;
+  Reducer& reducer;  // interleaved: its reduced_on() stream runs the step tasks
   BucketOps& buckets;
-  Communicator& reduce_comm;  // interleaved: where the step tasks run; the verdict's all-reduce
+  Communicator& every_rank;  // the verdict's all-reduce
   const StepOptions& options;
   GradShares grad_shares = GradShares::Replicated;
+  int share_ranks = 1;  // agree_on_step: the ranks whose shares sum to the norm (one shard group)
 };
 
 class Schedule {

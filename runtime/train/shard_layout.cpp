@@ -17,6 +17,7 @@ std::int64_t bucket_alignment(const ModePlan& mode, int world) {
 }
 
 int planned_ranks(const Config& config, const ModePlan& mode, int world) {
+  if (mode.mode.shard_group > 0) return mode.mode.shard_group;
   return mode.element_shards && config.link.ranks > world ? config.link.ranks : world;
 }
 
@@ -65,6 +66,16 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
         "checkpoint.dir or link.ranks",
         config.source_path, ranks, world, ranks));
   }
+}
+
+void check_shard_group(const Config& config, int world) {
+  const int group = config.parallel.shard_group;
+  if (group == 0 || world % group == 0) return;
+  throw UserError(fmt::format(
+      "{}: parallel.shard_group = {} does not divide the {} rank{} of this job, which split into "
+      "groups of that many consecutive ranks: set a divisor of {} (or 0 for one group of every "
+      "rank)",
+      config.source_path, group, world, world == 1 ? "" : "s", world));
 }
 
 void check_collective_counts(const Config& config, const ModePlan& mode,

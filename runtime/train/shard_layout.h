@@ -28,8 +28,9 @@ namespace zl {
 // world with element shards, else kAlignFloats (each parameter's own alignment: no extra).
 std::int64_t bucket_alignment(const ModePlan& mode, int world);
 
-// The ranks a run of `mode` on `world` real ranks lays out and steps for: link.ranks = N above
-// `world` with element shards (the timing study, runtime/comm/shard_study.h), else `world`.
+// The ranks a run of `mode` on `world` real ranks lays out and steps for: the shard group
+// (hybrid sharding: shards inside a group), link.ranks = N above `world` with element shards
+// (the timing study, runtime/comm/shard_study.h), else `world`.
 int planned_ranks(const Config& config, const ModePlan& mode, int world);
 
 // The layout padding of `mode` for the buckets of `unpadded` (a plan of the unpadded layout):
@@ -51,6 +52,9 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
 // What a training run of `mode` cannot do, as UserError naming the keys (exit 2): checkpoint.dir
 // under the link.ranks timing study (its parameters are not trained). `world`: the real ranks.
 void check_trainable(const Config& config, const ModePlan& mode, int world);
+
+// parallel.shard_group must divide the `world` ranks of the job: UserError naming both (exit 2).
+void check_shard_group(const Config& config, int world);
 
 // On the CPU, every collective of the step fits one MPI call (kMaxMpiCount elements per rank);
 // otherwise UserError naming the bucket's largest parameter and what would fit. A bucket never

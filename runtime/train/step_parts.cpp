@@ -22,20 +22,17 @@ void assert_valid(const StepOptions& options, const ModePlan& mode) {
 }
 
 StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
-                     ParameterStore& store, RankOptimizer& optimizer,
-                     Communicator& reduce_comm, Communicator& broadcast_comm,
-                     ExecContext compute, Tracer* tracer,
-                     std::span<const float> initial_fp32)
+                     ParameterStore& store, RankOptimizer& optimizer, const StepComms& comms,
+                     ExecContext compute, Tracer* tracer, std::span<const float> initial_fp32)
     : mode(mode),
       store(store),
-      reduce_comm(reduce_comm),
-      broadcast_comm(broadcast_comm),
+      comms(comms),
       compute(compute),
       program(collective_program(mode, plan)),
-      gradients(mode, plan, store, reduce_comm.rank(), tracer),
-      reducer(mode, plan, gradients, reduce_comm, program, compute, tracer),
-      buckets(mode, plan, store, gradients, optimizer, broadcast_comm, program, compute, tracer,
-              reduce_comm.name()) {
+      gradients(mode, plan, store, comms.reduce.rank(), tracer),
+      reducer(mode, plan, gradients, comms.reduce, comms.replica, program, compute, tracer),
+      buckets(mode, plan, store, gradients, optimizer, comms.broadcast, program, compute, tracer,
+              reducer.reduced_on().name()) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   assert_valid(options, mode);
@@ -43,14 +40,15 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
   schedule = make_schedule(mode.schedule, ScheduleParts{.plan = plan,
                                                         .reducer = reducer,
                                                         .buckets = buckets,
-                                                        .reduce_comm = reduce_comm,
+                                                        .every_rank = comms.every_rank(),
                                                         .options = options,
-                                                        .grad_shares = shares});
+                                                        .grad_shares = shares,
+                                                        .share_ranks = plan.world_size});
   switch (mode.parameters) {
     case ParameterSource::Resident: break;
     case ParameterSource::Gathered:
       gather_ = std::make_unique<ParameterGather>(mode, plan, store, optimizer, buckets,
-                                                  broadcast_comm, program, compute, tracer,
+                                                  comms.broadcast, program, compute, tracer,
                                                   initial_fp32);
       break;
   }
@@ -78,7 +76,7 @@ void StepParts::broadcast_initial_parameters() {
   auto* params = static_cast<char*>(store.raw_data());
   Work last;
   for (std::int64_t offset = 0; offset < store.total_numel(); offset += kChunk) {
-    last = broadcast_comm.broadcast(params + offset * dtype_size(dtype),
+    last = comms.broadcast.broadcast(params + offset * dtype_size(dtype),
                                     std::min(kChunk, store.total_numel() - offset), dtype, 0);
   }
   last.wait();  // stream order: every earlier chunk is done too
@@ -87,8 +85,9 @@ void StepParts::broadcast_initial_parameters() {
 void StepParts::synchronize() {
   buckets.wait_for_all_parameters();
   if (mode.gathers_parameters()) gather().release_all();
-  reduce_comm.synchronize();
-  broadcast_comm.synchronize();
+  comms.reduce.synchronize();
+  if (comms.replica) comms.replica->synchronize();
+  comms.broadcast.synchronize();
   // CUDA: steps (ddp, none, after_backward) and forward waits live on the compute stream. It can
   // only be waiting for collectives that just completed, so this wait cannot hang.
   synchronize_stream(compute);

@@ -27,13 +27,23 @@ namespace zl {
 
 class Tracer;
 
+// The communicators one rank's step issues on (runtime/train/trainer_setup.cpp builds them). With
+// hybrid sharding reduce and broadcast span the rank's shard group (Note [Replica all-reduce]).
+struct StepComms {
+  Communicator& reduce;     // the gradients' collectives, in bucket order
+  Communicator& broadcast;  // publishes after the step, stage 3's gathers
+  Communicator* replica = nullptr;  // hybrid sharding: each shard's all-reduce across the groups
+  Communicator* world = nullptr;    // every rank, where `reduce` does not span them (hybrid)
+  // Every rank of the job: the step's verdict, metrics, evaluation.
+  Communicator& every_rank() const { return world ? *world : reduce; }
+};
+
 struct StepParts {
   // Every reference must outlive the parts.
   // `initial_fp32`: Model::initial_parameters(), for stage 3's shards (parameter_gather.h).
   StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
-            ParameterStore& store, RankOptimizer& optimizer, Communicator& reduce_comm,
-            Communicator& broadcast_comm, ExecContext compute, Tracer* tracer,
-            std::span<const float> initial_fp32 = {});
+            ParameterStore& store, RankOptimizer& optimizer, const StepComms& comms,
+            ExecContext compute, Tracer* tracer, std::span<const float> initial_fp32 = {});
 
   // Rank 0's initial parameters to every rank (blocking), before the first step.
   void broadcast_initial_parameters();
@@ -46,8 +56,7 @@ struct StepParts {
 
   const ModePlan& mode;
   ParameterStore& store;
-  Communicator& reduce_comm;
-  Communicator& broadcast_comm;
+  StepComms comms;
   ExecContext compute;
   ProgramCheck program;    // collective_program(mode, plan), checked by the three below
   GradientStore gradients;  // before the reducer and the buckets, which use it

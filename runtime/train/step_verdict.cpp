@@ -30,7 +30,7 @@
 namespace zl {
 
 StepVerdict agree_on_step(double local_loss, double local_grad_sum_sq, GradShares shares,
-                          double loss_limit, Communicator& comm) {
+                          int share_ranks, double loss_limit, Communicator& comm) {
   const int world = comm.size();
   const auto w = static_cast<std::size_t>(world);
   // Slot r holds rank r's loss and slot world + r its gradient share; every other rank adds 0, and
@@ -54,7 +54,7 @@ StepVerdict agree_on_step(double local_loss, double local_grad_sum_sq, GradShare
       v.grad_ranks.push_back(r);
       v.grad_shares.push_back(share);
     }
-    sharded_sum += share;  // in rank order: the same sum on every rank
+    if (r < share_ranks) sharded_sum += share;  // in rank order: the same sum on every rank
   }
   v.grad_sum_sq = shares == GradShares::Sharded ? sharded_sum : local_grad_sum_sq;
   v.finite = v.loss_ranks.empty() && v.grad_ranks.empty();

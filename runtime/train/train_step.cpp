@@ -73,7 +73,7 @@ void Trainer::train_step() {
     if (batch.last()) {
       // Gradients hold the sum over ranks and micro-batches of per-micro-batch mean gradients:
       // averaging (docs/design.md invariant 6) is folded into the fused step as grad_scale.
-      const auto ranks = static_cast<std::int64_t>(setup_.reduce_comm->size());
+      const auto ranks = static_cast<std::int64_t>(setup_.comms().every_rank().size());
       scalars_ = optimizer_->next_step(1.0f / static_cast<float>(ranks * grad_accum));
     }
     parts_->reducer.begin_backward(batch);

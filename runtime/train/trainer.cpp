@@ -16,8 +16,10 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       tape_(setup_.compute),
       loss_window_(setup_.compute),
       batches_(setup_.compute) {
-  setup_.reduce_comm->set_tracer(&tracer_);
-  setup_.broadcast_comm->set_tracer(&tracer_);
+  for (auto* comm : {&setup_.reduce_comm, &setup_.broadcast_comm, &setup_.replica_comm,
+                     &setup_.world_comm}) {
+    if (*comm) (*comm)->set_tracer(&tracer_);
+  }
   plan_ = build_bucket_plan(setup_.model->store(), config_.parallel.bucket_cap_mb,
                             config_.parallel.first_bucket_cap_mb, setup_.ranks,
                             config_.parallel.assignment);
@@ -31,8 +33,8 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                                   world_.rank, setup_.mode, setup_.total_steps,
                                                   initial_fp32);
   parts_ = std::make_unique<StepParts>(setup_.mode, step_options_, plan_, setup_.model->store(),
-                                       *optimizer_, *setup_.reduce_comm, *setup_.broadcast_comm,
-                                       setup_.compute, &tracer_, initial_fp32);
+                                       *optimizer_, setup_.comms(), setup_.compute, &tracer_,
+                                       initial_fp32);
   parts_->broadcast_initial_parameters();
   grad_ready_hook_ = [this](int param_id) { gradient_ready(param_id); };
   if (setup_.mode.pools_gradients()) {
@@ -65,10 +67,13 @@ Trainer::~Trainer() {
   } catch (...) {
   }
   // The comm threads may still hold continuations that use the optimizer, the bucket steps and
-  // the other communicator: stop them first, the reduce stream (which issues broadcasts) before
-  // the broadcast stream, then let the members go in reverse order.
+  // the other communicators: stop them first, the streams that issue broadcasts (the replica
+  // stream, which also waits for the reduce stream's work, then the reduce stream) before the
+  // broadcast stream, then let the members go in reverse order.
+  setup_.replica_comm.reset();
   setup_.reduce_comm.reset();
   setup_.broadcast_comm.reset();
+  setup_.world_comm.reset();
 }
 
 double Trainer::window_check_value() {
@@ -95,13 +100,13 @@ RankMemory Trainer::allocated_memory() const {
       .gradients = store.grad_bytes() + parts_->gradients.bytes(),
       .master = optimizer_->master_bytes(),  // 0 in fp32: the parameters are their own masters
       .state = optimizer_->state_bytes(),
-      .gradient_pool = setup_.mode.pools_gradients() ? parts_->gradients.pool().pool_bytes() : 0,
+      .gradient_pool = parts_->gradients.pool_bytes(),
   };
 }
 
 std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {
   const auto count = static_cast<std::int64_t>(values.size());
-  setup_.reduce_comm->all_reduce_f64(values.data(), count).wait();
+  setup_.comms().every_rank().all_reduce_f64(values.data(), count).wait();
   return values;
 }
 
@@ -112,7 +117,7 @@ EvalResult Trainer::evaluate() {
                                        .model = *setup_.model,
                                        .tape = tape_,
                                        .batches = batches_,
-                                       .comm = *setup_.reduce_comm,
+                                       .comm = setup_.comms().every_rank(),
                                        .compute = setup_.compute,
                                        .gather = parameter_gather()});
 }

@@ -62,8 +62,7 @@ class Trainer {
   TaskKind task() const { return setup_.data.train.task; }
   // The compute stream, with the run's GEMM math (tf32) and host-wait limit.
   const ExecContext& compute_context() const { return setup_.compute; }
-  Communicator& reduce_comm() { return *setup_.reduce_comm; }
-  Communicator& broadcast_comm() { return *setup_.broadcast_comm; }
+  StepComms comms() const { return setup_.comms(); }
   Tracer& tracer() { return tracer_; }
   RankMemory allocated_memory() const;  // as ModePlan's rank_memory counts it (tested equal)
   std::int64_t gradient_store_bytes() const { return parts_->gradients.bytes(); }

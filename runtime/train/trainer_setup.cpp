@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 #include "runtime/comm/shard_study.h"
 #include "runtime/comm/simulated_link.h"
+#include "runtime/comm/timed_mpi.h"
 #include "runtime/comm/thread_priority.h"
 #include "runtime/trace/metrics.h"
 #include "runtime/train/bucket_plan.h"
@@ -79,7 +80,7 @@ const Config& agreed(const Config& config, const World& world) {
 TrainerSetup::TrainerSetup(const Config& config, const World& world, const TrainerOptions& options)
     : device(agreed(config, world).runtime.device, world, config.runtime.timeout_s),
       compute(run_context(device.compute(), config, world)),
-      mode(make_run_mode_plan(config)),
+      mode(make_run_mode_plan(config, world.size)),
       ranks(planned_ranks(config, mode, world.size)) {
   set_cpu_gemm_threads(compute.cpu_threads);
   // tf32 is the compute context's GEMM math (run_context); the CPU stays fp32, said once.
@@ -91,6 +92,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   // Bad data (a missing file on one node, a model that does not fit) must end every rank before
   // any of them enters the communicator set-up below.
   agree_on_user_errors(world, [&] {
+    check_shard_group(config, world.size);
     check_trainable(config, mode, world.size);
     data = load_datasets(config);
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
@@ -149,25 +151,45 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
   }
   // Construction order is the same on every rank (each construction is a collective): MPI on the
-  // CPU, NCCL on CUDA.
-  reduce_comm = device.make_communicator(world.comm, "comm.reduce", comm_options(config.runtime));
-  broadcast_comm =
-      device.make_communicator(world.comm, "comm.broadcast", comm_options(config.runtime));
+  // CPU, NCCL on CUDA (a unique id per communicator, sent over the MPI communicator it splits).
+  const CommOptions comm_opts = comm_options(config.runtime);
+  if (mode.replicas > 1) {
+    // Hybrid sharding: rank r is member r mod G of group r / G (consecutive ranks, as mpirun
+    // places a node's ranks together); its replicas are the members with its index in the other
+    // groups (Note [Replica all-reduce]).
+    const int group = mode.mode.shard_group;
+    const WaitLimit limit{world.rank, config.runtime.timeout_s};
+    MPI_Comm in_group = timed_comm_split(world.comm, world.rank / group, world.rank % group,
+                                         limit, "splitting the ranks into shard groups");
+    MPI_Comm across = timed_comm_split(world.comm, world.rank % group, world.rank / group, limit,
+                                       "splitting the ranks into shard replicas");
+    reduce_comm = device.make_communicator(in_group, "comm.reduce", comm_opts);
+    broadcast_comm = device.make_communicator(in_group, "comm.broadcast", comm_opts);
+    replica_comm = device.make_communicator(across, "comm.replica", comm_opts);
+    world_comm = device.make_communicator(world.comm, "comm.world", comm_opts);
+    MPI_Comm_free(&in_group);  // each communicator holds its own duplicate
+    MPI_Comm_free(&across);
+  } else {
+    reduce_comm = device.make_communicator(world.comm, "comm.reduce", comm_opts);
+    broadcast_comm = device.make_communicator(world.comm, "comm.broadcast", comm_opts);
+  }
   if (ranks > world.size) {  // the timing study (runtime/comm/shard_study.h), inside the link
     reduce_comm = std::make_unique<ShardStudyCommunicator>(std::move(reduce_comm), ranks);
     broadcast_comm = std::make_unique<ShardStudyCommunicator>(std::move(broadcast_comm), ranks);
   }
-  if (config.link.enabled()) {
-    // One link per rank, shared by both streams (Note [Link occupancy]); on CUDA it delays the
-    // comm streams on the device (Note [Link on the device]).
-    auto link = std::make_shared<SimulatedLink>(config.link, config.runtime.timeout_s);
-    reduce_comm = with_simulated_link(std::move(reduce_comm), link);
-    broadcast_comm = with_simulated_link(std::move(broadcast_comm), link);
-  }
-  if (options.wrap_comm) {
-    reduce_comm = options.wrap_comm(std::move(reduce_comm));
-    broadcast_comm = options.wrap_comm(std::move(broadcast_comm));
-  }
+  // Each communicator of the step, through the link model and the caller's wrapper.
+  const auto wrap = [&](std::unique_ptr<Communicator>& comm,
+                        const std::shared_ptr<SimulatedLink>& link) {
+    if (!comm) return;
+    if (link) comm = with_simulated_link(std::move(comm), link);
+    if (options.wrap_comm) comm = options.wrap_comm(std::move(comm));
+  };
+  // One link per rank, shared by its streams (Note [Link occupancy]); on CUDA it delays the comm
+  // streams on the device (Note [Link on the device]).
+  const auto link = config.link.enabled()
+                        ? std::make_shared<SimulatedLink>(config.link, config.runtime.timeout_s)
+                        : nullptr;
+  for (auto* comm : {&reduce_comm, &broadcast_comm, &replica_comm, &world_comm}) wrap(*comm, link);
   // docs/design.md, "Divergence": on CUDA a per-step verdict would drain the stream every step;
   // a stop can wait for the log window, a clip, a skip or a loss limit cannot.
   step_check = options.step_check.value_or(

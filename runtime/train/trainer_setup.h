@@ -1,8 +1,8 @@
 // TrainerSetup: everything a Trainer is built from, built in the same order on every rank (each
 // step of it may be a collective): the device and its compute context, the ranks' agreement on
 // config and data, the datasets, the memory check, the model and sampler, the run's step counts,
-// and the two communicators with the modelled link and the caller's wrapper. Also the effective
-// config rank 0 writes next to the outputs.
+// and the communicators with the modelled link and the caller's wrapper (two; with hybrid
+// sharding four). Also the effective config rank 0 writes next to the outputs.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,7 @@
 #include "runtime/comm/world.h"
 #include "runtime/config/config.h"
 #include "runtime/train/mode_plan.h"
+#include "runtime/train/step_parts.h"
 #include "runtime/train/step_verdict.h"
 
 namespace zl {
@@ -48,7 +49,13 @@ struct TrainerSetup {
   std::unique_ptr<DistributedSampler> sampler;
   std::int64_t steps_per_epoch = 0;  // optimizer steps (Note [Epochs and accumulation])
   std::int64_t total_steps = 0;
-  std::unique_ptr<Communicator> reduce_comm, broadcast_comm;
+  // The gradients' and the publishes' communicators: every rank, or with hybrid sharding the
+  // rank's shard group; then the replica communicator (the same member of every group) and one of
+  // every rank (the verdict, metrics, evaluation), hybrid sharding only.
+  std::unique_ptr<Communicator> reduce_comm, broadcast_comm, replica_comm, world_comm;
+  StepComms comms() const {
+    return StepComms{*reduce_comm, *broadcast_comm, replica_comm.get(), world_comm.get()};
+  }
   // Where steps are checked for non-finite values (options.step_check, else by device and config).
   StepCheck step_check = StepCheck::EveryStep;
 };

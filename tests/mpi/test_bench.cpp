@@ -279,7 +279,7 @@ TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured
     const BenchReport report = run_bench(config, world, options);
     REQUIRE(report.rows.size() == modes.size());
     for (const Mode& m : bench_modes(config)) {
-      const ModePlan mode = bench_mode_plan(m, config, config.precision);
+      const ModePlan mode = bench_mode_plan(m, config, config.precision, world.size);
       CHECK(mode.micro_batches == grad_accum);
       const BucketPlan plan =
           plan_layout(config.model, config.parallel, mode, world.size, 0.004).plan;

@@ -1,11 +1,12 @@
 // Every mode issues exactly its collective program (Note [Collective program]): for each mode of
-// all_modes(), train.grad_accum 1 and 3, on this job's world, two steps with an evaluation
-// between them. Each issued collective is checked against the program's next entry of its
+// all_modes() - with hybrid sharding at each shard group that divides this job's world below it -
+// train.grad_accum 1 and 3, on this job's world, two steps with an evaluation between them. Each issued collective is checked against the program's next entry of its
 // communicator as it is issued (an InternalError on a mismatch); here, every entry was issued
 // once per step, on every communicator.
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
 #include "mpi_test_util.h"
 #include "runtime/config/mode.h"
@@ -17,7 +18,11 @@ using namespace zl::test;
 TEST_CASE("every mode issues exactly its collective program, in order, on every communicator",
           "[program]") {
   const World world = world_of(MPI_COMM_WORLD);
-  for (const Mode& mode : all_modes()) {
+  std::vector<int> groups;  // hybrid sharding: the replica communicator joins the program
+  for (int g = 1; g < world.size; ++g) {
+    if (world.size % g == 0) groups.push_back(g);
+  }
+  for (const Mode& mode : all_modes(groups)) {
     for (const int accum : {1, 3}) {
       INFO(mode.name() << " grad_accum " << accum << " on " << world.size << " ranks");
       Config config = small_config({"parallel.bucket_cap_mb=0.002",
@@ -29,13 +34,18 @@ TEST_CASE("every mode issues exactly its collective program, in order, on every 
       const std::vector<ProgramEntry> program =
           collective_program(trainer.mode_plan(), trainer.plan());
       const ProgramCheck& check = trainer.program_check();
-      REQUIRE(check.entries(CommRole::Reduce) + check.entries(CommRole::Broadcast) ==
+      REQUIRE(check.entries(CommRole::Reduce) + check.entries(CommRole::Broadcast) +
+                  check.entries(CommRole::Replica) ==
               static_cast<std::int64_t>(program.size()));
+      // Hybrid sharding: one all-reduce of each bucket's shard across the replicas per step,
+      // whatever grad_accum (not one per micro-batch).
+      const auto buckets = static_cast<std::int64_t>(trainer.plan().buckets.size());
+      CHECK(check.entries(CommRole::Replica) == (mode.shard_group > 0 ? buckets : 0));
       trainer.train_step();
       trainer.evaluate();  // outside the program (stage 3 gathers for it)
       trainer.train_step();
       trainer.synchronize();
-      for (const CommRole role : {CommRole::Reduce, CommRole::Broadcast}) {
+      for (const CommRole role : {CommRole::Reduce, CommRole::Broadcast, CommRole::Replica}) {
         INFO(comm_role_name(role));
         CHECK(check.checked(role) == 2 * check.entries(role));
       }

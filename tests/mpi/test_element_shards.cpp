@@ -658,7 +658,7 @@ TEST_CASE("runtime.memory_limit_mb refuses a run above it naming what fits; 4 ra
                                           "parallel.bucket_cap_mb=0.05",
                                           "parallel.first_bucket_cap_mb=0.01"};
   const auto peak = [](const Config& c, int ranks) {
-    const ModePlan mode = make_run_mode_plan(c);
+    const ModePlan mode = make_run_mode_plan(c, ranks);
     const PlannedLayout planned = plan_layout(c.model, c.parallel, mode, ranks);
     return estimate_peak_rank_memory(c, planned.layout, planned.plan, mode).total();
   };

@@ -126,3 +126,11 @@ zerolap_add_script_test(mpi.nonfinite_cli.np2 300 mpi
 zerolap_add_script_test(mpi.full_disk.np2 300 mpi
   ${CMAKE_CURRENT_SOURCE_DIR}/mpi/full_disk_test.sh $<TARGET_FILE:zerolap>
     ${CMAKE_CURRENT_BINARY_DIR}/tmp/full_disk)
+
+# Hybrid sharding (tests/mpi/test_hybrid.cpp): 4 ranks as 2 groups of 2 against ddp in every
+# overlap x stage x precision; a group of the whole world (bitwise flat) and of one rank on 3 and 4
+# ranks; the checkpoint chain 4 (2 groups, stage 3) -> 3 flat -> 1 ddp -> 4.
+zerolap_add_mpi_test(hybrid 4 "[hybrid]" 600)
+zerolap_add_mpi_test(hybrid_edges 3 "[hybrid-edges]" 300)
+zerolap_add_mpi_test(hybrid_edges 4 "[hybrid-edges]" 300)
+zerolap_add_mpi_test(hybrid_checkpoint 4 "[hybrid-checkpoint]" 300)

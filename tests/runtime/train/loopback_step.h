@@ -118,8 +118,8 @@ class LoopbackStep {
         options{.clip_grad_norm = s.clip_grad_norm,
                 .grad_accum = s.grad_accum,
                 .on_nonfinite = s.on_nonfinite},
-        parts(mode, options, plan, store, optimizer, reduce_comm, broadcast_comm, ExecContext{},
-              nullptr, initial) {
+        parts(mode, options, plan, store, optimizer, StepComms{reduce_comm, broadcast_comm},
+              ExecContext{}, nullptr, initial) {
     parts.set_observer(&events);
     for (const Bucket& b : plan.buckets) {
       REQUIRE(bucket_of_numel_.count(b.numel) == 0);  // the sizes tell buckets apart
