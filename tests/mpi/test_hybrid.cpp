@@ -9,7 +9,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,8 @@
 
 #include "mpi_test_util.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/checkpoint_saver.h"
+#include "runtime/checkpoint/shard_manifest.h"
 #include "runtime/config/global_batch.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/shard_layout.h"
@@ -185,9 +186,7 @@ TEST_CASE("a hybrid stage-3 checkpoint goes to 3 ranks flat, to 1 rank ddp, and 
   // layout). The 3- and 1-rank runs use sub-communicators of this job.
   const World world = world_of(MPI_COMM_WORLD);
   REQUIRE(world.size == 4);
-  const std::string dir = "hybrid_checkpoint_test";
-  if (world.is_root()) std::filesystem::create_directories(dir);
-  MPI_Barrier(world.comm);
+  const std::string dir = shared_dir(world.comm, "hybrid_checkpoint");
   // The same 24 samples per step at 4, 3 and 1 ranks (data.global_batch_size), so the sampler
   // position goes through every world size unchanged.
   const auto config = [&](const std::vector<std::string>& mode, const World& w) {
@@ -231,8 +230,47 @@ TEST_CASE("a hybrid stage-3 checkpoint goes to 3 ranks flat, to 1 rank ddp, and 
   load_checkpoint(back.state(), dir + "/one.safetensors");
   train_checking_identity(back, 5);
   CHECK(bitwise_equal(named_parameters(back), at10));
+}
+
+TEST_CASE("a hybrid sharded checkpoint: every rank writes a part, the load equals the single file's",
+          "[hybrid-checkpoint]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  REQUIRE(world.size == 4);
+  const std::string dir = shared_dir(world.comm, "hybrid_sharded");
+  const std::string single = dir + "/single.safetensors";
+  Config config = small_config(with(kBuckets, with(hybrid("interleaved", 3, 2),
+                                                   {"checkpoint.format=sharded"})));
+  config.checkpoint.dir = dir + "/sharded";
+  {
+    Trainer trainer(config, world, quiet_options());
+    train_checking_identity(trainer, 4);
+    write_checkpoint(trainer.state(), single);
+    CheckpointSaver saver(config, world);
+    saver.save(trainer.state());
+    saver.finish();
+  }
+  // The replicas of a shard split it: each of the 4 files holds a part of the model.
+  if (world.is_root()) {
+    const Manifest m = read_manifest(config.checkpoint.dir + "/step_00000004/manifest.json");
+    REQUIRE(m.shards.size() == 4);
+    for (const ShardEntry& e : m.shards) CHECK_FALSE(e.pieces.empty());
+  }
+  // Into 2 groups of 2 again and into 3 ranks flat: the same bits as from the single file.
+  const auto loads_alike = [&](const Config& c, const World& w) {
+    Trainer a(c, w, quiet_options()), b(c, w, quiet_options());
+    load_checkpoint(a.state(), single);
+    load_checkpoint(b.state(), w.is_root() ? config.checkpoint.dir + "/step_00000004" : "");
+    CHECK(b.step() == 4);
+    CHECK(bitwise_equal(train_checking_identity(a, 2), train_checking_identity(b, 2)));
+  };
+  loads_alike(config, world);
+  MPI_Comm three = MPI_COMM_NULL;
+  MPI_Comm_split(world.comm, world.rank < 3 ? 0 : MPI_UNDEFINED, world.rank, &three);
+  if (three != MPI_COMM_NULL) {
+    loads_alike(small_config(with(kBuckets, hybrid("none", 1, 0))), world_of(three));
+    MPI_Comm_free(&three);
+  }
   MPI_Barrier(world.comm);
-  if (world.is_root()) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a shard group that does not divide the world is exit 2 naming both", "[hybrid-edges]") {
