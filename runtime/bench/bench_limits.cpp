@@ -263,8 +263,10 @@ void measure_collectives(const Config& config, const Device& device, const World
   for (const auto& s : sizes) largest = std::max(largest, s.bytes);
   std::unique_ptr<Communicator> comm =
       device.make_communicator(world.comm, "bench.limits", comm_options(config.runtime));
-  comm = with_simulated_link(std::move(comm), std::make_shared<SimulatedLink>(
-                                                   config.link, config.runtime.timeout_s));
+  // Timed as the modes' flat communicators are (Note [Link model]).
+  const LinkSpan flat = flat_link_span(config.link, world.size);
+  comm = with_simulated_link(std::move(comm),
+                             make_rank_links(config.link, config.runtime.timeout_s), flat);
   const DeviceBuffer buf(device.kind(), largest / 4 + 1);  // bytes, for either dtype
   out.collectives_local = world.size == 1 && !config.link.enabled();
   for (const auto& s : sizes) {
@@ -288,8 +290,7 @@ void measure_collectives(const Config& config, const Device& device, const World
     c.seconds = seconds;
     c.algbw_gbps = static_cast<double>(s.bytes) / seconds * 1e-9;
     // With link.ranks the wire bytes are the modelled ranks' (Note [Link model]).
-    c.busbw_gbps = static_cast<double>(wire_bytes(op, s.bytes, modelled_ranks(config.link, world.size))) /
-                   seconds * 1e-9;
+    c.busbw_gbps = static_cast<double>(wire_bytes(op, s.bytes, flat.ranks)) / seconds * 1e-9;
     out.collectives.push_back(c);
   }
 }

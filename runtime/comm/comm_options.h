@@ -42,4 +42,15 @@ struct LinkConfig {
   bool enabled() const { return bandwidth_gbps > 0.0 || latency_us > 0.0; }
 };
 
+// Where a communicator's collectives run on the modelled machine: between nodes (the network
+// port, link.bandwidth_gbps) or inside one node (link.intra_gbps).
+enum class LinkTier { Inter, Intra };
+
+// The ranks the link model times a communicator's collectives for (a ring of that many), and the
+// tier of its slowest hop: link_span() (simulated_link.h) derives it from where the members sit.
+struct LinkSpan {
+  int ranks = 1;
+  LinkTier tier = LinkTier::Inter;
+};
+
 }  // namespace zl

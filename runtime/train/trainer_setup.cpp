@@ -92,6 +92,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   // any of them enters the communicator set-up below.
   agree_on_user_errors(world, [&] {
     check_trainable(config, mode, world.size);
+    check_link_world(config.link, world.size, config.source_path);
     data = load_datasets(config);
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
     // The layout is the mode's (element shards pad every bucket: shard_layout.h).
@@ -158,11 +159,13 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     broadcast_comm = std::make_unique<ShardStudyCommunicator>(std::move(broadcast_comm), ranks);
   }
   if (config.link.enabled()) {
-    // One link per rank, shared by both streams (Note [Link occupancy]); on CUDA it delays the
-    // comm streams on the device (Note [Link on the device]).
-    auto link = std::make_shared<SimulatedLink>(config.link, config.runtime.timeout_s);
-    reduce_comm = with_simulated_link(std::move(reduce_comm), link);
-    broadcast_comm = with_simulated_link(std::move(broadcast_comm), link);
+    // One link per rank and tier, shared by the streams of that tier (Note [Link occupancy]); on
+    // CUDA it delays the comm streams on the device (Note [Link on the device]). Both
+    // communicators are flat: every rank, timed as the modelled world.
+    const RankLinks links = make_rank_links(config.link, config.runtime.timeout_s);
+    const LinkSpan flat = flat_link_span(config.link, world.size);
+    reduce_comm = with_simulated_link(std::move(reduce_comm), links, flat);
+    broadcast_comm = with_simulated_link(std::move(broadcast_comm), links, flat);
   }
   if (options.wrap_comm) {
     reduce_comm = options.wrap_comm(std::move(reduce_comm));
