@@ -249,8 +249,9 @@ void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
                 const BenchLimits& limits, double backward_share) {
   // The last bucket holds the first layers: its gradients are final only when backward ends and
   // the next forward needs its parameters first.
+  // Today's modes issue every collective on flat communicators: the world's tier.
   const ModeComm comm = mode_comm(mode, plan, [&](const ProgramEntry& c) {
-    return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes());
+    return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes(), limits.flat_tier);
   });
   row.comm_model_s = comm.total_s;
   row.nonoverlap_comm_s = comm.last_s;

@@ -245,8 +245,47 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
   out.optimizer_gbps = static_cast<double>(out.optimizer_bytes_per_element * n) / s * 1e-9;
 }
 
+// Times every size on `comm`, whose place on the modelled machine is `span`.
+void measure_on(Communicator& comm, LinkSpan span, const World& world, const WaitLimit& limit,
+                const DeviceBuffer& buf, const std::vector<CollectiveSize>& sizes,
+                BenchLimits& out) {
+  for (const auto& s : sizes) {
+    const std::int64_t n = s.bytes / dtype_size(s.dtype);
+    const CollectiveOp op = collective_op_named(s.op);
+    const double seconds = time_collectively(world, limit, [&] {
+      switch (op) {
+        case CollectiveOp::AllReduce:
+          comm.all_reduce(buf.raw(), n, s.dtype, ReduceOp::Sum).wait();
+          break;
+        case CollectiveOp::Reduce:
+          comm.reduce(buf.raw(), n, s.dtype, 0, ReduceOp::Sum).wait();
+          break;
+        case CollectiveOp::ReduceScatter:
+          comm.reduce_scatter(buf.raw(), n, s.dtype, ReduceOp::Sum).wait();
+          break;
+        case CollectiveOp::AllGather: comm.all_gather(buf.raw(), n, s.dtype).wait(); break;
+        default: comm.broadcast(buf.raw(), n, s.dtype, 0).wait(); break;
+      }
+    });
+    CollectiveLimit c;
+    c.op = s.op;
+    c.dtype = s.dtype;
+    c.bytes = s.bytes;
+    c.tier = span.tier;
+    c.ranks = span.ranks;
+    c.seconds = seconds;
+    c.algbw_gbps = static_cast<double>(s.bytes) / seconds * 1e-9;
+    // The wire bytes are the span's ranks' (link.ranks sets them: Note [Link model]).
+    c.busbw_gbps = static_cast<double>(wire_bytes(op, s.bytes, span.ranks)) / seconds * 1e-9;
+    out.collectives.push_back(c);
+  }
+}
+
 // On the device's communicator backend (NCCL on CUDA, MPI on the CPU) with buffers where the
-// model lives, through the link model when it is on.
+// model lives, through the link model when it is on: on the world communicator, timed as the
+// modes' flat communicators are; and with two tiers where the world spans several nodes, on a
+// communicator of each node's ranks too, timed inside a node for link.node_ranks ranks (so also
+// in a link.ranks study, whose real node may hold fewer). All nodes measure at once.
 void measure_collectives(const Config& config, const Device& device, const World& world,
                          const WaitLimit& limit,
                          std::vector<CollectiveSize> sizes, BenchLimits& out) {
@@ -261,45 +300,40 @@ void measure_collectives(const Config& config, const Device& device, const World
   if (sizes.empty()) return;
   std::int64_t largest = 0;
   for (const auto& s : sizes) largest = std::max(largest, s.bytes);
-  std::unique_ptr<Communicator> comm =
-      device.make_communicator(world.comm, "bench.limits", comm_options(config.runtime));
-  comm = with_simulated_link(std::move(comm), std::make_shared<SimulatedLink>(
-                                                   config.link, config.runtime.timeout_s));
   const DeviceBuffer buf(device.kind(), largest / 4 + 1);  // bytes, for either dtype
   out.collectives_local = world.size == 1 && !config.link.enabled();
-  for (const auto& s : sizes) {
-    const std::int64_t n = s.bytes / dtype_size(s.dtype);
-    const CollectiveOp op = collective_op_named(s.op);
-    const double seconds = time_collectively(world, limit, [&] {
-      switch (op) {
-        case CollectiveOp::AllReduce: comm->all_reduce(buf.raw(), n, s.dtype, ReduceOp::Sum).wait(); break;
-        case CollectiveOp::Reduce: comm->reduce(buf.raw(), n, s.dtype, 0, ReduceOp::Sum).wait(); break;
-        case CollectiveOp::ReduceScatter:
-          comm->reduce_scatter(buf.raw(), n, s.dtype, ReduceOp::Sum).wait();
-          break;
-        case CollectiveOp::AllGather: comm->all_gather(buf.raw(), n, s.dtype).wait(); break;
-        default: comm->broadcast(buf.raw(), n, s.dtype, 0).wait(); break;
-      }
-    });
-    CollectiveLimit c;
-    c.op = s.op;
-    c.dtype = s.dtype;
-    c.bytes = s.bytes;
-    c.seconds = seconds;
-    c.algbw_gbps = static_cast<double>(s.bytes) / seconds * 1e-9;
-    // With link.ranks the wire bytes are the modelled ranks' (Note [Link model]).
-    c.busbw_gbps = static_cast<double>(wire_bytes(op, s.bytes, modelled_ranks(config.link, world.size))) /
-                   seconds * 1e-9;
-    out.collectives.push_back(c);
+  const RankLinks links = make_rank_links(config.link, config.runtime.timeout_s);
+  const LinkSpan flat = flat_link_span(config.link, world.size);
+  out.flat_tier = flat.tier;
+  {
+    std::unique_ptr<Communicator> comm = with_simulated_link(
+        device.make_communicator(world.comm, "bench.limits", comm_options(config.runtime)), links,
+        flat);
+    measure_on(*comm, flat, world, limit, buf, sizes, out);
   }
+  const int node_ranks = config.link.node_ranks;
+  if (node_ranks <= 1 || flat.tier == LinkTier::Intra) return;  // no second tier to measure
+  // Every rank is past the barrier before the split, which cannot time out itself.
+  timed_barrier(world.comm, limit, "the bench limits' barrier before the node split");
+  MPI_Comm node = MPI_COMM_NULL;
+  ZL_MPI_CHECK(MPI_Comm_split(world.comm, world.rank / node_ranks, world.rank, &node));
+  struct FreeComm {
+    MPI_Comm& c;
+    ~FreeComm() { MPI_Comm_free(&c); }
+  } free_node{node};
+  const LinkSpan inside{node_ranks, LinkTier::Intra};
+  std::unique_ptr<Communicator> comm = with_simulated_link(
+      device.make_communicator(node, "bench.limits.node", comm_options(config.runtime)), links,
+      inside);
+  measure_on(*comm, inside, world, limit, buf, sizes, out);
 }
 
 }  // namespace
 
-double BenchLimits::collective_seconds(const std::string& op, DType dtype,
-                                       std::int64_t bytes) const {
+double BenchLimits::collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
+                                       LinkTier tier) const {
   for (const auto& c : collectives) {
-    if (c.op == op && c.dtype == dtype && c.bytes == bytes) return c.seconds;
+    if (c.op == op && c.dtype == dtype && c.bytes == bytes && c.tier == tier) return c.seconds;
   }
   return 0.0;
 }

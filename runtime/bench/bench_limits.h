@@ -3,9 +3,9 @@
 // all ranks at once since they share the memory bus), the fused optimizer's throughput against
 // that bandwidth,
 // and the time of each collective at each bucket size and dtype (through the [link] model when
-// it is on). The GEMM and the optimizer are measured once per precision of the bench, in that
-// precision's kernels and bytes per element. Every function here is collective: all ranks call
-// it with the same arguments.
+// it is on, on each of its tiers). The GEMM and the optimizer are measured once per precision of
+// the bench, in that precision's kernels and bytes per element. Every function here is
+// collective: all ranks call it with the same arguments.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,10 @@ struct CollectiveLimit {
   double seconds = 0.0;    // one operation, max over ranks
   double algbw_gbps = 0.0;  // payload bytes / s, in GB/s (1e9)
   double busbw_gbps = 0.0;  // wire_bytes() per rank / s: comparable with the link bandwidth
+  // Where it was timed: the tier, and the ranks its span counts (Note [Link model]); Inter and
+  // the world size without a link.
+  LinkTier tier = LinkTier::Inter;
+  int ranks = 0;
 };
 
 // Note [Limits on the device]: on CUDA every figure is the GPU's: cuBLAS at the model's shapes on
@@ -57,11 +61,16 @@ struct BenchLimits {
   std::string device_summary;           // Device::summary(): which GPU, or why the CPU
   double triad_gbps = 0.0;              // memory bandwidth per rank (the `add` kernel)
   std::vector<PrecisionLimits> precisions;  // one per precision of the bench, in its order
+  // On the world communicator, tier flat_tier; with link.node_ranks where the world spans nodes,
+  // also on a communicator of one node's ranks, tier Intra. So a tier names one communicator.
   std::vector<CollectiveLimit> collectives;
+  LinkTier flat_tier = LinkTier::Inter;  // the world's: flat_link_span (simulated_link.h)
   bool collectives_local = false;  // one rank, no link model: copies on this rank, no network
 
-  // Time of `op` on `bytes` of `dtype` from `collectives` (exact size; 0 when not measured).
-  double collective_seconds(const std::string& op, DType dtype, std::int64_t bytes) const;
+  // Time of `op` on `bytes` of `dtype` in `tier` from `collectives` (exact size; 0 when not
+  // measured).
+  double collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
+                            LinkTier tier) const;
 };
 
 struct CollectiveSize {

@@ -11,6 +11,7 @@
 
 #include "base/checked_write.h"
 #include "base/errors.h"
+#include "runtime/comm/simulated_link.h"
 
 namespace zl {
 namespace {
@@ -275,7 +276,14 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
     out += "  collectives: one rank and no link model, so local (no network; use link.ranks to "
            "model one)\n";
   }
-  for (const CollectiveLimit& c : l.collectives) {
+  for (std::size_t i = 0; i < l.collectives.size(); ++i) {
+    const CollectiveLimit& c = l.collectives[i];
+    if (rep.link.node_ranks > 0 && (i == 0 || l.collectives[i - 1].tier != c.tier)) {
+      out += fmt::format("  {}, timed as {} ranks:\n",
+                         c.tier == LinkTier::Intra ? "inside a node (link.intra_gbps)"
+                                                   : "between nodes (link.bandwidth_gbps)",
+                         c.ranks);
+    }
     out += fmt::format("  {:<10} {:<4} {:>9.3f} MiB {:>8.3f} ms  algbw {:>7.2f} GB/s  busbw "
                        "{:>7.2f} GB/s ({:.1f} Gb/s)\n",
                        c.op, dtype_name(c.dtype), mib(c.bytes), c.seconds * 1e3, c.algbw_gbps,
@@ -299,6 +307,8 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
                             : nlohmann::ordered_json{{"bandwidth_gbps", rep.link.bandwidth_gbps},
                                                      {"latency_us", rep.link.latency_us},
                                                      {"ranks", rep.link.ranks},
+                                                     {"node_ranks", rep.link.node_ranks},
+                                                     {"intra_gbps", rep.link.intra_gbps},
                                                      {"label", rep.link_label}};
   j["comm_priority"] = to_string(rep.comm_priority);
   j["cpu_threads"] = rep.cpu_threads;
@@ -329,7 +339,8 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   limits["collectives"] = nlohmann::ordered_json::array();
   for (const CollectiveLimit& c : l.collectives) {
     limits["collectives"].push_back({{"op", c.op}, {"dtype", dtype_name(c.dtype)},
-                                     {"bytes", c.bytes}, {"seconds", c.seconds},
+                                     {"bytes", c.bytes}, {"tier", to_string(c.tier)},
+                                     {"ranks", c.ranks}, {"seconds", c.seconds},
                                      {"algbw_gbps", c.algbw_gbps}, {"busbw_gbps", c.busbw_gbps}});
   }
   j["limits"] = limits;

@@ -18,11 +18,13 @@ std::vector<ModePlan> all_mode_plans(const Config& config) {
 
 ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const LinkConfig& link,
                             int ranks) {
+  // Today's modes issue every collective on flat communicators of all ranks.
+  const LinkSpan span = flat_link_span(link, ranks);
   ModeComm out = mode_comm(mode, plan, [&](const ProgramEntry& c) {
-    return modelled_seconds(link, c.op, c.bytes(), ranks);
+    return modelled_seconds(link, c.op, c.bytes(), span);
   });
   for (const ProgramEntry& c : collective_program(mode, plan)) {
-    out.wire_bytes += wire_bytes(c.op, c.bytes(), modelled_ranks(link, ranks));
+    out.wire_bytes += wire_bytes(c.op, c.bytes(), span.ranks);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/cli/interrupt.h"
+#include "runtime/comm/simulated_link.h"
 #include "runtime/config/config.h"
 #include "runtime/config/global_batch.h"
 #include "runtime/trace/metrics.h"
@@ -46,6 +47,7 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
     apply_global_batch(config, world.size);  // the split for this world (global_batch.h)
+    check_link_world(config.link, world.size, config.source_path);  // nodes of whole ranks
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
     check_bench_memory(config, world);  // before the bench allocates its model and buffers
     if (world.is_root()) {  // not after minutes of measuring

@@ -34,7 +34,23 @@ struct LinkConfig {
   // Ranks the model times each collective for (a ring of this many ranks on this link); 0: the
   // job's real world size. Lets one GPU or CPU study a cluster's overlap (docs/bench.md).
   int ranks = 0;
+  // Two tiers (Note [Link model], simulated_link.h): consecutive groups of node_ranks ranks share
+  // a modelled node whose links run at intra_gbps; bandwidth_gbps is then each rank's port
+  // between nodes. 0: one tier, every collective at bandwidth_gbps.
+  int node_ranks = 0;
+  double intra_gbps = 0.0;
   bool enabled() const { return bandwidth_gbps > 0.0 || latency_us > 0.0; }
+};
+
+// Where a communicator's collectives run on the modelled machine: between nodes (the network
+// port, link.bandwidth_gbps) or inside one node (link.intra_gbps).
+enum class LinkTier { Inter, Intra };
+
+// The ranks the link model times a communicator's collectives for (a ring of that many), and the
+// tier of its slowest hop: link_span() (simulated_link.h) derives it from where the members sit.
+struct LinkSpan {
+  int ranks = 1;
+  LinkTier tier = LinkTier::Inter;
 };
 
 }  // namespace zl

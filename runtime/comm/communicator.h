@@ -41,6 +41,7 @@
 
 #include "base/dtype.h"
 #include "base/exec_context.h"
+#include "runtime/comm/comm_options.h"
 
 namespace zl {
 
@@ -176,10 +177,12 @@ class Communicator {
   virtual void set_tracer(Tracer* tracer) = 0;  // nullable; spans named per collective
 
   // The simulated link on a device stream (Note [Link on the device], simulated_link.h): a
-  // backend whose collectives run on a device stream delays each one's completion there and
-  // returns true; the others return false (the link then wraps them in host tasks).
-  virtual bool model_link_on_stream(std::shared_ptr<DeviceLink> link) {
+  // backend whose collectives run on a device stream delays each one's completion there, timed
+  // for `span` (link_span), and returns true; the others return false (the link then wraps them
+  // in host tasks).
+  virtual bool model_link_on_stream(std::shared_ptr<DeviceLink> link, LinkSpan span) {
     (void)link;
+    (void)span;
     return false;
   }
 };

@@ -283,15 +283,16 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
                                cudaStream_t issuer, Launch&& launch,
                                std::function<void()> on_complete) {
   check_usable();
-  const double modelled_s = link_ ? modelled_seconds(link_->config(), op, payload_bytes, size_) : 0.0;
+  const double modelled_s =
+      link_ ? modelled_seconds(link_->config(), op, payload_bytes, link_span_) : 0.0;
   if (modelled_s > timeout_s_) {
     // As on the CPU (simulated_link.cpp): the modelled wait has the deadline of a real one. A
     // wait queued behind the other stream's transfers is bounded by the host's event wait.
     throw RuntimeFailure(fmt::format(
         "rank {}: {} of {} bytes on communicator '{}' would take {:.3g} s on the modelled link, "
-        "beyond runtime.timeout_s = {} s (link.latency_us = {}, link.bandwidth_gbps = {})",
-        rank_, label, payload_bytes, name_, modelled_s, timeout_s_, link_->config().latency_us,
-        link_->config().bandwidth_gbps));
+        "beyond runtime.timeout_s = {} s ({})",
+        rank_, label, payload_bytes, name_, modelled_s, timeout_s_,
+        describe_tier(link_->config(), link_span_.tier)));
   }
   const double begin_us = tracer_ ? tracer_->now_us() : 0.0;
   follow(issuer);
@@ -313,7 +314,7 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
     stats_.ops += 1;
     stats_.payload_bytes += payload_bytes;
     stats_.wire_bytes +=
-        wire_bytes(op, payload_bytes, link_ ? modelled_ranks(link_->config(), size_) : size_);
+        wire_bytes(op, payload_bytes, link_ ? link_span_.ranks : size_);
     pending_timings_.push_back(std::move(t));
     harvest_timings();  // keeps the queue short
   }
@@ -450,9 +451,10 @@ Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
       });
 }
 
-bool NcclCommunicator::model_link_on_stream(std::shared_ptr<DeviceLink> link) {
+bool NcclCommunicator::model_link_on_stream(std::shared_ptr<DeviceLink> link, LinkSpan span) {
   link_slot_ = link ? link->claim_slot() : -1;
   link_ = std::move(link);
+  link_span_ = span;
   return true;
 }
 

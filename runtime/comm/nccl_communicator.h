@@ -75,8 +75,8 @@ class NcclCommunicator final : public Communicator {
   void reset_stats() override;
   void set_tracer(Tracer* tracer) override { tracer_ = tracer; }
   // Note [Link on the device] (simulated_link.h): every later collective completes on the comm
-  // stream no earlier than the link model says; wire_bytes counts the modelled ranks.
-  bool model_link_on_stream(std::shared_ptr<DeviceLink> link) override;
+  // stream no earlier than the link model says for `span`; wire_bytes counts span.ranks.
+  bool model_link_on_stream(std::shared_ptr<DeviceLink> link, LinkSpan span) override;
 
   struct Shared;  // the ncclComm_t and its abort state, shared with outstanding Works
   struct Event;   // an owned cudaEvent_t
@@ -110,6 +110,7 @@ class NcclCommunicator final : public Communicator {
   Tracer* tracer_ = nullptr;
   std::shared_ptr<DeviceLink> link_;  // null: no modelled link
   int link_slot_ = -1;
+  LinkSpan link_span_;  // this communicator's place on the modelled machine
 
   // all_reduce_f64 staging: pinned host and device doubles, reused by consecutive calls.
   double* f64_host_ = nullptr;

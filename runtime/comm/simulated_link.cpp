@@ -29,19 +29,95 @@ constexpr double kMaxModelledWaitS = 1e9;
 
 int modelled_ranks(const LinkConfig& link, int world) { return link.ranks > 0 ? link.ranks : world; }
 
-double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload, int world) {
-  world = modelled_ranks(link, world);
-  if (world <= 1 || op == CollectiveOp::HostTask) return 0.0;
-  const double bytes_per_s = link.bandwidth_gbps * 1e9 / 8.0;
-  const double wire = static_cast<double>(wire_bytes(op, payload, world));
-  const double hops = op == CollectiveOp::AllReduce ? 2.0 * (world - 1) : 1.0 * (world - 1);
+double tier_bandwidth_gbps(const LinkConfig& link, LinkTier tier) {
+  return tier == LinkTier::Intra ? link.intra_gbps : link.bandwidth_gbps;
+}
+
+const char* to_string(LinkTier tier) { return tier == LinkTier::Intra ? "intra" : "inter"; }
+
+std::string describe_tier(const LinkConfig& link, LinkTier tier) {
+  return fmt::format("link.latency_us = {}, link.{} = {}", link.latency_us,
+                     tier == LinkTier::Intra ? "intra_gbps" : "bandwidth_gbps",
+                     tier_bandwidth_gbps(link, tier));
+}
+
+double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload,
+                        LinkSpan span) {
+  const int p = span.ranks;
+  if (p <= 1 || op == CollectiveOp::HostTask) return 0.0;
+  const double bytes_per_s = tier_bandwidth_gbps(link, span.tier) * 1e9 / 8.0;
+  const double wire = static_cast<double>(wire_bytes(op, payload, p));
+  const double hops = op == CollectiveOp::AllReduce ? 2.0 * (p - 1) : 1.0 * (p - 1);
   return (bytes_per_s > 0.0 ? wire / bytes_per_s : 0.0) + hops * link.latency_us * 1e-6;
+}
+
+double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload, int world) {
+  return modelled_seconds(link, op, payload, flat_link_span(link, world));
+}
+
+LinkSpan link_span(const LinkConfig& link, int world, int members, int stride) {
+  ZL_CHECK(members >= 1 && stride >= 1 && world % (members * stride) == 0,
+           "link_span: {} members {} apart do not tile a world of {}", members, stride, world);
+  const int modelled = modelled_ranks(link, world);
+  LinkSpan span;
+  if (stride == 1 && members == world) {
+    span.ranks = modelled;  // the flat communicator
+  } else if (stride > 1 && members * stride == world) {
+    ZL_CHECK(modelled % stride == 0, "link_span: groups of {} do not tile {} modelled ranks",
+             stride, modelled);
+    span.ranks = modelled / stride;  // one rank of each group
+  } else {
+    span.ranks = members;  // a group keeps its members
+  }
+  // The block of consecutive ranks each such communicator spreads over; blocks start at
+  // multiples of it, so all of them lie inside nodes iff the node is a multiple of it.
+  const std::int64_t block = std::int64_t{span.ranks} * stride;
+  span.tier =
+      link.node_ranks > 0 && link.node_ranks % block == 0 ? LinkTier::Intra : LinkTier::Inter;
+  return span;
+}
+
+LinkSpan flat_link_span(const LinkConfig& link, int world) {
+  return link_span(link, world, world, 1);
+}
+
+void check_link_world(const LinkConfig& link, int world, const std::string& source) {
+  if (link.node_ranks <= 0) return;
+  const int modelled = modelled_ranks(link, world);
+  if (modelled % link.node_ranks == 0) return;
+  throw UserError(fmt::format(
+      "{}: link.node_ranks = {} does not divide the {} ranks the link models ({}): each modelled "
+      "node holds node_ranks consecutive ranks; choose a divisor of {}",
+      source, link.node_ranks, modelled,
+      link.ranks > 0 ? "link.ranks" : "the world size", modelled));
 }
 
 std::string link_label(const LinkConfig& link) {
   if (!link.enabled()) return {};
-  return fmt::format("simulated link: {:g} Gb/s, {:g} us{}", link.bandwidth_gbps, link.latency_us,
+  const std::string bandwidth =
+      link.node_ranks > 0
+          ? fmt::format("{:g} Gb/s between nodes of {} ranks, {:g} Gb/s inside",
+                        link.bandwidth_gbps, link.node_ranks, link.intra_gbps)
+          : fmt::format("{:g} Gb/s", link.bandwidth_gbps);
+  return fmt::format("simulated link: {}, {:g} us{}", bandwidth, link.latency_us,
                      link.ranks > 0 ? fmt::format(", timed as {} ranks", link.ranks) : "");
+}
+
+const std::shared_ptr<SimulatedLink>& RankLinks::of(LinkTier tier) const {
+  const std::shared_ptr<SimulatedLink>& link = tier == LinkTier::Intra ? intra : inter;
+  ZL_CHECK(link || !inter, "no {} link: a span inside a node needs link.node_ranks",
+           to_string(tier));
+  return link;
+}
+
+RankLinks make_rank_links(const LinkConfig& link, double timeout_s) {
+  RankLinks out;
+  if (!link.enabled()) return out;
+  out.inter = std::make_shared<SimulatedLink>(link, timeout_s, LinkTier::Inter);
+  if (link.node_ranks > 0) {
+    out.intra = std::make_shared<SimulatedLink>(link, timeout_s, LinkTier::Intra);
+  }
+  return out;
 }
 
 SimulatedLink::Clock::time_point SimulatedLink::reserve(Clock::time_point issued, double seconds) {
@@ -91,8 +167,13 @@ int DeviceLink::claim_slot() {
 }
 
 SimulatedLinkCommunicator::SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
-                                                     std::shared_ptr<SimulatedLink> link)
-    : link_(std::move(link)), inner_(std::move(inner)) {}
+                                                     std::shared_ptr<SimulatedLink> link,
+                                                     LinkSpan span)
+    : link_(std::move(link)), span_(span), inner_(std::move(inner)) {
+  ZL_CHECK(span_.ranks <= 1 || span_.tier == link_->tier(),
+           "communicator {} timed {} on the rank's {} link", inner_->name(), to_string(span_.tier),
+           to_string(link_->tier()));
+}
 
 template <typename Issue>
 Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_bytes,
@@ -105,10 +186,10 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
     StreamTimeline::Mark begin_mark;  // the modelled transfer on the stream's timeline
   };
   auto timing = std::make_shared<Timing>();
-  const double seconds = modelled_seconds(link_->config(), op, payload_bytes, size());
+  const double seconds = modelled_seconds(link_->config(), op, payload_bytes, span_);
   {
     std::lock_guard lock(stats_mutex_);
-    wire_bytes_ += wire_bytes(op, payload_bytes, modelled_ranks(link_->config(), size()));
+    wire_bytes_ += wire_bytes(op, payload_bytes, span_.ranks);
   }
   // The modelled wait has the deadline of a real one. Checked before anything is reserved, so a
   // reservation is never a duration beyond the clock's range either.
@@ -116,10 +197,9 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
     if (waited_s <= std::min(link_->timeout_s(), kMaxModelledWaitS)) return;
     throw RuntimeFailure(fmt::format(
         "rank {}: {} of {} bytes on communicator '{}' would end on the modelled link {:.3g} s "
-        "after it was issued, beyond runtime.timeout_s = {} s (link.latency_us = {}, "
-        "link.bandwidth_gbps = {})",
+        "after it was issued, beyond runtime.timeout_s = {} s ({})",
         rank(), label, payload_bytes, name(), waited_s, link_->timeout_s(),
-        link_->config().latency_us, link_->config().bandwidth_gbps));
+        describe_tier(link_->config(), span_.tier)));
   };
   inner_->then([this, timing, seconds, check_deadline](const ExecContext&) {
     timing->issued = SimulatedLink::Clock::now();
@@ -153,7 +233,8 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
                     {{"op", label},
                      {"bytes", payload_bytes},
                      {"modelled_us", seconds * 1e6},
-                     {"wire_bytes", wire_bytes(op, payload_bytes, modelled_ranks(link_->config(), size()))}});
+                     {"wire_bytes", wire_bytes(op, payload_bytes, span_.ranks)},
+                     {"tier", to_string(span_.tier)}});
     }
   });
 }
@@ -220,14 +301,22 @@ void SimulatedLinkCommunicator::set_tracer(Tracer* tracer) {
 }
 
 std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> comm,
-                                                  const std::shared_ptr<SimulatedLink>& link) {
+                                                  const std::shared_ptr<SimulatedLink>& link,
+                                                  LinkSpan span) {
   if (!link || !link->config().enabled()) return comm;
+  ZL_CHECK(span.ranks <= 1 || span.tier == link->tier(), "communicator {} timed {} on the {} link",
+           comm->name(), to_string(span.tier), to_string(link->tier()));
   if (comm->exec().device == DeviceKind::Cuda) {
-    ZL_CHECK(comm->model_link_on_stream(link->device()),
+    ZL_CHECK(comm->model_link_on_stream(link->device(), span),
              "communicator {} runs on a device stream but cannot model the link there", comm->name());
     return comm;
   }
-  return std::make_unique<SimulatedLinkCommunicator>(std::move(comm), link);
+  return std::make_unique<SimulatedLinkCommunicator>(std::move(comm), link, span);
+}
+
+std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> comm,
+                                                  const RankLinks& links, LinkSpan span) {
+  return with_simulated_link(std::move(comm), links.of(span.tier), span);
 }
 
 }  // namespace zl

@@ -1,22 +1,23 @@
 // A modelled network for benchmarking on one machine: SimulatedLinkCommunicator decorates another
 // communicator so that each collective completes no earlier than the alpha-beta time of a ring /
-// chain on a link of `[link] bandwidth_gbps` and `latency_us`. The real collective still runs, so
-// results stay bitwise identical; only completion is delayed. Every figure taken with it must be
-// labelled with link_label() (docs/design.md, "Modelled network").
+// chain on a link of `[link] bandwidth_gbps` and `latency_us` (with link.node_ranks, of the tier
+// its members span: Note [Link model]). The real collective still runs, so results stay bitwise
+// identical; only completion is delayed. Every figure taken with it must be labelled with
+// link_label() (docs/design.md, "Modelled network").
 // It needs then() tasks that run in stream order on a host thread (the CPU backend); where a
 // backend's then() runs at once on the caller (CUDA), the delay is instead two kernels on the comm
 // stream (Note [Link on the device]), or it would block the issuing thread.
 //
 // Note [Link on the device]: on CUDA, NcclCommunicator brackets each collective on its comm stream
-// with a 1-thread kernel that reserves the rank's link when the stream reaches it (after the wait
-// for the data's producer, so at the moment the real collective could start; FIFO with the other
-// stream through one 64-bit word of device memory) and a 1-thread kernel after the collective that
-// spins, sleeping, until the GPU's global timer passes the reservation's end. So a collective
-// completes on the stream at max(real end, start + modelled time), exactly as on the CPU, and
-// everything ordered after it by events (an interleaved step on the comm stream, the next layer's
-// wait for its broadcast on the compute stream) waits for the modelled link: the real overlap
-// machinery runs against it. The host never blocks; results are unchanged; the spinning thread
-// holds one SM slot, which compute kernels can share.
+// with a 1-thread kernel that reserves the rank's link of its tier when the stream reaches it
+// (after the wait for the data's producer, so at the moment the real collective could start; FIFO
+// with the other streams of that tier through one 64-bit word of device memory) and a 1-thread
+// kernel after the collective that spins, sleeping, until the GPU's global timer passes the
+// reservation's end. So a collective completes on the stream at max(real end, start + modelled
+// time), exactly as on the CPU, and everything ordered after it by events (an interleaved step on
+// the comm stream, the next layer's wait for its broadcast on the compute stream) waits for the
+// modelled link: the real overlap machinery runs against it. The host never blocks; results are
+// unchanged; the spinning thread holds one SM slot, which compute kernels can share.
 #pragma once
 
 #include <chrono>
@@ -30,24 +31,57 @@
 
 namespace zl {
 
-// The ranks the link model times a collective for: link.ranks, or the job's `world` when 0.
+// The ranks the link model times a job of `world` ranks as: link.ranks, or `world` when 0.
 int modelled_ranks(const LinkConfig& link, int world);
 
-// Note [Link model]: seconds a collective of `payload` bytes takes on `link` among
-// p = modelled_ranks(link, world) ranks, with the bandwidth-optimal ring/chain algorithms that
-// wire_bytes() counts (communicator.h): all-reduce (reduce-scatter + all-gather ring)
-// 2(p-1)/p * S/B + 2(p-1)*alpha; reduce (reduce-scatter + gather to the root), broadcast
-// (scatter + all-gather), reduce-scatter and all-gather (p-1)/p * S/B + (p-1)*alpha each, S the
-// whole buffer (all shards). No contention, no hierarchy, no
-// tree algorithms; zero for p = 1. With link.ranks = 8 a one-rank job is timed as one rank of
-// an 8-rank ring: the modelled times are an 8-rank job's whatever the real world size.
+// Note [Link model]: seconds a collective of `payload` bytes S (the whole buffer, all shards)
+// takes on a communicator of span {p, tier}, with the bandwidth-optimal ring/chain algorithms
+// that wire_bytes() counts (communicator.h); alpha = link.latency_us on both tiers, and B the
+// tier's bandwidth: link.intra_gbps inside a node, link.bandwidth_gbps between nodes (and with
+// one tier, link.node_ranks = 0):
+//   all-reduce (reduce-scatter + all-gather ring)              2(p-1)/p * S/B + 2(p-1) * alpha
+//   reduce (reduce-scatter + gather to the root), broadcast
+//   (scatter + all-gather), reduce-scatter, all-gather          (p-1)/p * S/B + (p-1) * alpha
+// and zero for p = 1. A ring whose members sit in more than one node is a flat ring whose every
+// step waits for its hops across nodes: all p ranks at the inter bandwidth (no hierarchical or
+// tree algorithms, no contention). link_span() gives p and the tier of a communicator.
+double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload,
+                        LinkSpan span);
+// The same for a flat communicator of all `world` ranks: flat_link_span(link, world).
 double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t payload, int world);
 
-// "simulated link: 10 Gb/s, 5 us" ("..., timed as 8 ranks" with link.ranks); empty when the
-// link is off.
+// The span of a communicator whose `members` world ranks are spaced `stride` apart, starting at a
+// multiple of members x stride (every such communicator of the job has the same span): stride 1
+// and members = world, the flat communicator; stride 1 and fewer members, a group of consecutive
+// ranks (a shard group); stride G and world / G members, one rank of each group of G (the
+// cross-replica communicator). Ranks: with M = modelled_ranks(link, world) (link.ranks = M times
+// the job as M ranks), a flat communicator is timed as M ranks, a cross-replica one as M / G, a
+// group as its members. Tier: Intra iff link.node_ranks = N > 0 and each such communicator lies
+// in one node of N consecutive (modelled) ranks, that is N is a multiple of ranks x stride (the
+// block of ranks its members are spread over); otherwise Inter. A one-rank span is never timed.
+// A group of the whole world (members = world, stride 1) is the flat communicator.
+// Preconditions (InternalError): members x stride divides world, and G divides M.
+LinkSpan link_span(const LinkConfig& link, int world, int members, int stride);
+// link_span(link, world, world, 1): the span of a communicator of every rank.
+LinkSpan flat_link_span(const LinkConfig& link, int world);
+
+// The world-dependent check of [link], for the commands that know the world size at start-up:
+// link.node_ranks must divide the modelled ranks (modelled_ranks), or nodes would hold part of a
+// group. UserError naming the key, `source` (the config file) and both numbers.
+void check_link_world(const LinkConfig& link, int world, const std::string& source);
+
+// The bandwidth of a tier in Gb/s and the keys that set it, for messages:
+// "link.latency_us = 5, link.intra_gbps = 3600".
+double tier_bandwidth_gbps(const LinkConfig& link, LinkTier tier);
+std::string describe_tier(const LinkConfig& link, LinkTier tier);
+const char* to_string(LinkTier tier);  // "inter", "intra"
+
+// "simulated link: 10 Gb/s, 5 us"; with two tiers "simulated link: 400 Gb/s between nodes of 8
+// ranks, 3600 Gb/s inside, 5 us"; ", timed as 64 ranks" with link.ranks. Empty when the link is
+// off.
 std::string link_label(const LinkConfig& link);
 
-// One rank's network interface, shared by all of that rank's communicators: the reduce and the
+// One link of one rank, shared by all of that rank's communicators of its tier: the reduce and the
 // broadcast streams queue for the same wire instead of each getting a full link.
 // Note [Link occupancy]: a transfer is modelled as starting when its stream issues it, or when the
 // link is free again if an earlier transfer still occupies it (FIFO, no fair sharing), and
@@ -55,6 +89,10 @@ std::string link_label(const LinkConfig& link);
 // collective therefore overlaps that wait with its modelled transfer: the model never charges
 // more than real time + transfer time, and charges exactly the transfer time when peers arrive
 // together (bucket collectives are issued at the same point of backward on every rank).
+// With two tiers a rank has two links (RankLinks): its node's links (NVLink) and its network port
+// are separate wires, so a communicator occupies the rank's link of its span's tier only, and an
+// intra-node collective never queues behind an inter-node one. (The hops inside a node of an
+// inter-node ring are not charged to the intra link: they are never that ring's bottleneck.)
 class DeviceLink;
 
 class SimulatedLink {
@@ -62,10 +100,12 @@ class SimulatedLink {
   using Clock = std::chrono::steady_clock;
   // timeout_s bounds the modelled wait as runtime.timeout_s bounds a real one: a transfer that
   // would end later than that after its issue is a RuntimeFailure, not a long sleep.
-  explicit SimulatedLink(const LinkConfig& config, double timeout_s = CommOptions{}.timeout_s)
-      : config_(config), timeout_s_(timeout_s) {}
+  explicit SimulatedLink(const LinkConfig& config, double timeout_s = CommOptions{}.timeout_s,
+                         LinkTier tier = LinkTier::Inter)
+      : config_(config), timeout_s_(timeout_s), tier_(tier) {}
 
   const LinkConfig& config() const { return config_; }
+  LinkTier tier() const { return tier_; }  // the wire it models: spans of this tier only
   double timeout_s() const { return timeout_s_; }
   // Reserves the link for `seconds` from `issued` on (or from when it is free); returns the time
   // the transfer ends.
@@ -76,15 +116,24 @@ class SimulatedLink {
  private:
   LinkConfig config_;
   double timeout_s_;
+  LinkTier tier_;
   std::shared_ptr<DeviceLink> device_;
   std::mutex mutex_;
   Clock::time_point busy_until_{};
 };
 
-// The link model's device side (Note [Link on the device]): one per rank, created on first use
-// by SimulatedLink::device() on the calling thread's CUDA device, shared by the rank's
-// communicators. Slots hold each communicator's reservation end (a stream runs one collective at
-// a time). CUDA builds only; elsewhere constructing it is an InternalError.
+// A rank's links, one per tier (Note [Link occupancy]): `intra` only with link.node_ranks. Both
+// null when the link is off. Give each communicator links.of(its span's tier).
+struct RankLinks {
+  std::shared_ptr<SimulatedLink> inter, intra;
+  const std::shared_ptr<SimulatedLink>& of(LinkTier tier) const;
+};
+RankLinks make_rank_links(const LinkConfig& link, double timeout_s = CommOptions{}.timeout_s);
+
+// The link model's device side (Note [Link on the device]): one per rank and tier, created on
+// first use by SimulatedLink::device() on the calling thread's CUDA device, shared by the rank's
+// communicators of that tier. Slots hold each communicator's reservation end (a stream runs one
+// collective at a time). CUDA builds only; elsewhere constructing it is an InternalError.
 class DeviceLink {
  public:
   static constexpr int kSlots = 16;
@@ -108,7 +157,10 @@ class DeviceLink {
 
 class SimulatedLinkCommunicator final : public Communicator {
  public:
-  SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<SimulatedLink> link);
+  // `span`: the inner communicator's place on the modelled machine (link_span); its tier is the
+  // link's.
+  SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
+                            std::shared_ptr<SimulatedLink> link, LinkSpan span);
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -141,7 +193,7 @@ class SimulatedLinkCommunicator final : public Communicator {
   ExecContext exec() const override { return inner_->exec(); }
 
   // The inner communicator's counts, except busy_seconds (measured from issue to the modelled
-  // end) and wire_bytes (for the modelled ranks, which link.ranks may set).
+  // end) and wire_bytes (for the span's ranks, which link.ranks may set).
   CommStats stats() const override;
   void reset_stats() override;
   void set_tracer(Tracer* tracer) override;
@@ -153,6 +205,7 @@ class SimulatedLinkCommunicator final : public Communicator {
   Work modelled(CollectiveOp op, std::int64_t payload_bytes, const char* label, Issue&& collective);
 
   std::shared_ptr<SimulatedLink> link_;
+  LinkSpan span_;
   Tracer* tracer_ = nullptr;
   mutable std::mutex stats_mutex_;
   double busy_seconds_ = 0.0;
@@ -161,9 +214,14 @@ class SimulatedLinkCommunicator final : public Communicator {
   std::unique_ptr<Communicator> inner_;
 };
 
-// Wraps `comm` when `link` is enabled (on a device stream the backend models it itself, Note
-// [Link on the device]); returns it unchanged otherwise.
+// Wraps `comm`, whose span is `span` (link_span), when `link` is enabled (on a device stream the
+// backend models it itself, Note [Link on the device]); returns it unchanged otherwise. `link` is
+// the rank's link of span.tier.
 std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> comm,
-                                                  const std::shared_ptr<SimulatedLink>& link);
+                                                  const std::shared_ptr<SimulatedLink>& link,
+                                                  LinkSpan span);
+// The same with the rank's link of the span's tier: links.of(span.tier).
+std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> comm,
+                                                  const RankLinks& links, LinkSpan span);
 
 }  // namespace zl

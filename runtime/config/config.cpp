@@ -437,12 +437,43 @@ void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
                             l.bandwidth_gbps, kMinLinkBandwidthGbps));
   }
   r.integer("ranks", l.ranks, closed(0, kMaxWorldSize));
+  r.integer("node_ranks", l.node_ranks, closed(0, kMaxWorldSize));
+  r.number("intra_gbps", l.intra_gbps, closed(0, kMaxLinkBandwidthGbps));
   r.finish();
   if (l.ranks > 0 && !l.enabled()) {
     source.fail("link.ranks", fmt::format("{} ranks are timed on a modelled link, but "
                                           "link.bandwidth_gbps and link.latency_us are both 0 "
                                           "(no link); set one of them",
                                           l.ranks));
+  }
+  // Two tiers (Note [Link model]); whether node_ranks divides the world is check_link_world's.
+  if (l.intra_gbps > 0 && l.node_ranks == 0) {
+    source.fail("link.intra_gbps", fmt::format("{} Gb/s inside a modelled node, but no node: set "
+                                               "link.node_ranks, the ranks of one node",
+                                               l.intra_gbps));
+  }
+  if (l.node_ranks == 0) return;
+  if (l.bandwidth_gbps == 0) {
+    // 0 is an unlimited network, which no node's links could outrun; latency alone models no
+    // tiers (both have the same latency).
+    source.fail("link.node_ranks",
+                fmt::format("nodes of {} ranks need link.bandwidth_gbps > 0, the bandwidth of "
+                            "each rank between nodes (and link.intra_gbps inside one)",
+                            l.node_ranks));
+  }
+  if (l.intra_gbps == 0) {
+    source.fail("link.node_ranks",
+                fmt::format("nodes of {} ranks need the bandwidth inside a node: set "
+                            "link.intra_gbps (at least link.bandwidth_gbps = {})",
+                            l.node_ranks, l.bandwidth_gbps));
+  }
+  if (l.intra_gbps < l.bandwidth_gbps) {
+    source.fail("link.intra_gbps",
+                fmt::format("{} Gb/s inside a node is below link.bandwidth_gbps = {} between "
+                            "nodes (at {}): a node's links are at least as fast as its network "
+                            "port; raise link.intra_gbps or lower link.bandwidth_gbps",
+                            l.intra_gbps, l.bandwidth_gbps,
+                            source.location("link.bandwidth_gbps")));
   }
 }
 

@@ -226,6 +226,8 @@ std::string to_toml(const Config& c) {
   w.number("bandwidth_gbps", c.link.bandwidth_gbps);
   w.number("latency_us", c.link.latency_us);
   w.integer("ranks", c.link.ranks);
+  w.integer("node_ranks", c.link.node_ranks);
+  w.number("intra_gbps", c.link.intra_gbps);
 
   w.section("output");
   w.string("dir", c.output.dir);

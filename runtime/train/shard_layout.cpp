@@ -70,7 +70,15 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
 
 void check_shard_group(const Config& config, int world) {
   const int group = config.parallel.shard_group;
-  if (group == 0 || world % group == 0) return;
+  if (group == 0) return;
+  const int modelled = config.link.ranks;  // the timing study models more replicas
+  if (world % group == 0 && modelled > world && modelled % group != 0) {
+    throw UserError(fmt::format(
+        "{}: parallel.shard_group = {} does not divide link.ranks = {}, the ranks the link "
+        "model times this job as: set link.ranks to a multiple of {}",
+        config.source_path, group, modelled, group));
+  }
+  if (world % group == 0) return;
   throw UserError(fmt::format(
       "{}: parallel.shard_group = {} does not divide the {} rank{} of this job, which split into "
       "groups of that many consecutive ranks: set a divisor of {} (or 0 for one group of every "

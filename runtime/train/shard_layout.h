@@ -53,7 +53,8 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
 // under the link.ranks timing study (its parameters are not trained). `world`: the real ranks.
 void check_trainable(const Config& config, const ModePlan& mode, int world);
 
-// parallel.shard_group must divide the `world` ranks of the job: UserError naming both (exit 2).
+// parallel.shard_group must divide the `world` ranks of the job (and link.ranks, when the link
+// model times more): UserError naming both (exit 2).
 void check_shard_group(const Config& config, int world);
 
 // On the CPU, every collective of the step fits one MPI call (kMaxMpiCount elements per rank);

@@ -94,6 +94,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   agree_on_user_errors(world, [&] {
     check_shard_group(config, world.size);
     check_trainable(config, mode, world.size);
+    check_link_world(config.link, world.size, config.source_path);
     data = load_datasets(config);
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
     // The layout is the mode's (element shards pad every bucket: shard_layout.h).
@@ -177,19 +178,29 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     reduce_comm = std::make_unique<ShardStudyCommunicator>(std::move(reduce_comm), ranks);
     broadcast_comm = std::make_unique<ShardStudyCommunicator>(std::move(broadcast_comm), ranks);
   }
-  // Each communicator of the step, through the link model and the caller's wrapper.
-  const auto wrap = [&](std::unique_ptr<Communicator>& comm,
-                        const std::shared_ptr<SimulatedLink>& link) {
-    if (!comm) return;
-    if (link) comm = with_simulated_link(std::move(comm), link);
-    if (options.wrap_comm) comm = options.wrap_comm(std::move(comm));
-  };
-  // One link per rank, shared by its streams (Note [Link occupancy]); on CUDA it delays the comm
-  // streams on the device (Note [Link on the device]).
-  const auto link = config.link.enabled()
-                        ? std::make_shared<SimulatedLink>(config.link, config.runtime.timeout_s)
-                        : nullptr;
-  for (auto* comm : {&reduce_comm, &broadcast_comm, &replica_comm, &world_comm}) wrap(*comm, link);
+  // Each communicator of the step through the link model, then the caller's wrapper. One link
+  // per rank and tier, shared by the streams of that tier (Note [Link occupancy]); on CUDA it
+  // delays the comm streams on the device (Note [Link on the device]). A communicator of every
+  // rank is timed as the modelled world; with hybrid sharding a shard group as its G consecutive
+  // ranks (inside a modelled node when they fit one), the replicas as one rank of every group.
+  if (config.link.enabled()) {
+    const RankLinks links = make_rank_links(config.link, config.runtime.timeout_s);
+    const LinkSpan flat = flat_link_span(config.link, world.size);
+    const int group = mode.replicas > 1 ? mode.mode.shard_group : world.size;
+    const LinkSpan in_group = link_span(config.link, world.size, group, 1);
+    reduce_comm = with_simulated_link(std::move(reduce_comm), links, in_group);
+    broadcast_comm = with_simulated_link(std::move(broadcast_comm), links, in_group);
+    if (replica_comm) {
+      replica_comm = with_simulated_link(std::move(replica_comm), links,
+                                         link_span(config.link, world.size, mode.replicas, group));
+    }
+    if (world_comm) world_comm = with_simulated_link(std::move(world_comm), links, flat);
+  }
+  if (options.wrap_comm) {
+    for (auto* comm : {&reduce_comm, &broadcast_comm, &replica_comm, &world_comm}) {
+      if (*comm) *comm = options.wrap_comm(std::move(*comm));
+    }
+  }
   // docs/design.md, "Divergence": on CUDA a per-step verdict would drain the stream every step;
   // a stop can wait for the log window, a clip, a skip or a loss limit cannot.
   step_check = options.step_check.value_or(

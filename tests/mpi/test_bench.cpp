@@ -327,8 +327,11 @@ TEST_CASE("a collective on the simulated link takes at least the modelled time",
   const World world = test::world_of(MPI_COMM_WORLD);
   const LinkConfig config{1.0, 200.0};  // 1 Gb/s, 200 us
   auto link = std::make_shared<SimulatedLink>(config);
-  SimulatedLinkCommunicator comm(std::make_unique<MpiCommunicator>(world.comm, "link.a", 60.0), link);
-  SimulatedLinkCommunicator other(std::make_unique<MpiCommunicator>(world.comm, "link.b", 60.0), link);
+  const LinkSpan span = flat_link_span(config, world.size);
+  SimulatedLinkCommunicator comm(std::make_unique<MpiCommunicator>(world.comm, "link.a", 60.0),
+                                 link, span);
+  SimulatedLinkCommunicator other(std::make_unique<MpiCommunicator>(world.comm, "link.b", 60.0),
+                                  link, span);
   const std::int64_t n = 1 << 18;  // 1 MiB
   const std::int64_t bytes = n * 4;
   std::vector<float> buf(static_cast<std::size_t>(n));
@@ -414,7 +417,7 @@ TEST_CASE("a modelled wait longer than the timeout fails naming the rank and ope
   if (world.size < 2) return;  // one rank has no link to model
   auto link = std::make_shared<SimulatedLink>(LinkConfig{0.0, 1e7}, /*timeout_s=*/0.5);
   SimulatedLinkCommunicator comm(std::make_unique<MpiCommunicator>(world.comm, "link.t", 60.0),
-                                 link);
+                                 link, flat_link_span(link->config(), world.size));
   std::vector<float> buf(16, 1.0f);
   const auto start = Clock::now();
   Work w = comm.all_reduce(buf.data(), 16, ReduceOp::Sum);
@@ -432,7 +435,8 @@ TEST_CASE("with link.ranks a collective takes an N-rank job's modelled time, als
   LinkConfig config{2.0, 28000.0};
   config.ranks = 8;  // 2(p-1)/p * 1 MiB / 0.25 GB/s + 14 * 28 ms = 0.4 s whatever world.size is
   auto link = std::make_shared<SimulatedLink>(config);
-  SimulatedLinkCommunicator comm(std::make_unique<MpiCommunicator>(world.comm, "link.r", 60.0), link);
+  SimulatedLinkCommunicator comm(std::make_unique<MpiCommunicator>(world.comm, "link.r", 60.0),
+                                 link, flat_link_span(config, world.size));
   const std::int64_t n = 1 << 18;
   std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);
   const double modelled = modelled_seconds(config, CollectiveOp::AllReduce, n * 4, world.size);

@@ -66,9 +66,11 @@ TEST_CASE("the simulated link on a CUDA stream delays completion to the modelled
   config.ranks = 8;
   auto link = std::make_shared<SimulatedLink>(config);
   std::unique_ptr<Communicator> reduce =
-      with_simulated_link(device.make_communicator(world.comm, "comm.reduce", CommOptions{}), link);
-  std::unique_ptr<Communicator> bcast = with_simulated_link(
-      device.make_communicator(world.comm, "comm.broadcast", CommOptions{}), link);
+      with_simulated_link(device.make_communicator(world.comm, "comm.reduce", CommOptions{}), link,
+                          flat_link_span(config, world.size));
+  std::unique_ptr<Communicator> bcast =
+      with_simulated_link(device.make_communicator(world.comm, "comm.broadcast", CommOptions{}),
+                          link, flat_link_span(config, world.size));
   const std::int64_t n = 1 << 18;
   const double all_reduce_s = modelled_seconds(config, CollectiveOp::AllReduce, n * 4, 1);
   const double broadcast_s = modelled_seconds(config, CollectiveOp::Broadcast, n * 4, 1);

@@ -50,6 +50,9 @@ zerolap_add_script_test(mpi.plot_bench.np2 300 mpi
 zerolap_add_mpi_test(link 1 "[link]" 300)
 zerolap_add_mpi_test(bench_link 1 "[bench-link]" 300)
 zerolap_add_mpi_test(link 2 "[link]" 300)
+# The two-tier link (tests/mpi/test_link_tiers.cpp): each tier's bandwidth, its own link, the
+# bench's limits per tier.
+zerolap_add_mpi_test(link_tiers 2 "[link-tiers]" 300)
 zerolap_add_mpi_test(trace 2 "[trace]" 300)
 
 # Checkpoints (tests/mpi/test_checkpoint.cpp, tests/mpi/checkpoint_crash_test.sh).

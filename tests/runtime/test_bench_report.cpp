@@ -63,7 +63,8 @@ BenchReport report() {
   p.gemm_step_s = 1.5, p.optimizer_gbps = 1234.5, p.optimizer_bytes_per_element = 28;
   p.optimizer_vs_triad = 0.9;
   l.precisions = {p};
-  l.collectives = {{"all_reduce", DType::F32, std::int64_t{1} << 34, 12.3, 1234.56, 2345.67}};
+  l.collectives = {{"all_reduce", DType::F32, std::int64_t{1} << 34, 12.3, 1234.56, 2345.67,
+                    LinkTier::Inter, 512}};
   return rep;
 }
 
@@ -98,6 +99,28 @@ TEST_CASE("the bench's default tables fit 100 columns; --wide has every column",
   CHECK_THAT(csv.substr(0, csv.find('\n')),
              Catch::Contains("samples_per_s") && Catch::Contains("idle_s") &&
                  Catch::Contains("peak_rss_bytes_max") && Catch::Contains("noisy"));
+}
+
+TEST_CASE("with two link tiers the limits show each tier's collectives", "[bench_report]") {
+  BenchReport rep = report();
+  rep.link.node_ranks = 8;
+  rep.link.intra_gbps = 3600;
+  rep.limits.collectives.push_back(
+      {"all_reduce", DType::F32, std::int64_t{1} << 34, 1.23, 1234.56, 2345.67, LinkTier::Intra, 8});
+  const std::string table = format_bench_table(rep);
+  CHECK(widest_line(table) <= kNarrowTableColumns);
+  CHECK_THAT(table, Catch::Contains("  between nodes (link.bandwidth_gbps), timed as 512 ranks:\n"
+                                    "  all_reduce fp32") &&
+                        Catch::Contains("  inside a node (link.intra_gbps), timed as 8 ranks:\n"
+                                        "  all_reduce fp32"));
+  const auto json = bench_to_json(rep);
+  CHECK(json.at("simulated_link").at("node_ranks") == 8);
+  CHECK(json.at("simulated_link").at("intra_gbps") == 3600.0);
+  CHECK(json.at("limits").at("collectives").at(0).at("tier") == "inter");
+  CHECK(json.at("limits").at("collectives").at(1).at("tier") == "intra");
+  CHECK(json.at("limits").at("collectives").at(1).at("ranks") == 8);
+  // One tier: no headings.
+  CHECK_THAT(format_bench_table(report()), !Catch::Contains("between nodes"));
 }
 
 TEST_CASE("rows the load made unreliable are marked noisy", "[bench_report]") {

@@ -114,6 +114,8 @@ steps = 10
 [link]
 bandwidth_gbps = 12.5
 latency_us = 3
+node_ranks = 4
+intra_gbps = 100
 
 [output]
 dir = "runs/all"
@@ -240,6 +242,8 @@ TEST_CASE("config: every key parses", "[config]") {
 
   CHECK(c.link.bandwidth_gbps == 12.5);
   CHECK(c.link.latency_us == 3.0);
+  CHECK(c.link.node_ranks == 4);
+  CHECK(c.link.intra_gbps == 100.0);
   CHECK(c.link.enabled());
 
   CHECK(c.output.dir == "runs/all");
@@ -607,6 +611,37 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                         "configs/x.toml:4: link.ranks: 8 ranks are timed on a modelled link, but "
                         "link.bandwidth_gbps and link.latency_us are both 0 (no link); set one of "
                         "them");
+    // Two tiers (Note [Link model]): both bandwidths, the node's at least the network's.
+    CHECK(parse(kMinimal).link.node_ranks == 0);
+    const Config tiers =
+        parse(with("[link]\nbandwidth_gbps = 400\nnode_ranks = 8\nintra_gbps = 3600\n"));
+    CHECK(tiers.link.node_ranks == 8);
+    CHECK(tiers.link.intra_gbps == 3600.0);
+    CHECK_THAT(zl::to_toml(tiers), Contains("\nnode_ranks = 8\nintra_gbps = 3600.0\n"));
+    REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = 400\nnode_ranks = -1\n")),
+                        Contains("configs/x.toml:5: link.node_ranks: must be in [0, 1048576]"));
+    REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = 400\nintra_gbps = -1\n")),
+                        Contains("configs/x.toml:5: link.intra_gbps: must be in [0, 1000000]"));
+    REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = 400\nnode_ranks = 8\n")),
+                        "configs/x.toml:5: link.node_ranks: nodes of 8 ranks need the bandwidth "
+                        "inside a node: set link.intra_gbps (at least link.bandwidth_gbps = 400)");
+    REQUIRE_THROWS_WITH(parse(with("[link]\nbandwidth_gbps = 400\nintra_gbps = 3600\n")),
+                        "configs/x.toml:5: link.intra_gbps: 3600 Gb/s inside a modelled node, but "
+                        "no node: set link.node_ranks, the ranks of one node");
+    REQUIRE_THROWS_WITH(
+        parse(with("[link]\nbandwidth_gbps = 400\nnode_ranks = 8\nintra_gbps = 100\n")),
+        "configs/x.toml:6: link.intra_gbps: 100 Gb/s inside a node is below "
+        "link.bandwidth_gbps = 400 between nodes (at configs/x.toml:4): a node's links are at "
+        "least as fast as its network port; raise link.intra_gbps or lower link.bandwidth_gbps");
+    // No link, or a latency alone: no network bandwidth for the tiers to differ from.
+    for (const char* link : {"", "latency_us = 5\n"}) {
+      REQUIRE_THROWS_WITH(
+          parse(with(std::string("[link]\n") + link + "node_ranks = 8\nintra_gbps = 3600\n")),
+          Contains("link.node_ranks: nodes of 8 ranks need link.bandwidth_gbps > 0"));
+    }
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"link.bandwidth_gbps=400", "link.node_ranks=2"}),
+                        Contains("--set link.node_ranks: link.node_ranks: nodes of 2 ranks need") &&
+                            Contains("set link.intra_gbps"));
     REQUIRE_THROWS_WITH(parse(with("[output]\ndir = \"\"\n")),
                         "configs/x.toml:4: output.dir: must not be empty");
     REQUIRE_THROWS_WITH(parse(with("[output]\ntrace = \"yes\"\n")),
