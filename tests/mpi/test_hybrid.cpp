@@ -154,6 +154,19 @@ TEST_CASE("hybrid sharding clips with one global norm every rank agrees on", "[h
   }
 }
 
+TEST_CASE("hybrid sharding on a two-tier modelled link trains the same bits", "[hybrid]") {
+  // 2 modelled nodes of 2: the shard groups inside a node, the replicas across. The link only
+  // delays completions, through every one of the four communicators.
+  const World world = world_of(MPI_COMM_WORLD);
+  const auto keys = with(kBuckets, hybrid("interleaved", 2, 2));
+  const std::vector<float> plain = train(small_config(keys), world, 5);
+  const std::vector<float> linked =
+      train(small_config(with(keys, {"link.bandwidth_gbps=10", "link.latency_us=50",
+                                     "link.node_ranks=2", "link.intra_gbps=100"})),
+            world, 5);
+  CHECK(bitwise_equal(linked, plain));
+}
+
 TEST_CASE("hybrid sharding allocates what the plan prints: state / G plus the pool", "[hybrid]") {
   const World world = world_of(MPI_COMM_WORLD);
   for (const auto& keys : std::vector<std::vector<std::string>>{
