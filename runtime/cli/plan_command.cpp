@@ -163,9 +163,10 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   return out;
 }
 
-// The layout and buckets of `mode` at `ranks` ranks (element shards pad every bucket).
+// The layout and buckets of `mode` at `ranks` ranks (element shards pad every bucket; with a
+// shard group they are laid out for the group's ranks).
 PlannedLayout plan_at(const Config& config, const ModePlan& mode, int ranks) {
-  return plan_layout(config.model, config.parallel, mode, ranks);
+  return plan_layout(config.model, config.parallel, mode, planned_ranks(config, mode, ranks));
 }
 
 std::string scaling_tables(const Config& config, const ParameterStore& store, int ranks,
@@ -232,6 +233,7 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
     config = load_config(args.path, args.overrides, flags);
     // The split for the planned world (--world N, else this job's size).
     apply_global_batch(config, world_size > 0 ? world_size : world.size);
+    check_shard_group(config, world_size > 0 ? world_size : world.size);
     if (options.compute_ms > 0.0 && !config.link.enabled()) {
       throw UserError("plan: --compute-ms predicts step times on a modelled link: give --link-gbps "
                       "(or [link] bandwidth_gbps in the config)");
