@@ -16,6 +16,7 @@
 
 #include "base/bf16.h"
 #include "runtime/config/config.h"
+#include "runtime/config/mode.h"
 #include "runtime/train/memory_estimate.h"
 #include "runtime/train/trainer.h"
 #include "runtime/comm/world.h"
@@ -92,6 +93,33 @@ inline Config small_config(const std::vector<std::string>& overrides) {
 }
 
 inline World world_of(MPI_Comm comm) { return describe_world(comm); }
+
+// The overrides that select `mode` (runtime/config/mode.h).
+inline std::vector<std::string> overrides_of(const Mode& mode) {
+  ParallelConfig p;
+  set_mode(p, mode);
+  return {"parallel.mode=" + std::string(to_string(p.mode)),
+          "parallel.overlap=" + std::string(to_string(p.overlap)),
+          "parallel.collective=" + std::string(to_string(p.collective)),
+          "parallel.zero_stage=" + std::to_string(p.zero_stage),
+          "parallel.shard_group=" + std::to_string(p.shard_group)};
+}
+
+// The modes of all_modes() that `keep` accepts, as their overrides, in all_modes()'s order: what
+// a test enumerates instead of a list of mode names by hand.
+template <class Keep>
+std::vector<std::vector<std::string>> mode_overrides(Keep keep) {
+  std::vector<std::vector<std::string>> out;
+  for (const Mode& m : all_modes()) {
+    if (keep(m)) out.push_back(overrides_of(m));
+  }
+  return out;
+}
+
+// ddp and the modes with a rank per bucket (the stage-1 bucket collectives).
+inline bool ddp_or_bucket_owned(const Mode& m) {
+  return m.ddp() || m.ownership() == Ownership::Bucket;
+}
 
 inline TrainerOptions quiet_options() {
   TrainerOptions o;

@@ -27,20 +27,6 @@ std::vector<std::string> bf16(const char* reduce_dtype, const char* master_weigh
           "parallel.bucket_cap_mb=0.004", "parallel.first_bucket_cap_mb=0.001"};
 }
 
-struct ZeroMode {
-  const char* overlap;
-  const char* collective;
-};
-const ZeroMode kZeroModes[] = {
-    {"none", "allreduce_broadcast"},        {"none", "reduce_broadcast"},
-    {"after_backward", "allreduce_broadcast"}, {"after_backward", "reduce_broadcast"},
-    {"interleaved", "allreduce_broadcast"}, {"interleaved", "reduce_broadcast"},
-};
-
-std::vector<std::string> zero(const ZeroMode& m) {
-  return {"parallel.mode=zero", std::string("parallel.overlap=") + m.overlap,
-          std::string("parallel.collective=") + m.collective};
-}
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   // memcmp must not see the null data() of an empty vector (a parameter this rank does not step).
@@ -72,10 +58,10 @@ TEST_CASE("bf16: every mode and collective matches ddp, ranks stay bitwise ident
     const std::vector<float> initial = parameters_of(ddp);
     const std::vector<float> reference = train_checking_identity(ddp, kSteps);
     CHECK_FALSE(bitwise_equal(reference, initial));
-    for (const ZeroMode& m : kZeroModes) {
-      INFO("world " << world.size << ", reduce_dtype " << reduce_dtype << ", zero/" << m.overlap
-                    << "/" << m.collective);
-      Trainer trainer(small_config(with(base, zero(m))), world, quiet_options());
+    for (const Mode& m : all_modes()) {
+      if (m.ownership() != Ownership::Bucket) continue;  // element shards: test_element_shards
+      INFO("world " << world.size << ", reduce_dtype " << reduce_dtype << ", " << m.name());
+      Trainer trainer(small_config(with(base, overrides_of(m))), world, quiet_options());
       const std::vector<float> final = train_checking_identity(trainer, kSteps);
       // All-reduce is the collective ddp runs, so the reduced gradients, the masters and the
       // parameters are bitwise ddp's. Reduce sums in the same order as all-reduce on 1 or 2 ranks
@@ -85,7 +71,8 @@ TEST_CASE("bf16: every mode and collective matches ddp, ranks stay bitwise ident
       // 2^-8 relative), and the runs drift apart by bf16 noise from there: allow 4 bf16 ulps
       // (rtol 2^-6) plus an absolute 2e-3 (a fifth of one Adam step at lr 0.01) for weights near
       // zero. A broken step (a stale bucket, a missing broadcast) is off by whole steps.
-      const bool same_order = std::string(m.collective) == "allreduce_broadcast" || world.size <= 2;
+      const bool same_order =
+          m.collective == CollectiveKind::AllreduceBroadcast || world.size <= 2;
       if (same_order) {
         CHECK(bitwise_equal(final, reference));
       } else {

@@ -57,16 +57,13 @@ std::vector<float> reference_parameters(const std::vector<std::string>& override
 // chosen so that every overlap and every collective meets both assignments: each pair of values
 // is covered, at half the runs of the full product.
 std::vector<std::vector<std::string>> mode_cases() {
-  std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"}};
-  int index = 0;
-  for (const char* overlap : {"none", "after_backward", "interleaved"}) {
-    for (const char* collective : {"allreduce_broadcast", "reduce_broadcast"}) {
-      const char* assignment = (index / 2 + index) % 2 == 0 ? "round_robin" : "greedy";
-      ++index;
-      modes.push_back({"parallel.mode=zero", std::string("parallel.overlap=") + overlap,
-                       std::string("parallel.collective=") + collective,
-                       std::string("parallel.assignment=") + assignment});
-    }
+  std::vector<std::vector<std::string>> modes = mode_overrides(ddp_or_bucket_owned);
+  // In all_modes()'s order the bucket modes come as overlap x {allreduce_broadcast,
+  // reduce_broadcast}: bucket mode i gets this assignment.
+  for (std::size_t i = 1; i < modes.size(); ++i) {
+    const std::size_t index = i - 1;
+    modes[i].push_back((index / 2 + index) % 2 == 0 ? "parallel.assignment=round_robin"
+                                                    : "parallel.assignment=greedy");
   }
   return modes;
 }
