@@ -1,6 +1,6 @@
 // The OpenMP team size the CPU kernels run on now: at most the count they are given
 // (runtime.threads resolved), lowered between training steps while other processes hold the CPUs
-// (Note [Adaptive CPU team], runtime/train/cpu_team_governor.cpp). The element-wise kernels give
+// (Note [Adaptive CPU team], runtime/cli/cpu_team_governor.cpp). The element-wise kernels give
 // the same bits on any team; a GEMM runs on the lower team only where that gives the bits of the
 // full one (kernels/gemm.cpp checks each shape once).
 #pragma once

@@ -24,24 +24,25 @@
 
 namespace zl {
 
-// Padding of the flat layout beyond each parameter's own alignment: after each parameter in
-// `after` (ids), the next offset is rounded up to a multiple of `multiple` elements (a multiple of
+// Padding of the flat layout beyond each parameter's own alignment: after each parameter in `after`
+// (ids), the next offset is rounded up to a multiple of `multiple` elements (a multiple of
 // kAlignFloats). ZeRO's element shards pad every bucket's end this way, so that a bucket splits
-// into equal, aligned shards (runtime/train/shard_layout.h). The padding is zero like the rest.
+// into equal, aligned shards (runtime/train/plan/shard_layout.h). The padding is zero like the
+// rest.
 struct LayoutPadding {
   std::vector<int> after;
   std::int64_t multiple = 16;
 };
 
 // Where the parameter values live. Flat: the one flat buffer (every mode but ZeRO stage 3).
-// Gathered (ZeRO stage 3, runtime/train/parameter_gather.h): no flat parameter buffer is
+// Gathered (ZeRO stage 3, runtime/train/step/parameter_gather.h): no flat parameter buffer is
 // allocated; a bucket's parameters are bound to the gather buffer its all-gather filled while
 // forward or backward reads them, and unbound (null) when it is released.
 enum class ParamStorage { Flat, Gathered };
 // Where the parameters' gradients live. Flat: the store's flat fp32 buffer (every element).
 // Bound: the store allocates none; its owner binds each parameter's gradient to memory of its own
 // (bind_gradient) before any backward - ZeRO stage 2, whose backward writes each bucket into a
-// buffer of a small pool (runtime/train/gradient_pool.h).
+// buffer of a small pool (runtime/train/step/gradient_pool.h).
 enum class GradientStorage { Flat, Bound };
 
 struct ParameterInfo {

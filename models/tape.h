@@ -9,7 +9,7 @@
 // the optimizer while backward continues on earlier layers. Before a node first writes a
 // parameter's gradient it calls on_grad_write(param id): ZeRO stage 2 hands the parameter's bucket
 // a pool buffer there, waiting if every buffer is still being reduce-scattered
-// (runtime/train/gradient_pool.h).
+// (runtime/train/step/gradient_pool.h).
 #pragma once
 
 #include <cstdint>

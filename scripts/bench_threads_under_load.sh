@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training time of one zerolap process on an idle and on a loaded machine, side by side: the
 # default (runtime.threads = "auto": libgomp's spinning wait and a team sized to the free CPUs,
-# Note [Adaptive CPU team] in runtime/train/cpu_team_governor.cpp), runtime.threads = 1, "auto"
+# Note [Adaptive CPU team] in runtime/cli/cpu_team_governor.cpp), runtime.threads = 1, "auto"
 # with passive threads (OMP_WAIT_POLICY=passive) and "auto" spinning on a fixed team
 # (GOMP_SPINCOUNT=300000: libgomp's own default, set explicitly, which keeps the team fixed). The
 # load is this script's own: LOAD busy shell loops (default 2), each ended by `timeout` after at

@@ -15,9 +15,9 @@
 
 #include "base/errors.h"
 #include "runtime/bench/bench_report.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/shard_layout.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/plan/shard_layout.h"
 #include "base/clock.h"
 #include "runtime/comm/compute_only_communicator.h"
 #include "runtime/comm/simulated_link.h"
@@ -27,7 +27,7 @@
 #include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
 #include "runtime/bench/step_stats.h"
-#include "runtime/train/trainer.h"
+#include "runtime/train/run/trainer.h"
 
 namespace zl {
 namespace {
@@ -261,7 +261,7 @@ void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
 }
 
 // The layout and buckets a run of `mode` allocates at `cap_mb` (element shards pad every bucket:
-// runtime/train/shard_layout.h).
+// runtime/train/plan/shard_layout.h).
 PlannedLayout plan_for(const Config& config, const ModePlan& mode, double cap_mb, int world_size) {
   return plan_layout(config.model, config.parallel, mode,
                      planned_ranks(config, mode, world_size), cap_mb);

@@ -29,7 +29,7 @@
 #include "runtime/config/config.h"
 #include "runtime/config/mode.h"
 #include "runtime/comm/world.h"
-#include "runtime/train/mode_plan.h"
+#include "runtime/train/plan/mode_plan.h"
 
 namespace zl {
 

@@ -8,10 +8,10 @@
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/bench/bench.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/memory_estimate.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/shard_layout.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/plan/shard_layout.h"
 
 namespace zl {
 

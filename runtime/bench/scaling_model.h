@@ -32,9 +32,9 @@
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/collective_program.h"
-#include "runtime/train/mode_plan.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/collective_program.h"
+#include "runtime/train/plan/mode_plan.h"
 
 namespace zl {
 

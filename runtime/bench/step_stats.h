@@ -11,9 +11,9 @@
 
 #include "base/stream_timeline.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/step_observer.h"
-#include "runtime/train/trainer.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/step/step_observer.h"
+#include "runtime/train/run/trainer.h"
 
 namespace zl {
 

@@ -1,4 +1,4 @@
-// Checkpoints of a training state (runtime/train/training_state.h) as safetensors files (docs/checkpoints.md): parameters by name,
+// Checkpoints of a training state (runtime/train/run/training_state.h) as safetensors files (docs/checkpoints.md): parameters by name,
 // optimizer state as optimizer.<param>.<state>, the run's position and facts in __metadata__.
 // ZeRO state is gathered to rank 0 one bucket at a time and, on load, scattered into the *current*
 // bucket plan (so a run resumes on another world size, mode or bucket size). Rank 0 writes with the
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "runtime/config/config.h"
-#include "runtime/train/training_state.h"
+#include "runtime/train/run/training_state.h"
 
 namespace zl {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/training_state.h"
+#include "runtime/train/run/training_state.h"
 
 namespace zl {
 

@@ -17,7 +17,7 @@
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/world.h"
-#include "runtime/train/training_state.h"
+#include "runtime/train/run/training_state.h"
 
 namespace zl {
 

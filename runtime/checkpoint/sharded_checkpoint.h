@@ -16,7 +16,7 @@
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/checkpoint/shard_manifest.h"
 #include "runtime/comm/timed_mpi.h"
-#include "runtime/train/training_state.h"
+#include "runtime/train/run/training_state.h"
 
 namespace zl {
 

@@ -17,7 +17,7 @@
 #include "runtime/config/config.h"
 #include "runtime/config/global_batch.h"
 #include "runtime/trace/metrics.h"
-#include "runtime/train/startup_facts.h"
+#include "runtime/train/run/startup_facts.h"
 
 namespace zl {
 namespace {

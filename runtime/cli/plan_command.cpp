@@ -14,10 +14,10 @@
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/bench/scaling_model.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/memory_estimate.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/shard_layout.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/plan/shard_layout.h"
 #include "runtime/cli/commands.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/config/config.h"
@@ -82,8 +82,9 @@ std::string ownership_tables(const BucketPlan& plan, const ParameterStore& store
 }
 
 // The bytes per parameter of the config's mode and precision, as a formula in d, and per rank the
-// memory estimate (runtime/train/memory_estimate.h): the model's buffers as ModePlan::rank_memory
-// counts them, which the trainer allocates, and the activations. The one memory figure plan prints.
+// memory estimate (runtime/train/plan/memory_estimate.h): the model's buffers as
+// ModePlan::rank_memory counts them, which the trainer allocates, and the activations. The one
+// memory figure plan prints.
 std::string memory_table(const Config& config, const BucketPlan& plan, const ParameterStore& store,
                          const ModePlan& mode) {
   const int d = plan.world_size;

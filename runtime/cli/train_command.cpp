@@ -18,7 +18,7 @@
 #include "runtime/config/global_batch.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/trace/trace_writer.h"
-#include "runtime/train/trainer.h"
+#include "runtime/train/run/trainer.h"
 
 namespace zl {
 

@@ -16,9 +16,9 @@
 #include "runtime/cli/run_progress.h"
 #include "runtime/comm/simulated_link.h"
 #include "runtime/trace/metrics.h"
-#include "runtime/train/cpu_team_governor.h"
-#include "runtime/train/skip_bound.h"
-#include "runtime/train/step_verdict.h"
+#include "runtime/cli/cpu_team_governor.h"
+#include "runtime/cli/skip_bound.h"
+#include "runtime/train/step/step_verdict.h"
 
 namespace zl {
 

@@ -4,7 +4,7 @@
 // It sits above both runtime/train and runtime/checkpoint so neither depends on the other.
 #pragma once
 
-#include "runtime/train/trainer.h"
+#include "runtime/train/run/trainer.h"
 
 namespace zl {
 

@@ -5,7 +5,7 @@
 // first W shards only, the ones real ranks own: a reduce-scatter or all-gather of n elements is
 // the inner W-rank one of W * n / N elements in place. The other collectives pass through. The
 // shards W..N-1 belong to nobody: they keep their initial values, so the parameters are not
-// trained (the study writes no checkpoints, runtime/train/trainer_setup.cpp). The link model
+// trained (the study writes no checkpoints, runtime/train/run/trainer_setup.cpp). The link model
 // (simulated_link.h) wraps this decorator and times every collective at its whole n for N ranks.
 #pragma once
 

@@ -140,7 +140,7 @@ struct RuntimeConfig {
   int threads = kAutoThreads;  // CPU GEMM threads per rank; kAutoThreads: its share of the node
   double timeout_s = 300;  // a collective that takes longer is a failure (exit 1), not a hang
   CommPriority comm_priority = CommPriority::Normal;  // of the MPI comm threads; a hint
-  // MiB one rank may use (runtime/train/memory_limit.h); 0: the node's available memory or the
+  // MiB one rank may use (runtime/train/plan/memory_limit.h); 0: the node's available memory or the
   // GPU's free memory, as measured.
   double memory_limit_mb = 0;
 };

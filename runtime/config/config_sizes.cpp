@@ -11,7 +11,7 @@ namespace zl::config_detail {
 namespace {
 
 // An upper bound of the activation elements one sample keeps (Note [Activation estimate] in
-// runtime/train/memory_estimate.cpp counts at most 8 per width), checked.
+// runtime/train/plan/memory_estimate.cpp counts at most 8 per width), checked.
 CheckedSize activation_elements_bound(const ModelSpec& spec) {
   CheckedSize widths;
   for (const std::int64_t w : spec.widths) widths += CheckedSize(w);

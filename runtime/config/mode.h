@@ -1,7 +1,7 @@
-// Mode: one parallel mode as one value - the ZeRO stage (0 = ddp), the overlap and the collective
-// - with its name, its parse and the list of every mode (all_modes) that config validation,
-// `zerolap plan`, the bench, the scaling model and the tests enumerate. What a mode implies (its
-// parts, its collective program) is derived from this value once, in runtime/train/mode_plan.h.
+// Mode: one parallel mode as one value - the ZeRO stage (0 = ddp), the overlap and the collective -
+// with its name, its parse and the list of every mode (all_modes) that config validation, `zerolap
+// plan`, the bench, the scaling model and the tests enumerate. What a mode implies (its parts, its
+// collective program) is derived from this value once, in runtime/train/plan/mode_plan.h.
 //
 // Note [Mode value]: a mode is (stage, overlap, collective); the ownership follows from the
 // collective (a bucket per rank for the bucket collectives, a shard of every bucket for
@@ -10,7 +10,7 @@
 // element shards spread over groups of G consecutive ranks and replicated across the groups
 // (hybrid sharding, parallel.shard_group; docs/design.md "Hybrid sharding"), named
 // "hsdp<stage>/<overlap>@G"; it adds the cross-replica communicator to the collective program
-// (runtime/train/collective_program.h).
+// (runtime/train/plan/collective_program.h).
 #pragma once
 
 #include <algorithm>

@@ -13,9 +13,9 @@
 #include "models/model.h"
 #include "runtime/config/config.h"
 #include "runtime/config/config_limits.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/memory_estimate.h"
-#include "runtime/train/mode_plan.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/mode_plan.h"
 
 namespace {
 

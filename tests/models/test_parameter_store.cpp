@@ -98,7 +98,7 @@ TEST_CASE("a moved parameter store keeps its pointers", "[models]") {
 
 TEST_CASE("a store with bound gradients allocates none and hands out the bound memory",
           "[models]") {
-  // ZeRO stage 2 binds each parameter's gradient into a pool buffer (runtime/train/gradient_pool.h).
+  // ZeRO stage 2 binds each parameter's gradient into a pool buffer (runtime/train/step/gradient_pool.h).
   ParameterStore store;
   store.add("w", {4, 3});
   store.add("b", {4});

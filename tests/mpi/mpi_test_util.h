@@ -17,8 +17,8 @@
 #include "base/bf16.h"
 #include "runtime/config/config.h"
 #include "runtime/config/mode.h"
-#include "runtime/train/memory_estimate.h"
-#include "runtime/train/trainer.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/run/trainer.h"
 #include "runtime/comm/world.h"
 
 namespace zl::test {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # zerolap leaves OpenMP's wait policy as GNU OpenMP has it (Note [Adaptive CPU team] in
-# runtime/train/cpu_team_governor.cpp: the threads spin, and the team shrinks under load instead),
+# runtime/cli/cpu_team_governor.cpp: the threads spin, and the team shrinks under load instead),
 # as the OpenMP runtime of each rank reports it (OMP_DISPLAY_ENV=verbose, printed when libgomp
 # starts): without OMP_WAIT_POLICY / GOMP_SPINCOUNT every rank of `mpirun -np 2` starts once with
 # libgomp's spin count and trains; a user's own setting reaches the OpenMP runtime as given.

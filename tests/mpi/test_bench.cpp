@@ -23,9 +23,9 @@
 #include "runtime/bench/bench_report.h"
 #include "runtime/comm/mpi_communicator.h"
 #include "runtime/comm/simulated_link.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/shard_layout.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/plan/shard_layout.h"
 #include "runtime/trace/trace_writer.h"
 #include "tests/mpi/mpi_test_util.h"
 

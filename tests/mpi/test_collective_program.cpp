@@ -10,7 +10,7 @@
 
 #include "mpi_test_util.h"
 #include "runtime/config/mode.h"
-#include "runtime/train/collective_program.h"
+#include "runtime/train/plan/collective_program.h"
 
 using namespace zl;
 using namespace zl::test;

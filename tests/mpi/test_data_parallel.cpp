@@ -124,7 +124,7 @@ TEST_CASE("the same config gives bitwise-identical parameters run to run", "[det
 }
 
 // With runtime.threads = "auto" the team shrinks and grows between steps with the machine's load
-// (Note [Adaptive CPU team], runtime/train/cpu_team_governor.cpp); the parameters must not
+// (Note [Adaptive CPU team], runtime/cli/cpu_team_governor.cpp); the parameters must not
 // depend on it. A model large enough that its GEMMs and its optimizer step split across 2
 // threads, run on 2 threads with a fixed team, then with the team changed before every step
 // (2, 1, 1, 2, ...), gives the same bits.

@@ -19,8 +19,8 @@
 #include "mpi_test_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
-#include "runtime/train/memory_estimate.h"
-#include "runtime/train/shard_layout.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/shard_layout.h"
 
 using namespace zl;
 using namespace zl::test;

@@ -19,8 +19,8 @@
 #include "runtime/checkpoint/checkpoint_saver.h"
 #include "runtime/checkpoint/shard_manifest.h"
 #include "runtime/config/global_batch.h"
-#include "runtime/train/memory_estimate.h"
-#include "runtime/train/shard_layout.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/shard_layout.h"
 
 using namespace zl;
 using namespace zl::test;

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "models/model.h"
-#include "runtime/train/memory_estimate.h"
+#include "runtime/train/plan/memory_estimate.h"
 #include "tests/mpi/mpi_test_util.h"
 
 using namespace zl;

@@ -151,7 +151,7 @@ TEST_CASE("gradient accumulation equals the same global batch in one step, in ev
 TEST_CASE("with grad_accum not dividing an epoch, a step never straddles two epochs",
           "[zero][accum]") {
   // 10 micro-batches of 8 per rank and epoch, grad_accum 3: 3 steps an epoch, the 10th
-  // micro-batch is skipped (Note [Epochs and accumulation] in runtime/train/trainer.h). 7 steps cross two
+  // micro-batch is skipped (Note [Epochs and accumulation] in runtime/train/run/trainer.h). 7 steps cross two
   // epoch boundaries and must still equal batches of 24 (3 an epoch) step for step.
   const World world = world_of(MPI_COMM_WORLD);
   const std::string samples = "data.train_samples=" + std::to_string(80 * world.size);

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "models/model.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/mode_plan.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/mode_plan.h"
 
 using namespace zl;
 

@@ -5,8 +5,8 @@
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/config/mode.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/collective_program.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/collective_program.h"
 
 using namespace zl;
 

@@ -28,9 +28,9 @@
 #include "cli_test_util.h"
 #include "models/model.h"
 #include "runtime/config/config.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/memory_estimate.h"
-#include "runtime/train/mode_plan.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/mode_plan.h"
 
 namespace {
 

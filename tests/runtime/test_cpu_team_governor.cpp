@@ -1,4 +1,4 @@
-// The adaptive CPU team (Note [Adaptive CPU team], runtime/train/cpu_team_governor.h): the team
+// The adaptive CPU team (Note [Adaptive CPU team], runtime/cli/cpu_team_governor.h): the team
 // each measured load gives, the /proc/stat parser, the governor's steps with a scripted sampler,
 // when it adapts at all, and that a GEMM on a smaller team gives the full team's bits.
 #include <catch2/catch.hpp>
@@ -12,7 +12,7 @@
 #include "base/exec_context.h"
 #include "kernels/gemm.h"
 #include "runtime/comm/comm_options.h"
-#include "runtime/train/cpu_team_governor.h"
+#include "runtime/cli/cpu_team_governor.h"
 
 using namespace zl;
 

@@ -1,13 +1,13 @@
-// The LR schedule (runtime/train/rank_optimizer.h: scheduled_lr): constant, linear warm-up, cosine
-// decay to min_lr at the last step. The step count t it takes is what checkpoints store, so a
-// resumed run gets the same learning rates as one that never stopped.
+// The LR schedule (runtime/train/step/rank_optimizer.h: scheduled_lr): constant, linear warm-up,
+// cosine decay to min_lr at the last step. The step count t it takes is what checkpoints store, so
+// a resumed run gets the same learning rates as one that never stopped.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <numbers>
 
 #include "runtime/config/config.h"
-#include "runtime/train/rank_optimizer.h"
+#include "runtime/train/step/rank_optimizer.h"
 
 using zl::LrSchedule;
 using zl::OptimizerConfig;

@@ -1,13 +1,13 @@
-// The per-rank memory estimate (runtime/train/memory_estimate.h): its figures, which are ModePlan's
-// rank_memory plus activations and follow the precision, and the refusal of a run that does not
-// fit, naming the key to change. (That the trainer allocates these figures: tests/mpi/
+// The per-rank memory estimate (runtime/train/plan/memory_estimate.h): its figures, which are
+// ModePlan's rank_memory plus activations and follow the precision, and the refusal of a run that
+// does not fit, naming the key to change. (That the trainer allocates these figures: tests/mpi/
 // test_rank_memory.cpp.)
 #include <catch2/catch.hpp>
 
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/config/config.h"
-#include "runtime/train/memory_estimate.h"
+#include "runtime/train/plan/memory_estimate.h"
 
 using namespace zl;
 using Catch::Contains;

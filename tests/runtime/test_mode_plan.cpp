@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include "models/model.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/collective_program.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/rank_optimizer.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/collective_program.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/step/rank_optimizer.h"
 
 using namespace zl;
 

@@ -1,5 +1,5 @@
 // The start-up agreement's message (runtime/comm/rank_agreement.h), the facts a training job
-// compares (runtime/train/startup_facts.h) and the data checksum (data/dataset_fingerprint.h).
+// compares (runtime/train/run/startup_facts.h) and the data checksum (data/dataset_fingerprint.h).
 // The collective itself runs in tests/mpi/rank_agreement_test.sh.
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include "data/dataset_fingerprint.h"
 #include "runtime/comm/rank_agreement.h"
 #include "runtime/config/config.h"
-#include "runtime/train/startup_facts.h"
+#include "runtime/train/run/startup_facts.h"
 
 using namespace zl;
 using Catch::Contains;

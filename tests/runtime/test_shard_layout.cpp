@@ -1,6 +1,6 @@
-// Element shards (runtime/train/shard_layout.h): the padded layout splits every bucket into equal,
-// aligned shards without changing the buckets, each rank's stepped range, the balance, and the
-// memory figures of stage 1 and stage 2 (docs/design.md, "Element shards").
+// Element shards (runtime/train/plan/shard_layout.h): the padded layout splits every bucket into
+// equal, aligned shards without changing the buckets, each rank's stepped range, the balance, and
+// the memory figures of stage 1 and stage 2 (docs/design.md, "Element shards").
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -8,9 +8,9 @@
 
 #include "models/model.h"
 #include "runtime/config/config.h"
-#include "runtime/train/memory_estimate.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/shard_layout.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/plan/shard_layout.h"
 
 using namespace zl;
 using Catch::Contains;

@@ -12,9 +12,9 @@
 #include "base/errors.h"
 #include "kernels/optimizer_kernels.h"
 #include "models/model.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/rank_optimizer.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/step/rank_optimizer.h"
 
 using namespace zl;
 

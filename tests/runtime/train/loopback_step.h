@@ -1,8 +1,8 @@
-// LoopbackStep: one rank's step parts (runtime/train/step_parts.h) for a small MLP on two loopback
-// communicators, driven by the calls Trainer::train_step makes (train_step.cpp), the tape's hooks
-// played by hand: forward's param-use hook in registration order, backward's read, write and
-// grad-ready hooks in flat-layout order. The one file of these tests that builds the step's parts:
-// a renamed part or a changed constructor is adapted here.
+// LoopbackStep: one rank's step parts (runtime/train/step/step_parts.h) for a small MLP on two
+// loopback communicators, driven by the calls Trainer::train_step makes (train_step.cpp), the
+// tape's hooks played by hand: forward's param-use hook in registration order, backward's read,
+// write and grad-ready hooks in flat-layout order. The one file of these tests that builds the
+// step's parts: a renamed part or a changed constructor is adapted here.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -16,14 +16,14 @@
 
 #include "models/model.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/train/bucket_plan.h"
-#include "runtime/train/collective_program.h"
-#include "runtime/train/mode_plan.h"
-#include "runtime/train/shard_layout.h"
-#include "runtime/train/rank_optimizer.h"
-#include "runtime/train/step_observer.h"
-#include "runtime/train/step_options.h"
-#include "runtime/train/step_parts.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/collective_program.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/plan/shard_layout.h"
+#include "runtime/train/step/rank_optimizer.h"
+#include "runtime/train/step/step_observer.h"
+#include "runtime/train/step/step_options.h"
+#include "runtime/train/step/step_parts.h"
 #include "tests/runtime/comm/loopback_communicator.h"
 
 namespace zl::test {

@@ -1,0 +1,199 @@
+// Bucket construction and rank assignment (see Note [Bucket order] in bucket_plan.h).
+#include "runtime/train/plan/bucket_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "runtime/train/plan/mode_plan.h"
+
+namespace zl {
+
+std::int64_t BucketPlan::numel_assigned_to(int rank) const {
+  std::int64_t total = 0;
+  for (const auto& b : buckets) {
+    if (b.assigned_rank == rank) total += b.numel;
+  }
+  return total;
+}
+
+std::int64_t BucketPlan::largest_bucket_numel() const {
+  std::int64_t largest = 0;
+  for (const auto& b : buckets) largest = std::max(largest, b.numel);
+  return largest;
+}
+
+namespace {
+
+void assign_round_robin(std::vector<Bucket>& buckets, int world_size) {
+  for (auto& b : buckets) b.assigned_rank = b.index % world_size;
+}
+
+// Largest bucket first onto the least-loaded rank (ties: lower rank, then lower bucket index), so
+// the per-rank optimizer-state sizes differ by at most one bucket.
+void assign_greedy(std::vector<Bucket>& buckets, int world_size) {
+  std::vector<int> order(buckets.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return buckets[a].numel > buckets[b].numel; });
+  // The least-loaded rank, the lowest on a tie. Every bucket holds at least one element, so a
+  // rank without a bucket (load 0) is always least, and the lowest of those is the next one not
+  // yet given a bucket; the loaded ones are a heap of (load, rank). O(buckets x log ranks), and
+  // nothing per rank: a plan for a huge world (plan --world) stays cheap.
+  using Load = std::pair<std::int64_t, int>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<>> loaded;
+  int next_empty = 0;
+  for (int index : order) {
+    ZL_CHECK(buckets[index].numel > 0, "bucket {} is empty", index);
+    Load least{0, 0};
+    if (next_empty < world_size) {
+      least.second = next_empty++;
+    } else {
+      least = loaded.top();
+      loaded.pop();
+    }
+    buckets[index].assigned_rank = least.second;
+    loaded.push({least.first + buckets[index].numel, least.second});
+  }
+}
+
+// True when both names have a module prefix (the name up to the last '.', "layers.3" of
+// "layers.3.weight") and it is the same.
+bool same_module(const std::string& a, const std::string& b) {
+  const auto dot = a.rfind('.');
+  return dot != std::string::npos && dot == b.rfind('.') && a.compare(0, dot, b, 0, dot) == 0;
+}
+
+}  // namespace
+
+BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double first_cap_mb,
+                             int world_size, AssignmentPolicy assignment) {
+  ZL_CHECK(store.laid_out(), "bucket plan needs a laid-out parameter store");
+  ZL_CHECK(world_size >= 1, "world size {}", world_size);
+  ZL_CHECK(cap_mb > 0 && first_cap_mb > 0, "caps {} {}", cap_mb, first_cap_mb);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const auto cap_bytes = [&](std::size_t bucket_index) {
+    return (bucket_index == 0 ? first_cap_mb : cap_mb) * kMiB;
+  };
+
+  BucketPlan plan;
+  plan.world_size = world_size;
+  plan.assignment = assignment;
+  plan.bucket_of_param.assign(static_cast<std::size_t>(store.count()), -1);
+
+  const std::vector<int> order = store.ids_in_layout_order();
+  Bucket current;
+  std::int64_t current_bytes = 0;  // parameter bytes (without padding) decide the cut
+  for (std::size_t first = 0; first < order.size();) {
+    // [first, last) is one module's parameters (Note [Bucket order]).
+    const std::string& name = store.info(order[first]).name;
+    std::size_t last = first + 1;
+    std::int64_t bytes = store.info(order[first]).numel * static_cast<std::int64_t>(sizeof(float));
+    while (last < order.size() && same_module(name, store.info(order[last]).name)) {
+      bytes += store.info(order[last]).numel * static_cast<std::int64_t>(sizeof(float));
+      ++last;
+    }
+    const bool over = current_bytes + bytes > cap_bytes(plan.buckets.size());
+    if (!current.param_ids.empty() && over) {
+      plan.buckets.push_back(std::move(current));
+      current = Bucket{};
+      current_bytes = 0;
+    }
+    for (std::size_t i = first; i < last; ++i) current.param_ids.push_back(order[i]);
+    current_bytes += bytes;
+    first = last;
+  }
+  if (!current.param_ids.empty()) plan.buckets.push_back(std::move(current));
+
+  // Offsets and extents from the layout: a bucket runs from its first parameter to the next
+  // bucket's first parameter (padding included), the last one to the end of the flat buffer.
+  for (std::size_t i = 0; i < plan.buckets.size(); ++i) {
+    auto& b = plan.buckets[i];
+    b.index = static_cast<int>(i);
+    b.offset = store.info(b.param_ids.front()).offset;
+    b.read_in_backward = false;
+    for (int id : b.param_ids) {
+      plan.bucket_of_param[static_cast<std::size_t>(id)] = b.index;
+      b.read_in_backward = b.read_in_backward || store.info(id).read_in_backward;
+    }
+  }
+  for (std::size_t i = 0; i < plan.buckets.size(); ++i) {
+    const std::int64_t end =
+        i + 1 < plan.buckets.size() ? plan.buckets[i + 1].offset : store.total_numel();
+    plan.buckets[i].numel = end - plan.buckets[i].offset;
+    ZL_CHECK(plan.buckets[i].numel > 0, "bucket {} is empty", i);
+  }
+
+  if (assignment == AssignmentPolicy::RoundRobin) {
+    assign_round_robin(plan.buckets, world_size);
+  } else {
+    assign_greedy(plan.buckets, world_size);
+  }
+  return plan;
+}
+
+std::string human_bytes(std::int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
+  if (b >= 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+std::string format_bucket_table(const BucketPlan& plan, const ParameterStore& store,
+                                const ModePlan& mode) {
+  std::string out;
+  out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", "bucket", "elements", "bytes",
+                     "size", "assigned", "parameters");
+  for (const auto& b : plan.buckets) {
+    std::string names;
+    for (int id : b.param_ids) {
+      if (!names.empty()) names += ", ";
+      names += store.info(id).name;
+    }
+    // Element shards: every rank owns one shard of every bucket.
+    const std::string assigned =
+        mode.element_shards ? "shards" : fmt::format("{}", b.assigned_rank);
+    out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", b.index, b.numel, b.bytes(),
+                       human_bytes(b.bytes()), assigned, names);
+  }
+  out += fmt::format("\n{} buckets, {} parameters ({} elements, {} with alignment padding)\n",
+                     plan.buckets.size(), store.count(), store.parameter_numel(),
+                     store.total_numel());
+  return out;
+}
+
+std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
+                               const ModePlan& mode) {
+  std::string out = format_bucket_table(plan, store, mode);
+  out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", "rank", "buckets", "owned elements",
+                     "optimizer state");
+  for (int r = 0; r < plan.world_size; ++r) {
+    int count = 0;
+    for (const auto& b : plan.buckets) {
+      count += mode.element_shards || b.assigned_rank == r ? 1 : 0;
+    }
+    // Owned: assigned buckets, or (element shards) rank r's shard of each. ddp keeps the full
+    // optimizer state on every rank; zero only the owned elements'.
+    const std::int64_t owned =
+        mode.element_shards ? mode.stepped_numel(plan, r) : plan.numel_assigned_to(r);
+    out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, count, owned,
+                       human_bytes(mode.state_bytes(plan, r)));
+  }
+  return out + format_step_balance(plan, store, mode);
+}
+
+std::string format_step_balance(const BucketPlan& plan, const ParameterStore& store,
+                                const ModePlan& mode) {
+  const StepBalance balance = step_balance(mode, plan, store);
+  return fmt::format(
+      "balance: elements each rank steps, largest {} and smallest {} ({} and {} without "
+      "padding)\n",
+      balance.largest, balance.smallest, balance.largest_parameters, balance.smallest_parameters);
+}
+
+}  // namespace zl

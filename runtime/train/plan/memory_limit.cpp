@@ -1,0 +1,104 @@
+// check_memory_limit: runtime.memory_limit_mb against the largest rank's estimate, naming what
+// would fit (memory_limit.h).
+#include "runtime/train/plan/memory_limit.h"
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+#include "runtime/config/config_limits.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/shard_layout.h"
+
+namespace zl {
+namespace {
+
+RankMemory peak(const Config& config, int world) {
+  const ModePlan mode = make_run_mode_plan(config, world);
+  const PlannedLayout planned =
+      plan_layout(config.model, config.parallel, mode, planned_ranks(config, mode, world));
+  return estimate_peak_rank_memory(config, planned.layout, planned.plan, mode);
+}
+
+void set_stage3(Config& c) {
+  c.parallel.mode = ParallelMode::Zero;
+  c.parallel.collective = CollectiveKind::ReduceScatterAllgather;
+  c.parallel.zero_stage = 3;
+}
+
+constexpr const char* kStage3Keys =
+    "parallel.mode = \"zero\", parallel.collective = \"reduce_scatter_allgather\", "
+    "parallel.zero_stage = 3";
+
+// The fewest ranks, a power of two above `world` up to 4096, at which `config` fits; 0: none.
+int ranks_that_fit(const Config& config, int world, std::int64_t limit) {
+  for (int w = 2; w <= 4096; w *= 2) {
+    if (w > world && peak(config, w).total() <= limit) return w;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void check_memory_limit(const Config& config, int world) {
+  if (config.runtime.memory_limit_mb <= 0) return;
+  const auto limit = static_cast<std::int64_t>(config.runtime.memory_limit_mb * 1024.0 * 1024.0);
+  const RankMemory need = peak(config, world);
+  if (need.total() <= limit) return;
+
+  // Each trade alone on top of the config, then together; with the ranks they need.
+  std::vector<std::string> fits;
+  const auto consider = [&](const std::string& what, const Config& c) {
+    const std::int64_t bytes = peak(c, world).total();
+    if (bytes <= limit) {
+      fits.push_back(fmt::format("{} ({} on the largest rank)", what, human_bytes(bytes)));
+    }
+  };
+  Config all = config;
+  std::vector<std::string> all_keys;
+  if (config.parallel.zero_stage < 3) {
+    Config c = config;
+    set_stage3(c);
+    consider(kStage3Keys, c);
+    set_stage3(all);
+    all_keys.emplace_back(kStage3Keys);
+  }
+  if (config.precision.compute != ComputePrecision::Bf16) {
+    Config c = config;
+    c.precision.compute = ComputePrecision::Bf16;
+    consider("precision.compute = \"bf16\"", c);
+    all.precision.compute = ComputePrecision::Bf16;
+    all_keys.emplace_back("precision.compute = \"bf16\"");
+  }
+  {
+    // Smaller buckets: smaller gather buffers (stage 3) and gradient pool (stage 2).
+    Config c = config;
+    c.parallel.bucket_cap_mb = config.parallel.bucket_cap_mb / 4;
+    const std::string keys = fmt::format("parallel.bucket_cap_mb = {:g}", c.parallel.bucket_cap_mb);
+    consider(keys, c);
+    all.parallel.bucket_cap_mb = c.parallel.bucket_cap_mb;
+    all_keys.push_back(keys);
+  }
+  if (fits.empty()) consider(fmt::format("{}", fmt::join(all_keys, ", ")), all);
+  if (const int w = ranks_that_fit(config, world, limit); w > 0) {
+    fits.push_back(fmt::format("{} ranks ({} on the largest rank)", w,
+                               human_bytes(peak(config, w).total())));
+  } else if (const int wa = ranks_that_fit(all, world, limit); wa > 0) {
+    fits.push_back(fmt::format("{} ranks with {} ({} on the largest rank)", wa,
+                               fmt::join(all_keys, ", "), human_bytes(peak(all, wa).total())));
+  }
+  const std::string fix =
+      fits.empty() ? "none of a higher ZeRO stage, bf16, smaller buckets or up to 4096 ranks fits; "
+                     "lower model.widths or data.batch_size, or raise runtime.memory_limit_mb"
+                   : fmt::format("it fits with {}; or raise runtime.memory_limit_mb",
+                                 fmt::join(fits, "; or "));
+  throw UserError(fmt::format(
+      "{}: the largest of {} ranks needs an estimated {}, above runtime.memory_limit_mb = {:g} "
+      "({}): {}",
+      config.source_path, world, describe_memory(need), config.runtime.memory_limit_mb,
+      human_bytes(limit), fix));
+}
+
+}  // namespace zl

@@ -1,0 +1,203 @@
+// ModePlan: the one place a mode's facts are derived from the config (see mode_plan.h).
+#include "runtime/train/plan/mode_plan.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace zl {
+
+int state_floats_per_element(const OptimizerConfig& optimizer) {
+  switch (optimizer.kind) {
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW: return 2;
+    case OptimizerKind::Sgd: return optimizer.momentum != 0.0f ? 1 : 0;
+  }
+  return 0;
+}
+
+ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
+                        const OptimizerConfig& optimizer, const PrecisionConfig& precision) {
+  ModePlan m;
+  m.mode = mode;
+  m.state_floats_per_element = state_floats_per_element(optimizer);
+  if (precision.compute == ComputePrecision::Bf16) {
+    m.param_dtype = DType::BF16;
+    m.reduce_dtype = precision.reduce_dtype;
+    m.master_weights = precision.master_weights;
+  }
+  // The gradient store: stage 2's pool (stage 3 reduces its gradients as stage 2), else the fp32
+  // gradients in place or their bf16 cast.
+  m.gradient_store = mode.stage >= 2                  ? GradientStoreKind::ShardPool
+                     : m.reduce_dtype == DType::BF16 ? GradientStoreKind::Bf16Wire
+                                                     : GradientStoreKind::Fp32;
+  if (mode.ddp()) return m;  // all-reduce, replicated state, no broadcast
+
+  switch (mode.collective) {
+    case CollectiveKind::AllreduceBroadcast: m.bucket_collective = CollectiveOp::AllReduce; break;
+    case CollectiveKind::ReduceBroadcast: m.bucket_collective = CollectiveOp::Reduce; break;
+    case CollectiveKind::ReduceScatterAllgather:
+      m.bucket_collective = CollectiveOp::ReduceScatter;
+      m.parameter_collective = CollectiveOp::AllGather;
+      m.element_shards = true;
+      m.prefetch = parallel.prefetch;
+      m.reshard_after_forward = parallel.reshard_after_forward;
+      if (mode.stage == 3) m.parameters = ParameterSource::Gathered;
+      break;
+  }
+  // Stage 3: the next forward's gathers read the stepped shards; nothing follows the step.
+  m.broadcast_after_step = !m.gathers_parameters();
+  m.sharded_state = true;
+  switch (mode.overlap) {
+    case Overlap::None: m.schedule = ScheduleKind::ZeroNone; break;
+    case Overlap::AfterBackward: m.schedule = ScheduleKind::ZeroAfterBackward; break;
+    case Overlap::Interleaved:
+      m.schedule = ScheduleKind::ZeroInterleaved;
+      m.can_clip = false;
+      break;
+  }
+  return m;
+}
+
+ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& optimizer,
+                        const PrecisionConfig& precision) {
+  return make_mode_plan(mode_of(parallel), parallel, optimizer, precision);
+}
+
+ModePlan make_run_mode_plan(const Config& config, int world) {
+  ModePlan m = make_mode_plan(config.parallel, config.optimizer, config.precision);
+  m.micro_batches = static_cast<int>(config.train.grad_accum);
+  m.replicas = m.mode.replicas(world);
+  return m;
+}
+
+std::int64_t ModePlan::gather_buffers(const BucketPlan& plan) const {
+  if (!gathers_parameters()) return 0;
+  const auto buckets = static_cast<std::int64_t>(plan.buckets.size());
+  return reshard_after_forward ? std::min<std::int64_t>(buckets, prefetch + 1) : buckets;
+}
+
+ElementRange ModePlan::stepped_range(const BucketPlan& plan, const Bucket& b, int rank) const {
+  if (element_shards) {
+    const std::int64_t shard = b.numel / plan.world_size;
+    return {b.offset + (rank % plan.world_size) * shard, shard};
+  }
+  return {b.offset, steps_on(b, rank) ? b.numel : 0};
+}
+
+std::int64_t ModePlan::replica_wire_numel(const BucketPlan& plan) const {
+  if (replicas == 1 || !pools_gradients() || reduce_dtype != DType::BF16) return 0;
+  return plan.largest_bucket_numel() / plan.world_size;
+}
+
+std::int64_t ModePlan::stepped_numel(const BucketPlan& plan, int rank) const {
+  std::int64_t elements = 0;
+  for (const Bucket& b : plan.buckets) elements += stepped_range(plan, b, rank).numel;
+  return elements;
+}
+
+std::int64_t ModePlan::state_bytes(const BucketPlan& plan, int rank) const {
+  return stepped_numel(plan, rank) * state_floats_per_element *
+         static_cast<std::int64_t>(sizeof(float));
+}
+
+int ModePlan::master_bytes_per_element() const {
+  if (param_dtype == DType::F32) return 0;
+  return master_weights == MasterWeights::Fp32 ? 4 : 2;
+}
+
+std::int64_t ModePlan::master_bytes(const BucketPlan& plan, int rank) const {
+  return stepped_numel(plan, rank) * master_bytes_per_element();
+}
+
+StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
+                         const ParameterStore& store) {
+  StepBalance out;
+  for (int r = 0; r < plan.world_size; ++r) {
+    std::int64_t with_padding = 0, parameters = 0;
+    for (const Bucket& b : plan.buckets) {
+      const ElementRange range = mode.stepped_range(plan, b, r);
+      with_padding += range.numel;
+      // The parameter elements inside the range: a parameter may straddle shards.
+      for (int id : b.param_ids) {
+        const ParameterInfo& p = store.info(id);
+        const std::int64_t begin = std::max(p.offset, range.offset);
+        const std::int64_t end = std::min(p.offset + p.numel, range.offset + range.numel);
+        parameters += std::max<std::int64_t>(end - begin, 0);
+      }
+    }
+    if (r == 0 || with_padding > out.largest) out.largest = with_padding;
+    if (r == 0 || with_padding < out.smallest) out.smallest = with_padding;
+    if (r == 0 || parameters > out.largest_parameters) out.largest_parameters = parameters;
+    if (r == 0 || parameters < out.smallest_parameters) out.smallest_parameters = parameters;
+  }
+  return out;
+}
+
+BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world) {
+  const double share = mode.sharded_state ? 1.0 / world : 1.0;
+  BytesPerParameter b;
+  b.parameters = static_cast<double>(dtype_size(mode.param_dtype)) *
+                 (mode.gathers_parameters() ? 1.0 / world : 1.0);
+  b.gradients = mode.pools_gradients() ? 4.0 / world
+                                     : 4.0 + (mode.reduce_dtype == DType::BF16 ? 2.0 : 0.0);
+  b.master = mode.master_bytes_per_element() * share;
+  b.state = 4.0 * mode.state_floats_per_element * share;
+  return b;
+}
+
+RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_t store_numel,
+                       int rank) {
+  RankMemory m;
+  const std::int64_t gradient_bytes = 4 + (mode.reduce_dtype == DType::BF16 ? 2 : 0);
+  m.parameters = store_numel * dtype_size(mode.param_dtype);
+  if (mode.gathers_parameters()) {
+    // The rank's shard of every bucket, and the gather buffers of the largest bucket.
+    m.gather_buffers =
+        mode.gather_buffers(plan) * plan.largest_bucket_numel() * dtype_size(mode.param_dtype);
+    m.parameters = mode.stepped_numel(plan, rank) * dtype_size(mode.param_dtype) +
+                   m.gather_buffers;
+  }
+  if (mode.pools_gradients()) {
+    const auto buffers = std::min<std::int64_t>(kGradientPoolBuffers,
+                                                static_cast<std::int64_t>(plan.buckets.size()));
+    m.gradient_pool = buffers * plan.largest_bucket_numel() * gradient_bytes +
+                      mode.replica_wire_numel(plan) * dtype_size(DType::BF16);
+    m.gradients = mode.stepped_numel(plan, rank) * 4 + m.gradient_pool;
+  } else {
+    m.gradients = store_numel * gradient_bytes;
+  }
+  m.master = mode.master_bytes(plan, rank);
+  m.state = mode.state_bytes(plan, rank);
+  return m;
+}
+
+std::string precision_label(const PrecisionConfig& precision) {
+  if (precision.compute != ComputePrecision::Bf16) return to_string(precision.compute);
+  return precision.master_weights == MasterWeights::Fp32 ? "bf16 + fp32 master"
+                                                         : "bf16 + remainders";
+}
+
+std::string bytes_per_parameter_formula(const ModePlan& mode) {
+  // parameters + fp32 gradients [+ bf16 wire] + (master + state), the last over d when sharded.
+  const BytesPerParameter one = bytes_per_parameter(mode, 1);
+  if (mode.gathers_parameters()) {
+    // Parameters, gradients (stage 2's shard), masters and state all over d; the gradient pool
+    // and the gather buffers are a few buckets.
+    return fmt::format("{:g}/d + {:g}/d + pool + gather buffers", one.parameters,
+                       one.gradients + one.master + one.state);
+  }
+  if (mode.pools_gradients()) {
+    // The gradient shard joins the sharded part; the pool is a few buckets, not per parameter.
+    return fmt::format("{:g} + {:g}/d + pool", one.parameters,
+                       one.gradients + one.master + one.state);
+  }
+  std::string out = fmt::format("{:g} + 4", one.parameters);
+  if (one.gradients > 4.0) out += fmt::format(" + {:g}", one.gradients - 4.0);
+  const double owned = one.master + one.state;
+  if (owned == 0.0) return out;
+  if (mode.sharded_state) return out + fmt::format(" + {:g}/d", owned);
+  return out + fmt::format(" + {:g} = {:g}", owned, one.total());
+}
+
+}  // namespace zl

@@ -1,0 +1,62 @@
+// load_datasets: the [data] section turned into datasets (see datasets_from_config.h).
+#include "runtime/train/run/datasets_from_config.h"
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+
+namespace zl {
+
+DatasetSplits load_datasets(const Config& config) {
+  const auto& d = config.data;
+  const auto& widths = config.model.widths;
+  DatasetSplits splits;
+  switch (d.kind) {
+    case DataKind::FashionMnist: splits = load_fashion_mnist(d.path); break;
+    case DataKind::Idx:
+      splits = load_idx_splits(d.train_images, d.train_labels, d.test_images, d.test_labels, "idx");
+      break;
+    case DataKind::Spirals: {
+      SpiralsSpec s;
+      s.classes = widths.back();
+      s.train_per_class = std::max<std::int64_t>(1, d.train_samples / s.classes);
+      s.test_per_class = std::max<std::int64_t>(1, d.test_samples / s.classes);
+      s.noise = d.noise;
+      s.seed = d.seed;
+      splits = make_spirals(s);
+      break;
+    }
+    case DataKind::Teacher: {
+      TeacherSpec s;
+      s.input_dim = widths.front();
+      s.hidden_dim = d.teacher_hidden;
+      s.output_dim = widths.back();
+      s.task = d.teacher_task;
+      s.train_samples = d.train_samples;
+      s.test_samples = d.test_samples;
+      s.noise = d.noise;
+      s.seed = d.seed;
+      splits = make_teacher(s);
+      break;
+    }
+  }
+  const Dataset& train = splits.train;
+  if (train.feature_dim != widths.front()) {
+    throw UserError(fmt::format(
+        "{}: model.widths starts with {} but the {} data has {} features per sample; set "
+        "model.widths[0] = {}",
+        config.source_path, widths.front(), to_string(d.kind), train.feature_dim,
+        train.feature_dim));
+  }
+  const std::int64_t outputs =
+      train.task == TaskKind::Classification ? train.num_classes : train.target_dim;
+  if (train.task == TaskKind::Classification ? outputs > widths.back() : outputs != widths.back()) {
+    throw UserError(fmt::format(
+        "{}: model.widths ends with {} but the {} data has {} {}; set the last width to {}",
+        config.source_path, widths.back(), to_string(d.kind), outputs,
+        train.task == TaskKind::Classification ? "classes" : "targets", outputs));
+  }
+  return splits;
+}
+
+}  // namespace zl

@@ -1,0 +1,218 @@
+// TrainerSetup: device, agreement, data, memory check, model, communicators (trainer_setup.h).
+#include "runtime/train/run/trainer_setup.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "base/checked_write.h"
+#include "base/errors.h"
+#include "kernels/gemm.h"
+#include "runtime/comm/shard_study.h"
+#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/timed_mpi.h"
+#include "runtime/comm/thread_priority.h"
+#include "runtime/trace/metrics.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/run/datasets_from_config.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/memory_limit.h"
+#include "runtime/train/plan/shard_layout.h"
+#include "runtime/train/run/startup_facts.h"
+#include "runtime/train/step/step_options.h"
+
+namespace zl {
+namespace {
+
+// The compute context of the run: runtime.timeout_s limits the host's waits for its stream (a
+// loss or a norm read back on CUDA), so a stream stuck behind a dead peer's collective is an
+// error; precision.compute = "tf32" lets fp32 GEMMs use TF32 tensor cores (ExecContext::gemm_math:
+// a property of the calls made with this context, not of a shared cuBLAS handle; the CPU has no
+// TF32 and computes those GEMMs in fp32).
+ExecContext run_context(ExecContext exec, const Config& config, const World& world) {
+  exec.host_wait_timeout_s = config.runtime.timeout_s;
+  exec.cpu_threads = cpu_threads(config.runtime.threads, world);
+  if (config.precision.compute == ComputePrecision::Tf32) exec.gemm_math = GemmMath::Tf32;
+  return exec;
+}
+
+// Steps and micro-batches are counted in int64 (the sampler position adds up to an epoch to it):
+// 2^53, far beyond any run, keeps every count exact in a double (metrics, lr schedule) and the
+// arithmetic on it from overflowing.
+constexpr std::int64_t kMaxMicroBatches = std::int64_t{1} << 53;
+
+// The optimizer steps of the run: train.steps, or train.epochs whole epochs. The limits depend
+// on the epoch's size, which only the loaded data gives.
+std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_epoch) {
+  const TrainConfig& t = config.train;
+  const std::int64_t max_steps = kMaxMicroBatches / t.grad_accum;
+  if (t.steps > 0) {
+    if (t.steps > max_steps) {
+      throw UserError(fmt::format(
+          "{}: train.steps = {} with train.grad_accum = {} is more than the {} micro-batches a "
+          "run may take; lower train.steps",
+          config.source_path, t.steps, t.grad_accum, kMaxMicroBatches));
+    }
+    return t.steps;
+  }
+  if (t.epochs > max_steps / steps_per_epoch) {
+    throw UserError(fmt::format(
+        "{}: train.epochs = {} of {} steps each (with train.grad_accum = {}) is more than the {} "
+        "micro-batches a run may take; lower train.epochs",
+        config.source_path, t.epochs, steps_per_epoch, t.grad_accum, kMaxMicroBatches));
+  }
+  return t.epochs * steps_per_epoch;
+}
+
+// Ranks that run another config or build would size their collectives differently (heap
+// corruption, a crash) or train apart: they must agree before anything sized or scheduled by the
+// config. That includes the device's set-up: runtime.device = "cuda" exchanges the ranks' GPUs
+// (a collective "cpu" never enters), so the agreement runs first and returns the agreed config.
+const Config& agreed(const Config& config, const World& world) {
+  agree_on_facts(world, config_facts(config), config.runtime.timeout_s);
+  return config;
+}
+
+}  // namespace
+
+TrainerSetup::TrainerSetup(const Config& config, const World& world, const TrainerOptions& options)
+    : device(agreed(config, world).runtime.device, world, config.runtime.timeout_s),
+      compute(run_context(device.compute(), config, world)),
+      mode(make_run_mode_plan(config, world.size)),
+      ranks(planned_ranks(config, mode, world.size)) {
+  set_cpu_gemm_threads(compute.cpu_threads);
+  // tf32 is the compute context's GEMM math (run_context); the CPU stays fp32, said once.
+  if (config.precision.compute == ComputePrecision::Tf32 && compute.device == DeviceKind::Cpu &&
+      world.is_root() && !options.quiet) {
+    fmt::print("zerolap: precision.compute = \"tf32\" on the CPU: TF32 is a CUDA tensor-core "
+               "format, so this run computes in fp32\n");
+  }
+  // Bad data (a missing file on one node, a model that does not fit) must end every rank before
+  // any of them enters the communicator set-up below.
+  agree_on_user_errors(world, [&] {
+    check_shard_group(config, world.size);
+    check_trainable(config, mode, world.size);
+    check_link_world(config.link, world.size, config.source_path);
+    data = load_datasets(config);
+    // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
+    // The layout is the mode's (element shards pad every bucket: shard_layout.h).
+    const PlannedLayout planned = plan_layout(config.model, config.parallel, mode, ranks);
+    check_collective_counts(config, mode, planned, compute.device);
+    // runtime.memory_limit_mb (a smaller device) can only tighten what the node has.
+    check_memory_limit(config, world.size);
+    check_memory_fits(
+        estimate_rank_memory(config, planned.layout, planned.plan, mode, world.rank), config,
+        compute.device, available_memory(compute.device), world.local_size);
+    // The parameter dtype is the precision's (docs/design.md "Precision"): bf16 for bf16 compute.
+    ModelSpec spec = config.model;
+    spec.dtype = mode.param_dtype;
+    // Stage 2 keeps no full gradient buffer: its gradient pool binds the gradients
+    // (gradient_pool.h). Stage 3 keeps no flat parameters either: each rank's shards
+    // (runtime/train/step/parameter_gather.h).
+    model = std::make_unique<Model>(
+        spec, compute.device, planned.padding,
+        mode.pools_gradients() ? GradientStorage::Bound : GradientStorage::Flat,
+        mode.gathers_parameters() ? ParamStorage::Gathered : ParamStorage::Flat);
+    sampler = std::make_unique<DistributedSampler>(SamplerSpec{
+        .num_samples = data.train.num_samples,
+        .local_batch = config.data.batch_size,
+        .world_size = world.size,
+        .shuffle = config.data.shuffle,
+        .seed = config.data.seed,
+        .dataset_name = data.train.name,
+    });
+    steps_per_epoch = sampler->batches_per_epoch() / config.train.grad_accum;
+    if (steps_per_epoch < 1) {
+      // The sampler checked that one global batch fits, so the product is below
+      // grad_accum * the sample count: no overflow.
+      throw UserError(fmt::format(
+          "train.grad_accum ({}) x data.batch_size ({}) x world size ({}) = {} exceeds the {} "
+          "samples of {}: a step's micro-batches all come from one epoch; lower "
+          "train.grad_accum or data.batch_size, or run on fewer ranks",
+          config.train.grad_accum, config.data.batch_size, world.size,
+          config.train.grad_accum * config.data.batch_size * world.size, data.train.num_samples,
+          data.train.name));
+    }
+    total_steps = checked_total_steps(config, steps_per_epoch);
+  }, config.runtime.timeout_s);
+  // The same for the data each rank loaded (node-local files may differ).
+  agree_on_facts(world, data_facts(config, data), config.runtime.timeout_s);
+
+  if (world.is_root() && !options.quiet) {
+    fmt::print("zerolap: {}\n", device.summary());
+    if (ranks > world.size) {
+      fmt::print("zerolap: simulated: link.ranks = {}, so each rank steps only the shard it would "
+                 "own among {} ranks (a timing study; the parameters are not trained)\n",
+                 ranks, ranks);
+    }
+    std::fflush(stdout);
+    const std::string warning = comm_priority_warning(config.runtime.comm_priority, compute.device);
+    if (!warning.empty()) fmt::print(stderr, "{}\n", warning);
+  }
+  // Construction order is the same on every rank (each construction is a collective): MPI on the
+  // CPU, NCCL on CUDA (a unique id per communicator, sent over the MPI communicator it splits).
+  const CommOptions comm_opts = comm_options(config.runtime);
+  if (mode.replicas > 1) {
+    // Hybrid sharding: rank r is member r mod G of group r / G (consecutive ranks, as mpirun
+    // places a node's ranks together); its replicas are the members with its index in the other
+    // groups (Note [Replica all-reduce]).
+    const int group = mode.mode.shard_group;
+    const WaitLimit limit{world.rank, config.runtime.timeout_s};
+    MPI_Comm in_group = timed_comm_split(world.comm, world.rank / group, world.rank % group,
+                                         limit, "splitting the ranks into shard groups");
+    MPI_Comm across = timed_comm_split(world.comm, world.rank % group, world.rank / group, limit,
+                                       "splitting the ranks into shard replicas");
+    reduce_comm = device.make_communicator(in_group, "comm.reduce", comm_opts);
+    broadcast_comm = device.make_communicator(in_group, "comm.broadcast", comm_opts);
+    replica_comm = device.make_communicator(across, "comm.replica", comm_opts);
+    world_comm = device.make_communicator(world.comm, "comm.world", comm_opts);
+    MPI_Comm_free(&in_group);  // each communicator holds its own duplicate
+    MPI_Comm_free(&across);
+  } else {
+    reduce_comm = device.make_communicator(world.comm, "comm.reduce", comm_opts);
+    broadcast_comm = device.make_communicator(world.comm, "comm.broadcast", comm_opts);
+  }
+  if (ranks > world.size) {  // the timing study (runtime/comm/shard_study.h), inside the link
+    reduce_comm = std::make_unique<ShardStudyCommunicator>(std::move(reduce_comm), ranks);
+    broadcast_comm = std::make_unique<ShardStudyCommunicator>(std::move(broadcast_comm), ranks);
+  }
+  // Each communicator of the step through the link model, then the caller's wrapper. One link
+  // per rank and tier, shared by the streams of that tier (Note [Link occupancy]); on CUDA it
+  // delays the comm streams on the device (Note [Link on the device]). A communicator of every
+  // rank is timed as the modelled world; with hybrid sharding a shard group as its G consecutive
+  // ranks (inside a modelled node when they fit one), the replicas as one rank of every group.
+  if (config.link.enabled()) {
+    const RankLinks links = make_rank_links(config.link, config.runtime.timeout_s);
+    const LinkSpan flat = flat_link_span(config.link, world.size);
+    const int group = mode.replicas > 1 ? mode.mode.shard_group : world.size;
+    const LinkSpan in_group = link_span(config.link, world.size, group, 1);
+    reduce_comm = with_simulated_link(std::move(reduce_comm), links, in_group);
+    broadcast_comm = with_simulated_link(std::move(broadcast_comm), links, in_group);
+    if (replica_comm) {
+      replica_comm = with_simulated_link(std::move(replica_comm), links,
+                                         link_span(config.link, world.size, mode.replicas, group));
+    }
+    if (world_comm) world_comm = with_simulated_link(std::move(world_comm), links, flat);
+  }
+  if (options.wrap_comm) {
+    for (auto* comm : {&reduce_comm, &broadcast_comm, &replica_comm, &world_comm}) {
+      if (*comm) *comm = options.wrap_comm(std::move(*comm));
+    }
+  }
+  // docs/design.md, "Divergence": on CUDA a per-step verdict would drain the stream every step;
+  // a stop can wait for the log window, a clip, a skip or a loss limit cannot.
+  step_check = options.step_check.value_or(
+      compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train)
+          ? StepCheck::EveryLogWindow
+          : StepCheck::EveryStep);
+}
+
+void write_effective_config(const Config& config) {
+  ensure_output_dir(config.output.dir);
+  write_whole_file((std::filesystem::path(config.output.dir) / "config.toml").string(),
+                   to_toml(config), "the effective config");
+}
+
+}  // namespace zl

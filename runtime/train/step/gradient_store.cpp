@@ -1,0 +1,84 @@
+// GradientStore: fp32 in place, a bf16 cast, or stage 2's pool (gradient_store.h).
+#include "runtime/train/step/gradient_store.h"
+
+#include "base/bf16.h"
+#include "base/errors.h"
+
+namespace zl {
+
+GradientStore::GradientStore(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
+                             int rank, Tracer* tracer)
+    : store_(store), kind_(mode.gradient_store), wire_dtype_(mode.reduce_dtype) {
+  switch (kind_) {
+    case GradientStoreKind::Fp32: break;
+    case GradientStoreKind::Bf16Wire:
+      bf16_ = DeviceBuffer(store.device(), store.total_numel(), DType::BF16);
+      break;
+    case GradientStoreKind::ShardPool:
+      pool_ = std::make_unique<GradientPool>(mode, plan, store, rank, tracer);
+      break;
+  }
+  if (const std::int64_t n = mode.replica_wire_numel(plan); n > 0) {
+    replica_wire_ = DeviceBuffer(store.device(), n, DType::BF16);
+  }
+}
+
+ReplicaOperand GradientStore::replica_operand(const Bucket& b, const ElementRange& shard) {
+  const BucketGradient g = gradient(b, shard);
+  if (replica_wire_.bytes() == 0) {
+    return ReplicaOperand{.data = const_cast<void*>(g.data), .dtype = g.dtype};
+  }
+  ZL_CHECK(g.dtype == DType::F32 && shard.numel * 2 <= replica_wire_.bytes(),
+           "bucket {}: a shard of {} elements of {} for a replica buffer of {} bytes", b.index,
+           shard.numel, dtype_name(g.dtype), replica_wire_.bytes());
+  return ReplicaOperand{.data = replica_wire_.raw(),
+                        .dtype = DType::BF16,
+                        .widened = static_cast<float*>(const_cast<void*>(g.data))};
+}
+
+GradientPool& GradientStore::pool() {
+  ZL_CHECK(kind_ == GradientStoreKind::ShardPool, "no gradient pool without stage 2 or 3");
+  return *pool_;
+}
+
+void* GradientStore::prepare(const Bucket& b, const ExecContext& exec) {
+  switch (kind_) {
+    case GradientStoreKind::Fp32: return store_.grad() + b.offset;
+    case GradientStoreKind::Bf16Wire: {
+      Bf16* slice = bf16_.data<Bf16>() + b.offset;
+      cast(exec, store_.grad() + b.offset, slice, b.numel);
+      return slice;
+    }
+    case GradientStoreKind::ShardPool: return pool_->prepare(b, exec);
+  }
+  return nullptr;
+}
+
+Work GradientStore::finish(const Bucket& b, Communicator& comm, Work collective) {
+  if (kind_ != GradientStoreKind::ShardPool) return collective;
+  return pool_->accumulate_and_release(b, comm);
+}
+
+BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& range) const {
+  switch (kind_) {
+    case GradientStoreKind::Fp32:
+      return BucketGradient{.data = store_.grad() + range.offset, .dtype = DType::F32};
+    case GradientStoreKind::Bf16Wire:
+      return BucketGradient{.data = bf16_.data<Bf16>() + range.offset, .dtype = DType::BF16};
+    case GradientStoreKind::ShardPool: return pool_->shard_gradient(b, range);
+  }
+  return {};
+}
+
+std::int64_t GradientStore::pool_bytes() const {
+  return (pool_ ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
+}
+
+std::int64_t GradientStore::bytes() const {
+  if (kind_ == GradientStoreKind::ShardPool) {
+    return pool_->shard_bytes() + pool_->pool_bytes() + replica_wire_.bytes();
+  }
+  return bf16_.bytes();
+}
+
+}  // namespace zl

@@ -1,0 +1,258 @@
+// ParameterGather: ZeRO stage 3's shards, gather buffers and their schedule (parameter_gather.h,
+// Note [Parameter gathers]).
+#include "runtime/train/step/parameter_gather.h"
+
+#include <algorithm>
+
+#include "base/bf16.h"
+#include "base/errors.h"
+#include "base/tracer.h"
+#include "kernels/elementwise.h"
+#include "runtime/comm/device.h"
+#include "runtime/comm/traced_collective.h"
+
+namespace zl {
+
+ParameterGather::ParameterGather(const ModePlan& mode, const BucketPlan& plan,
+                                 ParameterStore& store, RankOptimizer& optimizer,
+                                 BucketOps& steps, Communicator& comm, ProgramCheck& program,
+                                 ExecContext compute, Tracer* tracer,
+                                 std::span<const float> initial_fp32)
+    : mode_(mode),
+      plan_(plan),
+      store_(store),
+      steps_(steps),
+      comm_(comm),
+      program_(program),
+      compute_(compute),
+      tracer_(tracer),
+      rank_(comm.rank()) {
+  ZL_CHECK(mode.gathers_parameters() && store.storage() == ParamStorage::Gathered,
+           "parameter gathers for {} on a store with flat parameters", mode.name());
+  ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
+           "parameter shards need the {} initial values (got {})", store.total_numel(),
+           initial_fp32.size());
+  const DType dtype = store.param_dtype();
+  shards_.reserve(plan.buckets.size());
+  std::vector<Bf16> rounded;
+  for (const Bucket& b : plan.buckets) {
+    const ElementRange range = mode.stepped_range(plan, b, rank_);
+    shards_.emplace_back(store.device(), range.numel, dtype);
+    const float* init = initial_fp32.data() + range.offset;
+    if (dtype == DType::BF16) {
+      // As Model::initialize_parameters: the bf16 parameter that goes with the fp32 master.
+      rounded.resize(static_cast<std::size_t>(range.numel));
+      for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = master_to_bf16(init[i]);
+      copy_from_host(rounded.data(), shards_.back().data<Bf16>(), store.device(), range.numel);
+    } else {
+      copy_from_host(init, shards_.back().data(), store.device(), range.numel);
+    }
+    optimizer.set_parameter_shard(b.index, shards_.back().raw());
+  }
+  const std::int64_t buffers = mode.gather_buffers(plan);
+  for (std::int64_t i = 0; i < buffers; ++i) {
+    buffers_.emplace_back(store.device(), plan.largest_bucket_numel(), dtype);
+  }
+  for (std::int64_t i = buffers - 1; i >= 0; --i) free_.push_back(static_cast<int>(i));
+  resident_.resize(plan.buckets.size());
+}
+
+void ParameterGather::emit(StepEvent::Kind kind, int bucket) {
+  if (observer_) observer_->on_step_event({.kind = kind, .bucket = bucket});
+}
+
+void ParameterGather::before_forward_read(int param_id) {
+  read(param_id, Pass::Forward, InProgram::Yes);
+}
+
+void ParameterGather::before_backward_read(int param_id) {
+  read(param_id, Pass::Backward, InProgram::Yes);
+}
+
+void ParameterGather::before_eval_read(int param_id) {
+  read(param_id, Pass::Forward, InProgram::No);
+}
+
+void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
+  const int bucket = plan_.bucket_of_param[static_cast<std::size_t>(param_id)];
+  if (pass != pass_) {
+    pass_ = pass;
+    current_ = -1;
+  }
+  if (bucket != current_) {
+    // The buckets behind this one in the pass are done (Note [Parameter gathers]).
+    const int count = static_cast<int>(plan_.buckets.size());
+    if (pass == Pass::Forward) {
+      if (mode_.reshard_after_forward) {
+        for (int b = bucket + 1; b < count; ++b) release(b);
+      }
+    } else {
+      for (int b = 0; b < bucket; ++b) release(b);
+    }
+    current_ = bucket;
+    // This pass reads bucket b: forward reads every bucket, backward those with
+    // Bucket::read_in_backward (from which ModePlan::collectives counts backward's gathers).
+    const auto reads = [&](int b) {
+      return pass == Pass::Forward || plan_.buckets[static_cast<std::size_t>(b)].read_in_backward;
+    };
+    ZL_CHECK(reads(bucket),
+             "backward read parameter {} of bucket {}, which the layout marks as not read in "
+             "backward",
+             param_id, bucket);
+    if (resident_[static_cast<std::size_t>(bucket)].slot < 0) issue(bucket, in_program);
+    // Prefetch: the next `prefetch` buckets this pass reads, issued before the wait below.
+    const int direction = pass == Pass::Forward ? -1 : 1;
+    int ahead = 0;
+    for (int next = bucket + direction; next >= 0 && next < count && ahead < mode_.prefetch;
+         next += direction) {
+      if (!reads(next)) continue;
+      ++ahead;
+      if (resident_[static_cast<std::size_t>(next)].slot < 0) issue(next, in_program);
+    }
+    wait(bucket);
+  }
+  emit(StepEvent::Kind::ParameterRead, bucket);
+}
+
+void ParameterGather::issue(int bucket, InProgram in_program) {
+  const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
+  const DType dtype = store_.param_dtype();
+  if (in_program == InProgram::Yes) {
+    program_.issued({CommRole::Broadcast, CollectiveOp::AllGather, bucket, b.numel, micro_, dtype,
+                     -1});
+  }
+  // After the bucket's step (interleaved: its continuation on the reduce stream).
+  steps_.wait_for_bucket(bucket);
+  ZL_CHECK(!free_.empty(), "bucket {}: no free gather buffer of {}", bucket, buffers_.size());
+  Resident& r = resident_[static_cast<std::size_t>(bucket)];
+  r.slot = free_.back();
+  free_.pop_back();
+  r.waited = false;
+  void* buffer = buffers_[static_cast<std::size_t>(r.slot)].raw();
+  const void* shard = shards_[static_cast<std::size_t>(bucket)].raw();
+  // The collective copies the shard into its place (no pass over it on the compute stream).
+  r.work = traced_collective(comm_, tracer_, bucket, collective_name(CollectiveOp::AllGather),
+                             b.numel * dtype_size(dtype), [&] {
+    return comm_.all_gather_from(shard, buffer, b.numel, dtype, &compute_);
+  });
+  emit(StepEvent::Kind::GatherIssued, bucket);
+}
+
+void ParameterGather::wait(int bucket) {
+  Resident& r = resident_[static_cast<std::size_t>(bucket)];
+  if (r.waited) return;
+  {
+    // The compute stream idles here until the gather completed: a "wait" span, as the per-layer
+    // wait for a broadcast (Note [Exposed communication], runtime/trace/timeline_summary.h).
+    TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, compute_, "compute", "wait",
+                        bucket);
+    r.work.stream_wait(compute_);
+  }
+  r.waited = true;
+  const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
+  store_.bind(b.param_ids, buffers_[static_cast<std::size_t>(r.slot)].raw(), b.offset);
+  emit(StepEvent::Kind::GatherDone, bucket);
+}
+
+void ParameterGather::release(int bucket) {
+  Resident& r = resident_[static_cast<std::size_t>(bucket)];
+  if (r.slot < 0) return;
+  // A prefetched gather nobody waited for still writes its buffer: order its reuse after it.
+  if (!r.waited) r.work.stream_wait(compute_);
+  store_.unbind(plan_.buckets[static_cast<std::size_t>(bucket)].param_ids);
+  free_.push_back(r.slot);
+  r = Resident{};
+  emit(StepEvent::Kind::GatherReleased, bucket);
+}
+
+void ParameterGather::release_below(int end) {
+  for (int b = 0; b < end; ++b) release(b);
+  current_ = -1;
+  pass_ = Pass::Forward;
+}
+
+void ParameterGather::release_all() {
+  release_below(static_cast<int>(resident_.size()));
+  micro_ = 0;
+}
+
+void ParameterGather::release_for_next_micro_batch() {
+  release_below(static_cast<int>(resident_.size()) - 1);  // all but the first in forward
+  ++micro_;
+}
+
+void ParameterGather::gather_pass() {
+  release_all();
+  for (int b = static_cast<int>(resident_.size()) - 1; b >= 0; --b) {
+    issue(b, InProgram::No);
+    wait(b);
+    release(b);
+  }
+}
+
+std::int64_t ParameterGather::shard_bytes() const {
+  std::int64_t bytes = 0;
+  for (const DeviceBuffer& s : shards_) bytes += s.bytes();
+  return bytes;
+}
+
+std::int64_t ParameterGather::gather_bytes() const {
+  std::int64_t bytes = 0;
+  for (const DeviceBuffer& s : buffers_) bytes += s.bytes();
+  return bytes;
+}
+
+double ParameterGather::shard_sum_of_squares() const {
+  double sum = 0.0;
+  for (const DeviceBuffer& s : shards_) {
+    sum += store_.param_dtype() == DType::BF16 ? sum_of_squares(compute_, s.data<Bf16>(), s.size())
+                                               : sum_of_squares(compute_, s.data(), s.size());
+  }
+  return sum;
+}
+
+std::vector<float> ParameterGather::full_parameters() {
+  release_all();
+  std::vector<float> out(static_cast<std::size_t>(store_.total_numel()), 0.0f);
+  std::vector<Bf16> host_bf16;
+  for (const Bucket& b : plan_.buckets) {
+    issue(b.index, InProgram::No);
+    wait(b.index);
+    const void* buffer = buffers_[static_cast<std::size_t>(resident_[b.index].slot)].raw();
+    synchronize_stream(compute_);
+    if (store_.param_dtype() == DType::BF16) {
+      host_bf16.resize(static_cast<std::size_t>(b.numel));
+      copy_to_host(static_cast<const Bf16*>(buffer), store_.device(), host_bf16.data(), b.numel);
+      for (std::int64_t i = 0; i < b.numel; ++i) {
+        out[static_cast<std::size_t>(b.offset + i)] =
+            bf16_to_float(host_bf16[static_cast<std::size_t>(i)]);
+      }
+    } else {
+      copy_to_host(static_cast<const float*>(buffer), store_.device(), out.data() + b.offset,
+                   b.numel);
+    }
+    release(b.index);
+  }
+  return out;
+}
+
+void ParameterGather::set_full_parameters(std::span<const float> values) {
+  release_all();
+  ZL_CHECK(static_cast<std::int64_t>(values.size()) == store_.total_numel(),
+           "set_full_parameters: {} values for {} elements", values.size(), store_.total_numel());
+  std::vector<Bf16> rounded;
+  for (const Bucket& b : plan_.buckets) {
+    const ElementRange range = mode_.stepped_range(plan_, b, rank_);
+    DeviceBuffer& shard = shards_[static_cast<std::size_t>(b.index)];
+    const float* from = values.data() + range.offset;
+    if (store_.param_dtype() == DType::BF16) {
+      rounded.resize(static_cast<std::size_t>(range.numel));
+      for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = master_to_bf16(from[i]);
+      copy_from_host(rounded.data(), shard.data<Bf16>(), store_.device(), range.numel);
+    } else {
+      copy_from_host(from, shard.data(), store_.device(), range.numel);
+    }
+  }
+}
+
+}  // namespace zl

@@ -1,0 +1,127 @@
+// ZeRO stage 3 (parallel.zero_stage = 3, docs/design.md "Element shards"): each rank keeps only
+// its shard of every bucket's parameters between steps; forward and backward all-gather a bucket
+// into a gather buffer just before its first layer reads it, `parallel.prefetch` buckets ahead,
+// and release it after its last layer (forward: unless parallel.reshard_after_forward = false).
+//
+// Note [Parameter gathers]: the order of forward's parameter reads is registration order, which
+// visits buckets from the last to bucket 0 (Note [Flat layout]: buckets are cut in reverse
+// registration order), and backward reads (TapeNode::reads_param) visit them from bucket 0 up,
+// skipping those without Bucket::read_in_backward (biases and the first layer's weight are read
+// in forward only), which backward's prefetch skips too.
+// So when a layer first reads bucket b, every bucket behind b in that pass is done: forward
+// releases the buckets above b, backward those below. Bucket 0 is the last forward reads and the
+// first backward reads: it stays resident between the two; likewise the last bucket stays from
+// one micro-batch's backward to the next one's forward. A gather of b is issued only after
+// b's step (BucketOps::wait_for_bucket: the interleaved continuation) and all-gathers the
+// rank's shard into the buffer (Communicator::all_gather_from) on the broadcast communicator,
+// issued from the compute stream; the same reads give the same issue order on every rank
+// (invariant 1). The collective reads the shard until it completes; b's next step comes after
+// every gather of b was waited for (b's forward reads it, and so does b's backward where it
+// reads b), so a step never writes a shard being read. A released
+// buffer is reused by a later gather only after the released gather completed (CPU: a host wait)
+// and, on CUDA, after the compute work issued so far (the all-gather is ordered behind it), so no
+// layer still reading it is overwritten.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/device_buffer.h"
+#include "base/exec_context.h"
+#include "models/parameter_store.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/step/bucket_ops.h"
+#include "runtime/train/plan/collective_program.h"
+#include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/step/rank_optimizer.h"
+#include "runtime/train/step/step_observer.h"
+
+namespace zl {
+
+class Tracer;
+
+class ParameterGather {
+ public:
+  // `initial_fp32`: Model::initial_parameters() (the store's whole layout); each rank's shards
+  // start from their part (bf16: master_to_bf16 of it, as a flat bf16 store would). Points the
+  // optimizer's step at the shards. Every reference must outlive the gather.
+  // A training pass's gathers are checked against `program` (Note [Collective program]).
+  ParameterGather(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
+                  RankOptimizer& optimizer, BucketOps& steps, Communicator& comm,
+                  ProgramCheck& program, ExecContext compute, Tracer* tracer,
+                  std::span<const float> initial_fp32);
+
+  void set_observer(StepObserver* observer) { observer_ = observer; }
+
+  // The param-use hook of forward: parameter `param_id` is gathered (waiting for its bucket's
+  // gather, prefetching the next ones) and bound when this returns.
+  void before_forward_read(int param_id);
+  // The before-read hook of backward, the same in backward order.
+  void before_backward_read(int param_id);
+  // The param-use hook of an evaluation's forward: as before_forward_read, outside the step's
+  // collective program.
+  void before_eval_read(int param_id);
+  // After a step's last backward, and after a forward that no backward follows (evaluation):
+  // every gather buffer released, every parameter unbound.
+  void release_all();
+  // After an earlier micro-batch's backward: the parameters change only in the step, so the last
+  // bucket - the first the next forward reads, and the last backward reads or prefetches - stays
+  // gathered if backward (or, without reshard_after_forward, forward) left it so; the others are
+  // released.
+  void release_for_next_micro_batch();
+  // The gathers of one forward without its compute: every bucket in forward order, each released
+  // at once (evaluation on a rank with fewer batches than another; invariant 1).
+  void gather_pass();
+
+  // The rank's shard of bucket b (ModePlan::stepped_range elements of param_dtype()).
+  void* shard(int bucket) const { return shards_[static_cast<std::size_t>(bucket)].raw(); }
+  // Allocated bytes: shards, and gather buffers (ModePlan's RankMemory::parameters).
+  std::int64_t shard_bytes() const;
+  std::int64_t gather_bytes() const;
+  // The sum of squares of this rank's shards (the per-window divergence check: summed over ranks
+  // it covers every parameter once). Reads back to the host: call with nothing in flight.
+  double shard_sum_of_squares() const;
+  // Collective (every rank, nothing in flight): the whole flat layout as fp32 on the host, each
+  // bucket all-gathered into a gather buffer in turn (tests and checkpoints).
+  std::vector<float> full_parameters();
+  // Collective: sets every rank's shards from the whole flat layout `values` (fp32, host).
+  void set_full_parameters(std::span<const float> values);
+
+ private:
+  enum class Pass { Forward, Backward };
+  enum class InProgram : bool { No, Yes };  // a training pass's gather, or another one
+  struct Resident {
+    int slot = -1;  // gather buffer; -1: not gathered
+    Work work;      // the gather
+    bool waited = false;
+  };
+  void read(int param_id, Pass pass, InProgram in_program);
+  void issue(int bucket, InProgram in_program);
+  void wait(int bucket);
+  void release(int bucket);
+  // Releases buckets [0, end) and starts the next pass as a forward.
+  void release_below(int end);
+  void emit(StepEvent::Kind kind, int bucket);
+
+  const ModePlan& mode_;
+  const BucketPlan& plan_;
+  ParameterStore& store_;
+  BucketOps& steps_;
+  Communicator& comm_;
+  ProgramCheck& program_;
+  ExecContext compute_;
+  Tracer* tracer_;
+  int rank_;
+  int micro_ = 0;  // the training pass's micro-batch (release_for_next_micro_batch counts)
+  StepObserver* observer_ = nullptr;
+  std::vector<DeviceBuffer> shards_;  // [bucket]
+  std::vector<DeviceBuffer> buffers_;  // gather buffers, each of the largest bucket
+  std::vector<int> free_;              // indices into buffers_
+  std::vector<Resident> resident_;     // [bucket]
+  int current_ = -1;                   // the bucket the pass read last
+  Pass pass_ = Pass::Forward;
+};
+
+}  // namespace zl

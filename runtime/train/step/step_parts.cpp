@@ -1,0 +1,96 @@
+// StepParts: the reduce buffer, reducer, bucket primitives and schedule of a step (step_parts.h).
+#include "runtime/train/step/step_parts.h"
+
+#include <algorithm>
+
+#include "base/errors.h"
+#include "runtime/comm/device.h"
+
+namespace zl {
+
+void assert_valid(const StepOptions& options, const ModePlan& mode) {
+  // Config validation (runtime/config/config.cpp) rejects these combinations with a message.
+  ZL_CHECK(mode.can_clip || options.clip_grad_norm <= 0.0f, "{} cannot clip", mode.name());
+  ZL_CHECK(mode.schedule != ScheduleKind::ZeroInterleaved ||
+               options.on_nonfinite == OnNonfinite::Stop,
+           "{} cannot skip a step", mode.name());
+  ZL_CHECK(options.step_check == StepCheck::EveryStep ||
+               (options.clip_grad_norm <= 0.0f && options.on_nonfinite == OnNonfinite::Stop &&
+                options.max_loss <= 0.0),
+           "clipping, skip_step and max_loss need the verdict of every step");
+  ZL_CHECK(options.grad_accum >= 1, "grad_accum {}", options.grad_accum);
+}
+
+StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
+                     ParameterStore& store, RankOptimizer& optimizer, const StepComms& comms,
+                     ExecContext compute, Tracer* tracer, std::span<const float> initial_fp32)
+    : mode(mode),
+      store(store),
+      comms(comms),
+      compute(compute),
+      program(collective_program(mode, plan)),
+      gradients(mode, plan, store, comms.reduce.rank(), tracer),
+      reducer(mode, plan, gradients, comms.reduce, comms.replica, program, compute, tracer),
+      buckets(mode, plan, store, gradients, optimizer, comms.broadcast, program, compute, tracer,
+              reducer.reduced_on().name()) {
+  ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
+           dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
+  assert_valid(options, mode);
+  const GradShares shares = mode.sharded_state ? GradShares::Sharded : GradShares::Replicated;
+  schedule = make_schedule(mode.schedule, ScheduleParts{.plan = plan,
+                                                        .reducer = reducer,
+                                                        .buckets = buckets,
+                                                        .every_rank = comms.every_rank(),
+                                                        .options = options,
+                                                        .grad_shares = shares,
+                                                        .share_ranks = plan.world_size});
+  switch (mode.parameters) {
+    case ParameterSource::Resident: break;
+    case ParameterSource::Gathered:
+      gather_ = std::make_unique<ParameterGather>(mode, plan, store, optimizer, buckets,
+                                                  comms.broadcast, program, compute, tracer,
+                                                  initial_fp32);
+      break;
+  }
+}
+
+ParameterGather& StepParts::gather() const {
+  ZL_CHECK(mode.gathers_parameters(), "{} gathers no parameters", mode.name());
+  return *gather_;
+}
+
+void StepParts::set_observer(StepObserver* observer) {
+  reducer.set_observer(observer);
+  buckets.set_observer(observer);
+  if (mode.gathers_parameters()) gather().set_observer(observer);
+}
+
+void StepParts::broadcast_initial_parameters() {
+  // Stage 3: every rank's shards start from the same seeded values; there is no flat buffer.
+  if (mode.gathers_parameters()) return;
+  // In chunks: one MPI call counts elements in an int. In the store's dtype (bf16: the rounded
+  // parameters; every rank's masters start from the same seeded fp32 values, which these are
+  // master_to_bf16 of).
+  constexpr std::int64_t kChunk = std::int64_t{1} << 30;
+  const DType dtype = store.param_dtype();
+  auto* params = static_cast<char*>(store.raw_data());
+  Work last;
+  for (std::int64_t offset = 0; offset < store.total_numel(); offset += kChunk) {
+    last = comms.broadcast.broadcast(params + offset * dtype_size(dtype),
+                                    std::min(kChunk, store.total_numel() - offset), dtype, 0);
+  }
+  last.wait();  // stream order: every earlier chunk is done too
+}
+
+void StepParts::synchronize() {
+  buckets.wait_for_all_parameters();
+  if (mode.gathers_parameters()) gather().release_all();
+  comms.reduce.synchronize();
+  if (comms.replica) comms.replica->synchronize();
+  comms.broadcast.synchronize();
+  // CUDA: steps (ddp, none, after_backward) and forward waits live on the compute stream. It can
+  // only be waiting for collectives that just completed, so this wait cannot hang.
+  synchronize_stream(compute);
+}
+
+}  // namespace zl
