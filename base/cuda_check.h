@@ -1,7 +1,7 @@
 // Check macros for CUDA runtime and cuBLAS calls (built only with ZEROLAP_WITH_CUDA).
 // Each evaluates `expr` once and, on failure, throws zl::RuntimeFailure naming file:line, the
 // expression text and the library's error name and string; the runtime's top-level handler adds
-// the rank. ZL_NCCL_CHECK lives with the NCCL communicator (runtime/comm/nccl_check.h). Host-only; usable from .cpp (C++20) and .cu (C++17) files.
+// the rank. ZL_NCCL_CHECK lives with the NCCL communicator (runtime/comm/backends/nccl_check.h). Host-only; usable from .cpp (C++20) and .cu (C++17) files.
 #pragma once
 
 #if defined(ZEROLAP_WITH_CUDA)

@@ -12,11 +12,14 @@ import sys
 
 # folder -> the folders it may include besides itself. Dependencies point one way:
 # runtime/cli -> runtime/{bench,checkpoint} -> runtime/train/run -> runtime/train/step ->
-# runtime/train/plan -> runtime/trace -> runtime/config -> runtime/comm -> models, data -> kernels
-# -> base. runtime/config sits above runtime/comm: it embeds the communicator options
-# (runtime/comm/comm_options.h), and communicators never see the config (nor, through it, models
-# and data). runtime/train is three layers: what a mode implies before anything runs (plan), the
-# parts of one step (step), and the Trainer that runs them (run).
+# runtime/train/plan -> runtime/trace -> runtime/config -> runtime/comm/backends ->
+# runtime/comm/link -> runtime/comm -> models, data -> kernels -> base. runtime/config sits above
+# runtime/comm: it embeds the communicator options (runtime/comm/comm_options.h), and communicators
+# never see the config (nor, through it, models and data). runtime/comm is the communicator API
+# and what it runs on (world, streams, timed MPI); the modelled link decorates a communicator
+# (link), and the device picks one of the MPI and NCCL backends (backends), whose NCCL side runs
+# the link's delays on its stream. runtime/train is three layers: what a mode implies before
+# anything runs (plan), the parts of one step (step), and the Trainer that runs them (run).
 BELOW = {
     "base": [],
     "kernels": ["base"],
@@ -31,7 +34,9 @@ def under(folder):
     return [folder, *BELOW[folder]]
 
 
-BELOW["runtime/config"] = under("runtime/comm") + ["models", "data"]
+BELOW["runtime/comm/link"] = under("runtime/comm")
+BELOW["runtime/comm/backends"] = under("runtime/comm/link")
+BELOW["runtime/config"] = under("runtime/comm/backends") + ["models", "data"]
 BELOW["runtime/trace"] = under("runtime/config")
 BELOW["runtime/train/plan"] = under("runtime/trace")
 BELOW["runtime/train/step"] = under("runtime/train/plan")

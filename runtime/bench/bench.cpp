@@ -20,7 +20,7 @@
 #include "runtime/train/plan/shard_layout.h"
 #include "base/clock.h"
 #include "runtime/comm/compute_only_communicator.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
 #include "runtime/bench/scaling_model.h"
 #include "runtime/comm/timed_mpi.h"

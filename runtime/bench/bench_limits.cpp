@@ -17,8 +17,8 @@
 #include "kernels/optimizer_kernels.h"
 #include "models/model.h"
 #include "base/clock.h"
-#include "runtime/comm/device.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/backends/device.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "runtime/comm/timed_mpi.h"
 
 namespace zl {

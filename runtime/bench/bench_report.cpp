@@ -11,7 +11,7 @@
 
 #include "base/checked_write.h"
 #include "base/errors.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 
 namespace zl {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 
 namespace zl {
 

@@ -1,6 +1,6 @@
 // The scaling prediction of `zerolap plan --link-gbps` and the bench's ideal step: the collectives
 // each mode issues per step, their time on a modelled link (Note [Link model],
-// runtime/comm/simulated_link.h), and a step time predicted from a measured compute time.
+// runtime/comm/link/simulated_link.h), and a step time predicted from a measured compute time.
 //
 // Note [Scaling model]: with compute time X per step (one rank's forward + backward + optimizer,
 // which data parallelism with a fixed per-rank batch does not change) split by FLOPs into forward

@@ -13,7 +13,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/cli/interrupt.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "runtime/config/config.h"
 #include "runtime/config/global_batch.h"
 #include "runtime/trace/metrics.h"

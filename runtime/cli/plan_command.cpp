@@ -19,7 +19,7 @@
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/plan/shard_layout.h"
 #include "runtime/cli/commands.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "runtime/config/config.h"
 #include "runtime/config/global_batch.h"
 

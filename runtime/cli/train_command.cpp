@@ -16,7 +16,7 @@
 #include "runtime/cli/training_run.h"
 #include "runtime/config/config.h"
 #include "runtime/config/global_batch.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "runtime/trace/trace_writer.h"
 #include "runtime/train/run/trainer.h"
 

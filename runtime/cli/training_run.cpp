@@ -14,7 +14,7 @@
 #include "runtime/checkpoint/checkpoint_saver.h"
 #include "runtime/cli/interrupt.h"
 #include "runtime/cli/run_progress.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "runtime/trace/metrics.h"
 #include "runtime/cli/cpu_team_governor.h"
 #include "runtime/cli/skip_bound.h"

@@ -6,7 +6,7 @@
 
 namespace zl {
 
-// runtime.device: where the model runs, resolved the same way on every rank (runtime/comm/device.h).
+// runtime.device: where the model runs, resolved the same way on every rank (runtime/comm/backends/device.h).
 enum class DeviceChoice { Auto, Cpu, Cuda };
 
 // runtime.threads = "auto": each rank runs World::cpus_per_rank CPU GEMM threads.
@@ -27,7 +27,7 @@ inline constexpr double kMinLinkBandwidthGbps = 1e-6;
 inline constexpr double kMaxLinkBandwidthGbps = 1e6;
 inline constexpr double kMaxLinkLatencyUs = 1e7;
 
-// [link]: a modelled network, on the CPU or a GPU (runtime/comm/simulated_link.h).
+// [link]: a modelled network, on the CPU or a GPU (runtime/comm/link/simulated_link.h).
 struct LinkConfig {
   double bandwidth_gbps = 0.0;  // 0: no network model
   double latency_us = 0.0;

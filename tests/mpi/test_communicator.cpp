@@ -12,7 +12,7 @@
 
 #include "base/bf16.h"
 #include "base/errors.h"
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/backends/mpi_communicator.h"
 #include "runtime/comm/thread_priority.h"
 #include "runtime/comm/world.h"
 

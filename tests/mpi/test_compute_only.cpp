@@ -20,14 +20,14 @@
 #include "cuda_test_util.h"
 #include "mpi_test_util.h"
 #include "runtime/comm/compute_only_communicator.h"
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/backends/mpi_communicator.h"
 
 #if defined(ZEROLAP_WITH_CUDA)
 #include <cuda_runtime.h>
 
 #include "kernels/elementwise.h"
-#include "runtime/comm/device.h"
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/comm/backends/device.h"
+#include "runtime/comm/backends/nccl_communicator.h"
 #endif
 
 using namespace zl;

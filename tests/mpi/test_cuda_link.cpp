@@ -1,11 +1,11 @@
-// The simulated link on CUDA (Note [Link on the device], runtime/comm/simulated_link.h), on one
-// rank with link.ranks = 8: a collective completes on its stream no earlier than the modelled
-// time, the rank's two comm streams queue for one link, work ordered after a collective by an
-// event waits for the link too, and training gives bitwise the parameters it gives without the
-// link. Timing: no earlier than modelled, and - from the GPU's own events, so no host noise - no
-// later than 1.1x modelled + 50 us, which holds only where %globaltimer ticks finely enough for
-// the modelled link to be honest; each case prints its ratio (GPU_LINK lines). Built with CUDA;
-// skips where no GPU is visible.
+// The simulated link on CUDA (Note [Link on the device], runtime/comm/link/simulated_link.h), on
+// one rank with link.ranks = 8: a collective completes on its stream no earlier than the modelled
+// time, the rank's two comm streams queue for one link, work ordered after a collective by an event
+// waits for the link too, and training gives bitwise the parameters it gives without the link.
+// Timing: no earlier than modelled, and - from the GPU's own events, so no host noise - no later
+// than 1.1x modelled + 50 us, which holds only where %globaltimer ticks finely enough for the
+// modelled link to be honest; each case prints its ratio (GPU_LINK lines). Built with CUDA; skips
+// where no GPU is visible.
 #include <catch2/catch.hpp>
 
 #include "cuda_test_util.h"
@@ -21,9 +21,9 @@
 #include "base/device_buffer.h"
 #include "kernels/elementwise.h"
 #include "mpi_test_util.h"
-#include "runtime/comm/device.h"
-#include "runtime/comm/nccl_communicator.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/backends/device.h"
+#include "runtime/comm/backends/nccl_communicator.h"
+#include "runtime/comm/link/simulated_link.h"
 
 using namespace zl;
 using namespace zl::test;

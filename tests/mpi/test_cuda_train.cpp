@@ -20,7 +20,7 @@
 #include "base/bf16.h"
 #include "base/device_buffer.h"
 #include "mpi_test_util.h"
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/comm/backends/nccl_communicator.h"
 
 using namespace zl;
 using namespace zl::test;

@@ -1,4 +1,4 @@
-// runtime.device resolution (runtime/comm/device.h) on whatever this machine has: cpu is always the CPU;
+// runtime.device resolution (runtime/comm/backends/device.h) on whatever this machine has: cpu is always the CPU;
 // auto is cuda exactly when every rank has a GPU of its own; cuda without one is a UserError that
 // says why, the same on every rank. Runs in CPU-only and CUDA builds, with and without a GPU. And
 // runtime.threads = "auto": World::cpus_per_rank.
@@ -14,8 +14,8 @@
 
 #include "base/errors.h"
 #include "mpi_test_util.h"
-#include "runtime/comm/device.h"
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/backends/device.h"
+#include "runtime/comm/backends/mpi_communicator.h"
 
 #if defined(ZEROLAP_WITH_CUDA)
 #include <cuda_runtime.h>

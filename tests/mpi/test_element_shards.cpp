@@ -612,9 +612,9 @@ TEST_CASE("a sharded checkpoint holds full tensors and resumes into any mode, wo
 
 TEST_CASE("link.ranks = 8 makes each rank step the shard it would own among 8 ranks",
           "[shards]") {
-  // A timing study (runtime/comm/shard_study.h): state, masters and the step are an 8-rank job's
-  // share, the collectives the real world's; the ranks stay identical, and the figures are the
-  // plan's. Not a training run: refused with a checkpoint directory. Stage 3 holds an eighth of
+  // A timing study (runtime/comm/link/shard_study.h): state, masters and the step are an 8-rank
+  // job's share, the collectives the real world's; the ranks stay identical, and the figures are
+  // the plan's. Not a training run: refused with a checkpoint directory. Stage 3 holds an eighth of
   // the parameters too, and its gathers are the real world's.
   const World world = world_of(MPI_COMM_WORLD);
   const Config config = small_config(with(with(kBuckets, shards("interleaved")),

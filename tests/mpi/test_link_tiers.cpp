@@ -1,4 +1,4 @@
-// The two-tier modelled link on 2 ranks (Note [Link model], runtime/comm/simulated_link.h): a
+// The two-tier modelled link on 2 ranks (Note [Link model], runtime/comm/link/simulated_link.h): a
 // world all-reduce is timed at the bandwidth between nodes when each rank is its own node and at
 // the one inside a node when both share one; the tiers are separate links (Note [Link
 // occupancy]); the bench's limits measure each tier. Times are bandwidth-dominated and far above
@@ -13,8 +13,8 @@
 
 #include "base/clock.h"
 #include "runtime/bench/bench_limits.h"
-#include "runtime/comm/mpi_communicator.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/backends/mpi_communicator.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "tests/mpi/mpi_test_util.h"
 
 using namespace zl;

@@ -1,5 +1,5 @@
 // The scaling model of `zerolap plan --compute-ms` (runtime/bench/scaling_model.h) and the link
-// model with link.ranks (runtime/comm/simulated_link.h), against hand computations.
+// model with link.ranks (runtime/comm/link/simulated_link.h), against hand computations.
 #include <filesystem>
 #include <fstream>
 
@@ -8,7 +8,7 @@
 
 #include "models/model.h"
 #include "runtime/bench/scaling_model.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "runtime/config/config.h"
 #include "tests/runtime/cli_test_util.h"
 

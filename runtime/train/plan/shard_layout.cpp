@@ -6,7 +6,7 @@
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/train/plan/collective_program.h"
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/backends/mpi_communicator.h"
 
 namespace zl {
 

@@ -30,7 +30,7 @@ std::int64_t bucket_alignment(const ModePlan& mode, int world);
 
 // The ranks a run of `mode` on `world` real ranks lays out and steps for: the shard group
 // (hybrid sharding: shards inside a group), link.ranks = N above `world` with element shards
-// (the timing study, runtime/comm/shard_study.h), else `world`.
+// (the timing study, runtime/comm/link/shard_study.h), else `world`.
 int planned_ranks(const Config& config, const ModePlan& mode, int world);
 
 // The layout padding of `mode` for the buckets of `unpadded` (a plan of the unpadded layout):

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "runtime/comm/device.h"
+#include "runtime/comm/backends/device.h"
 
 namespace zl {
 

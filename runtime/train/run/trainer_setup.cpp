@@ -10,8 +10,8 @@
 #include "base/checked_write.h"
 #include "base/errors.h"
 #include "kernels/gemm.h"
-#include "runtime/comm/shard_study.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/shard_study.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/comm/thread_priority.h"
 #include "runtime/trace/metrics.h"
@@ -174,7 +174,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
     reduce_comm = device.make_communicator(world.comm, "comm.reduce", comm_opts);
     broadcast_comm = device.make_communicator(world.comm, "comm.broadcast", comm_opts);
   }
-  if (ranks > world.size) {  // the timing study (runtime/comm/shard_study.h), inside the link
+  if (ranks > world.size) {  // the timing study (runtime/comm/link/shard_study.h), inside the link
     reduce_comm = std::make_unique<ShardStudyCommunicator>(std::move(reduce_comm), ranks);
     broadcast_comm = std::make_unique<ShardStudyCommunicator>(std::move(broadcast_comm), ranks);
   }

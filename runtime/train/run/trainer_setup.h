@@ -15,7 +15,7 @@
 #include "data/sampler.h"
 #include "models/model.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/comm/device.h"
+#include "runtime/comm/backends/device.h"
 #include "runtime/comm/world.h"
 #include "runtime/config/config.h"
 #include "runtime/train/plan/mode_plan.h"

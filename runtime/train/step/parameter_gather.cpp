@@ -8,7 +8,7 @@
 #include "base/errors.h"
 #include "base/tracer.h"
 #include "kernels/elementwise.h"
-#include "runtime/comm/device.h"
+#include "runtime/comm/backends/device.h"
 #include "runtime/comm/traced_collective.h"
 
 namespace zl {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "base/errors.h"
-#include "runtime/comm/device.h"
+#include "runtime/comm/backends/device.h"
 
 namespace zl {
 

@@ -1,10 +1,10 @@
-// The two-tier link model (Note [Link model], runtime/comm/simulated_link.h): the spans of flat,
-// group and cross-replica communicators, their times against hand computations, the world check
-// of link.node_ranks, and a rank's links per tier.
+// The two-tier link model (Note [Link model], runtime/comm/link/simulated_link.h): the spans of
+// flat, group and cross-replica communicators, their times against hand computations, the world
+// check of link.node_ranks, and a rank's links per tier.
 #include <catch2/catch.hpp>
 
 #include "base/errors.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 
 using namespace zl;
 

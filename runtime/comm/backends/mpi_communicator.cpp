@@ -1,5 +1,5 @@
 // MpiCommunicator: MPI collectives on a dedicated comm thread, completed in issue order.
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/backends/mpi_communicator.h"
 
 #include <chrono>
 #include <cstring>

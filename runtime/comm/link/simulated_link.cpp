@@ -1,6 +1,6 @@
 // SimulatedLinkCommunicator: alpha-beta completion delays around real collectives (see
 // simulated_link.h and Note [Link occupancy]).
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/link/simulated_link.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "base/cuda_check.h"
-#include "runtime/comm/link_delay_kernels.h"
+#include "runtime/comm/link/link_delay_kernels.h"
 #endif
 
 namespace zl {

@@ -1,5 +1,5 @@
 // The simulated link's reserve and wait kernels (see link_delay_kernels.h).
-#include "runtime/comm/link_delay_kernels.h"
+#include "runtime/comm/link/link_delay_kernels.h"
 
 #include <cuda_runtime.h>
 

@@ -1,6 +1,6 @@
 // The two kernels of the simulated link on a CUDA stream (Note [Link on the device],
-// runtime/comm/simulated_link.h). Built only with ZEROLAP_WITH_CUDA; kept free of C++20 headers
-// because the .cu side compiles as C++17. Times are the GPU's global timer in nanoseconds.
+// runtime/comm/link/simulated_link.h). Built only with ZEROLAP_WITH_CUDA; kept free of C++20
+// headers because the .cu side compiles as C++17. Times are the GPU's global timer in nanoseconds.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // each completing as an event that the host can wait for with a timeout or a stream can wait on.
 #if defined(ZEROLAP_WITH_CUDA)
 
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/comm/backends/nccl_communicator.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "runtime/comm/nccl_check.h"
+#include "runtime/comm/backends/nccl_check.h"
 #include "base/errors.h"
-#include "runtime/comm/device.h"
-#include "runtime/comm/simulated_link.h"
+#include "runtime/comm/backends/device.h"
+#include "runtime/comm/link/simulated_link.h"
 #include "base/poll.h"
 #include "runtime/comm/timed_mpi.h"
 #include "base/tracer.h"

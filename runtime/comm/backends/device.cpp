@@ -1,6 +1,6 @@
 // Device: runtime.device resolution, GPU binding, the compute stream and cuBLAS handle, and the
 // communicator backend of a device (see device.h).
-#include "runtime/comm/device.h"
+#include "runtime/comm/backends/device.h"
 
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "runtime/comm/mpi_communicator.h"
+#include "runtime/comm/backends/mpi_communicator.h"
 #include "runtime/comm/timed_mpi.h"
 
 #if defined(ZEROLAP_WITH_CUDA)
@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "base/cuda_check.h"
-#include "runtime/comm/nccl_communicator.h"
+#include "runtime/comm/backends/nccl_communicator.h"
 #endif
 
 namespace zl {
