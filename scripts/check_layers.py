@@ -11,15 +11,20 @@ import re
 import sys
 
 # folder -> the folders it may include besides itself. Dependencies point one way:
-# runtime/cli -> runtime/{bench,checkpoint} -> runtime/train/run -> runtime/train/step ->
-# runtime/train/plan -> runtime/trace -> runtime/config -> runtime/comm/backends ->
-# runtime/comm/link -> runtime/comm -> models, data -> kernels -> base. runtime/config sits above
-# runtime/comm: it embeds the communicator options (runtime/comm/comm_options.h), and communicators
-# never see the config (nor, through it, models and data). runtime/comm is the communicator API
-# and what it runs on (world, streams, timed MPI); the modelled link decorates a communicator
-# (link), and the device picks one of the MPI and NCCL backends (backends), whose NCCL side runs
-# the link's delays on its stream. runtime/train is three layers: what a mode implies before
-# anything runs (plan), the parts of one step (step), and the Trainer that runs them (run).
+#   runtime/cli -> runtime/bench -> runtime/train/run
+#   runtime/cli -> runtime/checkpoint -> runtime/checkpoint/files -> runtime/train/run
+#   runtime/train/run -> runtime/train/step -> runtime/train/plan -> runtime/trace -> runtime/config
+#   runtime/config -> runtime/comm/backends -> runtime/comm/link -> runtime/comm -> kernels -> base
+#   runtime/config -> models, data; models -> kernels; data -> base
+# runtime/config sits above runtime/comm: it embeds the communicator options
+# (runtime/comm/comm_options.h), and communicators never see the config (nor, through it, models
+# and data). runtime/comm is the communicator API and what it runs on (world, streams, timed MPI);
+# the modelled link decorates a communicator (link), and the device picks one of the MPI and NCCL
+# backends (backends), whose NCCL side runs the link's delays on its stream. runtime/train is three
+# layers: what a mode implies before anything runs (plan), the parts of one step (step), and the
+# Trainer that runs them (run). runtime/checkpoint saves and loads a training state (collective,
+# either format) on top of runtime/checkpoint/files: the files and directories themselves,
+# rank-local and without MPI.
 BELOW = {
     "base": [],
     "kernels": ["base"],
@@ -41,7 +46,8 @@ BELOW["runtime/trace"] = under("runtime/config")
 BELOW["runtime/train/plan"] = under("runtime/trace")
 BELOW["runtime/train/step"] = under("runtime/train/plan")
 BELOW["runtime/train/run"] = under("runtime/train/step")
-BELOW["runtime/checkpoint"] = under("runtime/train/run")
+BELOW["runtime/checkpoint/files"] = under("runtime/train/run")
+BELOW["runtime/checkpoint"] = under("runtime/checkpoint/files")
 BELOW["runtime/bench"] = under("runtime/train/run")
 BELOW["runtime/cli"] = under("runtime/bench") + under("runtime/checkpoint")
 # The trees the layers live in: a source file there outside every listed folder is reported (a new

@@ -1,8 +1,8 @@
-// What the single-file and the sharded checkpoint code share (runtime/checkpoint only): the run's
-// facts as __metadata__, and a bucket's parameters restored from their fp32 values.
+// What the single-file and the sharded checkpoint code share (runtime/checkpoint only; defined in
+// checkpoint.cpp): the run's facts as __metadata__, a bucket's parameters restored from their fp32
+// values, and where a run continues after a load.
 #pragma once
 
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 
 namespace zl {
 
-struct CheckpointFacts;  // runtime/checkpoint/checkpoint.h
+struct CheckpointFacts;  // runtime/checkpoint/files/checkpoint_files.h
 
 // The step, sampler position, optimizer, mode, precision and config of `state`, as strings.
 std::map<std::string, std::string> checkpoint_metadata(const TrainingState& state);
@@ -20,11 +20,6 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingState& stat
 // reads only this rank's shard of them): Note [Masters in checkpoints] in checkpoint.cpp.
 void parameters_from_host(const TrainingState& state, const Bucket& b,
                           const std::vector<float>& host);
-
-// Writes `text` to `path` and fsyncs it; on failure removes it and throws RuntimeFailure naming it
-// ("disk full?"). `what` names the file in an open error. The caller renames it into place.
-void write_file_durably(const std::filesystem::path& path, const std::string& text,
-                        const char* what);
 
 // After a load of `path` (either format), on every rank: the run continues at the checkpoint's
 // step and sampler position (converted to this world's global batch) with its optimizer step.

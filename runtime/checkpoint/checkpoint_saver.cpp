@@ -6,6 +6,7 @@
 
 #include "base/errors.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
 
 namespace zl {
 

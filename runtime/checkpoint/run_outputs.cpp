@@ -12,10 +12,11 @@
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/checkpoint_pruning.h"
-#include "runtime/checkpoint/run_identity.h"
-#include "runtime/checkpoint/safetensors.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/checkpoint_pruning.h"
+#include "runtime/checkpoint/files/run_identity.h"
+#include "runtime/checkpoint/files/safetensors.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/checkpoint/safetensors.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/safetensors.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/train/run/training_state.h"
 

@@ -15,10 +15,10 @@
 #include "base/device_buffer.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
-#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/checkpoint/checkpoint_values.h"
-#include "runtime/checkpoint/shard_reader.h"
+#include "runtime/checkpoint/files/checkpoint_values.h"
+#include "runtime/checkpoint/files/shard_reader.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
 
 namespace zl {

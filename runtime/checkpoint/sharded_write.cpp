@@ -26,9 +26,9 @@
 #include "base/device_buffer.h"
 #include "base/staging_copy.h"
 #include "base/errors.h"
-#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/checkpoint/checkpoint_pruning.h"
+#include "runtime/checkpoint/files/checkpoint_pruning.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
 
 namespace zl {

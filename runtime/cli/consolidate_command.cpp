@@ -1,8 +1,8 @@
 // `zerolap consolidate CHECKPOINT OUT.safetensors [--no-optimizer]`: one safetensors file from a
-// sharded checkpoint (runtime/checkpoint/consolidate.h), written by rank 0 of the job.
+// sharded checkpoint (runtime/checkpoint/files/consolidate.h), written by rank 0 of the job.
 #include <fmt/format.h>
 
-#include "runtime/checkpoint/consolidate.h"
+#include "runtime/checkpoint/files/consolidate.h"
 #include "runtime/cli/commands.h"
 
 namespace zl {

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "base/regular_file.h"
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/safetensors.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/safetensors.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/inspect_sharded.h"
 

@@ -5,7 +5,7 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 
 namespace zl {
 

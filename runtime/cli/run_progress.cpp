@@ -41,7 +41,7 @@ void report_run_outputs(const Config& config) {
   if (config.output.trace) line += ", " + (dir / "trace.json").string();
   if (!config.checkpoint.dir.empty()) {
     const std::filesystem::path ck(config.checkpoint.dir);
-    std::ifstream latest(ck / "latest");  // written with every checkpoint (checkpoint.h)
+    std::ifstream latest(ck / "latest");  // written with every checkpoint (checkpoint_files.h)
     std::string name;
     if (latest && std::getline(latest, name) && !name.empty()) {
       line += fmt::format("; checkpoint {} (latest)", (ck / name).string());

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.h"
-#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/checkpoint_saver.h"
 #include "runtime/cli/interrupt.h"
 #include "runtime/cli/run_progress.h"

@@ -177,7 +177,7 @@ struct Config {
   BenchConfig bench;
   LinkConfig link;
   OutputConfig output;
-  // Not a key: this run's identity (runtime/checkpoint/run_identity.h), set on rank 0 by the
+  // Not a key: this run's identity (runtime/checkpoint/files/run_identity.h), set on rank 0 by the
   // ownership check before training and recorded in every checkpoint it writes.
   std::string run_id;
 };

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "base/errors.h"
-#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// Fuzz target: the safetensors reader (runtime/checkpoint/safetensors.cpp) as resume and
+// Fuzz target: the safetensors reader (runtime/checkpoint/files/safetensors.cpp) as resume and
 // `zerolap inspect` use it: open and validate, verify the CRCs, then read every tensor (F32 ones
 // through read_f32 with their own shape, others as raw bytes).
 #include <cstddef>
@@ -7,7 +7,7 @@
 
 #include "base/errors.h"
 #include "fuzz_input.h"
-#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/files/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   zl::fuzz::MemoryFile file(data, size);

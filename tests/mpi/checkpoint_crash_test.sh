@@ -3,7 +3,8 @@
 # (and between the rename and the `latest` update) leaves the previous checkpoint loadable and
 # `latest` pointing to it; a 4-rank run resumed on 2 ranks finishes with the accuracy of the
 # uninterrupted 4-rank run; a job killed with SIGKILL at a random moment leaves a loadable `latest`.
-# The crashes use the ZEROLAP_FAULT_CHECKPOINT test hook (runtime/checkpoint/checkpoint.h).
+# The crashes use the ZEROLAP_FAULT_CHECKPOINT test hook
+# (runtime/checkpoint/files/checkpoint_files.h).
 # Usage: checkpoint_crash_test.sh ZEROLAP_BINARY WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
 flags="$flags --mca btl self,vader"

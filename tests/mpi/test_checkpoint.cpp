@@ -17,7 +17,8 @@
 
 #include "mpi_test_util.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/cli/training_run.h"
 
 using namespace zl;

@@ -13,7 +13,7 @@
 #include "base/bf16.h"
 #include "mpi_test_util.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/files/safetensors.h"
 
 using namespace zl;
 using namespace zl::test;

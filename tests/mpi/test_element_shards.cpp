@@ -18,7 +18,7 @@
 #include "models/model.h"
 #include "mpi_test_util.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/shard_layout.h"
 

@@ -17,7 +17,7 @@
 #include "mpi_test_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_saver.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 #include "runtime/config/global_batch.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/shard_layout.h"

@@ -17,9 +17,9 @@
 #include "mpi_test_util.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/checkpoint_saver.h"
-#include "runtime/checkpoint/consolidate.h"
-#include "runtime/checkpoint/safetensors.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/consolidate.h"
+#include "runtime/checkpoint/files/safetensors.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 
 using namespace zl;
 using namespace zl::test;

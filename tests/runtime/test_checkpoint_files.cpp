@@ -1,7 +1,8 @@
-// The rank-local half of checkpoints (runtime/checkpoint/checkpoint.h): file names, when a checkpoint is due,
-// the `latest` pointer and pruning, the sampler-cursor conversion for another global batch, and
-// check_checkpoint's validation of a file against a model and optimizer: corrupt, truncated,
-// wrong-dtype, missing-tensor, wrong-shape and foreign files are UserErrors naming file and tensor.
+// The rank-local half of checkpoints (runtime/checkpoint/files/checkpoint_files.h): file names,
+// when a checkpoint is due, the `latest` pointer and pruning, the sampler-cursor conversion for
+// another global batch, and check_checkpoint's validation of a file against a model and optimizer:
+// corrupt, truncated, wrong-dtype, missing-tensor, wrong-shape and foreign files are UserErrors
+// naming file and tensor.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -21,10 +22,11 @@
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/checkpoint_pruning.h"
-#include "runtime/checkpoint/run_identity.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/checkpoint_pruning.h"
+#include "runtime/checkpoint/files/run_identity.h"
 #include "runtime/config/config.h"
-#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/files/safetensors.h"
 
 using Catch::Contains;
 using namespace zl;

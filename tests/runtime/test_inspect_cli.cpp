@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli_test_util.h"
-#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/files/safetensors.h"
 
 using Catch::Contains;
 namespace fs = std::filesystem;

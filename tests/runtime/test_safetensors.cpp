@@ -1,7 +1,7 @@
-// The safetensors writer and reader (runtime/checkpoint/safetensors.h): a bitwise round trip, a zerolap file
-// parsed by an independent minimal reader written here, and every way a file can be bad
-// (corrupt data, truncation, bad header, overlaps, wrong dtype/shape, missing tensor) -> UserError
-// naming the file and the tensor.
+// The safetensors writer and reader (runtime/checkpoint/files/safetensors.h): a bitwise round trip,
+// a zerolap file parsed by an independent minimal reader written here, and every way a file can be
+// bad (corrupt data, truncation, bad header, overlaps, wrong dtype/shape, missing tensor) ->
+// UserError naming the file and the tensor.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
-#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/files/safetensors.h"
 #include "error_message_checks.h"
 
 using Catch::Contains;

@@ -1,6 +1,8 @@
-// The rank-local half of checkpoints (see checkpoint.h): file names, the `latest` pointer and
-// pruning, directory fsync, the fault-injection test hook, and the validation of a checkpoint file
-// against a model and optimizer before any rank is sent a byte of it.
+// The rank-local half of checkpoints (see checkpoint_files.h): file names, the `latest` pointer,
+// durable writes and directory fsync, the fault-injection test hook, and the validation of a
+// checkpoint file against a model and optimizer before any rank is sent a byte of it.
+#include "runtime/checkpoint/files/checkpoint_files.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -22,11 +24,9 @@
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "models/parameter_store.h"
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/checkpoint_internal.h"
-#include "runtime/checkpoint/checkpoint_values.h"
-#include "runtime/checkpoint/safetensors.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/checkpoint_values.h"
+#include "runtime/checkpoint/files/safetensors.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;

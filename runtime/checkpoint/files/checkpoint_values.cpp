@@ -1,5 +1,5 @@
 // check_checkpoint_facts and check_checkpoint_values (see checkpoint_values.h).
-#include "runtime/checkpoint/checkpoint_values.h"
+#include "runtime/checkpoint/files/checkpoint_values.h"
 
 #include <cmath>
 #include <string_view>
@@ -10,7 +10,7 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
-#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/config/config_limits.h"
 
 namespace zl {

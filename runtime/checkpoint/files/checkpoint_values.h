@@ -10,7 +10,7 @@
 
 namespace zl {
 
-struct CheckpointFacts;  // runtime/checkpoint/checkpoint.h
+struct CheckpointFacts;  // runtime/checkpoint/files/checkpoint_files.h
 
 // The run's facts of a checkpoint `file` (read from its metadata): each count at most 2^53 (a run
 // never reaches more), optimizer_step <= step, global_batch, batches_per_epoch and world_size at

@@ -1,6 +1,6 @@
 // `zerolap consolidate` (see consolidate.h). The output's tensors are the single-file checkpoint's
 // of the same step, bitwise: the same names, shapes and fp32 values (docs/checkpoints.md).
-#include "runtime/checkpoint/consolidate.h"
+#include "runtime/checkpoint/files/consolidate.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/safetensors.h"
-#include "runtime/checkpoint/shard_reader.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/safetensors.h"
+#include "runtime/checkpoint/files/shard_reader.h"
 
 namespace zl {
 namespace fs = std::filesystem;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/checkpoint/safetensors.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/safetensors.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 
 namespace zl {
 

@@ -1,5 +1,5 @@
 // Reading pieces of a sharded checkpoint's shards (see shard_reader.h).
-#include "runtime/checkpoint/shard_reader.h"
+#include "runtime/checkpoint/files/shard_reader.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,7 +8,7 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
-#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
 
 namespace zl {
 namespace fs = std::filesystem;

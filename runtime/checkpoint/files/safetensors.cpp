@@ -1,6 +1,6 @@
 // SafetensorsWriter and SafetensorsReader (see safetensors.h). Little-endian hosts only: the data
 // section is the in-memory bytes, as the format specifies little-endian.
-#include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/files/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // The manifest of a sharded checkpoint (see shard_manifest.h): JSON in and out, its checks, and
 // the shard-file checks against it.
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -19,8 +19,7 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
 
 namespace zl {
 namespace fs = std::filesystem;

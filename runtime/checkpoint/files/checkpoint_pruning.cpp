@@ -1,5 +1,5 @@
 // Listing and pruning the checkpoints of a directory (see checkpoint_pruning.h).
-#include "runtime/checkpoint/checkpoint_pruning.h"
+#include "runtime/checkpoint/files/checkpoint_pruning.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/run_identity.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/run_identity.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;

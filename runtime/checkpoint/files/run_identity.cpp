@@ -1,5 +1,5 @@
 // Run ids, run.json and a checkpoint's run id (see run_identity.h).
-#include "runtime/checkpoint/run_identity.h"
+#include "runtime/checkpoint/files/run_identity.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,9 +17,9 @@
 #include "base/checked_write.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
-#include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/safetensors.h"
-#include "runtime/checkpoint/shard_manifest.h"
+#include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/safetensors.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 
 namespace zl {
 namespace fs = std::filesystem;
