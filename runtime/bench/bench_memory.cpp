@@ -11,6 +11,7 @@
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/plan/plan_report.h"
 #include "runtime/train/plan/shard_layout.h"
 
 namespace zl {

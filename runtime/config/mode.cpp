@@ -1,10 +1,13 @@
-// Mode: name, parse and the list of every mode (see Note [Mode value] in mode.h).
+// Mode: name, parse, the list of every mode and the shard group's check against the world (see
+// Note [Mode value] in mode.h).
 #include "runtime/config/mode.h"
 
 #include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
+
+#include "base/errors.h"
 
 namespace zl {
 
@@ -87,6 +90,24 @@ std::optional<Mode> parse_mode(std::string_view name) {
     if (m.name() == name) return m;
   }
   return std::nullopt;
+}
+
+void check_shard_group(const Config& config, int world) {
+  const int group = config.parallel.shard_group;
+  if (group == 0) return;
+  const int modelled = config.link.ranks;  // the timing study models more replicas
+  if (world % group == 0 && modelled > world && modelled % group != 0) {
+    throw UserError(fmt::format(
+        "{}: parallel.shard_group = {} does not divide link.ranks = {}, the ranks the link "
+        "model times this job as: set link.ranks to a multiple of {}",
+        config.source_path, group, modelled, group));
+  }
+  if (world % group == 0) return;
+  throw UserError(fmt::format(
+      "{}: parallel.shard_group = {} does not divide the {} rank{} of this job, which split into "
+      "groups of that many consecutive ranks: set a divisor of {} (or 0 for one group of every "
+      "rank)",
+      config.source_path, group, world, world == 1 ? "" : "s", world));
 }
 
 }  // namespace zl

@@ -1,7 +1,8 @@
 // Mode: one parallel mode as one value - the ZeRO stage (0 = ddp), the overlap and the collective -
 // with its name, its parse and the list of every mode (all_modes) that config validation, `zerolap
 // plan`, the bench, the scaling model and the tests enumerate. What a mode implies (its parts, its
-// collective program) is derived from this value once, in runtime/train/plan/mode_plan.h.
+// collective program) is derived from this value once, in runtime/train/plan/mode_plan.h;
+// check_shard_group holds its shard group against a job's world size.
 //
 // Note [Mode value]: a mode is (stage, overlap, collective); the ownership follows from the
 // collective (a bucket per rank for the bucket collectives, a shard of every bucket for
@@ -60,5 +61,9 @@ std::optional<Mode> parse_mode(std::string_view name);
 // reduce_scatter_allgather}, then stages 2 and 3 x the overlaps with reduce_scatter_allgather;
 // then, for each G of `shard_groups`, stages 1-3 x the overlaps with shard group G.
 std::vector<Mode> all_modes(const std::vector<int>& shard_groups = {});
+
+// parallel.shard_group must divide the `world` ranks of the job (and link.ranks, when the link
+// model times more): UserError naming both (exit 2).
+void check_shard_group(const Config& config, int world);
 
 }  // namespace zl

@@ -5,6 +5,7 @@
 #include "models/model.h"
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/plan/plan_report.h"
 
 using namespace zl;
 

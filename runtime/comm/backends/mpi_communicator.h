@@ -21,7 +21,8 @@
 namespace zl {
 
 // The most elements one MPI call moves per rank (its counts are ints): a collective of a bucket
-// above it cannot run on the CPU (check_collective_counts, shard_layout.h, refuses it up front).
+// above it cannot run on the CPU (check_collective_counts, runtime/train/run/trainer_setup.cpp,
+// refuses it up front).
 inline constexpr std::int64_t kMaxMpiCount = std::numeric_limits<int>::max();
 
 class MpiCommunicator final : public Communicator {

@@ -24,8 +24,6 @@
 
 namespace zl {
 
-struct ModePlan;
-
 struct Bucket {
   int index = 0;
   std::int64_t offset = 0;  // first element in the flat buffers
@@ -52,18 +50,5 @@ struct BucketPlan {
 // cap_mb and first_cap_mb in MiB (1024 * 1024 bytes, as PyTorch's bucket_cap_mb).
 BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double first_cap_mb,
                              int world_size, AssignmentPolicy assignment);
-
-// The bucket table of `zerolap plan`: one row per bucket, then totals per rank (elements, gradient
-// bytes, optimizer-state bytes as `mode` allocates them) and the balance line.
-std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
-                               const ModePlan& mode);
-// Its first part alone: one row per bucket and the totals line (no per-rank rows).
-std::string format_bucket_table(const BucketPlan& plan, const ParameterStore& store,
-                                const ModePlan& mode);
-// Its last line alone: the largest and smallest element counts a rank steps (step_balance).
-std::string format_step_balance(const BucketPlan& plan, const ParameterStore& store,
-                                const ModePlan& mode);
-// A size for people: "512 B", "1.5 KiB", "12.25 MiB", "3.00 GiB", "1.20 TiB".
-std::string human_bytes(std::int64_t bytes);
 
 }  // namespace zl

@@ -9,6 +9,7 @@
 
 #include "base/device_buffer.h"
 #include "base/errors.h"
+#include "runtime/train/plan/plan_report.h"
 
 namespace zl {
 namespace {

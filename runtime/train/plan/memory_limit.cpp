@@ -10,6 +10,7 @@
 #include "base/errors.h"
 #include "runtime/config/config_limits.h"
 #include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/plan_report.h"
 #include "runtime/train/plan/shard_layout.h"
 
 namespace zl {

@@ -49,18 +49,4 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
 PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
                           const ModePlan& mode, int world, double cap_mb);
 
-// What a training run of `mode` cannot do, as UserError naming the keys (exit 2): checkpoint.dir
-// under the link.ranks timing study (its parameters are not trained). `world`: the real ranks.
-void check_trainable(const Config& config, const ModePlan& mode, int world);
-
-// parallel.shard_group must divide the `world` ranks of the job (and link.ranks, when the link
-// model times more): UserError naming both (exit 2).
-void check_shard_group(const Config& config, int world);
-
-// On the CPU, every collective of the step fits one MPI call (kMaxMpiCount elements per rank);
-// otherwise UserError naming the bucket's largest parameter and what would fit. A bucket never
-// splits a layer, so a layer above it is refused, not a run that fails at its first collective.
-void check_collective_counts(const Config& config, const ModePlan& mode,
-                             const PlannedLayout& planned, DeviceKind device);
-
 }  // namespace zl

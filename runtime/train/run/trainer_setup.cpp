@@ -1,4 +1,5 @@
-// TrainerSetup: device, agreement, data, memory check, model, communicators (trainer_setup.h).
+// TrainerSetup: device, agreement, data, the checks of what the run cannot do (trainable,
+// collective counts, memory), model, communicators (trainer_setup.h).
 #include "runtime/train/run/trainer_setup.h"
 
 #include <cstdio>
@@ -10,12 +11,14 @@
 #include "base/checked_write.h"
 #include "base/errors.h"
 #include "kernels/gemm.h"
+#include "runtime/comm/backends/mpi_communicator.h"
 #include "runtime/comm/link/shard_study.h"
 #include "runtime/comm/link/simulated_link.h"
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/comm/thread_priority.h"
 #include "runtime/trace/metrics.h"
 #include "runtime/train/plan/bucket_plan.h"
+#include "runtime/train/plan/collective_program.h"
 #include "runtime/train/run/datasets_from_config.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/memory_limit.h"
@@ -73,6 +76,49 @@ std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_ep
 const Config& agreed(const Config& config, const World& world) {
   agree_on_facts(world, config_facts(config), config.runtime.timeout_s);
   return config;
+}
+
+// What a training run of `mode` cannot do, as UserError naming the keys (exit 2): checkpoint.dir
+// under the link.ranks timing study (its parameters are not trained). `world`: the real ranks.
+void check_trainable(const Config& config, const ModePlan& mode, int world) {
+  const int ranks = planned_ranks(config, mode, world);
+  if (ranks > world && !config.checkpoint.dir.empty()) {
+    throw UserError(fmt::format(
+        "{}: link.ranks = {} above the {} real ranks with parallel.collective = "
+        "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would "
+        "own among {}; the parameters are not trained), so it writes no checkpoints: unset "
+        "checkpoint.dir or link.ranks",
+        config.source_path, ranks, world, ranks));
+  }
+}
+
+// On the CPU, every collective of the step fits one MPI call (kMaxMpiCount elements per rank);
+// otherwise UserError naming the bucket's largest parameter and what would fit. A bucket never
+// splits a layer, so a layer above it is refused, not a run that fails at its first collective.
+void check_collective_counts(const Config& config, const ModePlan& mode,
+                             const PlannedLayout& planned, DeviceKind device) {
+  if (device != DeviceKind::Cpu) return;  // NCCL's counts are 64-bit
+  ModePlan one_micro_batch = mode;  // every micro-batch repeats the first one's collectives
+  one_micro_batch.micro_batches = 1;
+  for (const ProgramEntry& c : collective_program(one_micro_batch, planned.plan)) {
+    const bool per_shard = c.op == CollectiveOp::ReduceScatter || c.op == CollectiveOp::AllGather;
+    const std::int64_t count = c.elements / (per_shard ? planned.plan.world_size : 1);
+    if (count <= kMaxMpiCount) continue;
+    const Bucket& b = planned.plan.buckets[static_cast<std::size_t>(c.bucket)];
+    const ParameterInfo* largest = &planned.layout.info(b.param_ids.front());
+    for (const int id : b.param_ids) {
+      if (planned.layout.info(id).numel > largest->numel) largest = &planned.layout.info(id);
+    }
+    throw UserError(fmt::format(
+        "{}: bucket {} (its largest parameter {}: {} elements) would move {} elements per rank "
+        "in one {}, more than one MPI call takes on the CPU ({}), and a bucket never splits a "
+        "layer: lower model.widths, run on CUDA (runtime.device = \"cuda\"){}",
+        config.source_path, b.index, largest->name, largest->numel, count,
+        collective_name(c.op), kMaxMpiCount,
+        per_shard ? ", or shard it over more ranks"
+                  : ", or shard it element-wise (parallel.mode = \"zero\", parallel.collective "
+                    "= \"reduce_scatter_allgather\") over enough ranks"));
+  }
 }
 
 }  // namespace

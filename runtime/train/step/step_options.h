@@ -1,11 +1,13 @@
 // StepOptions: what a data-parallel step needs from [train], built once by the Trainer from the
 // validated config and passed down by reference to the step's parts and the mode's schedule.
 // Every user-facing constraint on these values (interleaved cannot clip or skip a step, ...) is
-// checked when the config is read (runtime/config/config.cpp); here they only hold.
+// checked when the config is read (runtime/config/config.cpp); here they only hold (assert_valid,
+// which the step's parts call when they are built).
 #pragma once
 
 #include <cstdint>
 
+#include "base/errors.h"
 #include "runtime/config/config.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/step/step_verdict.h"
@@ -40,6 +42,17 @@ inline bool verdict_needed_every_step(const TrainConfig& train) {
 // Asserts (InternalError) what config validation guarantees for `mode`: a schedule that steps
 // during backward neither clips nor skips, and a per-window check only where no step needs its
 // verdict at once.
-void assert_valid(const StepOptions& options, const ModePlan& mode);
+inline void assert_valid(const StepOptions& options, const ModePlan& mode) {
+  // Config validation (runtime/config/config.cpp) rejects these combinations with a message.
+  ZL_CHECK(mode.can_clip || options.clip_grad_norm <= 0.0f, "{} cannot clip", mode.name());
+  ZL_CHECK(mode.schedule != ScheduleKind::ZeroInterleaved ||
+               options.on_nonfinite == OnNonfinite::Stop,
+           "{} cannot skip a step", mode.name());
+  ZL_CHECK(options.step_check == StepCheck::EveryStep ||
+               (options.clip_grad_norm <= 0.0f && options.on_nonfinite == OnNonfinite::Stop &&
+                options.max_loss <= 0.0),
+           "clipping, skip_step and max_loss need the verdict of every step");
+  ZL_CHECK(options.grad_accum >= 1, "grad_accum {}", options.grad_accum);
+}
 
 }  // namespace zl

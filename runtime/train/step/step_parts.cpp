@@ -8,19 +8,6 @@
 
 namespace zl {
 
-void assert_valid(const StepOptions& options, const ModePlan& mode) {
-  // Config validation (runtime/config/config.cpp) rejects these combinations with a message.
-  ZL_CHECK(mode.can_clip || options.clip_grad_norm <= 0.0f, "{} cannot clip", mode.name());
-  ZL_CHECK(mode.schedule != ScheduleKind::ZeroInterleaved ||
-               options.on_nonfinite == OnNonfinite::Stop,
-           "{} cannot skip a step", mode.name());
-  ZL_CHECK(options.step_check == StepCheck::EveryStep ||
-               (options.clip_grad_norm <= 0.0f && options.on_nonfinite == OnNonfinite::Stop &&
-                options.max_loss <= 0.0),
-           "clipping, skip_step and max_loss need the verdict of every step");
-  ZL_CHECK(options.grad_accum >= 1, "grad_accum {}", options.grad_accum);
-}
-
 StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
                      ParameterStore& store, RankOptimizer& optimizer, const StepComms& comms,
                      ExecContext compute, Tracer* tracer, std::span<const float> initial_fp32)

@@ -1,0 +1,71 @@
+// The bucket table, each rank's totals and the balance line of `zerolap plan` (plan_report.h).
+#include "runtime/train/plan/plan_report.h"
+
+#include <fmt/format.h>
+
+#include "runtime/train/plan/mode_plan.h"
+
+namespace zl {
+
+std::string human_bytes(std::int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
+  if (b >= 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+std::string format_bucket_table(const BucketPlan& plan, const ParameterStore& store,
+                                const ModePlan& mode) {
+  std::string out;
+  out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", "bucket", "elements", "bytes",
+                     "size", "assigned", "parameters");
+  for (const auto& b : plan.buckets) {
+    std::string names;
+    for (int id : b.param_ids) {
+      if (!names.empty()) names += ", ";
+      names += store.info(id).name;
+    }
+    // Element shards: every rank owns one shard of every bucket.
+    const std::string assigned =
+        mode.element_shards ? "shards" : fmt::format("{}", b.assigned_rank);
+    out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", b.index, b.numel, b.bytes(),
+                       human_bytes(b.bytes()), assigned, names);
+  }
+  out += fmt::format("\n{} buckets, {} parameters ({} elements, {} with alignment padding)\n",
+                     plan.buckets.size(), store.count(), store.parameter_numel(),
+                     store.total_numel());
+  return out;
+}
+
+std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& store,
+                               const ModePlan& mode) {
+  std::string out = format_bucket_table(plan, store, mode);
+  out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", "rank", "buckets", "owned elements",
+                     "optimizer state");
+  for (int r = 0; r < plan.world_size; ++r) {
+    int count = 0;
+    for (const auto& b : plan.buckets) {
+      count += mode.element_shards || b.assigned_rank == r ? 1 : 0;
+    }
+    // Owned: assigned buckets, or (element shards) rank r's shard of each. ddp keeps the full
+    // optimizer state on every rank; zero only the owned elements'.
+    const std::int64_t owned =
+        mode.element_shards ? mode.stepped_numel(plan, r) : plan.numel_assigned_to(r);
+    out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, count, owned,
+                       human_bytes(mode.state_bytes(plan, r)));
+  }
+  return out + format_step_balance(plan, store, mode);
+}
+
+std::string format_step_balance(const BucketPlan& plan, const ParameterStore& store,
+                                const ModePlan& mode) {
+  const StepBalance balance = step_balance(mode, plan, store);
+  return fmt::format(
+      "balance: elements each rank steps, largest {} and smallest {} ({} and {} without "
+      "padding)\n",
+      balance.largest, balance.smallest, balance.largest_parameters, balance.smallest_parameters);
+}
+
+}  // namespace zl
