@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "cli_test_util.h"
+#include "tests/runtime/cli/cli_test_util.h"
 #include "runtime/checkpoint/files/safetensors.h"
 
 using Catch::Contains;

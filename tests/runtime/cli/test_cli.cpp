@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "cli_test_util.h"
+#include "tests/runtime/cli/cli_test_util.h"
 #include "kernels/gemm.h"
 
 using zl::test::CliResult;

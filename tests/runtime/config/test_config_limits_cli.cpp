@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "cli_test_util.h"
+#include "tests/runtime/cli/cli_test_util.h"
 
 using zl::test::CliResult;
 

@@ -9,7 +9,7 @@
 #include <future>
 
 #include "base/errors.h"
-#include "tests/runtime/train/loopback_step.h"
+#include "tests/runtime/train/step/loopback_step.h"
 
 using namespace zl;
 using namespace zl::test;

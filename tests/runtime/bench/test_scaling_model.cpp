@@ -10,7 +10,7 @@
 #include "runtime/bench/scaling_model.h"
 #include "runtime/comm/link/simulated_link.h"
 #include "runtime/config/config.h"
-#include "tests/runtime/cli_test_util.h"
+#include "tests/runtime/cli/cli_test_util.h"
 
 using namespace zl;
 

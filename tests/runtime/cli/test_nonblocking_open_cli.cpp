@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "cli_test_util.h"
+#include "tests/runtime/cli/cli_test_util.h"
 
 using zl::test::CliResult;
 using zl::test::run_zerolap_bounded;

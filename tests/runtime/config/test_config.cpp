@@ -14,7 +14,7 @@
 #include "base/errors.h"
 #include "kernels/gemm.h"
 #include "runtime/config/config.h"
-#include "error_message_checks.h"
+#include "tests/runtime/error_message_checks.h"
 
 using Catch::Contains;
 using zl::Config;

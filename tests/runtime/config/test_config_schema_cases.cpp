@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "base/errors.h"
-#include "cli_test_util.h"
+#include "tests/runtime/cli/cli_test_util.h"
 #include "models/model.h"
 #include "runtime/config/config.h"
 #include "runtime/train/plan/bucket_plan.h"

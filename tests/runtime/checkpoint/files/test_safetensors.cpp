@@ -20,7 +20,7 @@
 
 #include "base/errors.h"
 #include "runtime/checkpoint/files/safetensors.h"
-#include "error_message_checks.h"
+#include "tests/runtime/error_message_checks.h"
 
 using Catch::Contains;
 using zl::SafetensorsReader;
