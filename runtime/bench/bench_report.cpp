@@ -348,8 +348,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                                    : std::string("between nodes (link.bandwidth_gbps),");
       const std::string ranks =
           c.stride > 1 ? fmt::format("{} ranks {} apart", c.members, c.stride)
-          : c.members < rep.world_size ? fmt::format("{} consecutive ranks", c.members)
-                                       : std::string("every rank");
+          : c.members > 0 && c.members < rep.world_size
+              ? fmt::format("{} consecutive ranks", c.members)
+              : std::string("every rank");
       out += fmt::format("  {} {}, timed as {} ranks:\n", tier, ranks, c.ranks);
     }
     out += fmt::format("  {:<10} {:<4} {:>9.3f} MiB {:>8.3f} ms  algbw {:>7.2f} GB/s  busbw "
