@@ -2,7 +2,8 @@
 """The bench's checks for scripts/gpu_check.sh, every expectation from the model the bench itself
 prints (docs/bench.md): for each row, `ideal_step_s` (no schedule does better) and
 `predicted_step_s` (the scaling model for the row's schedule: ddp overlaps its all-reduces with
-the backward left, zero/none its reductions but not its broadcasts, interleaved = ideal), both
+the backward left, zero/none its reductions but not its broadcasts, interleaved all but the
+last bucket's with backward and stage 3's forward gathers with forward), both
 from the row's compute-only time and the collective times the bench measured (with the link
 model when one is on). Reads the bench.json of a run without a link model and of one with
 link.ranks = 8; prints one line per check; exits 1 when one fails.

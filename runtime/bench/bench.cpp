@@ -3,6 +3,7 @@
 #include "runtime/bench/bench.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
 #include "runtime/bench/step_stats.h"
+#include "runtime/train/plan/collective_program.h"
 #include "runtime/train/run/trainer.h"
 
 namespace zl {
@@ -92,6 +94,8 @@ struct RunFigures {
   TimelineSummary timeline;  // the streams' own spans (Note [Exposed communication])
   double comm_busy_s = 0.0;
   std::int64_t wire_bytes = 0, payload_bytes = 0, peak_rss = 0;
+  std::array<std::int64_t, 2> tier_wire_bytes{};  // [LinkTier]
+  std::array<CommCoverage, 2> tier_coverage{};    // [LinkTier]
   RankMemory allocated;  // parameters, gradients, masters, optimizer state
   DeviceKind device = DeviceKind::Cpu;  // where the trainer ran
 };
@@ -133,10 +137,28 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     f.phases = stats.host;
     f.timeline = summarize_timeline(stats.timeline, static_cast<int>(trainer.plan().buckets.size()),
                                     f.total_s);
-    for (const CommStats* c : {&stats.reduce, &stats.broadcast, &stats.replica}) {
+    // Each communicator's tier is its span's (the link it occupies); comm.world (a hybrid row's
+    // step verdict) is flat.
+    const CommSpans spans = comm_spans(trainer.mode_plan(), config.link, world.size);
+    const LinkTier flat = flat_link_span(config.link, world.size).tier;
+    const std::pair<CommRole, const CommStats*> by_role[] = {
+        {CommRole::Reduce, &stats.reduce},
+        {CommRole::Broadcast, &stats.broadcast},
+        {CommRole::Replica, &stats.replica}};
+    for (const auto& [role, c] : by_role) {
       f.comm_busy_s += c->busy_seconds;
       f.wire_bytes += c->wire_bytes;
       f.payload_bytes += c->payload_bytes;
+      f.tier_wire_bytes[static_cast<std::size_t>(spans.of(role).tier)] += c->wire_bytes;
+    }
+    for (const LinkTier tier : {LinkTier::Inter, LinkTier::Intra}) {
+      std::vector<std::string> streams;
+      for (const CommRole role : {CommRole::Reduce, CommRole::Broadcast, CommRole::Replica}) {
+        if (spans.of(role).tier == tier) streams.emplace_back(comm_role_name(role));
+      }
+      if (flat == tier) streams.emplace_back("comm.world");
+      f.tier_coverage[static_cast<std::size_t>(tier)] =
+          comm_coverage(stats.timeline, streams, f.total_s);
     }
     f.allocated = stats.allocated;
     f.peak_rss = peak_rss_bytes();
@@ -151,7 +173,10 @@ enum Figure : std::size_t {
   kStep, kForward, kBackward, kFinishBackward, kOptimizer, kCommBusy,
   kCompute, kComputeForward, kComputeBackward, kComputeOptimizer,
   kWireBytes, kPayloadBytes, kWait, kReduction, kBroadcast, kComm, kHiddenComm, kExposedComm,
-  kIdle, kFigures
+  kIdle,
+  // Per tier (Inter, then Intra): the bytes, and the timeline's comm, hidden and exposed.
+  kInterWireBytes, kIntraWireBytes, kInterComm, kIntraComm, kInterHidden, kIntraHidden,
+  kInterExposed, kIntraExposed, kFigures
 };
 
 // The row's field of each figure in seconds (the bytes are integers, set apart).
@@ -208,6 +233,12 @@ struct RoundTotals {
     f[kHiddenComm] = t.hidden_comm_s;
     f[kExposedComm] = t.exposed_comm_s;
     f[kIdle] = t.idle_s;
+    for (const std::size_t tier : {0u, 1u}) {
+      f[kInterWireBytes + tier] = static_cast<double>(real.tier_wire_bytes[tier]);
+      f[kInterComm + tier] = real.tier_coverage[tier].comm_s;
+      f[kInterHidden + tier] = real.tier_coverage[tier].hidden_comm_s;
+      f[kInterExposed + tier] = real.tier_coverage[tier].exposed_comm_s;
+    }
     r.bucket_reduction_s = t.bucket_reduction_s;
     r.bucket_step_s = t.bucket_step_s;
     r.bucket_broadcast_s = t.bucket_broadcast_s;
@@ -244,18 +275,19 @@ ModePlan mode_plan_of(const Mode& mode, const Config& config) {
 }
 
 // Note [Ideal step] (bench.h), and the scaling model's step (Note [Scaling model]), both from the
-// collectives' times the limits measured and the row's compute time.
-void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan,
+// collectives' times the limits measured on each communicator's shape and the row's compute
+// time: each tier's collectives and the last bucket's chain across them.
+void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan, const CommSpans& spans,
                 const BenchLimits& limits, double backward_share) {
-  // The last bucket holds the first layers: its gradients are final only when backward ends and
-  // the next forward needs its parameters first.
-  // Today's modes issue every collective on flat communicators: the world's tier.
-  const ModeComm comm = mode_comm(mode, plan, [&](const ProgramEntry& c) {
-    return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes(), limits.flat_tier);
+  const ModeComm comm = mode_comm(mode, plan, spans, [&](const ProgramEntry& c, const LinkSpan&) {
+    const CommPlace& place = spans.place(c.comm);
+    return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes(), place.members,
+                                     place.stride);
   });
   row.comm_model_s = comm.total_s;
   row.nonoverlap_comm_s = comm.last_s;
-  row.ideal_step_s = std::max(row.compute_s, comm.total_s - comm.last_s) + comm.last_s;
+  for (const std::size_t tier : {0u, 1u}) row.tiers[tier].comm_model_s = comm.tiers[tier].total_s;
+  row.ideal_step_s = ideal_step_s(comm, row.compute_s);
   row.vs_ideal = row.ideal_step_s > 0.0 ? row.step_s / row.ideal_step_s : 0.0;
   row.predicted_step_s = predicted_step_s(mode, comm, row.compute_s, backward_share);
 }
@@ -303,6 +335,26 @@ std::vector<Mode> bench_modes(const Config& config) {
   return out;
 }
 
+void check_bench_shard_groups(const Config& config, int world) {
+  for (const Mode& m : bench_modes(config)) {
+    if (m.shard_group == 0) continue;
+    if (world % m.shard_group != 0) {
+      throw UserError(fmt::format(
+          "{}: bench.modes: \"{}\" shards inside groups of {} consecutive ranks, and {} does not "
+          "divide the {} rank{} of this job: list hybrid modes whose @G divides {}",
+          config.source_path, m.name(), m.shard_group, m.shard_group, world,
+          world == 1 ? "" : "s", world));
+    }
+    Config run = config;  // what else check_shard_group asks (link.ranks)
+    set_mode(run.parallel, m);
+    try {
+      check_shard_group(run, world);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("bench.modes: \"{}\": {}", m.name(), e.what()));
+    }
+  }
+}
+
 std::vector<PrecisionConfig> bench_precisions(const Config& config) {
   if (config.bench.precision.empty()) return {config.precision};
   std::vector<PrecisionConfig> out;
@@ -345,6 +397,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   // Every wait for another rank in the bench is bounded by runtime.timeout_s (timed_mpi.h).
   const WaitLimit limit{world.rank, config.runtime.timeout_s};
   const std::vector<Mode> modes = bench_modes(config);
+  check_bench_shard_groups(config, world.size);  // before anything is measured
   const std::vector<double> caps = config.bench.bucket_cap_mb.empty()
                                        ? std::vector<double>{config.parallel.bucket_cap_mb}
                                        : config.bench.bucket_cap_mb;
@@ -384,8 +437,12 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       for (const auto& m : modes) {
         const ModePlan mode_plan = bench_mode_plan(m, config, precision, world.size);
         const BucketPlan plan = plan_for(config, mode_plan, cap, world.size).plan;
+        // Each on its communicator's shape: the world, a shard group, the replicas.
+        const CommSpans spans = comm_spans(mode_plan, config.link, world.size);
         for (const ProgramEntry& c : collective_program(mode_plan, plan)) {
-          sizes.push_back({collective_name(c.op), c.dtype, c.bytes()});
+          const CommPlace& place = spans.place(c.comm);
+          sizes.push_back(
+              {collective_name(c.op), c.dtype, c.bytes(), place.members, place.stride});
         }
       }
     }
@@ -519,7 +576,16 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       row.planned_optimizer_state_bytes.push_back(want.state);
       row.planned_state_bytes.push_back(want.total());
     }
-    ideal_step(row, mode_plan, plan, report.limits, backward_flop_share(layout));
+    for (const std::size_t tier : {0u, 1u}) {
+      BenchRow::TierFigures& t = row.tiers[tier];
+      t.wire_bytes_per_step =
+          static_cast<std::int64_t>(std::llround(maxed[kInterWireBytes + tier] / steps));
+      t.comm_s = maxed[kInterComm + tier] / steps;
+      t.hidden_comm_s = maxed[kInterHidden + tier] / steps;
+      t.exposed_comm_s = maxed[kInterExposed + tier] / steps;
+    }
+    ideal_step(row, mode_plan, plan, comm_spans(mode_plan, config.link, world.size),
+               report.limits, backward_flop_share(layout));
     report.rows.push_back(std::move(row));
   }
 

@@ -19,6 +19,7 @@
 // stopped during round 1 keeps the rows that round finished.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -41,6 +42,11 @@ ModePlan bench_mode_plan(const Mode& mode, const Config& config, const Precision
 // The modes of config.bench.modes (all that can run the config when empty). Config validation
 // has checked the list: each entry is one of all_modes() and can run the config.
 std::vector<Mode> bench_modes(const Config& config);
+
+// Every hybrid mode of bench.modes (hsdp<stage>/<overlap>@G) must split `world` ranks into
+// groups of G (check_shard_group): a UserError naming the mode, G and the world size otherwise
+// (exit 2), which `zerolap bench` and run_bench raise before measuring anything.
+void check_bench_shard_groups(const Config& config, int world);
 
 // The precisions of bench.precision (precision.compute when empty), each a whole [precision]: a
 // bf16 entry takes reduce_dtype and master_weights from the config, fp32 and tf32 use fp32 for
@@ -96,6 +102,20 @@ struct BenchRow {
   // Note [Scaling model] (scaling_model.h) for this mode from compute_s and the same collective
   // times: where its schedule lets communication overlap (>= ideal_step_s; equal in interleaved).
   double predicted_step_s = 0.0;
+
+  // Per tier of the link (indexed by LinkTier: inter, intra; each communicator has one: its span's,
+  // collective_program.h's comm_spans): its collectives timed alone (from the limits, as
+  // comm_model_s), their union on the timeline and its parts compute covered and did not (as
+  // comm_s, hidden_comm_s, exposed_comm_s, from those communicators' streams), and the bytes
+  // its communicators sent per step (max over ranks). Without link.node_ranks everything is
+  // inter. The step verdict's all-reduce on a hybrid row's comm.world is in the timeline's inter
+  // figures, not in its bytes.
+  struct TierFigures {
+    double comm_model_s = 0.0;
+    double comm_s = 0.0, hidden_comm_s = 0.0, exposed_comm_s = 0.0;
+    std::int64_t wire_bytes_per_step = 0;
+  };
+  std::array<TierFigures, 2> tiers{};
 
   std::int64_t wire_bytes_per_step = 0;     // per rank, max over ranks (communicator.h)
   std::int64_t payload_bytes_per_step = 0;  // per rank, max over ranks

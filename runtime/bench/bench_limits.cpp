@@ -245,10 +245,11 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
   out.optimizer_gbps = static_cast<double>(out.optimizer_bytes_per_element * n) / s * 1e-9;
 }
 
-// Times every size on `comm`, whose place on the modelled machine is `span`.
-void measure_on(Communicator& comm, LinkSpan span, const World& world, const WaitLimit& limit,
-                const DeviceBuffer& buf, const std::vector<CollectiveSize>& sizes,
-                BenchLimits& out) {
+// Times every size on `comm` of `members` ranks `stride` apart, whose place on the modelled
+// machine is `span`.
+void measure_on(Communicator& comm, int members, int stride, LinkSpan span, const World& world,
+                const WaitLimit& limit, const DeviceBuffer& buf,
+                const std::vector<CollectiveSize>& sizes, BenchLimits& out) {
   for (const auto& s : sizes) {
     const std::int64_t n = s.bytes / dtype_size(s.dtype);
     const CollectiveOp op = collective_op_named(s.op);
@@ -273,6 +274,8 @@ void measure_on(Communicator& comm, LinkSpan span, const World& world, const Wai
     c.bytes = s.bytes;
     c.tier = span.tier;
     c.ranks = span.ranks;
+    c.members = members;
+    c.stride = stride;
     c.seconds = seconds;
     c.algbw_gbps = static_cast<double>(s.bytes) / seconds * 1e-9;
     // The wire bytes are the span's ranks' (link.ranks sets them: Note [Link model]).
@@ -281,22 +284,63 @@ void measure_on(Communicator& comm, LinkSpan span, const World& world, const Wai
   }
 }
 
-// On the device's communicator backend (NCCL on CUDA, MPI on the CPU) with buffers where the
-// model lives, through the link model when it is on: on the world communicator, timed as the
-// modes' flat communicators are; and with two tiers where the world spans several nodes, on a
-// communicator of each node's ranks too, timed inside a node for link.node_ranks ranks (so also
-// in a link.ranks study, whose real node may hold fewer). All nodes measure at once.
-void measure_collectives(const Config& config, const Device& device, const World& world,
-                         const WaitLimit& limit,
-                         std::vector<CollectiveSize> sizes, BenchLimits& out) {
-  std::sort(sizes.begin(), sizes.end(), [](const CollectiveSize& a, const CollectiveSize& b) {
-    return std::tie(a.op, a.dtype, a.bytes) < std::tie(b.op, b.dtype, b.bytes);
-  });
+// Sorted, without repeats.
+std::vector<CollectiveSize> distinct(std::vector<CollectiveSize> sizes) {
+  const auto key = [](const CollectiveSize& s) {
+    return std::tie(s.op, s.dtype, s.bytes, s.members, s.stride);
+  };
+  std::sort(sizes.begin(), sizes.end(),
+            [&](const CollectiveSize& a, const CollectiveSize& b) { return key(a) < key(b); });
   sizes.erase(std::unique(sizes.begin(), sizes.end(),
-                          [](const CollectiveSize& a, const CollectiveSize& b) {
-                            return a.op == b.op && a.dtype == b.dtype && a.bytes == b.bytes;
+                          [&](const CollectiveSize& a, const CollectiveSize& b) {
+                            return key(a) == key(b);
                           }),
               sizes.end());
+  return sizes;
+}
+
+// The communicators of `members` world ranks `stride` apart, as the trainer splits them (a
+// shard group of consecutive ranks; one rank of each group): this rank's. Collective.
+MPI_Comm split_ranks(const World& world, const WaitLimit& limit, int members, int stride) {
+  // Every rank is past the barrier before the split, which cannot time out itself.
+  timed_barrier(world.comm, limit, "the bench limits' barrier before a split");
+  const int block = members * stride;
+  const int color = world.rank / block * stride + world.rank % stride;
+  MPI_Comm comm = MPI_COMM_NULL;
+  ZL_MPI_CHECK(MPI_Comm_split(world.comm, color, world.rank, &comm));
+  return comm;
+}
+
+// Times `sizes` on a communicator of `members` ranks `stride` apart (MPI_Comm_split), named
+// `name`, at `span`.
+void measure_split(const Config& config, const Device& device, const World& world,
+                   const WaitLimit& limit, const RankLinks& links, int members, int stride,
+                   LinkSpan span, const char* name, const DeviceBuffer& buf,
+                   const std::vector<CollectiveSize>& sizes, BenchLimits& out) {
+  MPI_Comm split = split_ranks(world, limit, members, stride);
+  struct FreeComm {
+    MPI_Comm& c;
+    ~FreeComm() { MPI_Comm_free(&c); }
+  } free_split{split};
+  std::unique_ptr<Communicator> comm = with_simulated_link(
+      device.make_communicator(split, name, comm_options(config.runtime)), links, span);
+  measure_on(*comm, members, stride, span, world, limit, buf, sizes, out);
+}
+
+// On the device's communicator backend (NCCL on CUDA, MPI on the CPU) with buffers where the
+// model lives, through the link model when it is on: the flat modes' sizes on the world
+// communicator, timed as the modes' flat communicators are; with two tiers where the world spans
+// several nodes, on a communicator of each node's ranks too, timed inside a node for
+// link.node_ranks ranks (so also in a link.ranks study, whose real node may hold fewer). The
+// hybrid rows' sizes on communicators of their shapes (a node's measurement serves a shard group
+// of a node's ranks). All nodes, groups or replica sets measure at once.
+void measure_collectives(const Config& config, const Device& device, const World& world,
+                         const WaitLimit& limit, std::vector<CollectiveSize> sizes,
+                         BenchLimits& out) {
+  for (CollectiveSize& s : sizes) {  // the world's: members 0
+    if (s.members == world.size && s.stride == 1) s.members = 0;
+  }
+  sizes = distinct(std::move(sizes));
   if (sizes.empty()) return;
   std::int64_t largest = 0;
   for (const auto& s : sizes) largest = std::max(largest, s.bytes);
@@ -305,27 +349,45 @@ void measure_collectives(const Config& config, const Device& device, const World
   const RankLinks links = make_rank_links(config.link, config.runtime.timeout_s);
   const LinkSpan flat = flat_link_span(config.link, world.size);
   out.flat_tier = flat.tier;
-  {
+  // The communicators and what each times, in an order every rank agrees on.
+  std::map<std::pair<int, int>, std::vector<CollectiveSize>> on;  // (members, stride)
+  for (const CollectiveSize& s : sizes) on[{s.members, s.stride}].push_back(s);
+  const std::vector<CollectiveSize> flat_sizes = on[{0, 1}];
+  on.erase({0, 1});
+  if (!flat_sizes.empty()) {
     std::unique_ptr<Communicator> comm = with_simulated_link(
         device.make_communicator(world.comm, "bench.limits", comm_options(config.runtime)), links,
         flat);
-    measure_on(*comm, flat, world, limit, buf, sizes, out);
+    measure_on(*comm, world.size, 1, flat, world, limit, buf, flat_sizes, out);
   }
   const int node_ranks = config.link.node_ranks;
-  if (node_ranks <= 1 || flat.tier == LinkTier::Intra) return;  // no second tier to measure
-  // Every rank is past the barrier before the split, which cannot time out itself.
-  timed_barrier(world.comm, limit, "the bench limits' barrier before the node split");
-  MPI_Comm node = MPI_COMM_NULL;
-  ZL_MPI_CHECK(MPI_Comm_split(world.comm, world.rank / node_ranks, world.rank, &node));
-  struct FreeComm {
-    MPI_Comm& c;
-    ~FreeComm() { MPI_Comm_free(&c); }
-  } free_node{node};
-  const LinkSpan inside{node_ranks, LinkTier::Intra};
-  std::unique_ptr<Communicator> comm = with_simulated_link(
-      device.make_communicator(node, "bench.limits.node", comm_options(config.runtime)), links,
-      inside);
-  measure_on(*comm, inside, world, limit, buf, sizes, out);
+  if (node_ranks > 1 && flat.tier != LinkTier::Intra) {
+    // Each tier measured for the flat sizes, and a shard group of one node's ranks.
+    std::vector<CollectiveSize> in_node = flat_sizes;
+    const auto group = on.find({node_ranks, 1});
+    if (group != on.end()) {
+      in_node.insert(in_node.end(), group->second.begin(), group->second.end());
+      on.erase(group);
+    }
+    for (CollectiveSize& s : in_node) {
+      s.members = node_ranks;
+      s.stride = 1;
+    }
+    in_node = distinct(std::move(in_node));  // a flat size may be a group's too
+    // A link.ranks study's node may hold more ranks than the job: one split of every rank.
+    const int real = std::min(node_ranks, world.size);
+    measure_split(config, device, world, limit, links, real, 1, {node_ranks, LinkTier::Intra},
+                  "bench.limits.node", buf, in_node, out);
+    for (std::size_t i = out.collectives.size() - in_node.size(); i < out.collectives.size(); ++i) {
+      out.collectives[i].members = node_ranks;
+    }
+  }
+  for (const auto& [shape, list] : on) {
+    const auto [members, stride] = shape;
+    measure_split(config, device, world, limit, links, members, stride,
+                  link_span(config.link, world.size, members, stride),
+                  stride == 1 ? "bench.limits.group" : "bench.limits.replicas", buf, list, out);
+  }
 }
 
 }  // namespace
@@ -334,6 +396,17 @@ double BenchLimits::collective_seconds(const std::string& op, DType dtype, std::
                                        LinkTier tier) const {
   for (const auto& c : collectives) {
     if (c.op == op && c.dtype == dtype && c.bytes == bytes && c.tier == tier) return c.seconds;
+  }
+  return 0.0;
+}
+
+double BenchLimits::collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
+                                       int members, int stride) const {
+  for (const auto& c : collectives) {
+    if (c.op == op && c.dtype == dtype && c.bytes == bytes && c.members == members &&
+        c.stride == stride) {
+      return c.seconds;
+    }
   }
   return 0.0;
 }

@@ -36,6 +36,9 @@ struct CollectiveLimit {
   // the world size without a link.
   LinkTier tier = LinkTier::Inter;
   int ranks = 0;
+  // On which communicator: `members` ranks `stride` apart (the world: its size and 1; a node:
+  // link.node_ranks and 1; hybrid sharding's shard group G and 1, its replicas world / G and G).
+  int members = 0, stride = 1;
 };
 
 // Note [Limits on the device]: on CUDA every figure is the GPU's: cuBLAS at the model's shapes on
@@ -62,21 +65,29 @@ struct BenchLimits {
   double triad_gbps = 0.0;              // memory bandwidth per rank (the `add` kernel)
   std::vector<PrecisionLimits> precisions;  // one per precision of the bench, in its order
   // On the world communicator, tier flat_tier; with link.node_ranks where the world spans nodes,
-  // also on a communicator of one node's ranks, tier Intra. So a tier names one communicator.
+  // also on a communicator of one node's ranks, tier Intra (so each tier is measured for the flat
+  // modes' collectives); and those of hybrid rows on communicators of their shapes (members,
+  // stride), as the trainer splits them.
   std::vector<CollectiveLimit> collectives;
   LinkTier flat_tier = LinkTier::Inter;  // the world's: flat_link_span (simulated_link.h)
   bool collectives_local = false;  // one rank, no link model: copies on this rank, no network
 
-  // Time of `op` on `bytes` of `dtype` in `tier` from `collectives` (exact size; 0 when not
-  // measured).
+  // Time of `op` on `bytes` of `dtype` in `tier` from `collectives` (exact size, the first
+  // communicator of that tier; 0 when not measured).
   double collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
                             LinkTier tier) const;
+  // The same on the communicator of `members` ranks `stride` apart (0 when not measured).
+  double collective_seconds(const std::string& op, DType dtype, std::int64_t bytes, int members,
+                            int stride) const;
 };
 
 struct CollectiveSize {
   std::string op;
   DType dtype = DType::F32;
   std::int64_t bytes = 0;
+  // The communicator: `members` ranks `stride` apart, 0 for the world (collective_program.h's
+  // CommPlace).
+  int members = 0, stride = 1;
 };
 
 // Measures every limit for `config`'s model in each of `precisions` and the given collective

@@ -63,6 +63,15 @@ nlohmann::ordered_json row_scalars(const BenchRow& r) {
   j["vs_ideal"] = r.vs_ideal;
   j["wire_bytes_per_step"] = r.wire_bytes_per_step;
   j["payload_bytes_per_step"] = r.payload_bytes_per_step;
+  for (const LinkTier tier : {LinkTier::Inter, LinkTier::Intra}) {
+    const BenchRow::TierFigures& t = r.tiers[static_cast<std::size_t>(tier)];
+    const std::string name = to_string(tier);
+    j[name + "_comm_model_s"] = t.comm_model_s;
+    j[name + "_comm_s"] = t.comm_s;
+    j[name + "_hidden_comm_s"] = t.hidden_comm_s;
+    j[name + "_exposed_comm_s"] = t.exposed_comm_s;
+    j[name + "_wire_bytes_per_step"] = t.wire_bytes_per_step;
+  }
   j["state_bytes_max"] = max_of(r.state_bytes);
   j["planned_state_bytes_max"] = max_of(r.planned_state_bytes);
   j["optimizer_state_bytes_max"] = max_of(r.optimizer_state_bytes);
@@ -140,14 +149,51 @@ std::string noise_reason(const BenchRow& r) {
   return fmt::format("{}", fmt::join(why, "; "));  // no comma: it is a CSV cell
 }
 
+namespace {
+
+// Share of `comm_model_s` (the collectives timed alone) that did not lengthen the step.
+double hidden_share(double exposed_s, double comm_model_s) {
+  return comm_model_s > 0.0 ? std::clamp(1.0 - exposed_s / comm_model_s, 0.0, 1.0) : 1.0;
+}
+
+// With two tiers: per row each tier's communication timed alone, its exposed part on the
+// timeline and the share hidden (BenchRow::tiers). Fits 100 columns with the longest mode name.
+template <typename ModeColumn>
+std::string tier_table(const BenchReport& rep, const ModeColumn& mode) {
+  std::string out = wrap_lines(fmt::format(
+      "\nper tier of the link (nodes of {} ranks): each tier's collectives of a step timed alone "
+      "(comm), the part of them no compute covered (exposed) and the share hidden",
+      rep.link.node_ranks));
+  out += fmt::format("{} {:>5} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6}\n", mode("mode"), "cap",
+                     "inter", "exposed", "hidden", "intra", "exposed", "hidden");
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    const BenchRow& r = rep.rows[i];
+    out += precision_group(rep.rows, i);
+    out += fmt::format("{} {:>5g}", mode(r.mode), r.bucket_cap_mb);
+    for (const BenchRow::TierFigures& t : r.tiers) {
+      out += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
+                         t.exposed_comm_s * 1e3,
+                         hidden_share(t.exposed_comm_s, t.comm_model_s) * 100.0);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   const bool wide = width == TableWidth::Wide;
+  const bool two_tiers = rep.link.node_ranks > 0;
   std::size_t mode_width = 4;  // "mode"
   for (const BenchRow& r : rep.rows) mode_width = std::max(mode_width, r.mode.size());
   if (wide) mode_width = std::max<std::size_t>(mode_width, 39);
   const auto mode = [&](const std::string& name) { return fmt::format("{:<{}}", name, mode_width); };
   std::string out;
-  if (!rep.link_label.empty()) out += fmt::format("*** {} (every figure below) ***\n", rep.link_label);
+  if (!rep.link_label.empty()) {  // two tiers make a long label: wrapped
+    out += wrap_lines(fmt::format("*** {} (every figure below) ***", rep.link_label), "    ",
+                      width);
+  }
   out += fmt::format("{} ranks, {} parameters, {} timed steps after {} warmup{}; times in ms per "
                      "step\n",
                      rep.world_size, rep.parameters, rep.steps, rep.warmup,
@@ -175,8 +221,7 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const BenchRow& r = rep.rows[i];
     // Share of the mode's communication (timed alone) that did not lengthen the step.
-    const double hidden =
-        r.comm_model_s > 0.0 ? std::clamp(1.0 - r.exposed_comm_s / r.comm_model_s, 0.0, 1.0) : 1.0;
+    const double hidden = hidden_share(r.exposed_comm_s, r.comm_model_s);
     const std::string speedup = r.speedup_vs_ddp ? fmt::format("{:.2f}", *r.speedup_vs_ddp) : "-";
     if (wide) {
       out += fmt::format(
@@ -243,18 +288,27 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                          r.backward_s * 1e3, r.optimizer_s * 1e3, r.wait_s * 1e3,
                          r.reduction_s * 1e3, r.broadcast_s * 1e3, r.exposed_comm_s * 1e3);
     }
-    out += wrap_lines("\nper rank (max over ranks): the bytes sent per step, the state (parameters + "
-                "gradients + master + optimizer state) and the peak resident memory");
-    out += fmt::format("{} {:>5} {:>9} {:>10} {:>9}\n", mode("mode"), "cap", "wire MB",
-                       "state MiB", "peak MiB");
+    out += wrap_lines(fmt::format(
+        "\nper rank (max over ranks): the bytes sent per step{}, the state (parameters + "
+        "gradients + master + optimizer state) and the peak resident memory",
+        two_tiers ? " between nodes and inside a node" : ""));
+    out += two_tiers ? fmt::format("{} {:>5} {:>9} {:>9} {:>10} {:>9}\n", mode("mode"), "cap",
+                                   "inter MB", "intra MB", "state MiB", "peak MiB")
+                     : fmt::format("{} {:>5} {:>9} {:>10} {:>9}\n", mode("mode"), "cap",
+                                   "wire MB", "state MiB", "peak MiB");
     for (std::size_t i = 0; i < rep.rows.size(); ++i) {
       const BenchRow& r = rep.rows[i];
       out += precision_group(rep.rows, i);
-      out += fmt::format("{} {:>5g} {:>9.2f} {:>10.2f} {:>9.1f}\n", mode(r.mode), r.bucket_cap_mb,
-                         static_cast<double>(r.wire_bytes_per_step) * 1e-6,
+      const auto mb = [](std::int64_t bytes) { return static_cast<double>(bytes) * 1e-6; };
+      const std::string wire =
+          two_tiers ? fmt::format("{:>9.2f} {:>9.2f}", mb(r.tiers[0].wire_bytes_per_step),
+                                  mb(r.tiers[1].wire_bytes_per_step))
+                    : fmt::format("{:>9.2f}", mb(r.wire_bytes_per_step));
+      out += fmt::format("{} {:>5g} {} {:>10.2f} {:>9.1f}\n", mode(r.mode), r.bucket_cap_mb, wire,
                          mib(max_of(r.state_bytes)), mib(max_of(r.peak_rss_bytes)));
     }
   }
+  if (two_tiers) out += tier_table(rep, mode);
   const BenchLimits& l = rep.limits;
   const bool gpu = l.device == DeviceKind::Cuda;  // Note [Limits on the device]
   const char* bandwidth = gpu ? "device add kernel" : "add kernel";
@@ -276,13 +330,28 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
     out += "  collectives: one rank and no link model, so local (no network; use link.ranks to "
            "model one)\n";
   }
+  // A heading per communicator where more than one was measured (a node's, a shard group's,
+  // the replicas').
+  const auto same_comm = [](const CollectiveLimit& a, const CollectiveLimit& b) {
+    return a.tier == b.tier && a.members == b.members && a.stride == b.stride;
+  };
+  const bool several = std::any_of(l.collectives.begin(), l.collectives.end(),
+                                   [&](const CollectiveLimit& c) {
+                                     return !same_comm(c, l.collectives.front());
+                                   });
   for (std::size_t i = 0; i < l.collectives.size(); ++i) {
     const CollectiveLimit& c = l.collectives[i];
-    if (rep.link.node_ranks > 0 && (i == 0 || l.collectives[i - 1].tier != c.tier)) {
-      out += fmt::format("  {}, timed as {} ranks:\n",
-                         c.tier == LinkTier::Intra ? "inside a node (link.intra_gbps)"
-                                                   : "between nodes (link.bandwidth_gbps)",
-                         c.ranks);
+    if ((rep.link.node_ranks > 0 || several) && (i == 0 || !same_comm(l.collectives[i - 1], c))) {
+      const std::string tier = rep.link.node_ranks == 0 ? std::string("on")
+                               : c.tier == LinkTier::Intra
+                                   ? std::string("inside a node (link.intra_gbps),")
+                                   : std::string("between nodes (link.bandwidth_gbps),");
+      const std::string ranks =
+          c.stride > 1 ? fmt::format("{} ranks {} apart", c.members, c.stride)
+          : c.members > 0 && c.members < rep.world_size
+              ? fmt::format("{} consecutive ranks", c.members)
+              : std::string("every rank");
+      out += fmt::format("  {} {}, timed as {} ranks:\n", tier, ranks, c.ranks);
     }
     out += fmt::format("  {:<10} {:<4} {:>9.3f} MiB {:>8.3f} ms  algbw {:>7.2f} GB/s  busbw "
                        "{:>7.2f} GB/s ({:.1f} Gb/s)\n",
@@ -340,7 +409,8 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   for (const CollectiveLimit& c : l.collectives) {
     limits["collectives"].push_back({{"op", c.op}, {"dtype", dtype_name(c.dtype)},
                                      {"bytes", c.bytes}, {"tier", to_string(c.tier)},
-                                     {"ranks", c.ranks}, {"seconds", c.seconds},
+                                     {"ranks", c.ranks}, {"members", c.members},
+                                     {"stride", c.stride}, {"seconds", c.seconds},
                                      {"algbw_gbps", c.algbw_gbps}, {"busbw_gbps", c.busbw_gbps}});
   }
   j["limits"] = limits;

@@ -4,28 +4,47 @@
 //
 // Note [Scaling model]: with compute time X per step (one rank's forward + backward + optimizer,
 // which data parallelism with a fixed per-rank batch does not change) split by FLOPs into forward
-// F and backward Bw (X = F + Bw, the optimizer counted in with forward), and the mode's
-// collectives at N ranks timed by the alpha-beta ring model:
-//   ddp                  X + max(0, C - C_last - Bw) + C_last
-//   zero/none,
-//   zero/after_backward  X + max(0, R - R_last - Bw) + R_last + Bc
-//   zero/interleaved     max(X, C - C_last) + C_last   (= the bench's ideal step, bench.h)
-// C = all of a step's collectives, R = its reductions (all-reduce, reduce or reduce-scatter), Bc =
-// its broadcasts (or all-gathers), *_last = those of the last bucket in the last micro-batch (the
+// F and backward Bw (X = F + Bw, the optimizer counted in with forward), and each collective of
+// the mode's program timed by the alpha-beta ring model on its communicator's span (comm_spans,
+// collective_program.h: the shard group's, or the replicas' across the groups). A communicator's
+// collectives occupy the rank's link of its span's tier t (inter: the network port, intra: the
+// node's links; Note [Link occupancy]), so per tier:
+//   C_t  the tier's collectives            L_t  those of the last bucket in the last micro-batch
+//   R_t  its reductions (all-reduce, reduce or reduce-scatter), RL_t the last bucket's of them
+//   Bc_t its broadcasts (or all-gathers)   FW_t stage 3's gathers in forward, but L_t's
+// and C = sum_t C_t, L = sum_t L_t, RL = sum_t RL_t, Bc = sum_t Bc_t. The last bucket holds the
 // first layers: final when backward ends, needed first by the next forward, so no schedule hides
-// them); with train.grad_accum > 1, stages 2 and 3 count every micro-batch's collectives.
-// Reductions overlap the part of backward left after their bucket is full. The broadcasts of
-// none and after_backward do not overlap the next forward: its first layer needs the last
-// bucket's broadcast, which the broadcast stream runs last (after_backward overlaps them with
-// optimizer steps only, which the model does not count); interleaved's pipeline of reduce, step
-// and broadcast overlaps all of compute but the last bucket's. Scaling efficiency = X / step.
-// Limits: no
-// contention between the two streams beyond what is summed here, no hierarchy (one flat ring of
-// N ranks on one link type), no tree algorithms at large N, no compute slow-down from
-// communication kernels, perfect overlap where the formula allows it. It is an estimate to read
-// beside a measured bench, not a measurement.
+// its chain, which crosses the tiers in sequence (hybrid: reduce-scatter in the group, then the
+// all-reduce across the replicas, then the step, then the group's gathers): L is a sum. The rest
+// of each tier runs on its own link beside the other tier's, pipelined bucket by bucket, so the
+// slower tier bounds it: E = max_t (C_t - L_t), ER = max_t (R_t - RL_t). Then
+//   ddp                  X + max(0, E - Bw) + L
+//   zero/none,
+//   zero/after_backward  X + max(0, ER - Bw) + RL + Bc
+//   zero/interleaved     max(F, FW) + max(Bw, EB) + L,  FW = max_t FW_t, EB = max_t (C_t - FW_t
+//                        - L_t)
+// and the bench's ideal step (bench.h), a bound no schedule beats, max(X, E) + L. With one tier
+// (no link.node_ranks, or every span on one side of it) E = C - L and ddp's and none's are the
+// flat ring's X + max(0, C - C_last - Bw) + C_last and so on. With train.grad_accum > 1, stages 2
+// and 3 count every micro-batch's collectives. Reductions overlap the part of backward left after
+// their bucket is full. The broadcasts of none and after_backward do not overlap the next
+// forward: its first layer needs the last bucket's broadcast, which the broadcast stream runs
+// last (after_backward overlaps them with optimizer steps only, which the model does not count).
+// Interleaved pipelines reduce, step and publish per bucket during backward, but forward hides
+// only stage 3's gathers: every other collective of a step starts in its backward, and the next
+// forward's first layer waits for the last bucket's publish, behind all of them on the link (the
+// tail order swaps only the last two). So a tier of reductions alone (the replicas' all-reduce)
+// overlaps backward only, and a flat stage-1 step on a slow link is F + C, not C. Scaling
+// efficiency = X / step. The "floor" is the step at X = 0: what the links alone take.
+// Limits: no contention beyond one link per rank and tier (an inter-node ring's hops inside a
+// node are not charged to the intra link), flat rings (no tree or hierarchical algorithms at large
+// N), latency terms that grow as N, no compute slow-down from communication kernels, no wait for
+// the first bucket's backward (and, hybrid, its reduce-scatter) before a tier's pipeline starts,
+// perfect overlap where the formula allows it. It is an estimate to read beside a measured bench,
+// not a measurement.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -38,26 +57,53 @@
 
 namespace zl {
 
-// The ModePlan of every mode of all_modes() (runtime/config/mode.h), for `config`'s optimizer,
-// precision, stage-3 options and train.grad_accum: what `zerolap plan` models.
+// The shard groups `zerolap plan` models hybrid rows for: parallel.shard_group when set, else
+// link.node_ranks (a group per modelled node) when set, else none.
+std::vector<int> modelled_shard_groups(const Config& config);
+
+// The ModePlan of every mode of all_modes(modelled_shard_groups(config)) (runtime/config/mode.h),
+// for `config`'s optimizer, precision, stage-3 options and train.grad_accum: what `zerolap plan`
+// models. Their replicas are 1: at_ranks() sets them for a world.
 std::vector<ModePlan> all_mode_plans(const Config& config);
 
-// A mode's modelled communication per step (seconds).
-struct ModeComm {
-  double total_s = 0.0;        // C
-  double last_s = 0.0;         // C_last
-  double reduce_s = 0.0;       // R
-  double reduce_last_s = 0.0;  // R_last
-  double broadcast_s = 0.0;    // Bc
-  std::int64_t wire_bytes = 0;  // per rank per step
+// `mode` in a job of `ranks` ranks: its replicas across shard groups (ranks / G; 1 when flat).
+// Whether its shard group divides `ranks`: fits_ranks().
+bool fits_ranks(const ModePlan& mode, int ranks);
+ModePlan at_ranks(ModePlan mode, int ranks);
+
+// One tier's part of a mode's communication per step (seconds; Note [Scaling model]): the
+// collectives of the communicators whose spans lie in that tier.
+struct TierComm {
+  double total_s = 0.0;         // C_t
+  double last_s = 0.0;          // L_t
+  double reduce_s = 0.0;        // R_t
+  double reduce_last_s = 0.0;   // RL_t
+  double broadcast_s = 0.0;     // Bc_t
+  double forward_s = 0.0;       // FW_t: stage 3's gathers in forward, the last bucket's not
+  std::int64_t wire_bytes = 0;  // per rank per step (communicator.h's wire_bytes, the span's p)
 };
 
-// `seconds(collective)` times one entry of the mode's collective program (the link model, or the
-// bench's measured limits, which depend on its dtype too).
-template <typename Seconds>
-ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, Seconds&& seconds);
+// A mode's modelled communication per step: per tier, and the sums over the tiers.
+struct ModeComm {
+  double total_s = 0.0;        // C
+  double last_s = 0.0;         // L (C_last with one tier)
+  double reduce_s = 0.0;       // R
+  double reduce_last_s = 0.0;  // RL
+  double broadcast_s = 0.0;    // Bc
+  std::int64_t wire_bytes = 0;  // per rank per step
+  std::array<TierComm, 2> tiers{};  // indexed by LinkTier: Inter, Intra
+  const TierComm& tier(LinkTier t) const { return tiers[static_cast<std::size_t>(t)]; }
+};
 
-// The link model's ModeComm at `ranks` ranks (link.ranks, when set, wins: Note [Link model]).
+// `seconds(entry, span)` times one entry of the mode's collective program on its communicator's
+// span (the link model, or the bench's measured limits, which depend on its dtype too). `mode`'s
+// replicas are the job's (at_ranks).
+template <typename Seconds>
+ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, const CommSpans& spans,
+                   Seconds&& seconds);
+
+// The link model's ModeComm of `mode` in a job of `ranks` ranks (its replicas set by at_ranks;
+// link.ranks, when set, wins: Note [Link model]). The shard group must divide `ranks`.
 ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const LinkConfig& link,
                             int ranks);
 
@@ -69,25 +115,44 @@ double backward_flop_share(const ParameterStore& store);
 // `backward_share` is backward.
 double predicted_step_s(const ModePlan& mode, const ModeComm& comm, double compute_s,
                         double backward_share);
+// max(X, E) + L: the lower bound of any schedule (Note [Ideal step]).
+double ideal_step_s(const ModeComm& comm, double compute_s);
 
 // --- implementation of the template ------------------------------------------------------------
 
 template <typename Seconds>
-ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, Seconds&& seconds) {
+ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, const CommSpans& spans,
+                   Seconds&& seconds) {
   ModeComm out;
   if (plan.buckets.empty()) return out;
   const int last_bucket = plan.buckets.back().index;
-  for (const ProgramEntry& c : collective_program(mode, plan)) {
-    const double s = seconds(c);
+  const std::vector<ProgramEntry> program = collective_program(mode, plan);
+  const std::vector<bool> forward = forward_entries(mode, plan);
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const ProgramEntry& c = program[i];
+    const LinkSpan& span = spans.of(c.comm);
+    const double s = seconds(c, span);
     const bool last = c.bucket == last_bucket && c.micro_batch == mode.micro_batches - 1;
-    out.total_s += s;
-    if (last) out.last_s += s;
-    if (c.op == CollectiveOp::Broadcast || c.op == CollectiveOp::AllGather) {
-      out.broadcast_s += s;
+    const bool publish = c.op == CollectiveOp::Broadcast || c.op == CollectiveOp::AllGather;
+    TierComm& t = out.tiers[static_cast<std::size_t>(span.tier)];
+    t.total_s += s;
+    t.wire_bytes += wire_bytes(c.op, c.bytes(), span.ranks);
+    if (last) t.last_s += s;
+    if (forward[i] && !last) t.forward_s += s;
+    if (publish) {
+      t.broadcast_s += s;
     } else {
-      out.reduce_s += s;
-      if (last) out.reduce_last_s += s;
+      t.reduce_s += s;
+      if (last) t.reduce_last_s += s;
     }
+  }
+  for (const TierComm& t : out.tiers) {
+    out.total_s += t.total_s;
+    out.last_s += t.last_s;
+    out.reduce_s += t.reduce_s;
+    out.reduce_last_s += t.reduce_last_s;
+    out.broadcast_s += t.broadcast_s;
+    out.wire_bytes += t.wire_bytes;
   }
   return out;
 }

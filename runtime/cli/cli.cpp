@@ -84,7 +84,8 @@ int run_cli(int argc, char** argv) {
   plan->add_option("--world", plan_world, "Plan for this many ranks (default: the job's size)")
       ->check(CLI::Range(1, static_cast<int>(kMaxWorldSize)));
   PlanOptions plan_options;
-  // These two are their config twins' values (checked as link.bandwidth_gbps and link.latency_us).
+  // These are their config twins' values (checked as link.bandwidth_gbps, link.latency_us,
+  // link.node_ranks and link.intra_gbps).
   plan->add_option("--link-gbps", plan_options.link_gbps,
                    "Model a link of this bandwidth (Gb/s): per-mode memory and communication per "
                    "step (overrides link.bandwidth_gbps, and has its range)")
@@ -92,6 +93,15 @@ int run_cli(int argc, char** argv) {
   plan->add_option("--latency-us", plan_options.latency_us,
                    "The modelled link's latency per hop (us; overrides link.latency_us, and has "
                    "its range)")
+      ->type_name("FLOAT");
+  plan->add_option("--node-ranks", plan_options.node_ranks,
+                   "Model nodes of this many consecutive ranks (overrides link.node_ranks, and "
+                   "has its range): each tier's bytes and time, and hybrid rows with a shard "
+                   "group per node (--set parallel.shard_group=G chooses another)")
+      ->type_name("INT");
+  plan->add_option("--intra-gbps", plan_options.intra_gbps,
+                   "The bandwidth inside a modelled node (Gb/s; overrides link.intra_gbps, and "
+                   "has its range)")
       ->type_name("FLOAT");
   plan->add_option("--compute-ms", plan_options.compute_ms,
                    "A measured compute time per step (ms, e.g. the bench's compute column): "

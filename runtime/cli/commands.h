@@ -19,11 +19,14 @@ struct ConfigArgs {
 int run_train_command(const ConfigArgs& args, const World& world);
 // `zerolap plan` options beyond the config: a link for the scaling tables (they override the
 // config's [link]) and a measured compute time for the prediction (runtime/bench/scaling_model.h).
-// --link-gbps and --latency-us are kept as given and applied as their config twins
-// link.bandwidth_gbps and link.latency_us (FlagOverride): the same type and range checks.
+// --link-gbps, --latency-us, --node-ranks and --intra-gbps are kept as given and applied as their
+// config twins link.bandwidth_gbps, link.latency_us, link.node_ranks and link.intra_gbps
+// (FlagOverride): the same type and range checks.
 struct PlanOptions {
   std::string link_gbps;   // empty: the config's link.bandwidth_gbps
   std::string latency_us;  // empty: the config's link.latency_us
+  std::string node_ranks;  // empty: the config's link.node_ranks
+  std::string intra_gbps;  // empty: the config's link.intra_gbps
   double compute_ms = 0.0;  // 0: no prediction; else finite, in (0, kMaxComputeMs]
 };
 // world_size > 0 plans for that many ranks instead of the job's.

@@ -1,8 +1,10 @@
-// `zerolap plan CONFIG [--world N] [--link-gbps B] [--latency-us A] [--compute-ms X]`: prints the
-// bucket plan (buckets, sizes, assigned ranks) and the per-rank totals, including optimizer-state
-// bytes for the configured mode. With a link (the options or the config's [link]) it also prints,
-// for each mode, the per-rank memory and the modelled communication per step at N ranks; with a
-// measured compute time, the predicted step time and scaling efficiency at 8, 64 and 512 ranks
+// `zerolap plan CONFIG [--world N] [--link-gbps B] [--latency-us A] [--node-ranks N
+// --intra-gbps I] [--compute-ms X]`: prints the bucket plan (buckets, sizes, assigned ranks) and
+// the per-rank totals, including optimizer-state bytes for the configured mode. With a link (the
+// options or the config's [link]) it also prints, for each mode (flat, and hybrid with a shard
+// group per node or parallel.shard_group), the per-rank memory and the modelled communication
+// per step at N ranks, on each tier with --node-ranks; and the step time at 8, 64 and 512 ranks:
+// predicted, with its scaling efficiency, for a measured compute time, else its floor
 // (runtime/bench/scaling_model.h). Worlds above kRankRowsShown ranks get a distribution over the
 // ranks instead of a row per rank.
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "base/errors.h"
 #include "models/model.h"
+#include "runtime/bench/bench_report.h"
 #include "runtime/bench/scaling_model.h"
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/memory_estimate.h"
@@ -165,54 +168,110 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   return out;
 }
 
-// The layout and buckets of `mode` at `ranks` ranks (element shards pad every bucket; with a
-// shard group they are laid out for the group's ranks).
+// The layout and buckets of `mode` at `ranks` ranks (element shards pad every bucket, for the
+// shard group's ranks with hybrid sharding: planned_ranks).
 PlannedLayout plan_at(const Config& config, const ModePlan& mode, int ranks) {
   return plan_layout(config.model, config.parallel, mode, planned_ranks(config, mode, ranks));
 }
 
+// The mode column: the name, and a hybrid row's replicas at `ranks` ranks.
+std::string mode_cell(const ModePlan& mode, int ranks) {
+  if (mode.mode.shard_group == 0) return mode.name();
+  const int replicas = mode.mode.replicas(ranks);
+  return fmt::format("{} ({} replica{})", mode.name(), replicas, replicas == 1 ? "" : "s");
+}
+
+// The link as the tables' headings name it.
+std::string link_text(const LinkConfig& link) {
+  if (link.node_ranks == 0) {
+    return fmt::format("a {:g} Gb/s, {:g} us link", link.bandwidth_gbps, link.latency_us);
+  }
+  return fmt::format("nodes of {} ranks, {:g} Gb/s per rank between them and {:g} Gb/s inside, "
+                     "{:g} us per hop",
+                     link.node_ranks, link.bandwidth_gbps, link.intra_gbps, link.latency_us);
+}
+
+constexpr int kModeColumn = 45;  // the longest name: zero3/after_backward/reduce_scatter_allgather
+
 std::string scaling_tables(const Config& config, const ParameterStore& store, int ranks,
                            const PlanOptions& options) {
   const LinkConfig& link = config.link;
+  const bool two_tiers = link.node_ranks > 0;
+  const std::vector<ModePlan> modes = all_mode_plans(config);
   std::string out;
   if (ranks == 1) {
     out += "\nno communication at 1 rank: give --world N for each mode's modelled communication "
            "per step at N ranks\n";
   } else {
-    out += fmt::format(
-        "\nmodelled communication per step at {} ranks on a {:g} Gb/s, {:g} us link (ring "
-        "alpha-beta model, no contention, no hierarchy: docs/bench.md, \"A scaling "
-        "prediction\")\n",
-        ranks, link.bandwidth_gbps, link.latency_us);
-    out += fmt::format("{:<46} {:>12} {:>10} {:>12} {:>12}\n", "mode", "memory", "comm ms",
-                       "wire MB", "unhidable ms");
-    for (const ModePlan& m : all_mode_plans(config)) {
-      const PlannedLayout at = plan_at(config, m, ranks);
-      const ModeComm c = modelled_mode_comm(m, at.plan, link, ranks);
-      out += fmt::format("{:<46} {:>12} {:>10.3f} {:>12.2f} {:>12.3f}\n", m.name(),
-                         human_bytes(estimate_peak_rank_memory(config, at.layout, at.plan, m).total()),
-                         c.total_s * 1e3, static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
+    out += wrap_lines(fmt::format(
+        "\nmodelled communication per step at {} ranks on {} (ring alpha-beta model{}: "
+        "docs/bench.md, \"A scaling prediction\"); memory per rank; {}",
+        ranks, link_text(link),
+        two_tiers ? " per tier, each communicator on the tier its ranks span" : ", one flat ring",
+        two_tiers ? "MB sent per rank and ms on each tier; last: the last bucket's chain, which "
+                    "nothing hides"
+                  : "wire MB sent per rank; unhidable: the last bucket's collectives"));
+    if (two_tiers) {
+      out += fmt::format("{:<{}} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "mode", kModeColumn,
+                         "memory", "inter MB", "intra MB", "inter ms", "intra ms", "last ms");
+    } else {
+      out += fmt::format("{:<{}} {:>10} {:>10} {:>10} {:>12}\n", "mode", kModeColumn, "memory",
+                         "comm ms", "wire MB", "unhidable ms");
+    }
+    for (const ModePlan& m : modes) {
+      const ModePlan at_world = at_ranks(m, ranks);  // the plan command checked the group divides
+      const PlannedLayout at = plan_at(config, at_world, ranks);
+      const ModeComm c = modelled_mode_comm(at_world, at.plan, link, ranks);
+      const std::string memory =
+          human_bytes(estimate_peak_rank_memory(config, at.layout, at.plan, at_world).total());
+      const TierComm& inter = c.tier(LinkTier::Inter);
+      const TierComm& intra = c.tier(LinkTier::Intra);
+      if (two_tiers) {
+        out += fmt::format("{:<{}} {:>10} {:>8.2f} {:>8.2f} {:>8.3f} {:>8.3f} {:>7.3f}\n",
+                           mode_cell(m, ranks), kModeColumn, memory,
+                           static_cast<double>(inter.wire_bytes) * 1e-6,
+                           static_cast<double>(intra.wire_bytes) * 1e-6, inter.total_s * 1e3,
+                           intra.total_s * 1e3, c.last_s * 1e3);
+      } else {
+        out += fmt::format("{:<{}} {:>10} {:>10.3f} {:>10.2f} {:>12.3f}\n", mode_cell(m, ranks),
+                           kModeColumn, memory, c.total_s * 1e3,
+                           static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
+      }
     }
   }
-  if (options.compute_ms <= 0.0) return out;
+  // The step at 8, 64 and 512 ranks: for a measured compute time, else its floor (zero compute).
+  const bool measured = options.compute_ms > 0.0;
   const double compute_s = options.compute_ms * 1e-3;
   const double share = backward_flop_share(store);
   const std::vector<int> sizes{8, 64, 512};
-  out += fmt::format(
-      "\npredicted step time (ms) and scaling efficiency (compute / step) from a measured compute "
-      "time of {:g} ms per step ({:.0f}% backward by FLOPs; the model: docs/bench.md, \"A "
-      "scaling prediction\")\n",
-      options.compute_ms, share * 100.0);
-  out += fmt::format("{:<46}", "mode");
-  for (int n : sizes) out += fmt::format(" {:>18}", fmt::format("{} ranks", n));
+  out += measured
+             ? wrap_lines(fmt::format(
+                   "\npredicted step time (ms) and scaling efficiency (compute / step) from a "
+                   "measured compute time of {:g} ms per step ({:.0f}% backward by FLOPs; the "
+                   "model: docs/bench.md, \"A scaling prediction\"; -: the shard group does not "
+                   "divide the ranks)",
+                   options.compute_ms, share * 100.0))
+             : wrap_lines(
+                   "\nthe step's floor (ms): the predicted step time at zero compute, what the "
+                   "links alone take (--compute-ms X, a measured compute time per step, predicts "
+                   "the step; the model: docs/bench.md, \"A scaling prediction\"; -: the shard "
+                   "group does not divide the ranks)");
+  out += fmt::format("{:<{}}", "mode", kModeColumn);
+  for (int n : sizes) out += fmt::format(" {:>17}", fmt::format("{} ranks", n));
   out += "\n";
-  for (const ModePlan& m : all_mode_plans(config)) {
-    out += fmt::format("{:<46}", m.name());
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      const ModeComm c = modelled_mode_comm(m, plan_at(config, m, sizes[i]).plan, link, sizes[i]);
-      const double step = predicted_step_s(m, c, compute_s, share);
-      out += fmt::format(" {:>18}", fmt::format("{:.2f} ({:.0f}%)", step * 1e3,
-                                                100.0 * compute_s / step));
+  for (const ModePlan& m : modes) {
+    out += fmt::format("{:<{}}", m.name(), kModeColumn);
+    for (const int n : sizes) {
+      if (!fits_ranks(m, n)) {
+        out += fmt::format(" {:>17}", "-");
+        continue;
+      }
+      const ModePlan at_n = at_ranks(m, n);
+      const ModeComm c = modelled_mode_comm(at_n, plan_at(config, at_n, n).plan, link, n);
+      const double step = predicted_step_s(at_n, c, compute_s, share);
+      out += fmt::format(" {:>17}", measured ? fmt::format("{:.2f} ({:.0f}%)", step * 1e3,
+                                                           100.0 * compute_s / step)
+                                             : fmt::format("{:.2f}", step * 1e3));
     }
     out += "\n";
   }
@@ -232,19 +291,28 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
     if (!options.latency_us.empty()) {
       flags.push_back({"--latency-us", "link.latency_us", options.latency_us});
     }
+    if (!options.node_ranks.empty()) {
+      flags.push_back({"--node-ranks", "link.node_ranks", options.node_ranks});
+    }
+    if (!options.intra_gbps.empty()) {
+      flags.push_back({"--intra-gbps", "link.intra_gbps", options.intra_gbps});
+    }
     config = load_config(args.path, args.overrides, flags);
+    const int planned = world_size > 0 ? world_size : world.size;
     // The split for the planned world (--world N, else this job's size).
-    apply_global_batch(config, world_size > 0 ? world_size : world.size);
-    check_shard_group(config, world_size > 0 ? world_size : world.size);
+    apply_global_batch(config, planned);
     if (options.compute_ms > 0.0 && !config.link.enabled()) {
       throw UserError("plan: --compute-ms predicts step times on a modelled link: give --link-gbps "
                       "(or [link] bandwidth_gbps in the config)");
     }
+    // The prediction is for a cluster of `planned` ranks: the link model's ranks are those, its
+    // nodes and the shard groups must tile them.
+    config.link.ranks = 0;
+    check_link_world(config.link, planned, config.source_path);
+    check_shard_group(config, planned);
   }, config.runtime.timeout_s);
   if (!world.is_root()) return 0;
   const int ranks = world_size > 0 ? world_size : world.size;
-  // The prediction is for a cluster of `ranks` ranks: the link model's ranks are those.
-  config.link.ranks = 0;
   // Laid out, not allocated: a plan for a model too large for this machine still prints.
   const ModePlan mode = make_run_mode_plan(config, ranks);
   const PlannedLayout planned = plan_at(config, mode, ranks);

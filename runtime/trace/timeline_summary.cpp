@@ -90,7 +90,55 @@ std::vector<TimelineSpan> outermost_collectives(const std::vector<TimelineSpan>&
   return out;
 }
 
+// The compute of a window: forward and backward without the compute stream's waits, optimizer.
+struct ComputeBusy {
+  std::vector<Interval> waits, forward, backward, optimizer, compute;
+};
+ComputeBusy compute_busy(const std::vector<Interval>& forward, const std::vector<Interval>& backward,
+                         const std::vector<Interval>& optimizer,
+                         const std::vector<Interval>& wait) {
+  ComputeBusy b;
+  b.waits = interval_union(wait);
+  b.forward = interval_difference(interval_union(forward), b.waits);
+  // ZeRO stage 2's backward waits for a pool buffer (Note [Gradient pool]) the same way.
+  b.backward = interval_difference(interval_union(backward), b.waits);
+  b.optimizer = interval_union(optimizer);
+  std::vector<Interval> all = b.forward;
+  all.insert(all.end(), b.backward.begin(), b.backward.end());
+  all.insert(all.end(), b.optimizer.begin(), b.optimizer.end());
+  b.compute = interval_union(all);
+  return b;
+}
+
+Interval clipped(const TimelineSpan& s, double window_s) {
+  return Interval{std::clamp(s.begin_s, 0.0, window_s), std::clamp(s.end_s, 0.0, window_s)};
+}
+
 }  // namespace
+
+CommCoverage comm_coverage(const std::vector<TimelineSpan>& spans,
+                           const std::vector<std::string>& streams, double window_s) {
+  std::vector<Interval> forward, backward, optimizer, wait, comm;
+  for (const TimelineSpan& s : spans) {
+    const Interval i = clipped(s, window_s);
+    if (s.name == "forward") forward.push_back(i);
+    if (s.name == "backward") backward.push_back(i);
+    if (s.name == "wait") wait.push_back(i);
+    if (s.name == "optimizer") optimizer.push_back(i);
+  }
+  for (const TimelineSpan& s : outermost_collectives(spans)) {
+    if (std::find(streams.begin(), streams.end(), s.stream) != streams.end()) {
+      comm.push_back(clipped(s, window_s));
+    }
+  }
+  const std::vector<Interval> compute = compute_busy(forward, backward, optimizer, wait).compute;
+  const std::vector<Interval> comm_union = interval_union(comm);
+  CommCoverage out;
+  out.comm_s = total_length(comm_union);
+  out.hidden_comm_s = total_length(interval_intersection(comm_union, compute));
+  out.exposed_comm_s = total_length(interval_difference(comm_union, compute));
+  return out;
+}
 
 TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int buckets,
                                    double window_s) {
@@ -100,13 +148,11 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
   out.bucket_reduction_s.assign(n, 0.0);
   out.bucket_step_s.assign(n, 0.0);
   out.bucket_broadcast_s.assign(n, 0.0);
-  auto clipped = [&](const TimelineSpan& s) {
-    return Interval{std::clamp(s.begin_s, 0.0, window_s), std::clamp(s.end_s, 0.0, window_s)};
-  };
+  const auto clip = [&](const TimelineSpan& s) { return clipped(s, window_s); };
 
   std::vector<Interval> forward, backward, optimizer, wait, reductions, broadcasts;
   for (const TimelineSpan& s : spans) {
-    const Interval i = clipped(s);
+    const Interval i = clip(s);
     if (s.name == "forward") forward.push_back(i);
     if (s.name == "backward") backward.push_back(i);
     if (s.name == "wait") wait.push_back(i);
@@ -119,7 +165,7 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
   }
   std::map<std::string, int> issued;  // per stream: reductions / broadcasts seen so far
   for (const TimelineSpan& s : outermost_collectives(spans)) {
-    const Interval i = clipped(s);
+    const Interval i = clip(s);
     const bool broadcast = is_parameter_collective(s.name);
     (broadcast ? broadcasts : reductions).push_back(i);
     if (s.name == "all_reduce_f64" || n == 0) continue;
@@ -129,15 +175,12 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
     (broadcast ? out.bucket_broadcast_s : out.bucket_reduction_s)[b] += i.end - i.begin;
   }
 
-  const auto waits = interval_union(wait);
-  const auto forward_busy = interval_difference(interval_union(forward), waits);
-  // ZeRO stage 2's backward waits for a pool buffer (Note [Gradient pool]) the same way.
-  const auto backward_busy = interval_difference(interval_union(backward), waits);
-  const auto optimizer_busy = interval_union(optimizer);
-  std::vector<Interval> all_compute = forward_busy;
-  all_compute.insert(all_compute.end(), backward_busy.begin(), backward_busy.end());
-  all_compute.insert(all_compute.end(), optimizer_busy.begin(), optimizer_busy.end());
-  const auto compute = interval_union(all_compute);
+  const ComputeBusy busy = compute_busy(forward, backward, optimizer, wait);
+  const auto& waits = busy.waits;
+  const auto& forward_busy = busy.forward;
+  const auto& backward_busy = busy.backward;
+  const auto& optimizer_busy = busy.optimizer;
+  const auto& compute = busy.compute;
   const auto reduction_union = interval_union(reductions);
   const auto broadcast_union = interval_union(broadcasts);
   std::vector<Interval> all_comm = reduction_union;

@@ -14,6 +14,7 @@
 // bucket order on each communicator (all_reduce_f64, the clip norm's, has no bucket).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "base/stream_timeline.h"
@@ -49,5 +50,15 @@ struct TimelineSummary {
 // Spans outside [0, window_s] are clipped to it.
 TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int buckets,
                                    double window_s);
+
+// The collectives of some streams alone (a tier's communicators): the union of their spans, and
+// its parts during compute (hidden) and not (exposed), as Note [Exposed communication] counts
+// them for all streams. Two such sets may overlap each other: their exposed parts need not add
+// up to the whole's.
+struct CommCoverage {
+  double comm_s = 0.0, hidden_comm_s = 0.0, exposed_comm_s = 0.0;
+};
+CommCoverage comm_coverage(const std::vector<TimelineSpan>& spans,
+                           const std::vector<std::string>& streams, double window_s);
 
 }  // namespace zl

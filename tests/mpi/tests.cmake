@@ -137,3 +137,6 @@ zerolap_add_mpi_test(hybrid 4 "[hybrid]" 600)
 zerolap_add_mpi_test(hybrid_edges 3 "[hybrid-edges]" 300)
 zerolap_add_mpi_test(hybrid_edges 4 "[hybrid-edges]" 300)
 zerolap_add_mpi_test(hybrid_checkpoint 4 "[hybrid-checkpoint]" 300)
+# Hybrid bench rows on 4 ranks as 2 modelled nodes of 2 (tests/mpi/test_bench_hybrid.cpp): each
+# tier's measured bytes are the plan's; a shard group that does not divide the world is refused.
+zerolap_add_mpi_test(bench_hybrid 4 "[bench-hybrid]" 300)

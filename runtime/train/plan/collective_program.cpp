@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "runtime/comm/link/simulated_link.h"
 
 namespace zl {
 
@@ -23,7 +24,12 @@ std::string describe(const ProgramEntry& e) {
                      e.micro_batch);
 }
 
-std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketPlan& plan) {
+namespace {
+
+// The program, and with `forward` which of its entries forward issues (stage 3's gathers before
+// forward reads a bucket).
+std::vector<ProgramEntry> program_of(const ModePlan& mode, const BucketPlan& plan,
+                                     std::vector<bool>* forward) {
   std::vector<ProgramEntry> out;
   const auto add = [&](CommRole comm, CollectiveOp op, const Bucket& b, int micro, DType dtype,
                        int root) {
@@ -69,7 +75,13 @@ std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketP
     // only the first layer); the last bucket stays for the next micro-batch if backward kept it.
     const bool last_stays = !mode.reshard_after_forward || plan.buckets.back().read_in_backward;
     for (int micro = 0; micro < mode.micro_batches; ++micro) {
-      for (int b = micro > 0 && last_stays ? n - 2 : n - 1; b >= 0; --b) gather(b, micro);
+      for (int b = micro > 0 && last_stays ? n - 2 : n - 1; b >= 0; --b) {
+        gather(b, micro);
+        if (forward) {
+          forward->resize(out.size(), false);
+          forward->back() = true;
+        }
+      }
       if (!mode.reshard_after_forward) continue;
       for (int b = 1; b < n; ++b) {
         if (plan.buckets[static_cast<std::size_t>(b)].read_in_backward) gather(b, micro);
@@ -84,6 +96,35 @@ std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketP
                      b.numel / plan.world_size, mode.micro_batches - 1, mode.reduce_dtype, -1});
     }
   }
+  if (forward) forward->resize(out.size(), false);
+  return out;
+}
+
+}  // namespace
+
+std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketPlan& plan) {
+  return program_of(mode, plan, nullptr);
+}
+
+std::vector<bool> forward_entries(const ModePlan& mode, const BucketPlan& plan) {
+  std::vector<bool> forward;
+  program_of(mode, plan, &forward);
+  return forward;
+}
+
+CommSpans comm_spans(const ModePlan& mode, const LinkConfig& link, int world) {
+  const int group = mode.replicas > 1 ? mode.mode.shard_group : world;
+  ZL_CHECK(group * mode.replicas == world,
+           "comm_spans: {} replicas of groups of {} are not {} ranks", mode.replicas, group, world);
+  CommSpans out;
+  const CommPlace in_group{group, 1, link_span(link, world, group, 1)};
+  out.places[static_cast<std::size_t>(CommRole::Reduce)] = in_group;
+  out.places[static_cast<std::size_t>(CommRole::Broadcast)] = in_group;
+  // Without replicas no entry runs there; the group's place stands in.
+  out.places[static_cast<std::size_t>(CommRole::Replica)] =
+      mode.replicas > 1
+          ? CommPlace{mode.replicas, group, link_span(link, world, mode.replicas, group)}
+          : in_group;
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/comm_options.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/mode_plan.h"
@@ -57,6 +58,27 @@ std::string describe(const ProgramEntry& entry);
 // Every collective of one step of `mode` (all its micro_batches) on `plan`: the reduce
 // communicator's sequence, then the broadcast communicator's, then the replica communicator's.
 std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketPlan& plan);
+// Per entry of collective_program(mode, plan): whether forward issues it (stage 3's gathers before
+// forward reads a bucket; every other collective runs in or after backward).
+std::vector<bool> forward_entries(const ModePlan& mode, const BucketPlan& plan);
+
+// Where each communicator of a step sits on the modelled machine (Note [Link model],
+// runtime/comm/simulated_link.h), for a job of `world` ranks: the reduce and broadcast
+// communicators span the shard group (G consecutive ranks; without a shard group, every rank),
+// the replica communicator one rank of each group (world / G ranks, G apart). `mode.replicas`
+// must be the world's (make_run_mode_plan). The trainer wraps each communicator in the link of
+// its span, and `zerolap plan` and the bench time each program entry on its communicator's span.
+struct CommPlace {
+  int members = 1;  // the communicator's ranks (of the job), `stride` apart
+  int stride = 1;
+  LinkSpan span;    // link_span(link, world, members, stride)
+};
+struct CommSpans {
+  std::array<CommPlace, kCommRoles> places{};
+  const CommPlace& place(CommRole role) const { return places[static_cast<std::size_t>(role)]; }
+  const LinkSpan& of(CommRole role) const { return place(role).span; }
+};
+CommSpans comm_spans(const ModePlan& mode, const LinkConfig& link, int world);
 
 // The step's check against its program (Note [Collective program]). Each communicator's entries
 // are issued by one thread at a time; `checked` counts them (tests: whole steps after synchronize).

@@ -231,16 +231,18 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   // ranks (inside a modelled node when they fit one), the replicas as one rank of every group.
   if (config.link.enabled()) {
     const RankLinks links = make_rank_links(config.link, config.runtime.timeout_s);
-    const LinkSpan flat = flat_link_span(config.link, world.size);
-    const int group = mode.replicas > 1 ? mode.mode.shard_group : world.size;
-    const LinkSpan in_group = link_span(config.link, world.size, group, 1);
-    reduce_comm = with_simulated_link(std::move(reduce_comm), links, in_group);
-    broadcast_comm = with_simulated_link(std::move(broadcast_comm), links, in_group);
+    const CommSpans spans = comm_spans(mode, config.link, world.size);  // as plan and bench time
+    reduce_comm = with_simulated_link(std::move(reduce_comm), links, spans.of(CommRole::Reduce));
+    broadcast_comm =
+        with_simulated_link(std::move(broadcast_comm), links, spans.of(CommRole::Broadcast));
     if (replica_comm) {
-      replica_comm = with_simulated_link(std::move(replica_comm), links,
-                                         link_span(config.link, world.size, mode.replicas, group));
+      replica_comm =
+          with_simulated_link(std::move(replica_comm), links, spans.of(CommRole::Replica));
     }
-    if (world_comm) world_comm = with_simulated_link(std::move(world_comm), links, flat);
+    if (world_comm) {
+      world_comm = with_simulated_link(std::move(world_comm), links,
+                                       flat_link_span(config.link, world.size));
+    }
   }
   if (options.wrap_comm) {
     for (auto* comm : {&reduce_comm, &broadcast_comm, &replica_comm, &world_comm}) {

@@ -106,19 +106,29 @@ TEST_CASE("with two link tiers the limits show each tier's collectives", "[bench
   rep.link.node_ranks = 8;
   rep.link.intra_gbps = 3600;
   rep.limits.collectives.push_back(
-      {"all_reduce", DType::F32, std::int64_t{1} << 34, 1.23, 1234.56, 2345.67, LinkTier::Intra, 8});
+      {"all_reduce", DType::F32, std::int64_t{1} << 34, 1.23, 1234.56, 2345.67, LinkTier::Intra, 8,
+       8, 1});
+  // A hybrid row's replicas: one rank of every node.
+  rep.limits.collectives.push_back({"all_reduce", DType::F32, std::int64_t{1} << 30, 0.5, 2.0,
+                                    3.9, LinkTier::Inter, 64, 64, 8});
   const std::string table = format_bench_table(rep);
   CHECK(widest_line(table) <= kNarrowTableColumns);
-  CHECK_THAT(table, Catch::Contains("  between nodes (link.bandwidth_gbps), timed as 512 ranks:\n"
-                                    "  all_reduce fp32") &&
-                        Catch::Contains("  inside a node (link.intra_gbps), timed as 8 ranks:\n"
-                                        "  all_reduce fp32"));
+  CHECK_THAT(table, Catch::Contains("per tier of the link (nodes of 8 ranks)") &&
+                        Catch::Contains("inter MB"));
+  CHECK_THAT(table,
+             Catch::Contains("  between nodes (link.bandwidth_gbps), every rank, timed as 512 "
+                             "ranks:\n  all_reduce fp32") &&
+                 Catch::Contains("  inside a node (link.intra_gbps), 8 consecutive ranks, timed "
+                                 "as 8 ranks:\n  all_reduce fp32") &&
+                 Catch::Contains("  between nodes (link.bandwidth_gbps), 64 ranks 8 apart, timed "
+                                 "as 64 ranks:\n  all_reduce fp32"));
   const auto json = bench_to_json(rep);
   CHECK(json.at("simulated_link").at("node_ranks") == 8);
   CHECK(json.at("simulated_link").at("intra_gbps") == 3600.0);
   CHECK(json.at("limits").at("collectives").at(0).at("tier") == "inter");
   CHECK(json.at("limits").at("collectives").at(1).at("tier") == "intra");
   CHECK(json.at("limits").at("collectives").at(1).at("ranks") == 8);
+  CHECK(json.at("limits").at("collectives").at(2).at("stride") == 8);
   // One tier: no headings.
   CHECK_THAT(format_bench_table(report()), !Catch::Contains("between nodes"));
 }

@@ -1,7 +1,11 @@
-// The scaling model of `zerolap plan --compute-ms` (runtime/bench/scaling_model.h) and the link
-// model with link.ranks (runtime/comm/link/simulated_link.h), against hand computations.
+// The scaling model of `zerolap plan` (runtime/bench/scaling_model.h; per tier of a two-tier link
+// and with hybrid sharding's replicas) and the link model with link.ranks
+// (runtime/comm/link/simulated_link.h), against hand computations.
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -10,6 +14,7 @@
 #include "runtime/bench/scaling_model.h"
 #include "runtime/comm/link/simulated_link.h"
 #include "runtime/config/config.h"
+#include "runtime/config/mode.h"
 #include "tests/runtime/cli/cli_test_util.h"
 
 using namespace zl;
@@ -40,6 +45,23 @@ ModePlan mode_named(const std::string& name, int grad_accum = 1) {
   }
   FAIL("no mode " << name);
   return {};
+}
+
+// A mode by name (hybrid ones too: hsdp<stage>/<overlap>@G), replicas 1 as all_mode_plans.
+ModePlan any_mode_named(const std::string& name) {
+  const Config config =
+      parse_config("[model]\nwidths = [2, 8, 3]\n[data]\nkind = \"spirals\"\n", "c.toml");
+  const std::optional<Mode> mode = parse_mode(name);
+  REQUIRE(mode);
+  return make_mode_plan(*mode, config.parallel, config.optimizer, config.precision);
+}
+
+// Two tiers: 1 GB/s per rank between nodes of 2 ranks, 4 GB/s inside one, no latency.
+LinkConfig two_tiers(int node_ranks = 2) {
+  LinkConfig link{8.0, 0.0};
+  link.node_ranks = node_ranks;
+  link.intra_gbps = 32.0;
+  return link;
 }
 
 }  // namespace
@@ -157,10 +179,13 @@ TEST_CASE("the predicted step of each mode against a hand computation", "[scalin
   const ModePlan ddp = mode_named("ddp");
   CHECK(predicted_step_s(ddp, modelled_mode_comm(ddp, plan, link, 4), 1e-3, share) ==
         Approx(6.4e-3));
-  // interleaved: max(1, 9 - 4.5) + 4.5 for all-reduce + broadcast (C = 9 ms, C_last = 6.75 ms):
-  // max(1, 2.25) + 6.75 = 9 ms.
+  // interleaved, all-reduce + broadcast (C = 9 ms, L = 6.75 ms): forward hides none of it, so
+  // max(F, 0) + max(Bw, C - L) + L = 0.4 + 2.25 + 6.75 ms; the ideal bound max(X, C - L) + L is
+  // 9 ms.
   const ModePlan il = mode_named("zero/interleaved/allreduce_broadcast");
-  CHECK(predicted_step_s(il, modelled_mode_comm(il, plan, link, 4), 1e-3, share) == Approx(9e-3));
+  const ModeComm ilc = modelled_mode_comm(il, plan, link, 4);
+  CHECK(predicted_step_s(il, ilc, 1e-3, share) == Approx(9.4e-3));
+  CHECK(ideal_step_s(ilc, 1e-3) == Approx(9e-3));
 }
 
 TEST_CASE("backward's share of the FLOPs of an MLP", "[scaling]") {
@@ -187,4 +212,205 @@ TEST_CASE("plan prints per-mode communication and the predicted scaling", "[scal
   const test::CliResult bad = test::run_zerolap("plan " + path + " --compute-ms 2");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("--link-gbps"));
+}
+
+TEST_CASE("each communicator's span: the shard group's and the replicas' tiers", "[scaling]") {
+  // 4 ranks as 2 groups of 2: the group inside a node of 2, the replicas (ranks 0 and 2, 1 and
+  // 3) across nodes; in nodes of 4 everything is inside; flat, the world spans the nodes.
+  const ModePlan hybrid = at_ranks(any_mode_named("hsdp3/interleaved@2"), 4);
+  CHECK(hybrid.replicas == 2);
+  const CommSpans two = comm_spans(hybrid, two_tiers(2), 4);
+  CHECK(two.place(CommRole::Reduce).members == 2);
+  CHECK(two.place(CommRole::Reduce).stride == 1);
+  CHECK(two.of(CommRole::Reduce).ranks == 2);
+  CHECK(two.of(CommRole::Reduce).tier == LinkTier::Intra);
+  CHECK(two.of(CommRole::Broadcast).tier == LinkTier::Intra);
+  CHECK(two.place(CommRole::Replica).members == 2);
+  CHECK(two.place(CommRole::Replica).stride == 2);
+  CHECK(two.of(CommRole::Replica).ranks == 2);
+  CHECK(two.of(CommRole::Replica).tier == LinkTier::Inter);
+  const CommSpans four = comm_spans(hybrid, two_tiers(4), 4);
+  CHECK(four.of(CommRole::Replica).tier == LinkTier::Intra);
+  const ModePlan flat = at_ranks(any_mode_named("zero3/interleaved/reduce_scatter_allgather"), 4);
+  const CommSpans f = comm_spans(flat, two_tiers(2), 4);
+  CHECK(f.of(CommRole::Reduce).ranks == 4);
+  CHECK(f.of(CommRole::Reduce).tier == LinkTier::Inter);
+  CHECK(f.place(CommRole::Reduce).members == 4);
+  // A group of 3 does not tile 4 ranks.
+  CHECK_FALSE(fits_ranks(any_mode_named("hsdp1/none@3"), 4));
+  CHECK(fits_ranks(any_mode_named("hsdp1/none@3"), 6));
+}
+
+TEST_CASE("the tiered model: each tier's collectives, bytes and step by hand", "[scaling]") {
+  // Buckets of 1 MB and 3 MB laid out for a group of 2; 4 ranks in 2 nodes of 2: the group's
+  // collectives inside a node at 4 GB/s (ring of 2: (p-1)/p = 1/2), the replicas' all-reduce of
+  // each half-bucket shard across nodes at 1 GB/s (2 (p-1)/p = 1).
+  const LinkConfig link = two_tiers(2);
+  const BucketPlan group_plan = two_buckets(2);
+  const ModeComm h =
+      modelled_mode_comm(any_mode_named("hsdp3/interleaved@2"), group_plan, link, 4);
+  const TierComm& intra = h.tier(LinkTier::Intra);
+  const TierComm& inter = h.tier(LinkTier::Inter);
+  // Intra: reduce-scatters 0.125 + 0.375 ms; gathers: forward 0.375 + 0.125, backward 0.375
+  // (bucket 0 stays resident); the last bucket's: 0.375 x 3.
+  CHECK(intra.reduce_s == Approx(0.5e-3));
+  CHECK(intra.reduce_last_s == Approx(0.375e-3));
+  CHECK(intra.broadcast_s == Approx(0.875e-3));
+  CHECK(intra.total_s == Approx(1.375e-3));
+  CHECK(intra.last_s == Approx(1.125e-3));
+  CHECK(intra.wire_bytes == 500'000 + 1'500'000 + 1'500'000 + 500'000 + 1'500'000);
+  // Inter: all-reduces of 0.5 MB and 1.5 MB shards: 0.5 + 1.5 ms; 2 (R-1)/R x M/G = 2 MB.
+  CHECK(inter.reduce_s == Approx(2e-3));
+  CHECK(inter.reduce_last_s == Approx(1.5e-3));
+  CHECK(inter.broadcast_s == 0.0);
+  CHECK(inter.wire_bytes == 2 * 1 * 4'000'000 / 2 / 2);
+  CHECK(h.total_s == Approx(3.375e-3));
+  CHECK(h.last_s == Approx(2.625e-3));
+  CHECK(h.wire_bytes == intra.wire_bytes + inter.wire_bytes);
+
+  // Forward's gathers but the last bucket's: FW = 0.125 ms, inside a node.
+  CHECK(intra.forward_s == Approx(0.125e-3));
+  CHECK(inter.forward_s == 0.0);
+
+  // L = 1.125 + 1.5 = 2.625 ms. Interleaved: max(F, FW) + max(Bw, EB) + L with EB = max(1.375 -
+  // 0.125 - 1.125, 2 - 1.5) = 0.5 ms, the slower tier. X = 10 ms (F 4, Bw 6): 4 + 6 + 2.625; X =
+  // 0.2 ms (F 0.08, Bw 0.12): 0.125 + 0.5 + 2.625. The ideal: max(X, E) + L, E = max(0.25, 0.5).
+  const double share = 0.6;
+  const ModePlan il = any_mode_named("hsdp3/interleaved@2");
+  CHECK(predicted_step_s(il, h, 10e-3, share) == Approx(12.625e-3));
+  CHECK(predicted_step_s(il, h, 0.2e-3, share) == Approx(3.25e-3));
+  CHECK(ideal_step_s(h, 0.2e-3) == Approx(3.125e-3));
+  // none: X + max(0, ER - Bw) + RL + Bc, ER = max(0.5 - 0.375, 2 - 1.5) = 0.5, RL = 1.875,
+  // Bc = 0.875: 10 + 0 + 1.875 + 0.875; at X = 0.2 ms (Bw 0.12): 0.2 + 0.38 + 2.75.
+  const ModePlan none = any_mode_named("hsdp3/none@2");
+  const ModeComm hn = modelled_mode_comm(none, group_plan, link, 4);
+  CHECK(predicted_step_s(none, hn, 10e-3, share) == Approx(12.75e-3));
+  CHECK(predicted_step_s(none, hn, 0.2e-3, share) == Approx(0.2e-3 + 0.38e-3 + 2.75e-3));
+
+  // Flat stage 3 on the same 4 ranks: one ring across the nodes at 1 GB/s, (p-1)/p = 3/4 of
+  // each bucket per collective: reduce-scatters 0.75 + 2.25 ms, gathers 2.25 + 0.75 + 2.25 ms.
+  const ModeComm f = modelled_mode_comm(
+      any_mode_named("zero3/interleaved/reduce_scatter_allgather"), two_buckets(4), link, 4);
+  CHECK(f.tier(LinkTier::Intra).total_s == 0.0);
+  CHECK(f.tier(LinkTier::Inter).total_s == Approx(8.25e-3));
+  CHECK(f.last_s == Approx(6.75e-3));
+  CHECK(f.wire_bytes == 750'000 + 2'250'000 + 2'250'000 + 750'000 + 2'250'000);
+  // Bytes across nodes per rank: hybrid 2 MB against flat 8.25 MB (3 (W-1)/W x 4 MB = 9 MB less
+  // bucket 0's backward gather, resident from forward).
+  CHECK(f.tier(LinkTier::Inter).wire_bytes == 8'250'000);
+  // FW = bucket 0's forward gather, 0.75 ms; EB = 8.25 - 0.75 - 6.75 = 0.75 ms.
+  const ModePlan flat_il = any_mode_named("zero3/interleaved/reduce_scatter_allgather");
+  CHECK(f.tier(LinkTier::Inter).forward_s == Approx(0.75e-3));
+  CHECK(predicted_step_s(flat_il, f, 10e-3, share) == Approx(4e-3 + 6e-3 + 6.75e-3));
+  CHECK(predicted_step_s(flat_il, f, 0.2e-3, share) == Approx(0.75e-3 + 0.75e-3 + 6.75e-3));
+}
+
+TEST_CASE("with one tier the tiers share a link: the hybrid step sums them", "[scaling]") {
+  // No node_ranks: the group's and the replicas' collectives all queue on the rank's one link
+  // (Note [Link occupancy]), so E = C - L as for a flat ring. At 1 GB/s: reduce-scatters 0.5 +
+  // 1.5, gathers 1.5 + 0.5 + 1.5, all-reduces 0.5 + 1.5 ms; the last bucket's 1.5 x 4; forward's
+  // gather of bucket 0, 0.5. X = 1 ms: max(0.4, 0.5) + max(0.6, 7.5 - 0.5 - 6) + 6; X = 10 ms:
+  // 4 + 6 + 6.
+  const LinkConfig link{8.0, 0.0};
+  const ModePlan il = any_mode_named("hsdp3/interleaved@2");
+  const ModeComm h = modelled_mode_comm(il, two_buckets(2), link, 4);
+  CHECK(h.tier(LinkTier::Intra).total_s == 0.0);
+  CHECK(h.total_s == Approx(7.5e-3));
+  CHECK(h.last_s == Approx(6e-3));
+  CHECK(predicted_step_s(il, h, 1e-3, 0.6) == Approx(1.5e-3 + 6e-3));
+  CHECK(predicted_step_s(il, h, 10e-3, 0.6) == Approx(16e-3));
+}
+
+TEST_CASE("the modes plan models: hybrid rows for a node or parallel.shard_group", "[scaling]") {
+  const std::string base = "[model]\nwidths = [2, 8, 3]\n[data]\nkind = \"spirals\"\n";
+  const auto hybrid_groups = [](const Config& c) {
+    std::set<int> groups;
+    for (const ModePlan& m : all_mode_plans(c)) {
+      if (m.mode.shard_group > 0) groups.insert(m.mode.shard_group);
+    }
+    return groups;
+  };
+  const Config flat = parse_config(base, "c.toml", {"link.bandwidth_gbps=100"});
+  CHECK(all_mode_plans(flat).size() == all_modes().size());
+  CHECK(hybrid_groups(flat).empty());
+  const Config nodes = parse_config(
+      base, "c.toml", {"link.bandwidth_gbps=100", "link.intra_gbps=900", "link.node_ranks=8"});
+  CHECK(all_mode_plans(nodes).size() == all_modes().size() + 9);  // stages 1-3 x 3 overlaps
+  CHECK(hybrid_groups(nodes) == std::set<int>{8});
+  const Config chosen = parse_config(
+      base, "c.toml",
+      {"link.bandwidth_gbps=100", "link.intra_gbps=900", "link.node_ranks=8",
+       "parallel.mode=\"zero\"", "parallel.collective=\"reduce_scatter_allgather\"",
+       "parallel.shard_group=4"});
+  CHECK(hybrid_groups(chosen) == std::set<int>{4});
+  CHECK(at_ranks(all_mode_plans(chosen).back(), 512).replicas == 128);
+}
+
+TEST_CASE("plan --node-ranks --intra-gbps: each tier's bytes and time, and hybrid rows",
+          "[scaling]") {
+  std::filesystem::create_directories(ZEROLAP_TEST_TMP);
+  const std::string path = std::string(ZEROLAP_TEST_TMP) + "/scaling_plan_tiers.toml";
+  std::ofstream(path) << "[model]\nwidths = [2, 64, 64, 3]\n[data]\nkind = \"spirals\"\n";
+  const std::string tiers = " --link-gbps 400 --node-ranks 4 --intra-gbps 3600";
+  const test::CliResult r =
+      test::run_zerolap("plan " + path + " --world 8" + tiers + " --compute-ms 2");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("nodes of 4 ranks, 400 Gb/s per rank between them") &&
+                           Catch::Contains("3600 Gb/s inside") &&
+                           Catch::Contains("inter MB") && Catch::Contains("intra MB") &&
+                           Catch::Contains("hsdp3/interleaved@4 (2 replicas)") &&
+                           Catch::Contains("hsdp1/none@4 (2 replicas)") &&
+                           Catch::Contains("512 ranks"));
+  // Every line of the modelled tables fits 100 columns.
+  const std::size_t tables = r.output.find("modelled communication per step");
+  REQUIRE(tables != std::string::npos);
+  std::istringstream lines(r.output.substr(tables));
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK(line.size() <= 100);
+  }
+  // Without a compute time: the floor the links set, at 8, 64 and 512 ranks.
+  const test::CliResult floor = test::run_zerolap("plan " + path + " --world 8" + tiers);
+  CHECK(floor.exit_code == 0);
+  CHECK_THAT(floor.output, Catch::Contains("the step's floor") &&
+                               Catch::Contains("hsdp3/interleaved@4 "));
+  // Another shard group.
+  const std::string hybrid = " --set parallel.mode=zero --set "
+                             "parallel.collective=reduce_scatter_allgather";
+  const test::CliResult two = test::run_zerolap(
+      "plan " + path + " --world 8" + tiers + hybrid + " --set parallel.shard_group=2");
+  CHECK(two.exit_code == 0);
+  CHECK_THAT(two.output, Catch::Contains("hsdp3/interleaved@2 (4 replicas)") &&
+                             !Catch::Contains("@4"));
+  // A shard group or a node that does not tile the planned ranks: exit 2 naming the numbers.
+  const test::CliResult bad_group = test::run_zerolap(
+      "plan " + path + " --world 8" + tiers + hybrid + " --set parallel.shard_group=3");
+  CHECK(bad_group.exit_code == 2);
+  CHECK_THAT(bad_group.output, Catch::Contains("parallel.shard_group = 3") &&
+                                   Catch::Contains("8 ranks"));
+  const test::CliResult bad_node = test::run_zerolap("plan " + path + " --world 6" + tiers);
+  CHECK(bad_node.exit_code == 2);
+  CHECK_THAT(bad_node.output, Catch::Contains("link.node_ranks = 4") && Catch::Contains("6"));
+  // The flags have their keys' checks: an intra bandwidth below the inter one.
+  const test::CliResult slow = test::run_zerolap(
+      "plan " + path + " --world 8 --link-gbps 400 --node-ranks 4 --intra-gbps 100");
+  CHECK(slow.exit_code == 2);
+  CHECK_THAT(slow.output, Catch::Contains("link.intra_gbps"));
+}
+
+TEST_CASE("bench refuses a hybrid mode whose group does not divide the world, before measuring",
+          "[scaling]") {
+  std::filesystem::create_directories(ZEROLAP_TEST_TMP);
+  const std::string path = std::string(ZEROLAP_TEST_TMP) + "/bench_bad_group.toml";
+  std::ofstream(path) << "[model]\nwidths = [2, 64, 64, 3]\n[data]\nkind = \"spirals\"\n"
+                         "[bench]\nmodes = [\"ddp\", \"hsdp3/interleaved@2\"]\n[output]\ndir = \""
+                      << ZEROLAP_TEST_TMP << "/bench_bad_group\"\n";
+  const test::CliResult r = test::run_zerolap("bench " + path);  // one rank
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("bench.modes") &&
+                           Catch::Contains("hsdp3/interleaved@2") &&
+                           Catch::Contains("groups of 2") && Catch::Contains("the 1 rank") &&
+                           !Catch::Contains("measuring limits"));
 }

@@ -91,3 +91,27 @@ TEST_CASE("a wait inside backward (a ZeRO stage-2 pool buffer) is not backward's
   CHECK(s.wait_s == Approx(2.0));
   CHECK(s.exposed_comm_s == Approx(2.0));  // [4,6]: the compute stream waits for it
 }
+
+TEST_CASE("each tier's communication alone: its streams' union, hidden and exposed", "[timeline]") {
+  // Compute: forward 0-4 (a wait at 1-2), backward 4-10. The group's reduce-scatters 5-7 and
+  // 9-11 (comm.reduce), the replicas' all-reduces 7-9 and 11-14 (comm.replica), the
+  // second enclosing its real collective at 12-13; comm.world's verdict 14-15.
+  const std::vector<TimelineSpan> spans = {
+      {"compute", "forward", -1, 0, 4},         {"compute", "wait", -1, 1, 2},
+      {"compute", "backward", -1, 4, 10},       {"comm.reduce", "reduce_scatter", 0, 5, 7},
+      {"comm.reduce", "reduce_scatter", 1, 9, 11}, {"comm.replica", "all_reduce", 0, 7, 9},
+      {"comm.replica", "all_reduce", 1, 11, 14},   {"comm.replica", "all_reduce", -1, 12, 13},
+      {"comm.world", "all_reduce_f64", -1, 14, 15}};
+  const CommCoverage group = comm_coverage(spans, {"comm.reduce", "comm.broadcast"}, 20.0);
+  CHECK(group.comm_s == Approx(4.0));
+  CHECK(group.hidden_comm_s == Approx(3.0));  // 5-7, 9-10
+  CHECK(group.exposed_comm_s == Approx(1.0));  // 10-11
+  const CommCoverage replicas = comm_coverage(spans, {"comm.replica", "comm.world"}, 20.0);
+  CHECK(replicas.comm_s == Approx(6.0));  // 7-9, 11-15
+  CHECK(replicas.hidden_comm_s == Approx(2.0));
+  CHECK(replicas.exposed_comm_s == Approx(4.0));
+  // The tiers' spans do not overlap each other here, so their exposed parts add up to the
+  // whole's.
+  const TimelineSummary all = summarize_timeline(spans, 2, 20.0);
+  CHECK(all.exposed_comm_s == Approx(group.exposed_comm_s + replicas.exposed_comm_s));
+}
