@@ -174,6 +174,41 @@ inline double tolerance_ratio(const std::vector<float>& a, const std::vector<flo
   return worst;
 }
 
+// Bitwise equality; memcmp must not see the null data() of an empty vector (a parameter this rank
+// does not step).
+inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// Every parameter's values as fp32, in registration order, without padding: comparable across
+// layouts (element shards pad every bucket, the bucket modes do not).
+inline std::vector<float> named_parameters(Trainer& trainer) {
+  const std::vector<float> flat = parameters_of(trainer);
+  std::vector<float> out;
+  for (const ParameterInfo& p : trainer.model().store().parameters()) {
+    out.insert(out.end(), flat.begin() + p.offset, flat.begin() + p.offset + p.numel);
+  }
+  return out;
+}
+
+// The precisions the element-shard tests run each mode in: fp32, bf16 with fp32 masters, and
+// bf16 with remainders on a bf16 wire.
+struct Precision {
+  const char* name;
+  std::vector<std::string> keys;
+  bool bf16;
+  bool bf16_wire;
+};
+inline const Precision kPrecisions[] = {
+    {"fp32", {}, false, false},
+    {"bf16 + fp32 master", {"precision.compute=bf16"}, true, false},
+    {"bf16 + remainders, bf16 wire",
+     {"precision.compute=bf16", "precision.master_weights=remainders",
+      "precision.reduce_dtype=bf16"},
+     true, true},
+};
+
 // Trains `steps` steps; checks after every step that all ranks hold identical parameters.
 inline std::vector<float> train_checking_identity(Trainer& trainer, std::int64_t steps) {
   for (std::int64_t s = 0; s < steps; ++s) {

@@ -28,12 +28,6 @@ std::vector<std::string> bf16(const char* reduce_dtype, const char* master_weigh
 }
 
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  // memcmp must not see the null data() of an empty vector (a parameter this rank does not step).
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
 // Every parameter's master on the rank that steps it (empty for the others), in id order.
 std::vector<std::vector<float>> owned_masters(Trainer& trainer) {
   trainer.synchronize();

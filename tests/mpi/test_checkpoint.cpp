@@ -64,10 +64,6 @@ Snapshot snapshot(Trainer& trainer) {
   return s;
 }
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // Every rank reads the written file and finds its parameters and its owned state in it, bitwise.
 void check_file_matches(Trainer& trainer, const std::string& path) {
   const SafetensorsReader file(path);

@@ -40,18 +40,6 @@ std::vector<std::string> shards(const char* overlap, int stage = 1) {
           fmt::format("parallel.zero_stage={}", stage)};
 }
 
-// Every parameter's values as fp32, in registration order, without padding: comparable across
-// layouts (element shards pad every bucket, the bucket modes do not).
-std::vector<float> named_parameters(Trainer& trainer) {
-  const std::vector<float> flat = parameters_of(trainer);
-  const ParameterStore& store = trainer.model().store();
-  std::vector<float> out;
-  for (const ParameterInfo& p : store.parameters()) {
-    out.insert(out.end(), flat.begin() + p.offset, flat.begin() + p.offset + p.numel);
-  }
-  return out;
-}
-
 // Trains `steps` steps checking after each that every rank holds bitwise the same parameters
 // (padding included), and that the padding is still zero; returns the named parameters.
 std::vector<float> train(const Config& config, const World& world, int steps = kSteps) {
@@ -66,11 +54,6 @@ std::vector<float> train(const Config& config, const World& world, int steps = k
   for (std::size_t i = 0; i < flat.size(); ++i) nonzero_padding += !parameter[i] && flat[i] != 0.0f;
   CHECK(nonzero_padding == 0);
   return named_parameters(trainer);
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // The tolerance: the shard's sum is the reduce-scatter's, ddp's the all-reduce's. On 1 or 2
@@ -101,21 +84,6 @@ void check_matches(const std::vector<float>& got, const std::vector<float>& ddp,
   INFO("worst |shards - ddp| / tolerance = " << worst);
   CHECK(worst <= 1.0);
 }
-
-struct Precision {
-  const char* name;
-  std::vector<std::string> keys;
-  bool bf16;
-  bool bf16_wire;
-};
-const Precision kPrecisions[] = {
-    {"fp32", {}, false, false},
-    {"bf16 + fp32 master", {"precision.compute=bf16"}, true, false},
-    {"bf16 + remainders, bf16 wire",
-     {"precision.compute=bf16", "precision.master_weights=remainders",
-      "precision.reduce_dtype=bf16"},
-     true, true},
-};
 
 }  // namespace
 

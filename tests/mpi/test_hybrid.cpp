@@ -38,25 +38,10 @@ std::vector<std::string> hybrid(const char* overlap, int stage, int group) {
           fmt::format("parallel.zero_stage={}", stage), fmt::format("parallel.shard_group={}", group)};
 }
 
-// Every parameter's values as fp32 in registration order, without padding (layouts differ).
-std::vector<float> named_parameters(Trainer& trainer) {
-  const std::vector<float> flat = parameters_of(trainer);
-  std::vector<float> out;
-  for (const ParameterInfo& p : trainer.model().store().parameters()) {
-    out.insert(out.end(), flat.begin() + p.offset, flat.begin() + p.offset + p.numel);
-  }
-  return out;
-}
-
 std::vector<float> train(const Config& config, const World& world, int steps = kSteps) {
   Trainer trainer(config, world, quiet_options());
   train_checking_identity(trainer, steps);
   return named_parameters(trainer);
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // The tolerance against ddp. A hybrid bucket's gradient is summed in two stages - inside the
@@ -73,21 +58,6 @@ void check_matches(const std::vector<float>& got, const std::vector<float>& ddp,
   INFO("worst |hybrid - ddp| / tolerance = " << worst);
   CHECK(worst <= 1.0);
 }
-
-struct Precision {
-  const char* name;
-  std::vector<std::string> keys;
-  bool bf16;
-  bool bf16_wire;
-};
-const Precision kPrecisions[] = {
-    {"fp32", {}, false, false},
-    {"bf16 + fp32 master", {"precision.compute=bf16"}, true, false},
-    {"bf16 + remainders, bf16 wire",
-     {"precision.compute=bf16", "precision.master_weights=remainders",
-      "precision.reduce_dtype=bf16"},
-     true, true},
-};
 
 }  // namespace
 
