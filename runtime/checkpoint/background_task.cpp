@@ -1,27 +1,24 @@
-// The background shard writer (see async_shard_writer.h).
-#include "runtime/checkpoint/async_shard_writer.h"
+// The background task of a checkpoint (see background_task.h).
+#include "runtime/checkpoint/background_task.h"
+
+#include <utility>
 
 #include "base/errors.h"
 
 namespace zl {
 
-AsyncShardWriter::~AsyncShardWriter() {
+BackgroundTask::~BackgroundTask() {
   if (thread_.joinable()) thread_.join();
 }
 
-StagedShard& AsyncShardWriter::staging() {
-  ZL_CHECK(!in_flight(), "a shard's staging buffer reused while its write is in flight");
-  return shard_;
-}
-
-void AsyncShardWriter::start() {
-  ZL_CHECK(!in_flight(), "a second checkpoint write started while one is in flight");
+void BackgroundTask::start(std::function<void()> task) {
+  ZL_CHECK(!running(), "a checkpoint task started while another one runs");
   finished_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
-  // The thread reads shard_ only; the main thread touches it again only after collect() joined.
-  thread_ = std::thread([this] {
+  // error_ is written by the thread and read only after wait() joined it.
+  thread_ = std::thread([this, task = std::move(task)] {
     try {
-      result_ = write_shard(shard_);
+      task();
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -29,11 +26,10 @@ void AsyncShardWriter::start() {
   });
 }
 
-WrittenShard AsyncShardWriter::collect() {
-  ZL_CHECK(in_flight(), "collecting a checkpoint write that was never started");
+void BackgroundTask::wait() {
+  if (!thread_.joinable()) return;
   thread_.join();
-  if (error_) std::rethrow_exception(error_);
-  return result_;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 }  // namespace zl

@@ -18,11 +18,15 @@ CheckpointSaver::CheckpointSaver(const Config& config, const World& world)
     : config_(config), world_(world), limit_{world.rank, config.runtime.timeout_s} {
   if (config.checkpoint.dir.empty() || !sharded(config)) return;
   comm_ = timed_comm_dup(world.comm, limit_, "creating the checkpoint communicator");
-  writer_ = std::make_unique<AsyncShardWriter>();
 }
 
 CheckpointSaver::~CheckpointSaver() {
-  writer_.reset();  // joins a write in flight: a run that fails leaves it uncommitted
+  // A failing run joins its task (its failure is already being reported) and leaves the
+  // checkpoint in flight uncommitted.
+  try {
+    task_.wait();
+  } catch (...) {
+  }
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -40,34 +44,55 @@ void CheckpointSaver::save(const TrainingState& state) {
   const auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  if (in_flight_) commit_in_flight();  // at most one in flight
-  StagedShard& shard = writer_->staging();
-  pending_ = stage_shard(state, config_.checkpoint, comm_, limit_, shard);
+  // At most one checkpoint in flight: the previous one is written, gathered and published (its
+  // pruning never meets a shard of this one: checkpoint_pruning.h) before this one is staged.
+  if (in_flight_) commit_in_flight();
+  task_.wait();
+  pending_ = stage_shard(state, config_.checkpoint, comm_, limit_, staged_);
   pending_.synchronous = !config_.checkpoint.async;
   if (config_.checkpoint.async) {
     pending_.stopped_s = seconds();
-    writer_->start();
+    task_.start([this] { written_by_task_ = write_shard(staged_); });
     in_flight_ = true;
     return;
   }
-  const WrittenShard written = write_shard(shard);
+  const WrittenShard written = write_shard(staged_);
   pending_.stopped_s = seconds();
-  commit_shards(comm_, limit_, world_.rank, world_.size, pending_, written);
+  if (const auto manifest =
+          gather_shard_records(comm_, limit_, world_.rank, world_.size, pending_, written)) {
+    publish_checkpoint(pending_, *manifest);
+  }
   // As the single-file save: the checkpoint is committed before any rank moves on.
   timed_barrier(comm_, limit_, "the barrier after writing a checkpoint");
 }
 
 void CheckpointSaver::commit_in_flight() {
-  if (!written_) written_ = writer_->collect();  // rethrows this rank's failure
-  commit_shards(comm_, limit_, world_.rank, world_.size, pending_, *written_);
+  if (!written_) {
+    task_.wait();  // rethrows this rank's failure
+    written_ = written_by_task_;
+  }
+  std::optional<Manifest> manifest =
+      gather_shard_records(comm_, limit_, world_.rank, world_.size, pending_, *written_);
   written_.reset();
   in_flight_ = false;
+  if (manifest) {
+    task_.start([commit = pending_, manifest = std::move(*manifest)] {
+      publish_checkpoint(commit, manifest);
+    });
+  }
 }
 
 void CheckpointSaver::poll() {
-  if (!in_flight_) return;
+  if (!in_flight_) {
+    // Rank 0's publication: its failure ends the job at the step boundary after it.
+    if (task_.running() && task_.finished()) task_.wait();
+    return;
+  }
   // This rank's failure ends the job here, before it waits for any other rank.
-  if (!written_ && writer_->finished()) written_ = writer_->collect();
+  if (!written_ && task_.finished()) {
+    task_.wait();
+    written_ = written_by_task_;
+  }
   int mine = written_ ? 1 : 0, all = 0;
   timed_allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_, limit_,
                   "asking whether every rank's checkpoint shard is durable");
@@ -76,6 +101,7 @@ void CheckpointSaver::poll() {
 
 void CheckpointSaver::finish() {
   if (in_flight_) commit_in_flight();
+  task_.wait();
 }
 
 }  // namespace zl

@@ -2,18 +2,18 @@
 // (checkpoint.format, checkpoint.async; docs/checkpoints.md). The training loop calls save() at a
 // checkpoint step on a quiescent state, poll() after every step and finish() before it exits;
 // all three are collective. With async sharded checkpoints save() only stages this rank's shard
-// into host memory; a background writer writes it while training goes on; the first poll() at
-// which every rank's shard is durable commits it (manifest, then `latest`). At most one
-// checkpoint is in flight: a save() waits for and commits the one before.
+// into host memory; a background task writes it while training goes on; the first poll() at
+// which every rank's shard is durable gathers their sizes and CRCs to rank 0, whose background
+// task then publishes the checkpoint (manifest, then `latest`, then pruning). At most one
+// checkpoint is in flight: a save() waits for the one before to be published.
 #pragma once
 
 #include <mpi.h>
 
-#include <memory>
 #include <optional>
 #include <string>
 
-#include "runtime/checkpoint/async_shard_writer.h"
+#include "runtime/checkpoint/background_task.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/world.h"
@@ -30,26 +30,33 @@ class CheckpointSaver {
   CheckpointSaver& operator=(const CheckpointSaver&) = delete;
 
   void save(const TrainingState& state);
-  // A failed background write on this rank ends the job here: RuntimeFailure naming the rank and
-  // the file (exit 1). Costs one small all-reduce per step while a write is in flight, none else.
+  // A failed background write on this rank (or a failed publication on rank 0) ends the job here:
+  // RuntimeFailure naming the rank and the file (exit 1). Costs one small all-reduce per step
+  // while a shard write is in flight, none else.
   void poll();
-  // Waits for the write in flight and commits it: the final and the interrupt's checkpoint are
-  // complete before the run exits.
+  // Waits for the checkpoint in flight and publishes it: the final and the interrupt's
+  // checkpoint are complete before the run exits.
   void finish();
   // The path a checkpoint of `step` has in checkpoint.dir (the single file or the directory).
   std::string path_of(std::int64_t step) const;
 
  private:
+  // Collective: once every rank's shard is durable, gathers their records and starts rank 0's
+  // publication in the background.
   void commit_in_flight();
 
   const Config& config_;
   const World& world_;
   WaitLimit limit_;
   MPI_Comm comm_ = MPI_COMM_NULL;
-  std::unique_ptr<AsyncShardWriter> writer_;
+  // The shard write in flight, then (rank 0) the publication. Declared after the buffers its
+  // tasks use, so that it is destroyed, and its thread joined, before them.
+  StagedShard staged_;                   // reused from one checkpoint to the next
   ShardCommit pending_;                  // the checkpoint in flight
-  bool in_flight_ = false;               // staged, not yet committed
-  std::optional<WrittenShard> written_;  // this rank's shard of it, once durable
+  WrittenShard written_by_task_;         // what the shard write returned (read after wait())
+  std::optional<WrittenShard> written_;  // this rank's shard, once durable
+  bool in_flight_ = false;               // staged, not yet gathered (the same on every rank)
+  BackgroundTask task_;
 };
 
 }  // namespace zl

@@ -1,15 +1,17 @@
 // Sharded checkpoints (checkpoint.format = "sharded", docs/checkpoints.md): every rank writes the
 // state it holds as its own safetensors file, in parallel, and no rank gathers another's; rank 0
 // then writes the manifest (shard_manifest.h) with the atomic protocol and points `latest` at it.
-// A save is three steps so that the middle one can run in the background (async_shard_writer.h):
+// A save is four steps so that file I/O can run in the background (background_task.h):
 // stage_shard (collective, on a quiescent state: copies this rank's pieces into host memory),
-// write_shard (rank-local file I/O), commit_shards (collective: manifest, `latest`, pruning).
+// write_shard (rank-local file I/O), gather_shard_records (collective, small: every shard's size
+// and CRC to rank 0), publish_checkpoint (rank 0's file I/O: manifest, `latest`, pruning).
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,14 +42,14 @@ struct WrittenShard {
 struct ShardCommit {
   std::string dir;       // checkpoint.dir
   std::string step_dir;  // dir/step_<step>
-  Manifest manifest;     // every shard's pieces; sizes and CRCs are filled in by the commit
+  Manifest manifest;     // every shard's pieces; gather_shard_records adds sizes and CRCs
   std::int64_t keep = 3;
   std::int64_t protected_step = -1;  // pruning keeps it (the checkpoint the run resumed from)
   std::string run_id;  // rank 0: the run whose checkpoints pruning may delete (run_identity.h)
   bool quiet = false;
   double staged_s = 0;  // the staging copy's seconds
-  // Seconds training stopped for this checkpoint before the commit (the saver sets it), and
-  // whether it also stops for the commit (sync) or the commit runs at a later step (async).
+  // Seconds training stopped for this checkpoint before its publication (the saver sets it), and
+  // whether it also stops for the publication (sync) or that runs in the background (async).
   double stopped_s = 0;
   bool synchronous = true;
 };
@@ -64,10 +66,16 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& chec
 // the rank and the file (disk full, I/O error).
 WrittenShard write_shard(const StagedShard& shard);
 
-// Collective: every rank's WrittenShard goes to rank 0, which writes the manifest, points `latest`
-// at it, removes files of the directory the manifest does not name, and prunes to `keep`.
-void commit_shards(MPI_Comm comm, const WaitLimit& limit, int rank, int world,
-                   const ShardCommit& commit, const WrittenShard& mine);
+// Collective, once every rank's shard is durable: every rank's WrittenShard goes to rank 0, which
+// gets the manifest with every shard's size and CRC (the other ranks: nothing).
+std::optional<Manifest> gather_shard_records(MPI_Comm comm, const WaitLimit& limit, int rank,
+                                             int world, const ShardCommit& commit,
+                                             const WrittenShard& mine);
+
+// Rank 0, file I/O only (it may run in the background): writes the complete manifest, points
+// `latest` at it, removes files of the step's directory the manifest does not name, prunes to
+// `keep` and prints the checkpoint's line. RuntimeFailure naming the file it could not write.
+void publish_checkpoint(const ShardCommit& commit, const Manifest& complete);
 
 // Collective: restores the state from the sharded checkpoint whose manifest is `manifest_path`
 // (read on rank 0), into any mode, stage, world size and precision. Each rank checks the CRC32 of

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -265,51 +266,55 @@ WrittenShard write_shard(const StagedShard& shard) {
   }
 }
 
-void commit_shards(MPI_Comm comm, const WaitLimit& limit, int rank, int world,
-                   const ShardCommit& commit, const WrittenShard& mine) {
-  const auto start = std::chrono::steady_clock::now();
+std::optional<Manifest> gather_shard_records(MPI_Comm comm, const WaitLimit& limit, int rank,
+                                             int world, const ShardCommit& commit,
+                                             const WrittenShard& mine) {
   // bytes, crc32 of every rank, in rank order.
   const std::uint64_t record[2] = {mine.bytes, mine.crc32};
   std::vector<std::uint64_t> all(static_cast<std::size_t>(2 * world));
   timed_gather(record, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, comm, limit,
                "gathering the checkpoint shards' sizes and checksums");
-  if (rank == 0) {
-    Manifest m = commit.manifest;
-    std::uint64_t total = 0;
-    for (int r = 0; r < world; ++r) {
-      m.shards[static_cast<std::size_t>(r)].bytes = all[static_cast<std::size_t>(2 * r)];
-      m.shards[static_cast<std::size_t>(r)].crc32 =
-          static_cast<std::uint32_t>(all[static_cast<std::size_t>(2 * r + 1)]);
-      total += all[static_cast<std::size_t>(2 * r)];
-    }
-    // Every shard is durable (each rank fsynced its file and directory entry before this gather).
-    checkpoint_fault_point("after_write", m.step);
-    write_manifest(commit.step_dir, m);
-    checkpoint_fault_point("after_rename", m.step);
-    const std::string name = (fs::path(sharded_dir_name(m.step)) / kManifestName).string();
-    write_latest_pointer(commit.dir, name);  // only now may a resume pick the new checkpoint
-    // Files of the directory the new manifest does not name: an older generation of this step's
-    // checkpoint, or what a crashed write left.
-    std::set<std::string> named{kManifestName};
-    for (const ShardEntry& s : m.shards) named.insert(s.file);
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(commit.step_dir, ec)) {
-      if (!named.count(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
-    }
-    prune_checkpoints(commit.dir, commit.keep, commit.protected_step, commit.run_id);
-    if (!commit.quiet) {
-      const double commit_s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      // "training stopped": what the step loop waited for this checkpoint (async: the staging
-      // copy and any wait for the previous checkpoint; sync: everything).
-      fmt::print(
-          "zerolap: checkpoint step {} -> {} ({} shards, {:.1f} MB; staged in {:.3f} s, "
-          "committed in {:.3f} s; training stopped {:.3f} s)\n",
-          m.step, commit.step_dir, world, static_cast<double>(total) / 1e6, commit.staged_s,
-          commit_s, commit.stopped_s + (commit.synchronous ? commit_s : 0.0));
-      std::fflush(stdout);
-    }
+  if (rank != 0) return std::nullopt;
+  Manifest m = commit.manifest;
+  for (int r = 0; r < world; ++r) {
+    ShardEntry& shard = m.shards[static_cast<std::size_t>(r)];
+    shard.bytes = all[static_cast<std::size_t>(2 * r)];
+    shard.crc32 = static_cast<std::uint32_t>(all[static_cast<std::size_t>(2 * r + 1)]);
   }
+  return m;
+}
+
+void publish_checkpoint(const ShardCommit& commit, const Manifest& m) {
+  const auto start = std::chrono::steady_clock::now();
+  // Every shard is durable (each rank fsynced its file and directory entry before the gather).
+  checkpoint_fault_point("after_write", m.step);
+  write_manifest(commit.step_dir, m);
+  checkpoint_fault_point("after_rename", m.step);
+  const std::string name = (fs::path(sharded_dir_name(m.step)) / kManifestName).string();
+  write_latest_pointer(commit.dir, name);  // only now may a resume pick the new checkpoint
+  // Files of the directory the new manifest does not name: an older generation of this step's
+  // checkpoint, or what a crashed write left.
+  std::set<std::string> named{kManifestName};
+  for (const ShardEntry& s : m.shards) named.insert(s.file);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(commit.step_dir, ec)) {
+    if (!named.count(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
+  }
+  prune_checkpoints(commit.dir, commit.keep, commit.protected_step, commit.run_id);
+  if (commit.quiet) return;
+  std::uint64_t total = 0;
+  for (const ShardEntry& s : m.shards) total += s.bytes;
+  const double publish_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // "training stopped": what the step loop waited for this checkpoint (async: the staging copy
+  // and any wait for the previous checkpoint, the publication runs in the background; sync:
+  // everything).
+  fmt::print(
+      "zerolap: checkpoint step {} -> {} ({} shards, {:.1f} MB; staged in {:.3f} s, "
+      "committed in {:.3f} s; training stopped {:.3f} s)\n",
+      m.step, commit.step_dir, m.shards.size(), static_cast<double>(total) / 1e6, commit.staged_s,
+      publish_s, commit.stopped_s + (commit.synchronous ? publish_s : 0.0));
+  std::fflush(stdout);
 }
 
 }  // namespace zl

@@ -131,7 +131,7 @@ struct CheckpointConfig {
   bool overwrite = false;
   CheckpointFormat format = CheckpointFormat::SingleFile;
   // true: stage into host memory and write in the background while training goes on (sharded
-  // format only; runtime/checkpoint/async_shard_writer.h).
+  // format only; runtime/checkpoint/checkpoint_saver.h).
   bool async = false;
 };
 

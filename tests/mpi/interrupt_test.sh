@@ -10,13 +10,19 @@
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
 config=$2
 
-# interrupt NAME SIGNAL TARGET(ranks|mpirun) EXPECTED_RC
+# interrupt NAME SIGNAL TARGET(ranks|mpirun) EXPECTED_RC [FORMAT(single_file|async_sharded)]
+# async_sharded: async sharded checkpoints every 20 steps, so one may be in flight at the signal;
+# the interrupt's checkpoint is committed (manifest, then `latest`) before the job exits.
 interrupt() {
-  local name=$1 signal=$2 target=$3 expected=$4 dir="$work/$1"
+  local name=$1 signal=$2 target=$3 expected=$4 format=${5:-single_file} dir="$work/$1"
+  local keys=()
+  if [ "$format" = async_sharded ]; then
+    keys=(--set 'checkpoint.format="sharded"' --set checkpoint.async=true --set checkpoint.every=20)
+  fi
   mkdir -p "$dir"
   mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=100000000 --set train.epochs=0 \
     --set train.log_every=1000000 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
-    --set "checkpoint.dir=\"$dir/ck\"" >"$dir/job.log" 2>&1 &
+    --set "checkpoint.dir=\"$dir/ck\"" "${keys[@]}" >"$dir/job.log" 2>&1 &
   local job=$! ranks=""
   for _ in $(seq 1 300); do  # until both ranks train (metrics.csv: rank 0 finished set-up)
     ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
@@ -45,13 +51,19 @@ interrupt() {
     grep -qE "interrupted at step $step; checkpoint .*; resume with --set checkpoint.resume=true" <<<"$last" ||
       { cat "$dir/job.log"; fail "$name: the last line is not the interrupted line: $last"; }
   fi
-  file=$(printf '%s/ck/step_%08d.safetensors' "$dir" "$step")
+  local pointer
+  if [ "$format" = async_sharded ]; then
+    pointer=$(printf 'step_%08d/manifest.json' "$step")
+  else
+    pointer=$(printf 'step_%08d.safetensors' "$step")
+  fi
+  file=$dir/ck/$pointer
   [ -f "$file" ] || { ls "$dir/ck"; fail "$name: no checkpoint of the interrupted step $step"; }
-  [ "$(cat "$dir/ck/latest")" = "$(basename "$file")" ] || fail "$name: latest is not step $step"
+  [ "$(cat "$dir/ck/latest")" = "$pointer" ] || fail "$name: latest is not step $step"
   "$zerolap" inspect "$file" >"$dir/inspect.log" 2>&1 || { cat "$dir/inspect.log"; fail "$name: inspect failed"; }
   mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=$((step + 2)) --set train.epochs=0 \
     --set train.log_every=1 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
-    --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.resume=true >"$dir/resume.log" 2>&1 ||
+    --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.resume=true "${keys[@]}" >"$dir/resume.log" 2>&1 ||
     { cat "$dir/resume.log"; fail "$name: the resume failed"; }
   grep -q "resumed from .* at step $step " "$dir/resume.log" &&
     grep -q "^final step $((step + 2)) " "$dir/resume.log" ||
@@ -169,5 +181,6 @@ stalled stalled_peer_second_signal yes
 bench_interrupt
 interrupt sigint_ranks INT ranks 130
 interrupt sigterm_ranks TERM ranks 143
+interrupt sigterm_ranks_async TERM ranks 143 async_sharded
 interrupt sigint_mpirun INT mpirun 1
 echo "PASS"

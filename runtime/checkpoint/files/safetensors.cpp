@@ -94,7 +94,6 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
   metadata[kDataCrcKey] = kCrcPlaceholder;
   header["__metadata__"] = metadata;
   tensor_crc_.assign(tensors_.size(), crc32(0L, Z_NULL, 0));
-  data_crc_ = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
 
   std::string text = header.dump();
   // Pad with spaces (allowed by the format) so the data section starts 8-byte aligned.
@@ -158,7 +157,6 @@ void SafetensorsWriter::write(const void* data, std::size_t bytes) {
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, bytes));
     if (std::fwrite(p, 1, n, file_) != n) fail_io("write");
     tensor_crc_[current_] = crc_update(tensor_crc_[current_], p, n);
-    data_crc_ = crc_update(data_crc_, p, n);
     written_in_current_ += n;
     p += n;
     bytes -= n;
@@ -181,8 +179,15 @@ void SafetensorsWriter::finish() {
       fail_io("write the checksums of");
     }
   };
-  for (std::size_t i = 0; i < tensors_.size(); ++i) patch(crc_positions_[i], tensor_crc_[i]);
-  patch(data_crc_position_, data_crc_);
+  // The data section is the tensors' data back to back, so its CRC follows from theirs: every
+  // byte goes through crc32 once.
+  auto data_crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    patch(crc_positions_[i], tensor_crc_[i]);
+    data_crc = static_cast<std::uint32_t>(
+        crc32_combine(data_crc, tensor_crc_[i], static_cast<z_off_t>(tensor_bytes_[i])));
+  }
+  patch(data_crc_position_, data_crc);
   // fflush moves the bytes to the kernel, fsync to the disk: only then may the file be renamed
   // into place (a rename of an unsynced file can survive a power loss with empty contents).
   if (std::fflush(file_) != 0 || ::fsync(fileno(file_)) != 0) fail_io("flush");

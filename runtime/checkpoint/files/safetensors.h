@@ -72,7 +72,6 @@ class SafetensorsWriter {
   std::vector<std::uint32_t> tensor_crc_;
   std::vector<std::uint64_t> crc_positions_;  // file offsets of each tensor's CRC placeholder
   std::uint64_t data_crc_position_ = 0;
-  std::uint32_t data_crc_ = 0;
   std::size_t current_ = 0;       // tensor being written
   std::uint64_t written_in_current_ = 0;
   std::FILE* file_ = nullptr;
