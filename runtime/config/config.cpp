@@ -501,32 +501,32 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
                             "parallel.mode = \"zero\" or collective = \"allreduce_broadcast\"",
                             to_string(c.parallel.collective)));
   }
-  if (c.parallel.zero_stage >= 2 &&
-      (c.parallel.mode != ParallelMode::Zero ||
-       c.parallel.collective != CollectiveKind::ReduceScatterAllgather)) {
-    // Stages 2 and 3 keep only the rank's shard: only an element-wise split has one.
-    source.fail("parallel.zero_stage",
-                fmt::format("= {} shards the {}, which needs parallel.mode = \"zero\" and "
-                            "parallel.collective = \"reduce_scatter_allgather\" (got mode = "
-                            "\"{}\", collective = \"{}\" at {}); set zero_stage = 1 or that "
-                            "collective",
-                            c.parallel.zero_stage,
-                            c.parallel.zero_stage == 2 ? "gradients" : "parameters",
-                            to_string(c.parallel.mode), to_string(c.parallel.collective),
-                            source.location("parallel.collective")));
+  // Stages 2 and 3 keep only the rank's shard, and a shard group keeps shards inside a group:
+  // only an element-wise split has shards.
+  const bool element_shards = c.parallel.mode == ParallelMode::Zero &&
+                              c.parallel.collective == CollectiveKind::ReduceScatterAllgather;
+  const auto require_element_shards = [&](const char* key, const std::string& what,
+                                          const std::string& remedy) {
+    source.fail(key, fmt::format("{}, which needs parallel.mode = \"zero\" and "
+                                 "parallel.collective = \"reduce_scatter_allgather\" (got mode = "
+                                 "\"{}\", collective = \"{}\" at {}); set {} or that collective",
+                                 what, to_string(c.parallel.mode),
+                                 to_string(c.parallel.collective),
+                                 source.location("parallel.collective"), remedy));
+  };
+  if (c.parallel.zero_stage >= 2 && !element_shards) {
+    require_element_shards(
+        "parallel.zero_stage",
+        fmt::format("= {} shards the {}", c.parallel.zero_stage,
+                    c.parallel.zero_stage == 2 ? "gradients" : "parameters"),
+        "zero_stage = 1");
   }
-  if (c.parallel.shard_group > 0 &&
-      (c.parallel.mode != ParallelMode::Zero ||
-       c.parallel.collective != CollectiveKind::ReduceScatterAllgather)) {
-    // Only an element-wise split has shards to keep inside a group.
-    source.fail("parallel.shard_group",
-                fmt::format("= {} splits every bucket's element shards over groups of {} ranks, "
-                            "which needs parallel.mode = \"zero\" and parallel.collective = "
-                            "\"reduce_scatter_allgather\" (got mode = \"{}\", collective = "
-                            "\"{}\" at {}); set shard_group = 0 or that collective",
-                            c.parallel.shard_group, c.parallel.shard_group,
-                            to_string(c.parallel.mode), to_string(c.parallel.collective),
-                            source.location("parallel.collective")));
+  if (c.parallel.shard_group > 0 && !element_shards) {
+    require_element_shards(
+        "parallel.shard_group",
+        fmt::format("= {} splits every bucket's element shards over groups of {} ranks",
+                    c.parallel.shard_group, c.parallel.shard_group),
+        "shard_group = 0");
   }
   if (c.parallel.overlap == Overlap::Interleaved && c.train.clip_grad_norm > 0.0f) {
     source.fail("parallel.overlap",

@@ -78,9 +78,8 @@ void check_matches(const std::vector<float>& got, const std::vector<float>& ddp,
     CHECK(bitwise_equal(got, ddp));
     return;
   }
-  const double widen = association == Association::RoundedPerMicroBatch ? 2.0 : 1.0;
-  const double worst = bf16 ? tolerance_ratio(got, ddp, widen / 64.0, widen * 2e-3)
-                            : tolerance_ratio(got, ddp, 1e-5, 1e-6);
+  const double worst =
+      worst_against_ddp(got, ddp, bf16, association == Association::RoundedPerMicroBatch);
   INFO("worst |shards - ddp| / tolerance = " << worst);
   CHECK(worst <= 1.0);
 }

@@ -52,9 +52,7 @@ std::vector<float> train(const Config& config, const World& world, int steps = k
 // plus 2e-3, and twice that where stages 2 and 3 round each micro-batch's sum to a bf16 wire.
 void check_matches(const std::vector<float>& got, const std::vector<float>& ddp, bool bf16,
                    bool rounded_per_micro_batch) {
-  const double widen = rounded_per_micro_batch ? 2.0 : 1.0;
-  const double worst = bf16 ? tolerance_ratio(got, ddp, widen / 64.0, widen * 2e-3)
-                            : tolerance_ratio(got, ddp, 1e-5, 1e-6);
+  const double worst = worst_against_ddp(got, ddp, bf16, rounded_per_micro_batch);
   INFO("worst |hybrid - ddp| / tolerance = " << worst);
   CHECK(worst <= 1.0);
 }
