@@ -40,24 +40,30 @@ void CheckpointSaver::save(const TrainingState& state) {
     save_checkpoint(state);
     return;
   }
-  const auto start = std::chrono::steady_clock::now();
-  const auto seconds = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
   };
+  const Clock::time_point start = Clock::now();
   // At most one checkpoint in flight: the previous one is written, gathered and published (its
   // pruning never meets a shard of this one: checkpoint_pruning.h) before this one is staged.
   if (in_flight_) commit_in_flight();
   task_.wait();
-  pending_ = stage_shard(state, config_.checkpoint, comm_, limit_, staged_);
+  const Clock::time_point staging = Clock::now();
+  pending_ = describe_shard(state, config_.checkpoint, comm_, limit_, staged_);
   pending_.synchronous = !config_.checkpoint.async;
   if (config_.checkpoint.async) {
-    pending_.stopped_s = seconds();
+    copy_shard(state, staged_);
+    pending_.staged_s = seconds_since(staging);
+    pending_.stopped_s = seconds_since(start);
     task_.start([this] { written_by_task_ = write_shard(staged_); });
     in_flight_ = true;
     return;
   }
-  const WrittenShard written = write_shard(staged_);
-  pending_.stopped_s = seconds();
+  // Sync: no copy of the state, which holds still until the write returns.
+  const WrittenShard written = write_shard_in_place(state, staged_);
+  pending_.staged_s = seconds_since(staging);
+  pending_.stopped_s = seconds_since(start);
   if (const auto manifest =
           gather_shard_records(comm_, limit_, world_.rank, world_.size, pending_, written)) {
     publish_checkpoint(pending_, *manifest);

@@ -1,10 +1,12 @@
 // Sharded checkpoints (checkpoint.format = "sharded", docs/checkpoints.md): every rank writes the
 // state it holds as its own safetensors file, in parallel, and no rank gathers another's; rank 0
 // then writes the manifest (shard_manifest.h) with the atomic protocol and points `latest` at it.
-// A save is four steps so that file I/O can run in the background (background_task.h):
-// stage_shard (collective, on a quiescent state: copies this rank's pieces into host memory),
-// write_shard (rank-local file I/O), gather_shard_records (collective, small: every shard's size
-// and CRC to rank 0), publish_checkpoint (rank 0's file I/O: manifest, `latest`, pruning).
+// A save is a few steps so that file I/O can run in the background (background_task.h):
+// describe_shard (collective: the directory, the generation, this rank's tensors), then either
+// copy_shard (async: this rank's pieces into host memory, on a quiescent state) and write_shard in
+// the background, or write_shard_in_place (sync: straight from the state, no copy of it), then
+// gather_shard_records (collective, small: every shard's size and CRC to rank 0) and
+// publish_checkpoint (rank 0's file I/O: manifest, `latest`, pruning).
 #pragma once
 
 #include <mpi.h>
@@ -22,12 +24,23 @@
 
 namespace zl {
 
-// One rank's shard in host memory: the file's tensors and their data, in file order.
+// Where one tensor of a shard reads its values: a piece of a parameter (its values, or its
+// masters where the state keeps them) or one of the piece's optimizer state tensors.
+struct TensorSource {
+  int param = 0, bucket = 0;
+  std::int64_t begin = 0;  // the piece's first element, within the parameter
+  std::int64_t flat = 0;   // ... in the flat parameters
+  int state = -1;          // index into the optimizer's state_names; -1: the values
+};
+
+// One rank's shard: the file's tensors, where each reads its values, and (async, after
+// copy_shard) their data in host memory, in file order.
 struct StagedShard {
   std::string path;
   std::vector<TensorSpec> tensors;
+  std::vector<TensorSource> sources;  // one per tensor
   std::map<std::string, std::string> metadata;
-  std::vector<float> data;
+  std::vector<float> data;  // empty until copy_shard
   std::int64_t step = 0;
   int rank = 0;
 };
@@ -47,7 +60,7 @@ struct ShardCommit {
   std::int64_t protected_step = -1;  // pruning keeps it (the checkpoint the run resumed from)
   std::string run_id;  // rank 0: the run whose checkpoints pruning may delete (run_identity.h)
   bool quiet = false;
-  double staged_s = 0;  // the staging copy's seconds
+  double staged_s = 0;  // the staging copy's seconds (async), the in-place write's (sync)
   // Seconds training stopped for this checkpoint before its publication (the saver sets it), and
   // whether it also stops for the publication (sync) or that runs in the background (async).
   double stopped_s = 0;
@@ -56,15 +69,24 @@ struct ShardCommit {
 
 // Collective over state.world (`comm`: a private communicator). Rank 0 creates the checkpoint's
 // directory and picks a generation above the one its manifest names (a checkpoint of the same
-// step written again never touches the files the old manifest names); every rank copies the pieces
-// it holds into `out` (reusing its memory). Throws RuntimeFailure for a non-finite value.
-// `checkpoint` says where (its dir) and how many to keep.
-ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& checkpoint,
-                        MPI_Comm comm, const WaitLimit& limit, StagedShard& out);
+// step written again never touches the files the old manifest names); every rank lists in `out`
+// the tensors of the pieces it holds and where they are (reusing its memory). `checkpoint` says
+// where (its dir) and how many to keep.
+ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& checkpoint,
+                           MPI_Comm comm, const WaitLimit& limit, StagedShard& out);
 
-// Rank-local: writes and fsyncs the staged shard and its directory entry. RuntimeFailure naming
+// Rank-local: copies the described shard's values into shard.data, so that training may change
+// the state while write_shard writes them. Throws RuntimeFailure for a non-finite value.
+void copy_shard(const TrainingState& state, StagedShard& shard);
+
+// Rank-local: writes and fsyncs the copied shard and its directory entry. RuntimeFailure naming
 // the rank and the file (disk full, I/O error).
 WrittenShard write_shard(const StagedShard& shard);
+
+// Rank-local: the same for a described shard, read straight from `state` (in place on the CPU; a
+// bounded buffer at a time from a GPU or for masters), which must not change until it returns.
+// Checks every value first: a non-finite one is a RuntimeFailure, and no file is written.
+WrittenShard write_shard_in_place(const TrainingState& state, const StagedShard& shard);
 
 // Collective, once every rank's shard is durable: every rank's WrittenShard goes to rank 0, which
 // gets the manifest with every shard's size and CRC (the other ranks: nothing).

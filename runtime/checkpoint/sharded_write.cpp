@@ -1,5 +1,6 @@
-// Writing a sharded checkpoint (see sharded_checkpoint.h): which pieces each rank holds, staging
-// them into host memory, writing one shard, and the commit by rank 0.
+// Writing a sharded checkpoint (see sharded_checkpoint.h): which pieces each rank holds, writing
+// them as one shard (from a host copy, async; from the state itself, sync), and the commit by
+// rank 0.
 //
 // Note [Shard pieces]: a rank writes the elements whose optimizer state (and, in bf16 or stage 3,
 // whose masters) it holds, as the plan says (ModePlan::stepped_range): its shard of every bucket
@@ -92,15 +93,111 @@ std::int64_t next_generation(const std::string& step_dir) {
   }
 }
 
-void require_finite(const float* values, std::int64_t n, const std::string& tensor,
-                    const TrainingState& state) {
+// A checkpoint is never written from non-finite values (docs/design.md, "Divergence"): `values`
+// are elements [first, first + n) of `tensor`.
+void require_finite(const float* values, std::int64_t first, std::int64_t n,
+                    const std::string& tensor, const TrainingState& state) {
   for (std::int64_t i = 0; i < n; ++i) {
     if (std::isfinite(values[i])) continue;
     throw RuntimeFailure(fmt::format(
         "checkpoint of step {} not written: '{}' holds a non-finite value ({} at element {}); "
         "the run diverged, and `latest` in '{}' still names the last finite checkpoint (lower "
         "optimizer.lr or set train.clip_grad_norm)",
-        state.position.step, tensor, values[i], i, state.config.checkpoint.dir));
+        state.position.step, tensor, values[i], first + i, state.config.checkpoint.dir));
+  }
+}
+
+// The source's elements in host memory, readable in place: fp32 values and optimizer state on
+// the CPU. Null where they must be copied: device memory, and masters (which read_master_range
+// assembles from a bf16 parameter and its remainder).
+const float* host_view(const TrainingState& state, const TensorSource& s) {
+  if (state.store.device() != DeviceKind::Cpu) return nullptr;
+  if (s.state >= 0) return state.optimizer.state_at(s.bucket, s.state, s.flat);
+  return values_are_masters(state) ? nullptr : state.store.param_data(s.param) + s.begin;
+}
+
+// Queues out[0, n) = the source's elements [from, from + n) on `copies` (masters: at once).
+void copy_source(const TrainingState& state, const TensorSource& s, std::int64_t from,
+                 std::int64_t n, float* out, StagingCopy& copies) {
+  if (s.state >= 0) {
+    copies.copy_to_host(state.optimizer.state_at(s.bucket, s.state, s.flat + from), out, n);
+  } else if (values_are_masters(state)) {
+    state.optimizer.read_master_range(s.bucket, ElementRange{s.flat + from, n}, out);
+  } else {
+    copies.copy_to_host(state.store.param_data(s.param) + s.begin + from, out, n);
+  }
+}
+
+// Hands the writer a shard's data and ends the process at the fault point "during_write" once
+// half of it is on disk: a shard cut short, as a kill in the middle of the write leaves it.
+class ShardSink {
+ public:
+  ShardSink(SafetensorsWriter& writer, std::int64_t floats, std::int64_t step)
+      : writer_(writer), half_(floats / 2), step_(step) {}
+  void write(const float* values, std::int64_t n) {
+    if (!faulted_ && written_ + n >= half_) {
+      const std::int64_t first = half_ - written_;
+      writer_.write_floats(values, first);
+      fault_point();
+      values += first;
+      n -= first;
+      written_ += first;
+    }
+    writer_.write_floats(values, n);
+    written_ += n;
+  }
+  // For a shard with no data.
+  void finish() {
+    if (!faulted_) fault_point();
+  }
+
+ private:
+  void fault_point() {
+    faulted_ = true;
+    checkpoint_fault_point("during_write", step_);
+  }
+  SafetensorsWriter& writer_;
+  const std::int64_t half_, step_;
+  std::int64_t written_ = 0;
+  bool faulted_ = false;
+};
+
+// Writes `shard`'s file from the data `fill(sink)` writes, fsyncs it and its directory entry, and
+// returns its size and CRC32. RuntimeFailure naming the rank and the file.
+template <typename Fill>
+WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
+  try {
+    {
+      SafetensorsWriter writer(shard.path, shard.tensors, shard.metadata);
+      std::int64_t floats = 0;
+      for (const TensorSpec& t : shard.tensors) floats += t.shape[0];
+      ShardSink sink(writer, floats, shard.step);
+      fill(sink);
+      sink.finish();
+      writer.finish();
+    }
+    const fs::path parent = fs::path(shard.path).parent_path();
+    sync_directory(parent.string());
+    // The whole file's CRC32: the header's bytes (read back: the writer fills its CRCs in last)
+    // combined with the data section's, which the writer computed as it wrote.
+    const SafetensorsReader back(shard.path);
+    const std::uint64_t header = 8 + back.header_bytes();
+    std::vector<unsigned char> head(static_cast<std::size_t>(header));
+    const int fd = ::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool read_ok =
+        fd >= 0 && ::pread(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
+    if (fd >= 0) ::close(fd);
+    if (!read_ok) throw RuntimeFailure(fmt::format("cannot read back '{}'", shard.path));
+    auto crc = static_cast<std::uint32_t>(
+        crc32(crc32(0L, Z_NULL, 0), head.data(), static_cast<uInt>(head.size())));
+    const std::uint32_t data_crc =
+        static_cast<std::uint32_t>(std::stoul(back.metadata().at(kDataCrcKey), nullptr, 16));
+    crc = static_cast<std::uint32_t>(
+        crc32_combine(crc, data_crc, static_cast<z_off_t>(back.data_bytes())));
+    return WrittenShard{header + back.data_bytes(), crc};
+  } catch (const std::exception& e) {
+    throw RuntimeFailure(fmt::format("checkpoint shard '{}' of rank {} could not be written: {}",
+                                     shard.path, shard.rank, e.what()));
   }
 }
 
@@ -123,12 +220,10 @@ std::vector<HeldPiece> held_pieces(const TrainingState& state, int rank) {
   return out;
 }
 
-ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, MPI_Comm comm,
+ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c, MPI_Comm comm,
                         const WaitLimit& limit, StagedShard& out) {
-  const auto start = std::chrono::steady_clock::now();
   const World& world = state.world;
   ParameterStore& store = state.store;
-  RankOptimizer& opt = state.optimizer;
   if (state.plan.world_size > world.size) {
     throw UserError(
         "checkpoint.format = \"sharded\": a link.ranks timing study holds no "
@@ -156,7 +251,7 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, M
   timed_bcast(&generation, 1, MPI_INT64_T, 0, comm, limit,
               "broadcasting the checkpoint generation");
 
-  const std::vector<std::string>& states = opt.state_names();
+  const std::vector<std::string>& states = state.optimizer.state_names();
   const std::map<std::string, std::string> metadata = checkpoint_metadata(state);
   Manifest& m = commit.manifest;
   m.step = state.position.step;
@@ -190,80 +285,81 @@ ShardCommit stage_shard(const TrainingState& state, const CheckpointConfig& c, M
                   {"rank", std::to_string(world.rank)},
                   {"world_size", std::to_string(world.size)},
                   {"config_hash", metadata.at("config_hash")}};
-  std::int64_t floats = 0;
-  for (const HeldPiece& h : mine)
-    floats += h.numel * (1 + static_cast<std::int64_t>(states.size()));
-  out.data.resize(static_cast<std::size_t>(floats));
-  float* at = out.data.data();
-  const bool masters = values_are_masters(state);
-  {
-    // Device to host on a copy stream of its own, all queued, then waited for together.
-    StagingCopy copies(store.device());
-    for (const HeldPiece& h : mine) {
-      const ParameterInfo& p = store.info(h.param);
-      const std::int64_t flat = p.offset + h.begin;
-      out.metadata["begin." + p.name] = std::to_string(h.begin);
-      out.tensors.push_back({p.name, "F32", {h.numel}});
-      if (masters) {
-        opt.read_master_range(h.bucket, ElementRange{flat, h.numel}, at);
-      } else {
-        copies.copy_to_host(store.param_data(h.param) + h.begin, at, h.numel);
-      }
-      at += h.numel;
-      for (std::size_t s = 0; s < states.size(); ++s) {
-        out.tensors.push_back({state_tensor_name(p.name, states[s]), "F32", {h.numel}});
-        copies.copy_to_host(opt.state_at(h.bucket, static_cast<int>(s), flat), at, h.numel);
-        at += h.numel;
-      }
+  out.sources.clear();
+  for (const HeldPiece& h : mine) {
+    const ParameterInfo& p = store.info(h.param);
+    const std::int64_t flat = p.offset + h.begin;
+    out.metadata["begin." + p.name] = std::to_string(h.begin);
+    out.tensors.push_back({p.name, "F32", {h.numel}});
+    out.sources.push_back({h.param, h.bucket, h.begin, flat, -1});
+    for (std::size_t s = 0; s < states.size(); ++s) {
+      out.tensors.push_back({state_tensor_name(p.name, states[s]), "F32", {h.numel}});
+      out.sources.push_back({h.param, h.bucket, h.begin, flat, static_cast<int>(s)});
     }
-    copies.wait();
   }
-  // A checkpoint is never written from non-finite values (docs/design.md, "Divergence").
-  at = out.data.data();
-  for (const TensorSpec& t : out.tensors) {
-    require_finite(at, t.shape[0], t.name, state);
-    at += t.shape[0];
-  }
-  commit.staged_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.data.clear();
   return commit;
 }
 
-WrittenShard write_shard(const StagedShard& shard) {
-  try {
-    {
-      SafetensorsWriter writer(shard.path, shard.tensors, shard.metadata);
-      // The fault point "during_write" ends the process with half the data on disk: a shard cut
-      // short, as a kill in the middle of the write leaves it.
-      const std::size_t half = shard.data.size() / 2;
-      writer.write_floats(shard.data.data(), static_cast<std::int64_t>(half));
-      checkpoint_fault_point("during_write", shard.step);
-      writer.write_floats(shard.data.data() + half,
-                          static_cast<std::int64_t>(shard.data.size() - half));
-      writer.finish();
+void copy_shard(const TrainingState& state, StagedShard& shard) {
+  std::int64_t floats = 0;
+  for (const TensorSpec& t : shard.tensors) floats += t.shape[0];
+  shard.data.resize(static_cast<std::size_t>(floats));
+  {
+    // Device to host on a copy stream of its own, all queued, then waited for together.
+    StagingCopy copies(state.store.device());
+    float* at = shard.data.data();
+    for (std::size_t i = 0; i < shard.tensors.size(); ++i) {
+      copy_source(state, shard.sources[i], 0, shard.tensors[i].shape[0], at, copies);
+      at += shard.tensors[i].shape[0];
     }
-    const fs::path parent = fs::path(shard.path).parent_path();
-    sync_directory(parent.string());
-    // The whole file's CRC32: the header's bytes (read back: the writer fills its CRCs in last)
-    // combined with the data section's, which the writer computed as it wrote.
-    const SafetensorsReader back(shard.path);
-    const std::uint64_t header = 8 + back.header_bytes();
-    std::vector<unsigned char> head(static_cast<std::size_t>(header));
-    const int fd = ::open(shard.path.c_str(), O_RDONLY | O_CLOEXEC);
-    const bool read_ok =
-        fd >= 0 && ::pread(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
-    if (fd >= 0) ::close(fd);
-    if (!read_ok) throw RuntimeFailure(fmt::format("cannot read back '{}'", shard.path));
-    auto crc = static_cast<std::uint32_t>(
-        crc32(crc32(0L, Z_NULL, 0), head.data(), static_cast<uInt>(head.size())));
-    const std::uint32_t data_crc =
-        static_cast<std::uint32_t>(std::stoul(back.metadata().at(kDataCrcKey), nullptr, 16));
-    crc = static_cast<std::uint32_t>(
-        crc32_combine(crc, data_crc, static_cast<z_off_t>(back.data_bytes())));
-    return WrittenShard{header + back.data_bytes(), crc};
-  } catch (const std::exception& e) {
-    throw RuntimeFailure(fmt::format("checkpoint shard '{}' of rank {} could not be written: {}",
-                                     shard.path, shard.rank, e.what()));
+    copies.wait();
   }
+  const float* at = shard.data.data();
+  for (const TensorSpec& t : shard.tensors) {
+    require_finite(at, 0, t.shape[0], t.name, state);
+    at += t.shape[0];
+  }
+}
+
+WrittenShard write_shard(const StagedShard& shard) {
+  return write_shard_file(shard, [&](ShardSink& sink) {
+    sink.write(shard.data.data(), static_cast<std::int64_t>(shard.data.size()));
+  });
+}
+
+WrittenShard write_shard_in_place(const TrainingState& state, const StagedShard& shard) {
+  // Where a source cannot be read in place, it goes through a bounded buffer: a chunk at a time.
+  constexpr std::int64_t kChunk = std::int64_t{1} << 22;  // 16 MiB of floats
+  std::vector<float> buffer;
+  StagingCopy copies(state.store.device());
+  const auto each_chunk = [&](auto&& use) {
+    for (std::size_t i = 0; i < shard.tensors.size(); ++i) {
+      const TensorSource& source = shard.sources[i];
+      const float* in_place = host_view(state, source);
+      const std::int64_t numel = shard.tensors[i].shape[0];
+      for (std::int64_t from = 0; from < numel; from += kChunk) {
+        const std::int64_t n = std::min(kChunk, numel - from);
+        const float* values = in_place ? in_place + from : nullptr;
+        if (!values) {
+          buffer.resize(static_cast<std::size_t>(n));
+          copy_source(state, source, from, n, buffer.data(), copies);
+          copies.wait();
+          values = buffer.data();
+        }
+        use(shard.tensors[i], from, n, values);
+      }
+    }
+  };
+  // Every value is checked before the first byte is written: a non-finite one leaves no file.
+  each_chunk([&](const TensorSpec& t, std::int64_t from, std::int64_t n, const float* values) {
+    require_finite(values, from, n, t.name, state);
+  });
+  return write_shard_file(shard, [&](ShardSink& sink) {
+    each_chunk([&](const TensorSpec&, std::int64_t, std::int64_t n, const float* values) {
+      sink.write(values, n);
+    });
+  });
 }
 
 std::optional<Manifest> gather_shard_records(MPI_Comm comm, const WaitLimit& limit, int rank,
@@ -310,9 +406,10 @@ void publish_checkpoint(const ShardCommit& commit, const Manifest& m) {
   // and any wait for the previous checkpoint, the publication runs in the background; sync:
   // everything).
   fmt::print(
-      "zerolap: checkpoint step {} -> {} ({} shards, {:.1f} MB; staged in {:.3f} s, "
+      "zerolap: checkpoint step {} -> {} ({} shards, {:.1f} MB; {} in {:.3f} s, "
       "committed in {:.3f} s; training stopped {:.3f} s)\n",
-      m.step, commit.step_dir, m.shards.size(), static_cast<double>(total) / 1e6, commit.staged_s,
+      m.step, commit.step_dir, m.shards.size(), static_cast<double>(total) / 1e6,
+      commit.synchronous ? "written" : "staged", commit.staged_s,
       publish_s, commit.stopped_s + (commit.synchronous ? publish_s : 0.0));
   std::fflush(stdout);
 }

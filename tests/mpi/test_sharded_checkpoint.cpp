@@ -6,11 +6,13 @@
 // the load on every rank (exit 2 in the command-line test, sharded_checkpoint_test.sh).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -79,34 +81,40 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE(
     "a 4-rank stage-3 sharded checkpoint loads as the single-file one does, bitwise; async "
-    "writes the same bytes; consolidate gives the single file's tensors",
+    "writes the same bytes at stages 3 and 1; consolidate gives the single file's tensors",
     "[sharded-checkpoint]") {
   const World world = world_of(MPI_COMM_WORLD);
   REQUIRE(world.size == 4);
   const std::string dir = shared_dir(world.comm, "sharded_checkpoint");
-  const std::string single = dir + "/single.safetensors";
-  const std::string sync_dir = dir + "/sync", async_dir = dir + "/async";
-  const auto writer_keys = with(kBase, stage(3, "interleaved"));
-  {
-    Config sync_config =
-        small_config(with(writer_keys, {fmt::format("checkpoint.dir=\"{}\"", sync_dir),
-                                        "checkpoint.format=sharded"}));
-    Config async_config = sync_config;
-    async_config.checkpoint.dir = async_dir;
-    async_config.checkpoint.async = true;
-    Trainer trainer(sync_config, world, quiet_options());
-    train_checking_identity(trainer, 4);
-    write_checkpoint(trainer.state(), single);
-    CheckpointSaver sync(sync_config, world);
-    sync.save(trainer.state());
-    CheckpointSaver async(async_config, world);
-    async.save(trainer.state());
-    async.poll();  // may or may not commit: every rank decides alike
-    async.finish();
-  }
-  const std::string manifest = sync_dir + "/step_00000004/manifest.json";
-  if (world.is_root()) {
+  // Stage 3 writes masters (read through a host buffer), stage 1 fp32 values (read in place by
+  // the sync writer): both as the async writer's copy does, and as the single file holds them.
+  for (const auto& [name, writer_stage] : {std::pair{"stage3", stage(3, "interleaved")},
+                                           std::pair{"stage1", stage(1, "none")}}) {
+    INFO("written at " << name);
+    const std::string single = dir + "/" + name + ".safetensors";
+    const std::string sync_dir = dir + "/" + name + "_sync";
+    const std::string async_dir = dir + "/" + name + "_async";
+    {
+      Config sync_config =
+          small_config(with(with(kBase, writer_stage),
+                            {fmt::format("checkpoint.dir=\"{}\"", sync_dir),
+                             "checkpoint.format=sharded"}));
+      Config async_config = sync_config;
+      async_config.checkpoint.dir = async_dir;
+      async_config.checkpoint.async = true;
+      Trainer trainer(sync_config, world, quiet_options());
+      train_checking_identity(trainer, 4);
+      write_checkpoint(trainer.state(), single);
+      CheckpointSaver sync(sync_config, world);
+      sync.save(trainer.state());
+      CheckpointSaver async(async_config, world);
+      async.save(trainer.state());
+      async.poll();  // may or may not commit: every rank decides alike
+      async.finish();
+    }
+    if (!world.is_root()) continue;
     // `latest` names the manifest; async and sync wrote the same shards, byte for byte.
+    const std::string manifest = sync_dir + "/step_00000004/manifest.json";
     CHECK(file_bytes(sync_dir + "/latest") == "step_00000004/manifest.json\n");
     CHECK(file_bytes(async_dir + "/latest") == "step_00000004/manifest.json\n");
     const Manifest m = read_manifest(manifest);
@@ -119,7 +127,7 @@ TEST_CASE(
     }
     CHECK(file_bytes(manifest) == file_bytes(async_dir + "/step_00000004/manifest.json"));
     // consolidate: the single file's tensors, names, shapes and bytes.
-    const std::string out = dir + "/consolidated.safetensors";
+    const std::string out = dir + "/" + name + "_consolidated.safetensors";
     consolidate_checkpoint(sync_dir + "/step_00000004", out, ConsolidateState::Include);
     const SafetensorsReader want(single), got(out);
     CHECK_NOTHROW(got.verify_checksums());
@@ -134,6 +142,36 @@ TEST_CASE(
       CHECK(a == b);
     }
   }
+  {
+    // A non-finite value is never written, sync (read in place) or async (copied): every rank's
+    // pieces hold one, so every rank refuses before any file of the checkpoint exists.
+    const std::string bad_dir = dir + "/nonfinite";
+    Config config = small_config(with(with(kBase, stage(1, "none")),
+                                      {fmt::format("checkpoint.dir=\"{}\"", bad_dir),
+                                       "checkpoint.format=sharded"}));
+    Trainer trainer(config, world, quiet_options());
+    ParameterStore& store = trainer.model().store();
+    for (int id = 0; id < static_cast<int>(store.parameters().size()); ++id) {
+      std::fill_n(store.param_data(id), store.info(id).numel,
+                  std::numeric_limits<float>::quiet_NaN());
+    }
+    for (const bool async : {false, true}) {
+      INFO("async = " << async);
+      config.checkpoint.async = async;
+      CheckpointSaver saver(config, world);
+      CHECK_THROWS_WITH(saver.save(trainer.state()),
+                        Catch::Contains("checkpoint of step 0 not written") &&
+                            Catch::Contains("non-finite value (nan at element 0)"));
+      MPI_Barrier(world.comm);
+      std::size_t shards = 0;
+      for (const auto& entry : fs::directory_iterator(bad_dir + "/step_00000000")) {
+        shards += entry.path().filename().string().rfind("shard_", 0) == 0;
+      }
+      CHECK(shards == 0);
+    }
+  }
+  const std::string single = dir + "/stage3.safetensors", sync_dir = dir + "/stage3_sync";
+  const std::string manifest = sync_dir + "/step_00000004/manifest.json";
   MPI_Barrier(world.comm);
 
   // 3 ranks stage 1, 2 ranks bucket owners, 1 rank ddp: the sharded and the single-file load give
