@@ -339,7 +339,8 @@ TOML
   run_case() {
     local name=$1 want=$2 pattern=$3
     shift 3
-    out=$("${mpirun_1[@]}" "$@" 2>&1)
+    # A directory of its own per case: a run's output.dir belongs to that run (docs/checkpoints.md).
+    out=$("${mpirun_1[@]}" "$@" --set "output.dir=\"$work/runs/nonfinite_$name\"" 2>&1)
     rc=$?
     if ((rc != want)) || ! grep -qE -- "$pattern" <<<"$out"; then
       echo "FAIL $name: exit $rc (want $want), want /$pattern/ in:"

@@ -35,6 +35,8 @@ namespace {
 // The parameters as fp32 (bf16 ones widened, exactly).
 std::vector<float> host_parameters(Trainer& trainer) {
   trainer.synchronize();
+  // ZeRO stage 3 keeps shards only: gathered (a copy of the store's buffer reads past it).
+  if (ParameterGather* gather = trainer.parameter_gather()) return gather->full_parameters();
   const auto& store = trainer.model().store();
   std::vector<float> out(static_cast<std::size_t>(store.total_numel()));
   if (store.param_dtype() == DType::BF16) {
