@@ -6,7 +6,7 @@ the backward left, zero/none its reductions but not its broadcasts, interleaved 
 last bucket's with backward and stage 3's forward gathers with forward), both
 from the row's compute-only time and the collective times the bench measured (with the link
 model when one is on). Reads the bench.json of a run without a link model and of one with
-link.ranks = 8; prints one line per check; exits 1 when one fails.
+link.ranks = 8 (its bf16 rows only); prints one line per check; exits 1 when one fails.
 
   scripts/bench_gpu_checks.py link-bandwidth PLAIN/bench.json [--precision P] [--mode M] [--ratio R]
       the Gb/s at which row (P, M)'s modelled reduce + broadcast, as one of 8 ranks, take R x its
@@ -68,9 +68,10 @@ def serial(mode):
 
 def row_checks(bench, linked):
     """(name, ok, value, kind) per check of one run's rows; kind: False (structure, always
-    enforced), True (timing, enforced unless --timing report) or "info" (printed, never failed)."""
+    enforced), True (timing, enforced unless --timing report) or "info" (printed, never failed).
+    The linked run holds the bf16 rows only (its bandwidth is set from bf16's)."""
     out = []
-    for precision in PRECISIONS:
+    for precision in ("bf16",) if linked else PRECISIONS:
         for mode in MODES:
             r = find(bench, precision, mode)
             label = f"{precision} {mode}"

@@ -10,7 +10,7 @@ the fused Adam/AdamW kernel on CUDA where PyTorch has one, under DistributedData
   ZeroRedundancyOptimizer          the same optimizer, sharded (step after backward)
   hook_with_zero_step              ZeRO step overlapped with DDP's bucket all-reduces
   hook_with_zero_step_interleaved  (both hooks need NCCL: on gloo PyTorch refuses them, and the
-                                   table says so)
+                                   table says so; they step an unfused optimizer)
 at every bench.bucket_cap_mb, then runs `zerolap bench CONFIG` at the same world size and prints
 one table: per mode the median, p10 and p90 of the step time (bench.warmup untimed steps, then
 bench.steps timed ones; a step's time is the slowest rank's, as `zerolap bench` reports it) and
@@ -238,8 +238,12 @@ def torch_rank(rank, world, port, config, device_kind, result_path, intra_op_thr
                     step_after_backward = ZeroRedundancyOptimizer(
                         ddp.parameters(), optimizer_class=opt_cls, **opt_args)
                 else:
+                    # The hooks step PyTorch's functional optimizer, whose fused kernel fails on
+                    # step counts it keeps on the CPU (PyTorch 2.11 on an H200: "state_steps is
+                    # on cpu"): these modes run the unfused kernel.
+                    hook_args = {k: v for k, v in opt_args.items() if k != "fused"}
                     zero = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=opt_cls,
-                                                   overlap_with_ddp=True, **opt_args)
+                                                   overlap_with_ddp=True, **hook_args)
                     hook = getattr(ddp_zero_hook, mode)
                     ddp.register_comm_hook(None, hook(default_hooks.allreduce_hook, ddp, zero))
             except (RuntimeError, ValueError) as e:  # gloo: "... requires NCCL/HCCL ..."
