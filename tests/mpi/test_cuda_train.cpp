@@ -105,15 +105,21 @@ void require_unique_names(const std::vector<std::string>& names) {
   REQUIRE(unique.size() == names.size());
 }
 
-// Each case (its keys appended to `base` and kBuckets) in a section of its own, CUDA against the
-// CPU within check_cuda_matches_cpu's tolerances; the names are checked without a GPU too.
-void check_each_case(const std::vector<std::string>& base,
-                     const std::vector<std::vector<std::string>>& cases, double rtol, double atol,
-                     double loss_rtol = 1e-4, int flips = 1) {
+// Whether a GPU runs `cases`, each in a section named by its keys; the names are checked unique
+// without a GPU too.
+bool runs_sections(const std::vector<std::vector<std::string>>& cases) {
   std::vector<std::string> names;
   for (const auto& c : cases) names.push_back(section_name(c));
   require_unique_names(names);
-  if (!cuda_device_visible()) return;
+  return cuda_device_visible();
+}
+
+// Each case (its keys appended to `base` and kBuckets) in a section of its own, CUDA against the
+// CPU within check_cuda_matches_cpu's tolerances.
+void check_each_case(const std::vector<std::string>& base,
+                     const std::vector<std::vector<std::string>>& cases, double rtol, double atol,
+                     double loss_rtol = 1e-4, int flips = 1) {
+  if (!runs_sections(cases)) return;
   for (const auto& c : cases) {
     DYNAMIC_SECTION(section_name(c)) {
       check_cuda_matches_cpu(with(with(base, kBuckets), c), rtol, atol, loss_rtol, flips);
@@ -147,12 +153,11 @@ TEST_CASE("one rank on CUDA trains like the CPU in every mode", "[cuda-train]") 
       {{"optimizer.kind=sgd", "optimizer.lr=0.1", "optimizer.momentum=0.9"}, {1e-4, 1e-6}},
       {{"optimizer.kind=adam", "optimizer.lr=0.01"}, {1e-4, 1e-4}},
   };
-  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> cases;
   for (const auto& mode : modes) {
-    for (const auto& opt : optimizers) names.push_back(section_name(with(mode, opt.first)));
+    for (const auto& opt : optimizers) cases.push_back(with(mode, opt.first));
   }
-  require_unique_names(names);
-  if (!cuda_device_visible()) return;
+  if (!runs_sections(cases)) return;
   for (const auto& mode : modes) {
     for (const auto& [opt, tol] : optimizers) {
       const auto overrides = with(with(mode, opt), kBuckets);
@@ -224,10 +229,7 @@ TEST_CASE("sharded checkpoints on CUDA: the sync write (from device memory, a bu
       {"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather"},
       {"parallel.mode=zero", "parallel.collective=reduce_scatter_allgather",
        "parallel.zero_stage=3", "precision.compute=bf16"}};
-  std::vector<std::string> names;
-  for (const auto& c : cases) names.push_back(section_name(c));
-  require_unique_names(names);
-  if (!cuda_device_visible()) return;
+  if (!runs_sections(cases)) return;
   for (const auto& c : cases) {
     DYNAMIC_SECTION(section_name(c)) {
       const World world = world_of(MPI_COMM_SELF);
