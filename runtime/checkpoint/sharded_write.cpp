@@ -128,6 +128,13 @@ void copy_source(const TrainingState& state, const TensorSource& s, std::int64_t
   }
 }
 
+// The floats of a shard's data: its tensors' elements.
+std::int64_t shard_floats(const StagedShard& shard) {
+  std::int64_t floats = 0;
+  for (const TensorSpec& t : shard.tensors) floats += t.shape[0];
+  return floats;
+}
+
 // Hands the writer a shard's data and ends the process at the fault point "during_write" once
 // half of it is on disk: a shard cut short, as a kill in the middle of the write leaves it.
 class ShardSink {
@@ -169,9 +176,7 @@ WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
   try {
     {
       SafetensorsWriter writer(shard.path, shard.tensors, shard.metadata);
-      std::int64_t floats = 0;
-      for (const TensorSpec& t : shard.tensors) floats += t.shape[0];
-      ShardSink sink(writer, floats, shard.step);
+      ShardSink sink(writer, shard_floats(shard), shard.step);
       fill(sink);
       sink.finish();
       writer.finish();
@@ -302,9 +307,7 @@ ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c
 }
 
 void copy_shard(const TrainingState& state, StagedShard& shard) {
-  std::int64_t floats = 0;
-  for (const TensorSpec& t : shard.tensors) floats += t.shape[0];
-  shard.data.resize(static_cast<std::size_t>(floats));
+  shard.data.resize(static_cast<std::size_t>(shard_floats(shard)));
   {
     // Device to host on a copy stream of its own, all queued, then waited for together.
     StagingCopy copies(state.store.device());
