@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,12 @@ inline std::string shared_dir(MPI_Comm comm, const std::string& name) {
   }
   MPI_Barrier(comm);
   return dir.string();
+}
+
+// A file's bytes ("" when it cannot be read).
+inline std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // A tiny classification problem: a random teacher MLP's argmax labels, a 4-layer student.

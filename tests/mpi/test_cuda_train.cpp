@@ -13,8 +13,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -251,13 +249,9 @@ TEST_CASE("sharded checkpoints on CUDA: the sync write (from device memory, a bu
         async.finish();
       }
       const std::string shard = "/step_00000003/" + shard_file_name(0, 1, 0);
-      const auto bytes = [](const std::string& path) {
-        std::ifstream in(path, std::ios::binary);
-        return std::string(std::istreambuf_iterator<char>(in), {});
-      };
-      const std::string written = bytes(dir + "/sync" + shard);
+      const std::string written = file_bytes(dir + "/sync" + shard);
       CHECK_FALSE(written.empty());
-      CHECK(written == bytes(dir + "/async" + shard));
+      CHECK(written == file_bytes(dir + "/async" + shard));
       Trainer loaded(sync_config, world, quiet_options());
       load_checkpoint(loaded.state(), dir + "/sync/step_00000003");
       CHECK(bitwise_equal(host_parameters(loaded), host_parameters(trainer)));

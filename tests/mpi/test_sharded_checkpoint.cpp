@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <limits>
 
 #include <fmt/format.h>
@@ -36,11 +35,6 @@ const std::vector<std::string> kBase = {"parallel.bucket_cap_mb=0.004",
 std::vector<std::string> stage(int s, const char* overlap) {
   return {"parallel.mode=zero", std::string("parallel.overlap=") + overlap,
           "parallel.collective=reduce_scatter_allgather", fmt::format("parallel.zero_stage={}", s)};
-}
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // What a load restores: named parameters (no padding), this rank's state of the elements it
