@@ -11,7 +11,7 @@
 // elements it needs by name and offset, as the single-file loader does by name.
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <zlib.h>  // crc32_combine
 
 #include <algorithm>
 #include <charconv>
@@ -31,6 +31,7 @@
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/checkpoint/files/checkpoint_pruning.h"
+#include "runtime/checkpoint/files/crc32.h"
 #include "runtime/checkpoint/sharded_checkpoint.h"
 
 namespace zl {
@@ -193,8 +194,7 @@ WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
         fd >= 0 && ::pread(fd, head.data(), head.size(), 0) == static_cast<ssize_t>(head.size());
     if (fd >= 0) ::close(fd);
     if (!read_ok) throw RuntimeFailure(fmt::format("cannot read back '{}'", shard.path));
-    auto crc = static_cast<std::uint32_t>(
-        crc32(crc32(0L, Z_NULL, 0), head.data(), static_cast<uInt>(head.size())));
+    auto crc = crc32_update(0, head.data(), head.size());
     const std::uint32_t data_crc =
         static_cast<std::uint32_t>(std::stoul(back.metadata().at(kDataCrcKey), nullptr, 16));
     crc = static_cast<std::uint32_t>(

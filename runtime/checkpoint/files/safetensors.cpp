@@ -5,7 +5,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <zlib.h>  // crc32_combine
 
 #include <algorithm>
 #include <bit>
@@ -19,6 +19,7 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
+#include "runtime/checkpoint/files/crc32.h"
 
 namespace zl {
 
@@ -30,17 +31,6 @@ namespace {
 constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // the limit of the reference reader
 constexpr std::size_t kChunkBytes = 1 << 20;
 constexpr const char* kCrcPlaceholder = "00000000";
-
-std::uint32_t crc_update(std::uint32_t crc, const void* data, std::size_t bytes) {
-  const auto* p = static_cast<const Bytef*>(data);
-  while (bytes > 0) {  // zlib's length is a uInt
-    const auto n = static_cast<uInt>(std::min<std::size_t>(bytes, 1u << 30));
-    crc = static_cast<std::uint32_t>(crc32(crc, p, n));
-    p += n;
-    bytes -= n;
-  }
-  return crc;
-}
 
 std::string crc_hex(std::uint32_t crc) { return fmt::format("{:08x}", crc); }
 
@@ -93,7 +83,7 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
   }
   metadata[kDataCrcKey] = kCrcPlaceholder;
   header["__metadata__"] = metadata;
-  tensor_crc_.assign(tensors_.size(), crc32(0L, Z_NULL, 0));
+  tensor_crc_.assign(tensors_.size(), 0u);
 
   std::string text = header.dump();
   // Pad with spaces (allowed by the format) so the data section starts 8-byte aligned.
@@ -156,7 +146,7 @@ void SafetensorsWriter::write(const void* data, std::size_t bytes) {
     const std::uint64_t left = tensor_bytes_[current_] - written_in_current_;
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, bytes));
     if (std::fwrite(p, 1, n, file_) != n) fail_io("write");
-    tensor_crc_[current_] = crc_update(tensor_crc_[current_], p, n);
+    tensor_crc_[current_] = crc32_update(tensor_crc_[current_], p, n);
     written_in_current_ += n;
     p += n;
     bytes -= n;
@@ -181,7 +171,7 @@ void SafetensorsWriter::finish() {
   };
   // The data section is the tensors' data back to back, so its CRC follows from theirs: every
   // byte goes through crc32 once.
-  auto data_crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+  auto data_crc = std::uint32_t{0};
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     patch(crc_positions_[i], tensor_crc_[i]);
     data_crc = static_cast<std::uint32_t>(
@@ -363,17 +353,19 @@ void SafetensorsReader::verify_checksums(const ChunkVisitor& visit) const {
     return static_cast<std::int64_t>(std::stoul(hex, nullptr, 16));
   };
   std::vector<char> buffer(kChunkBytes);
-  auto data_crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+  auto data_crc = std::uint32_t{0};
   for (const TensorEntry& t : tensors_) {
-    auto crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+    auto crc = std::uint32_t{0};
     for (std::uint64_t at = t.begin; at < t.end;) {
       const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunkBytes, t.end - at));
       read_data(at, buffer.data(), n);
-      crc = crc_update(crc, buffer.data(), n);
-      data_crc = crc_update(data_crc, buffer.data(), n);
+      crc = crc32_update(crc, buffer.data(), n);
       if (visit) visit(t, at - t.begin, buffer.data(), n);
       at += n;
     }
+    // As in the writer: every byte goes through the CRC once.
+    data_crc = static_cast<std::uint32_t>(
+        crc32_combine(data_crc, crc, static_cast<z_off_t>(t.end - t.begin)));
     const std::int64_t expected = recorded(tensor_crc_key(t.name),
                                           fmt::format("tensor '{}'", escaped_excerpt(t.name)));
     if (expected >= 0 && expected != crc) {

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +19,7 @@
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/crc32.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -64,8 +64,7 @@ json body_json(const Manifest& m) {
 }
 
 std::uint32_t text_crc(const std::string& text) {
-  return static_cast<std::uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+  return crc32_update(0, text.data(), text.size());
 }
 
 std::uint32_t parse_crc(const std::string& hex, const std::string& path, const std::string& what) {
@@ -244,7 +243,7 @@ std::uint32_t file_crc32(const std::string& path) {
         fmt::format("checkpoint shard '{}': cannot open: {}", path, std::strerror(errno)));
   }
   std::vector<unsigned char> buf(kCrcChunk);
-  auto crc = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+  std::uint32_t crc = 0;
   for (;;) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0) {
@@ -254,7 +253,7 @@ std::uint32_t file_crc32(const std::string& path) {
       throw UserError(fmt::format("checkpoint shard '{}': cannot read: {}", path, reason));
     }
     if (n == 0) break;
-    crc = static_cast<std::uint32_t>(crc32(crc, buf.data(), static_cast<uInt>(n)));
+    crc = crc32_update(crc, buf.data(), static_cast<std::size_t>(n));
   }
   ::close(fd);
   return crc;
