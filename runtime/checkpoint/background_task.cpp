@@ -1,6 +1,9 @@
 // The background task of a checkpoint (see background_task.h).
 #include "runtime/checkpoint/background_task.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <utility>
 
 #include "base/errors.h"
@@ -17,6 +20,9 @@ void BackgroundTask::start(std::function<void()> task) {
   error_ = nullptr;
   // error_ is written by the thread and read only after wait() joined it.
   thread_ = std::thread([this, task = std::move(task)] {
+    // Note [Checkpoint writes use idle CPU]; best effort.
+    const sched_param idle{};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
     try {
       task();
     } catch (...) {

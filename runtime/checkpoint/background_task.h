@@ -3,6 +3,17 @@
 // (manifest, `latest`, pruning). At most one task runs at a time: start() requires the previous
 // one waited for. A task does file I/O only (no MPI, no device), so it needs nothing from the
 // training loop.
+//
+// Note [Checkpoint writes use idle CPU]: the task's thread runs under SCHED_IDLE, so the kernel
+// gives it a core only when no training thread wants one. A write has until the next checkpoint
+// step to finish (at most one is in flight), while a training thread it preempts delays its rank,
+// and every rank waits for the slowest at the next collective. Measured on 2 ranks filling 2
+// cores (configs/bench_overlap.toml, async sharded every 10 steps, 50 MB per checkpoint): the
+// steps after a checkpoint took 34 ms more than others at normal priority, 23 ms under
+// SCHED_IDLE, 11 ms of it the staging stop (docs/checkpoints.md, "What a checkpoint costs").
+// Where training leaves no CPU idle the write still runs (an idle thread keeps a small share),
+// and a save() that waits for it gives it the core. Lowering a thread's own priority needs no
+// privilege; where it is refused anyway the task runs at normal priority.
 #pragma once
 
 #include <atomic>
