@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -309,34 +310,48 @@ std::map<std::string, std::string> checkpoint_metadata(const TrainingState& stat
   };
 }
 
-namespace {
-
-// A checkpoint is never written from non-finite values (docs/design.md, "Divergence"): rank 0
-// checks each tensor in the host buffer it is about to write, so the check costs no extra pass
-// over device memory and no message.
-void require_finite(const float* values, std::int64_t n, const std::string& tensor,
-                    const TrainingState& state) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (std::isfinite(values[i])) continue;
-    // What `latest` names, if anything: a run that diverges before its first checkpoint has none
-    // to fall back on, and the message must not promise one.
-    const std::string& dir = state.config.checkpoint.dir;
-    std::optional<std::string> latest;
-    try {
-      latest = latest_checkpoint(dir);
-    } catch (const UserError&) {
+std::int64_t first_nonfinite(const float* values, std::int64_t n) {
+  constexpr std::int64_t kBlock = 4096;
+  for (std::int64_t at = 0; at < n; at += kBlock) {
+    const std::int64_t m = std::min(kBlock, n - at);
+    std::uint32_t any = 0;
+    for (std::int64_t i = 0; i < m; ++i) {
+      std::uint32_t bits;
+      std::memcpy(&bits, values + at + i, sizeof bits);
+      any |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;  // exponent all ones: inf or NaN
     }
-    const std::string kept =
-        latest ? fmt::format("`latest` in '{}' still names the last finite checkpoint, {}", dir,
-                             fs::path(*latest).filename().string())
-               : fmt::format("no checkpoint was written before it ('{}' has no `latest`)", dir);
-    throw RuntimeFailure(fmt::format(
-        "checkpoint of step {} not written: '{}' holds a non-finite value ({} at element {}); "
-        "the run diverged, and {} (lower optimizer.lr or optimizer.weight_decay, or set "
-        "train.clip_grad_norm)",
-        state.position.step, tensor, values[i], i, kept));
+    if (any == 0) continue;
+    for (std::int64_t i = 0; i < m; ++i) {
+      if (!std::isfinite(values[at + i])) return at + i;
+    }
   }
+  return -1;
 }
+
+void require_finite(const float* values, std::int64_t first, std::int64_t n,
+                    const std::string& tensor, const TrainingState& state) {
+  const std::int64_t i = first_nonfinite(values, n);
+  if (i < 0) return;
+  // What `latest` names, if anything: a run that diverges before its first checkpoint has none
+  // to fall back on, and the message must not promise one.
+  const std::string& dir = state.config.checkpoint.dir;
+  std::optional<std::string> latest;
+  try {
+    latest = latest_checkpoint(dir);
+  } catch (const UserError&) {
+  }
+  const std::string kept =
+      latest ? fmt::format("`latest` in '{}' still names the last finite checkpoint, {}", dir,
+                           fs::path(*latest).filename().string())
+             : fmt::format("no checkpoint was written before it ('{}' has no `latest`)", dir);
+  throw RuntimeFailure(fmt::format(
+      "checkpoint of step {} not written: '{}' holds a non-finite value ({} at element {}); "
+      "the run diverged, and {} (lower optimizer.lr or optimizer.weight_decay, or set "
+      "train.clip_grad_norm)",
+      state.position.step, tensor, values[i], first + i, kept));
+}
+
+namespace {
 
 void create_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
@@ -385,7 +400,7 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
       const ParameterInfo& p = store.info(id);
       host.resize(static_cast<std::size_t>(p.numel));
       copy_to_host(store.param_data(id), store.device(), host.data(), p.numel);
-      require_finite(host.data(), p.numel, p.name, state);
+      require_finite(host.data(), 0, p.numel, p.name, state);
       writer->write_floats(host.data(), p.numel);
     }
   }
@@ -413,14 +428,14 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
       if (masters) {
         ZL_CHECK(writer->next_tensor() == p.name, "write order: {} next", writer->next_tensor());
         const float* values = host.data() + within(store, b, id);
-        require_finite(values, p.numel, p.name, state);
+        require_finite(values, 0, p.numel, p.name, state);
         writer->write_floats(values, p.numel);
       }
       for (std::int64_t s = 0; s < ns; ++s) {
         const std::string name = state_tensor_name(p.name, states[s]);
         ZL_CHECK(writer->next_tensor() == name, "write order: {} next", writer->next_tensor());
         const float* values = host.data() + (first_state + s) * b.numel + within(store, b, id);
-        require_finite(values, p.numel, name, state);
+        require_finite(values, 0, p.numel, name, state);
         writer->write_floats(values, p.numel);
       }
     }

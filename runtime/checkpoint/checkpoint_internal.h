@@ -1,8 +1,9 @@
 // What the single-file and the sharded checkpoint code share (runtime/checkpoint only; defined in
-// checkpoint.cpp): the run's facts as __metadata__, a bucket's parameters restored from their fp32
-// values, and where a run continues after a load.
+// checkpoint.cpp): the run's facts as __metadata__, the finite check of what is written, a
+// bucket's parameters restored from their fp32 values, and where a run continues after a load.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +16,17 @@ struct CheckpointFacts;  // runtime/checkpoint/files/checkpoint_files.h
 
 // The step, sampler position, optimizer, mode, precision and config of `state`, as strings.
 std::map<std::string, std::string> checkpoint_metadata(const TrainingState& state);
+
+// A checkpoint is never written from non-finite values (docs/design.md, "Divergence"): each
+// tensor is checked in the host memory it is written from, so the check costs no extra pass over
+// device memory and no message. values[0, n) are the tensor's elements [first, first + n):
+// RuntimeFailure naming the step, the tensor, the element and what `latest` still names.
+void require_finite(const float* values, std::int64_t first, std::int64_t n,
+                    const std::string& tensor, const TrainingState& state);
+// Where the first non-finite value of values[0, n) is, or -1. A branch-free pass over blocks that
+// the compiler vectorizes (the check reads every byte of a checkpoint, in the stop of an async
+// one), then a scalar search of the block that holds one.
+std::int64_t first_nonfinite(const float* values, std::int64_t n);
 
 // Bucket b's parameters from their fp32 values (host, [b.numel], the bucket's elements; stage 3
 // reads only this rank's shard of them): Note [Masters in checkpoints] in checkpoint.cpp.

@@ -94,20 +94,6 @@ std::int64_t next_generation(const std::string& step_dir) {
   }
 }
 
-// A checkpoint is never written from non-finite values (docs/design.md, "Divergence"): `values`
-// are elements [first, first + n) of `tensor`.
-void require_finite(const float* values, std::int64_t first, std::int64_t n,
-                    const std::string& tensor, const TrainingState& state) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (std::isfinite(values[i])) continue;
-    throw RuntimeFailure(fmt::format(
-        "checkpoint of step {} not written: '{}' holds a non-finite value ({} at element {}); "
-        "the run diverged, and `latest` in '{}' still names the last finite checkpoint (lower "
-        "optimizer.lr or set train.clip_grad_norm)",
-        state.position.step, tensor, values[i], first + i, state.config.checkpoint.dir));
-  }
-}
-
 // The source's elements in host memory, readable in place: fp32 values and optimizer state on
 // the CPU. Null where they must be copied: device memory, and masters (which read_master_range
 // assembles from a bf16 parameter and its remainder).
