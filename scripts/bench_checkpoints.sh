@@ -8,7 +8,9 @@
 #     elapsed_s at step 200) without checkpoints, with checkpoint.every = 10 async sharded, and
 #     with checkpoint.every = 10 sync single-file; and each checkpoint's own stop from its
 #     progress line (async: the staging copy; the commit runs in the background).
-# Prints medians with p10-p90 over every checkpoint (1) and every repetition (2).
+# Prints medians with p10-p90 over every checkpoint (1) and every repetition (2); in (2) the runs
+# alternate round by round, and each run with checkpoints is also given as a ratio to the run
+# without them in its round.
 # Usage: scripts/bench_checkpoints.sh ZEROLAP_BINARY WORK_DIR [REPEATS (default 3)]
 set -u
 zerolap=$1
@@ -56,11 +58,14 @@ for f in "${formats[@]}"; do
 done
 
 echo "== 200 steps of configs/bench_overlap.toml, 2 ranks: steps per second"
+# The three runs alternate, one round at a time: a slow spell of the machine then falls on every
+# kind of run, and each round's ratio to the run without checkpoints compares neighbours.
 runs=("none" "sharded true" "single_file false")
-for r in "${runs[@]}"; do
-  set -- $r
-  values=""
-  for i in $(seq 1 "$repeats"); do
+declare -A rates ratios
+for i in $(seq 1 "$repeats"); do
+  base=""
+  for r in "${runs[@]}"; do
+    set -- $r
     out="$work/overlap_$1_$i"
     rm -rf "$out"
     ckpt=()
@@ -70,10 +75,20 @@ for r in "${runs[@]}"; do
       --set train.steps=200 --set train.log_every=200 "${ckpt[@]}" --set "output.dir=\"$out\"" \
       >"$out.log" 2>&1 || { tail -5 "$out.log"; echo "FAILED: $r"; continue; }
     elapsed=$(awk -F, '$1 == 200 && $3 != "" { print $NF }' "$out/metrics.csv")
-    values="$values $(python3 -c "print(200 / $elapsed)")"
+    rate=$(python3 -c "print(200 / $elapsed)")
+    rates[$1]="${rates[$1]:-} $rate"
+    if [ "$1" = none ]; then
+      base=$rate
+    elif [ -n "$base" ]; then
+      ratios[$1]="${ratios[$1]:-} $(python3 -c "print($rate / $base)")"
+    fi
   done
-  stats "${1}${2:+ async=$2}" steps/s $values
+done
+for r in "${runs[@]}"; do
+  set -- $r
+  stats "${1}${2:+ async=$2}" steps/s ${rates[$1]:-}
   [ "$1" = none ] && continue
+  stats "  ${1} against none in the same round" x ${ratios[$1]:-}
   if [ "$1" = single_file ]; then
     values=$(sed -n 's/.*checkpoint step .* MB, \([0-9.]*\) s)$/\1/p' "$work"/overlap_"$1"_*.log)
   else
