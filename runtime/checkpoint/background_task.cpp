@@ -17,12 +17,10 @@ BackgroundTask::~BackgroundTask() {
 void BackgroundTask::start(std::function<void()> task) {
   ZL_CHECK(!running(), "a checkpoint task started while another one runs");
   finished_.store(false, std::memory_order_relaxed);
+  hurried_ = false;
   error_ = nullptr;
   // error_ is written by the thread and read only after wait() joined it.
   thread_ = std::thread([this, task = std::move(task)] {
-    // Note [Checkpoint writes use idle CPU]; best effort.
-    const sched_param idle{};
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
     try {
       task();
     } catch (...) {
@@ -30,6 +28,17 @@ void BackgroundTask::start(std::function<void()> task) {
     }
     finished_.store(true, std::memory_order_release);
   });
+  // Note [Checkpoint writes use idle CPU]; best effort. Set here, not by the thread itself, so
+  // that a hurry() after start() returns is never undone.
+  const sched_param idle{};
+  pthread_setschedparam(thread_.native_handle(), SCHED_IDLE, &idle);
+}
+
+void BackgroundTask::hurry() {
+  if (!running() || hurried_) return;
+  hurried_ = true;
+  const sched_param normal{};
+  pthread_setschedparam(thread_.native_handle(), SCHED_OTHER, &normal);  // best effort
 }
 
 void BackgroundTask::wait() {

@@ -35,6 +35,11 @@ std::string CheckpointSaver::path_of(std::int64_t step) const {
   return (dir / (sharded(config_) ? sharded_dir_name(step) : checkpoint_file_name(step))).string();
 }
 
+void CheckpointSaver::reserve_staging(const TrainingState& state) {
+  if (comm_ == MPI_COMM_NULL || !config_.checkpoint.async) return;
+  staged_.data.resize(static_cast<std::size_t>(staged_floats(state, world_.rank)));
+}
+
 void CheckpointSaver::save(const TrainingState& state) {
   if (!sharded(config_)) {
     save_checkpoint(state);
@@ -45,9 +50,14 @@ void CheckpointSaver::save(const TrainingState& state) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   const Clock::time_point start = Clock::now();
+  interval_s_ = seconds_since(last_save_);
+  last_save_ = start;
   // At most one checkpoint in flight: the previous one is written, gathered and published (its
   // pruning never meets a shard of this one: checkpoint_pruning.h) before this one is staged.
+  // Training waits for the task from here: it needs no idle core to run.
+  task_.hurry();
   if (in_flight_) commit_in_flight();
+  task_.hurry();
   task_.wait();
   const Clock::time_point staging = Clock::now();
   pending_ = describe_shard(state, config_.checkpoint, comm_, limit_, staged_);
@@ -57,6 +67,7 @@ void CheckpointSaver::save(const TrainingState& state) {
     pending_.staged_s = seconds_since(staging);
     pending_.stopped_s = seconds_since(start);
     task_.start([this] { written_by_task_ = write_shard(staged_); });
+    task_started_ = Clock::now();
     in_flight_ = true;
     return;
   }
@@ -88,7 +99,14 @@ void CheckpointSaver::commit_in_flight() {
   }
 }
 
+void CheckpointSaver::hurry_if_late() {
+  const double ran_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - task_started_).count();
+  if (ran_s > 0.25 * interval_s_) task_.hurry();
+}
+
 void CheckpointSaver::poll() {
+  hurry_if_late();
   if (!in_flight_) {
     // Rank 0's publication: its failure ends the job at the step boundary after it.
     if (task_.running() && task_.finished()) task_.wait();
@@ -106,7 +124,9 @@ void CheckpointSaver::poll() {
 }
 
 void CheckpointSaver::finish() {
+  task_.hurry();
   if (in_flight_) commit_in_flight();
+  task_.hurry();
   task_.wait();
 }
 

@@ -40,7 +40,9 @@ struct StagedShard {
   std::vector<TensorSpec> tensors;
   std::vector<TensorSource> sources;  // one per tensor
   std::map<std::string, std::string> metadata;
-  std::vector<float> data;  // empty until copy_shard
+  // Async: the staging buffer, kept from one checkpoint to the next (its size changes only with
+  // the shard's); copy_shard fills it.
+  std::vector<float> data;
   std::int64_t step = 0;
   int rank = 0;
 };
@@ -74,6 +76,10 @@ struct ShardCommit {
 // where (its dir) and how many to keep.
 ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& checkpoint,
                            MPI_Comm comm, const WaitLimit& limit, StagedShard& out);
+
+// The floats of `rank`'s shard (its pieces' values and optimizer state): the size of its async
+// staging buffer. 0 in a link.ranks timing study, which holds no checkpointable state.
+std::int64_t staged_floats(const TrainingState& state, int rank);
 
 // Rank-local: copies the described shard's values into shard.data, so that training may change
 // the state while write_shard writes them. Throws RuntimeFailure for a non-finite value.

@@ -211,6 +211,14 @@ std::vector<HeldPiece> held_pieces(const TrainingState& state, int rank) {
   return out;
 }
 
+std::int64_t staged_floats(const TrainingState& state, int rank) {
+  if (state.plan.world_size > state.world.size) return 0;
+  std::int64_t held = 0;
+  for (const HeldPiece& h : held_pieces(state, rank)) held += h.numel;
+  // Each piece is a tensor of values and one per optimizer state (describe_shard).
+  return held * static_cast<std::int64_t>(1 + state.optimizer.state_names().size());
+}
+
 ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c, MPI_Comm comm,
                         const WaitLimit& limit, StagedShard& out) {
   const World& world = state.world;
@@ -288,8 +296,7 @@ ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c
       out.sources.push_back({h.param, h.bucket, h.begin, flat, static_cast<int>(s)});
     }
   }
-  out.data.clear();
-  return commit;
+  return commit;  // out.data, the staging buffer, is kept: copy_shard overwrites all of it
 }
 
 void copy_shard(const TrainingState& state, StagedShard& shard) {

@@ -86,6 +86,7 @@ int run_training(Trainer& trainer) {
   // checkpoint.format and checkpoint.async: a background write is committed at a later step's
   // poll() and waited for before every exit below.
   CheckpointSaver checkpoints(config, world);
+  checkpoints.reserve_staging(trainer.state());
   while (trainer.step() < total_steps) {
     trainer.train_step();  // a non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence")
     checkpoints.poll();

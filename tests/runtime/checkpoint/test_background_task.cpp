@@ -1,6 +1,9 @@
 // The background task of async checkpoints (runtime/checkpoint/background_task.h): it runs while
-// the caller goes on, one at a time, and its failure reaches the caller's wait(), once.
+// the caller goes on, one at a time, at idle priority until hurried, and its failure reaches the
+// caller's wait(), once.
 #include <catch2/catch.hpp>
+
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -42,4 +45,28 @@ TEST_CASE("a background task's failure is rethrown by wait(), once", "[backgroun
   CHECK_THROWS_WITH(task.wait(), Catch::Contains("checkpoint shard 'x' of rank 1"));
   task.wait();  // reported once: nothing left to rethrow
   CHECK_FALSE(task.running());
+}
+
+TEST_CASE("a background task runs at idle priority until it is hurried", "[background-task]") {
+  // Note [Checkpoint writes use idle CPU]: idle while training has the cores, normal priority
+  // once the next checkpoint draws near or training waits for it.
+  BackgroundTask task;
+  std::atomic<int> stage{0};
+  std::atomic<int> policy_before{-1}, policy_after{-1};
+  task.start([&] {
+    while (stage.load() == 0) std::this_thread::yield();
+    policy_before = sched_getscheduler(0);
+    stage = 2;
+    while (stage.load() == 2) std::this_thread::yield();
+    policy_after = sched_getscheduler(0);
+  });
+  stage = 1;
+  while (stage.load() != 2) std::this_thread::yield();
+  task.hurry();
+  task.hurry();  // once is enough; again is a no-op
+  stage = 3;
+  task.wait();
+  CHECK(policy_before.load() == SCHED_IDLE);
+  CHECK(policy_after.load() == SCHED_OTHER);
+  task.hurry();  // none runs: a no-op
 }
