@@ -12,9 +12,10 @@
 // steps after a checkpoint took 34 ms more than others at normal priority, 23 ms under
 // SCHED_IDLE, 11 ms of it the staging stop (docs/checkpoints.md, "What a checkpoint costs").
 // Where training leaves no CPU idle (4 ranks on 2 cores, configs/bench_large.toml), an idle
-// write barely moves, and the next checkpoint would stop training until it is done: 0.3-1.2 s
-// against 0.1 s at normal priority. So the owner calls hurry() once the write has taken half the
-// time to the next checkpoint (CheckpointSaver::poll), and the rest of it takes a fair share.
+// write barely moves, and the next checkpoint stopped training until it was done: 0.15-1.3 s
+// against 0.1 s at normal priority. So the owner calls hurry() once the write has taken a quarter
+// of the time between checkpoints (CheckpointSaver::poll; half was still too late there), and
+// the rest of it takes a fair share; and when training waits for the task anyway.
 // Lowering a thread's own priority and restoring it need no privilege; where either is refused
 // the task runs at the priority it has.
 #pragma once

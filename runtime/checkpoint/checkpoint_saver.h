@@ -7,8 +7,8 @@
 // which every rank's shard is durable gathers their sizes and CRCs to rank 0, whose background
 // task then publishes the checkpoint (manifest, then `latest`, then pruning). At most one
 // checkpoint is in flight: a save() waits for the one before to be published. The background
-// task starts at idle priority and is hurried once it has taken half the time between the last
-// two checkpoints (Note [Checkpoint writes use idle CPU] in background_task.h).
+// task starts at idle priority and is hurried once it has taken a quarter of the time between
+// the last two checkpoints (Note [Checkpoint writes use idle CPU] in background_task.h).
 #pragma once
 
 #include <mpi.h>
@@ -52,8 +52,8 @@ class CheckpointSaver {
   // Collective: once every rank's shard is durable, gathers their records and starts rank 0's
   // publication in the background.
   void commit_in_flight();
-  // Hurries the background task (poll) once it has run for half the time between the last two
-  // save()s: the write of one checkpoint, then rank 0's publication, is done before the next.
+  // Hurries the background task (poll) once it has run for a quarter of the time between the
+  // last two save()s, so that the write, then rank 0's publication, is done before the next.
   void hurry_if_late();
 
   const Config& config_;
