@@ -75,9 +75,13 @@ void CheckpointSaver::save(const TrainingState& state) {
   const WrittenShard written = write_shard_in_place(state, staged_);
   pending_.staged_s = seconds_since(staging);
   pending_.stopped_s = seconds_since(start);
-  if (const auto manifest =
+  if (std::optional<Manifest> manifest =
           gather_shard_records(comm_, limit_, world_.rank, world_.size, pending_, written)) {
     publish_checkpoint(pending_, *manifest);
+    task_.start([commit = pending_, manifest = std::move(*manifest)] {
+      prune_after_publish(commit, manifest);
+    });
+    task_started_ = Clock::now();
   }
   // As the single-file save: the checkpoint is committed before any rank moves on.
   timed_barrier(comm_, limit_, "the barrier after writing a checkpoint");
@@ -95,6 +99,7 @@ void CheckpointSaver::commit_in_flight() {
   if (manifest) {
     task_.start([commit = pending_, manifest = std::move(*manifest)] {
       publish_checkpoint(commit, manifest);
+      prune_after_publish(commit, manifest);
     });
   }
 }

@@ -2,7 +2,7 @@
 // (checkpoint.format, checkpoint.async; docs/checkpoints.md). The training loop calls save() at a
 // checkpoint step on a quiescent state, poll() after every step and finish() before it exits;
 // all three are collective. A sync sharded save() writes every rank's shard straight from the
-// state and commits it. With async sharded checkpoints save() only stages this rank's shard
+// state and commits it; rank 0 prunes in the background. With async sharded checkpoints save() only stages this rank's shard
 // into host memory; a background task writes it while training goes on; the first poll() at
 // which every rank's shard is durable gathers their sizes and CRCs to rank 0, whose background
 // task then publishes the checkpoint (manifest, then `latest`, then pruning). At most one

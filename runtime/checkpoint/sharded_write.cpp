@@ -384,15 +384,6 @@ void publish_checkpoint(const ShardCommit& commit, const Manifest& m) {
   checkpoint_fault_point("after_rename", m.step);
   const std::string name = (fs::path(sharded_dir_name(m.step)) / kManifestName).string();
   write_latest_pointer(commit.dir, name);  // only now may a resume pick the new checkpoint
-  // Files of the directory the new manifest does not name: an older generation of this step's
-  // checkpoint, or what a crashed write left.
-  std::set<std::string> named{kManifestName};
-  for (const ShardEntry& s : m.shards) named.insert(s.file);
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(commit.step_dir, ec)) {
-    if (!named.count(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
-  }
-  prune_checkpoints(commit.dir, commit.keep, commit.protected_step, commit.run_id);
   if (commit.quiet) return;
   std::uint64_t total = 0;
   for (const ShardEntry& s : m.shards) total += s.bytes;
@@ -408,6 +399,16 @@ void publish_checkpoint(const ShardCommit& commit, const Manifest& m) {
       commit.synchronous ? "written" : "staged", commit.staged_s,
       publish_s, commit.stopped_s + (commit.synchronous ? publish_s : 0.0));
   std::fflush(stdout);
+}
+
+void prune_after_publish(const ShardCommit& commit, const Manifest& m) {
+  std::set<std::string> named{kManifestName};
+  for (const ShardEntry& s : m.shards) named.insert(s.file);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(commit.step_dir, ec)) {
+    if (!named.count(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
+  }
+  prune_checkpoints(commit.dir, commit.keep, commit.protected_step, commit.run_id);
 }
 
 }  // namespace zl

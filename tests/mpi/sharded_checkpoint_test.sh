@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sharded, async checkpoints from the command line on 2 ranks: `keep` removes whole checkpoints;
+# Sharded checkpoints from the command line on 2 ranks: `keep` removes whole checkpoints, async and sync;
 # `inspect` lists the shards and `consolidate` writes one file; a kill during a shard write,
 # between the shards and the manifest and between the manifest and `latest` leaves `latest` on the
 # last complete checkpoint, which resumes; a full disk during an async write is exit 1 naming the
@@ -69,6 +69,15 @@ grep -q "optimizer.layers.0.weight.exp_avg_sq" "$work/inspect1.log" || fail "no 
 grep -q "^layers.0.weight " <("$zerolap" inspect "$work/params.safetensors") || fail "no parameters"
 grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v "^  ") &&
   fail "--no-optimizer wrote state"
+echo "ok"
+
+echo "--- a sync sharded run: rank 0 prunes in the background, done before the exit"
+sync_dir=$work/sync
+rc=$(run sync "$sync_dir" --set checkpoint.async=false)
+[ "$rc" -eq 0 ] || { cat "$work/sync.log"; fail "sync run: exit $rc"; }
+[ "$(latest "$sync_dir")" = "step_00000008/manifest.json" ] || fail "sync: latest is '$(latest "$sync_dir")'"
+[ "$(ls -d "$sync_dir"/step_* | wc -l)" -eq 3 ] || { ls "$sync_dir"; fail "sync: keep = 3 left another count"; }
+"$zerolap" inspect "$sync_dir" >"$work/inspect_sync.log" 2>&1 || { cat "$work/inspect_sync.log"; fail "inspect sync"; }
 echo "ok"
 
 # A kill at each fault point of step 6 leaves latest on step 4; the resume finishes.
