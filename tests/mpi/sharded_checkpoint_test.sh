@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sharded checkpoints from the command line on 2 ranks: `keep` removes whole checkpoints, async and sync;
-# `inspect` lists the shards and `consolidate` writes one file; a kill during a shard write,
+# Sharded checkpoints from the command line on 2 ranks: `keep` removes whole checkpoints (async
+# and sync); `inspect` lists the shards and `consolidate` writes one file; a kill during a shard write,
 # between the shards and the manifest and between the manifest and `latest` leaves `latest` on the
 # last complete checkpoint, which resumes; a full disk during an async write is exit 1 naming the
 # rank and the file; a corrupt or missing shard is exit 2 naming the file.
