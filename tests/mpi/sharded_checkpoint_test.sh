@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sharded checkpoints from the command line on 2 ranks: `keep` removes whole checkpoints (async
-# and sync); `inspect` lists the shards and `consolidate` writes one file; a kill during a shard write,
-# between the shards and the manifest and between the manifest and `latest` leaves `latest` on the
-# last complete checkpoint, which resumes; a full disk during an async write is exit 1 naming the
-# rank and the file; a corrupt or missing shard is exit 2 naming the file.
+# and sync); `inspect` lists the shards and `consolidate` writes one file; a kill during a shard
+# write, between the shards and the manifest and between the manifest and `latest` leaves
+# `latest` on the last complete checkpoint, which resumes; a full disk during an async write is
+# exit 1 naming the rank and the file; a corrupt or missing shard is exit 2 naming the file.
 # Usage: sharded_checkpoint_test.sh ZEROLAP_BINARY WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
 flags="$flags --mca btl self,vader"
