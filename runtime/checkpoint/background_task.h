@@ -1,8 +1,8 @@
 // One piece of a checkpoint's file I/O run in the background while training goes on: with
 // checkpoint.async a rank's shard write, then on rank 0 the checkpoint's publication (manifest,
-// `latest`, pruning); after a sync sharded save, rank 0's pruning. At most one task runs at a time: start() requires the previous
-// one waited for. A task does file I/O only (no MPI, no device), so it needs nothing from the
-// training loop.
+// `latest`, pruning); after a sync sharded save, rank 0's pruning. At most one task runs at a time:
+// start() requires the previous one waited for. A task does file I/O only (no MPI, no device), so
+// it needs nothing from the training loop.
 //
 // Note [Checkpoint writes use idle CPU]: the task's thread runs under SCHED_IDLE, so the kernel
 // gives it a core only when no training thread wants one. A write has until the next checkpoint

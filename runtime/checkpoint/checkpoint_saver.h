@@ -1,14 +1,14 @@
-// CheckpointSaver: the checkpoints of one training run in the configured format
-// (checkpoint.format, checkpoint.async; docs/checkpoints.md). The training loop calls save() at a
-// checkpoint step on a quiescent state, poll() after every step and finish() before it exits;
-// all three are collective. A sync sharded save() writes every rank's shard straight from the
-// state and commits it; rank 0 prunes in the background. With async sharded checkpoints save() only stages this rank's shard
-// into host memory; a background task writes it while training goes on; the first poll() at
-// which every rank's shard is durable gathers their sizes and CRCs to rank 0, whose background
-// task then publishes the checkpoint (manifest, then `latest`, then pruning). At most one
-// checkpoint is in flight: a save() waits for the one before to be published. The background
-// task starts at idle priority and is hurried once it has taken a quarter of the time between
-// the last two checkpoints (Note [Checkpoint writes use idle CPU] in background_task.h).
+// CheckpointSaver: the checkpoints of one training run in the configured format (checkpoint.format,
+// checkpoint.async; docs/checkpoints.md). The training loop calls save() at a checkpoint step on a
+// quiescent state, poll() after every step and finish() before it exits; all three are collective.
+// A sync sharded save() writes every rank's shard straight from the state and commits it; rank 0
+// prunes in the background. With async sharded checkpoints save() only stages this rank's shard
+// into host memory; a background task writes it while training goes on; the first poll() at which
+// every rank's shard is durable gathers their sizes and CRCs to rank 0, whose background task then
+// publishes the checkpoint (manifest, then `latest`, then pruning). At most one checkpoint is in
+// flight: a save() waits for the one before to be published. The background task starts at idle
+// priority and is hurried once it has taken a quarter of the time between the last two checkpoints
+// (Note [Checkpoint writes use idle CPU] in background_task.h).
 #pragma once
 
 #include <mpi.h>

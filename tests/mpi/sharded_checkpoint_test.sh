@@ -75,9 +75,12 @@ echo "--- a sync sharded run: rank 0 prunes in the background, done before the e
 sync_dir=$work/sync
 rc=$(run sync "$sync_dir" --set checkpoint.async=false)
 [ "$rc" -eq 0 ] || { cat "$work/sync.log"; fail "sync run: exit $rc"; }
-[ "$(latest "$sync_dir")" = "step_00000008/manifest.json" ] || fail "sync: latest is '$(latest "$sync_dir")'"
-[ "$(ls -d "$sync_dir"/step_* | wc -l)" -eq 3 ] || { ls "$sync_dir"; fail "sync: keep = 3 left another count"; }
-"$zerolap" inspect "$sync_dir" >"$work/inspect_sync.log" 2>&1 || { cat "$work/inspect_sync.log"; fail "inspect sync"; }
+[ "$(latest "$sync_dir")" = "step_00000008/manifest.json" ] ||
+  fail "sync: latest is '$(latest "$sync_dir")'"
+[ "$(ls -d "$sync_dir"/step_* | wc -l)" -eq 3 ] ||
+  { ls "$sync_dir"; fail "sync: keep = 3 left another count"; }
+"$zerolap" inspect "$sync_dir" >"$work/inspect_sync.log" 2>&1 ||
+  { cat "$work/inspect_sync.log"; fail "inspect sync"; }
 echo "ok"
 
 # A kill at each fault point of step 6 leaves latest on step 4; the resume finishes.

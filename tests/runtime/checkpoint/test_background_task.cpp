@@ -48,8 +48,8 @@ TEST_CASE("a background task's failure is rethrown by wait(), once", "[backgroun
 }
 
 TEST_CASE("a background task runs at idle priority until it is hurried", "[background-task]") {
-  // Note [Checkpoint writes use idle CPU]: idle while training has the cores, normal priority
-  // once the next checkpoint draws near or training waits for it.
+  // Idle while training has the cores, normal priority once the next checkpoint draws near or
+  // training waits for it (Note [Checkpoint writes use idle CPU] in background_task.h).
   BackgroundTask task;
   std::atomic<int> stage{0};
   std::atomic<int> policy_before{-1}, policy_after{-1};

@@ -27,7 +27,8 @@ TEST_CASE("first_nonfinite finds the first NaN or infinity at any position", "[c
     for (const float bad : {kNaN, kInf, -kInf}) {
       std::vector<float> v = values;
       v[static_cast<std::size_t>(at)] = bad;
-      if (at + 100 < static_cast<std::int64_t>(v.size())) v[static_cast<std::size_t>(at + 100)] = kNaN;
+      const auto later = static_cast<std::size_t>(at + 100);  // a second one, after it
+      if (later < v.size()) v[later] = kNaN;
       INFO("at " << at << " value " << bad);
       CHECK(first_nonfinite(v.data(), static_cast<std::int64_t>(v.size())) == at);
       CHECK(first_nonfinite(v.data(), at) == -1);  // before it, all finite
