@@ -29,12 +29,16 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
       setup_.mode.param_dtype == DType::BF16 || setup_.mode.gathers_parameters()
           ? setup_.model->initial_parameters()
           : std::vector<float>{};
+  if (setup_.mode.gathers_parameters()) {
+    shards_ = std::make_unique<ParameterShards>(setup_.mode, plan_, setup_.model->store(),
+                                                world_.rank, initial_fp32);
+  }
   optimizer_ = std::make_unique<RankOptimizer>(config_.optimizer, plan_, setup_.model->store(),
                                                   world_.rank, setup_.mode, setup_.total_steps,
-                                                  initial_fp32);
+                                                  initial_fp32, shards_.get());
   parts_ = std::make_unique<StepParts>(setup_.mode, step_options_, plan_, setup_.model->store(),
                                        *optimizer_, setup_.comms(), setup_.compute, &tracer_,
-                                       initial_fp32);
+                                       shards_.get());
   parts_->broadcast_initial_parameters();
   grad_ready_hook_ = [this](int param_id) { gradient_ready(param_id); };
   if (setup_.mode.pools_gradients()) {
@@ -80,7 +84,7 @@ double Trainer::window_check_value() {
   if (step_options_.step_check == StepCheck::EveryStep) return 0.0;
   parts_->synchronize();
   // Stage 3 has no whole parameters between steps: each rank checks its shards.
-  if (setup_.mode.gathers_parameters()) return parts_->gather().shard_sum_of_squares();
+  if (shards_) return shards_->sum_of_squares(setup_.compute);
   return zl::window_check_value(step_options_.step_check, setup_.model->store(), setup_.compute);
 }
 
@@ -92,9 +96,7 @@ void Trainer::check_window(double loss_sum, double check_value, std::int64_t fir
 RankMemory Trainer::allocated_memory() const {
   const ParameterStore& store = setup_.model->store();
   std::int64_t gathered = 0;  // stage 3: the shards and the gather buffers
-  if (setup_.mode.gathers_parameters()) {
-    gathered = parts_->gather().shard_bytes() + parts_->gather().gather_bytes();
-  }
+  if (shards_) gathered = shards_->bytes() + parts_->gather().gather_bytes();
   return RankMemory{
       .parameters = store.param_bytes() + gathered,
       .gradients = store.grad_bytes() + parts_->gradients.bytes(),

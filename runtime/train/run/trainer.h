@@ -95,6 +95,7 @@ class Trainer {
   TrainerSetup setup_;  // device, data, model, sampler, communicators
   Tracer tracer_;
   BucketPlan plan_;
+  std::unique_ptr<ParameterShards> shards_;  // stage 3: the parameters (else null)
   std::unique_ptr<RankOptimizer> optimizer_;
   StepOptions step_options_;
   std::unique_ptr<StepParts> parts_;

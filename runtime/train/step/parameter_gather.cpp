@@ -13,45 +13,61 @@
 
 namespace zl {
 
+ParameterShards::ParameterShards(const ModePlan& mode, const BucketPlan& plan,
+                                 const ParameterStore& store, int rank,
+                                 std::span<const float> initial_fp32) {
+  ZL_CHECK(mode.gathers_parameters() && store.storage() == ParamStorage::Gathered,
+           "parameter shards for {} on a store with flat parameters", mode.name());
+  ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
+           "parameter shards need the {} initial values (got {})", store.total_numel(),
+           initial_fp32.size());
+  std::vector<Bf16> rounded;
+  for (const Bucket& b : plan.buckets) {
+    const ElementRange range = mode.stepped_range(plan, b, rank);
+    DeviceBuffer& shard = buckets.emplace_back(store.device(), range.numel, store.param_dtype());
+    const float* init = initial_fp32.data() + range.offset;
+    if (shard.dtype() == DType::BF16) {
+      // As Model::initialize_parameters: the bf16 parameter that goes with the fp32 master.
+      rounded.resize(static_cast<std::size_t>(range.numel));
+      for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = master_to_bf16(init[i]);
+      copy_from_host(rounded.data(), shard.data<Bf16>(), store.device(), range.numel);
+    } else {
+      copy_from_host(init, shard.data(), store.device(), range.numel);
+    }
+  }
+}
+
+std::int64_t ParameterShards::bytes() const {
+  std::int64_t bytes = 0;
+  for (const DeviceBuffer& s : buckets) bytes += s.bytes();
+  return bytes;
+}
+
+double ParameterShards::sum_of_squares(const ExecContext& exec) const {
+  double sum = 0.0;
+  for (const DeviceBuffer& s : buckets) {
+    sum += s.dtype() == DType::BF16 ? zl::sum_of_squares(exec, s.data<Bf16>(), s.size())
+                                    : zl::sum_of_squares(exec, s.data(), s.size());
+  }
+  return sum;
+}
+
 ParameterGather::ParameterGather(const ModePlan& mode, const BucketPlan& plan,
-                                 ParameterStore& store, RankOptimizer& optimizer,
+                                 ParameterStore& store, const ParameterShards& shards,
                                  BucketOps& steps, Communicator& comm, ProgramCheck& program,
-                                 ExecContext compute, Tracer* tracer,
-                                 std::span<const float> initial_fp32)
+                                 ExecContext compute, Tracer* tracer)
     : mode_(mode),
       plan_(plan),
       store_(store),
+      shards_(shards),
       steps_(steps),
       comm_(comm),
       program_(program),
       compute_(compute),
-      tracer_(tracer),
-      rank_(comm.rank()) {
-  ZL_CHECK(mode.gathers_parameters() && store.storage() == ParamStorage::Gathered,
-           "parameter gathers for {} on a store with flat parameters", mode.name());
-  ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
-           "parameter shards need the {} initial values (got {})", store.total_numel(),
-           initial_fp32.size());
-  const DType dtype = store.param_dtype();
-  shards_.reserve(plan.buckets.size());
-  std::vector<Bf16> rounded;
-  for (const Bucket& b : plan.buckets) {
-    const ElementRange range = mode.stepped_range(plan, b, rank_);
-    shards_.emplace_back(store.device(), range.numel, dtype);
-    const float* init = initial_fp32.data() + range.offset;
-    if (dtype == DType::BF16) {
-      // As Model::initialize_parameters: the bf16 parameter that goes with the fp32 master.
-      rounded.resize(static_cast<std::size_t>(range.numel));
-      for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = master_to_bf16(init[i]);
-      copy_from_host(rounded.data(), shards_.back().data<Bf16>(), store.device(), range.numel);
-    } else {
-      copy_from_host(init, shards_.back().data(), store.device(), range.numel);
-    }
-    optimizer.set_parameter_shard(b.index, shards_.back().raw());
-  }
+      tracer_(tracer) {
   const std::int64_t buffers = mode.gather_buffers(plan);
   for (std::int64_t i = 0; i < buffers; ++i) {
-    buffers_.emplace_back(store.device(), plan.largest_bucket_numel(), dtype);
+    buffers_.emplace_back(store.device(), plan.largest_bucket_numel(), store.param_dtype());
   }
   for (std::int64_t i = buffers - 1; i >= 0; --i) free_.push_back(static_cast<int>(i));
   resident_.resize(plan.buckets.size());
@@ -129,7 +145,7 @@ void ParameterGather::issue(int bucket, InProgram in_program) {
   free_.pop_back();
   r.waited = false;
   void* buffer = buffers_[static_cast<std::size_t>(r.slot)].raw();
-  const void* shard = shards_[static_cast<std::size_t>(bucket)].raw();
+  const void* shard = shards_.at(bucket);
   // The collective copies the shard into its place (no pass over it on the compute stream).
   r.work = traced_collective(comm_, tracer_, bucket, collective_name(CollectiveOp::AllGather),
                              b.numel * dtype_size(dtype), [&] {
@@ -190,25 +206,10 @@ void ParameterGather::gather_pass() {
   }
 }
 
-std::int64_t ParameterGather::shard_bytes() const {
-  std::int64_t bytes = 0;
-  for (const DeviceBuffer& s : shards_) bytes += s.bytes();
-  return bytes;
-}
-
 std::int64_t ParameterGather::gather_bytes() const {
   std::int64_t bytes = 0;
   for (const DeviceBuffer& s : buffers_) bytes += s.bytes();
   return bytes;
-}
-
-double ParameterGather::shard_sum_of_squares() const {
-  double sum = 0.0;
-  for (const DeviceBuffer& s : shards_) {
-    sum += store_.param_dtype() == DType::BF16 ? sum_of_squares(compute_, s.data<Bf16>(), s.size())
-                                               : sum_of_squares(compute_, s.data(), s.size());
-  }
-  return sum;
 }
 
 std::vector<float> ParameterGather::full_parameters() {
@@ -234,25 +235,6 @@ std::vector<float> ParameterGather::full_parameters() {
     release(b.index);
   }
   return out;
-}
-
-void ParameterGather::set_full_parameters(std::span<const float> values) {
-  release_all();
-  ZL_CHECK(static_cast<std::int64_t>(values.size()) == store_.total_numel(),
-           "set_full_parameters: {} values for {} elements", values.size(), store_.total_numel());
-  std::vector<Bf16> rounded;
-  for (const Bucket& b : plan_.buckets) {
-    const ElementRange range = mode_.stepped_range(plan_, b, rank_);
-    DeviceBuffer& shard = shards_[static_cast<std::size_t>(b.index)];
-    const float* from = values.data() + range.offset;
-    if (store_.param_dtype() == DType::BF16) {
-      rounded.resize(static_cast<std::size_t>(range.numel));
-      for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = master_to_bf16(from[i]);
-      copy_from_host(rounded.data(), shard.data<Bf16>(), store_.device(), range.numel);
-    } else {
-      copy_from_host(from, shard.data(), store_.device(), range.numel);
-    }
-  }
 }
 
 }  // namespace zl

@@ -35,23 +35,36 @@
 #include "runtime/train/step/bucket_ops.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/plan/mode_plan.h"
-#include "runtime/train/step/rank_optimizer.h"
 #include "runtime/train/step/step_observer.h"
 
 namespace zl {
 
 class Tracer;
 
+// The parameters between steps: this rank's shard of every bucket (ModePlan::stepped_range
+// elements of the store's dtype). Made before the optimizer, which steps them in place, and the
+// gather, which all-gathers them: both are built with them.
+struct ParameterShards {
+  // `initial_fp32`: Model::initial_parameters() (the store's whole layout); each shard starts from
+  // its part (bf16: master_to_bf16 of it, as a flat bf16 store would).
+  ParameterShards(const ModePlan& mode, const BucketPlan& plan, const ParameterStore& store,
+                  int rank, std::span<const float> initial_fp32);
+  void* at(int bucket) const { return buckets[static_cast<std::size_t>(bucket)].raw(); }
+  std::int64_t bytes() const;  // allocated: RankMemory::parameters less the gather buffers
+  // The sum of squares of the shards (the per-window divergence check: summed over ranks it
+  // covers every parameter once). Reads back to the host: call with nothing in flight.
+  double sum_of_squares(const ExecContext& exec) const;
+
+  std::vector<DeviceBuffer> buckets;  // [bucket]
+};
+
 class ParameterGather {
  public:
-  // `initial_fp32`: Model::initial_parameters() (the store's whole layout); each rank's shards
-  // start from their part (bf16: master_to_bf16 of it, as a flat bf16 store would). Points the
-  // optimizer's step at the shards. Every reference must outlive the gather.
-  // A training pass's gathers are checked against `program` (Note [Collective program]).
+  // Every reference must outlive the gather. A training pass's gathers are checked against
+  // `program` (Note [Collective program]).
   ParameterGather(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                  RankOptimizer& optimizer, BucketOps& steps, Communicator& comm,
-                  ProgramCheck& program, ExecContext compute, Tracer* tracer,
-                  std::span<const float> initial_fp32);
+                  const ParameterShards& shards, BucketOps& steps, Communicator& comm,
+                  ProgramCheck& program, ExecContext compute, Tracer* tracer);
 
   void set_observer(StepObserver* observer) { observer_ = observer; }
 
@@ -75,19 +88,11 @@ class ParameterGather {
   // at once (evaluation on a rank with fewer batches than another; invariant 1).
   void gather_pass();
 
-  // The rank's shard of bucket b (ModePlan::stepped_range elements of param_dtype()).
-  void* shard(int bucket) const { return shards_[static_cast<std::size_t>(bucket)].raw(); }
-  // Allocated bytes: shards, and gather buffers (ModePlan's RankMemory::parameters).
-  std::int64_t shard_bytes() const;
+  // Allocated bytes of the gather buffers (RankMemory::gather_buffers).
   std::int64_t gather_bytes() const;
-  // The sum of squares of this rank's shards (the per-window divergence check: summed over ranks
-  // it covers every parameter once). Reads back to the host: call with nothing in flight.
-  double shard_sum_of_squares() const;
   // Collective (every rank, nothing in flight): the whole flat layout as fp32 on the host, each
-  // bucket all-gathered into a gather buffer in turn (tests and checkpoints).
+  // bucket all-gathered into a gather buffer in turn (tests).
   std::vector<float> full_parameters();
-  // Collective: sets every rank's shards from the whole flat layout `values` (fp32, host).
-  void set_full_parameters(std::span<const float> values);
 
  private:
   enum class Pass { Forward, Backward };
@@ -108,15 +113,14 @@ class ParameterGather {
   const ModePlan& mode_;
   const BucketPlan& plan_;
   ParameterStore& store_;
+  const ParameterShards& shards_;
   BucketOps& steps_;
   Communicator& comm_;
   ProgramCheck& program_;
   ExecContext compute_;
   Tracer* tracer_;
-  int rank_;
   int micro_ = 0;  // the training pass's micro-batch (release_for_next_micro_batch counts)
   StepObserver* observer_ = nullptr;
-  std::vector<DeviceBuffer> shards_;  // [bucket]
   std::vector<DeviceBuffer> buffers_;  // gather buffers, each of the largest bucket
   std::vector<int> free_;              // indices into buffers_
   std::vector<Resident> resident_;     // [bucket]

@@ -9,6 +9,7 @@
 #include "base/bf16.h"
 #include "base/errors.h"
 #include "kernels/optimizer_kernels.h"
+#include "runtime/train/step/parameter_gather.h"
 
 namespace zl {
 
@@ -41,10 +42,13 @@ std::int16_t* remainders_of(const DeviceBuffer& buf) {
 
 RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan,
                                    ParameterStore& store, int rank, const ModePlan& mode,
-                                   std::int64_t total_steps, std::span<const float> initial_fp32)
+                                   std::int64_t total_steps, std::span<const float> initial_fp32,
+                                   ParameterShards* shards)
     : config_(config), plan_(plan), store_(store), total_steps_(total_steps) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
+  ZL_CHECK((shards != nullptr) == (store.storage() == ParamStorage::Gathered),
+           "parameter shards go with a store of gathered parameters, and only there");
   if (config.kind == OptimizerKind::Sgd) {
     if (config.momentum != 0.0f) state_names_ = {"momentum_buffer"};
   } else {
@@ -66,10 +70,10 @@ RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& pl
     if (!mode.steps_on(b, rank)) continue;
     const ElementRange range = mode.stepped_range(plan, b, rank);
     stepped_[static_cast<std::size_t>(b.index)] = range;
-    if (store.storage() == ParamStorage::Flat) {
-      param_base_[static_cast<std::size_t>(b.index)] =
-          static_cast<char*>(store.raw_data()) + range.offset * dtype_size(store.param_dtype());
-    }
+    param_base_[static_cast<std::size_t>(b.index)] =
+        shards ? static_cast<char*>(shards->at(b.index))
+               : static_cast<char*>(store.raw_data()) +
+                     range.offset * dtype_size(store.param_dtype());
     auto& buffers = state_[static_cast<std::size_t>(b.index)];
     for (std::size_t i = 0; i < state_names_.size(); ++i) {
       buffers.emplace_back(store.device(), range.numel);

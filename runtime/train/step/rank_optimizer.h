@@ -27,6 +27,8 @@
 
 namespace zl {
 
+struct ParameterShards;
+
 // The scalars of one optimizer step, fixed on the main thread before any bucket is stepped (in
 // interleaved mode buckets are stepped on the comm thread while the main thread moves on).
 struct StepScalars {
@@ -53,9 +55,11 @@ class RankOptimizer {
   // `initial_fp32`: the fp32 values the store's parameters were initialised from
   // (Model::initial_parameters(), total_numel() elements); required for a bf16 store, whose masters
   // start from them exactly (the bf16 parameters must be master_to_bf16 of them), ignored for fp32.
+  // `shards`: where the stepped parameters live with ParamStorage::Gathered (ZeRO stage 3,
+  // runtime/train/step/parameter_gather.h); null for a flat store, whose buffer holds them.
   RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
                    int rank, const ModePlan& mode, std::int64_t total_steps,
-                   std::span<const float> initial_fp32 = {});
+                   std::span<const float> initial_fp32 = {}, ParameterShards* shards = nullptr);
 
   const OptimizerConfig& config() const { return config_; }
   bool owns(int bucket) const { return !state_[static_cast<std::size_t>(bucket)].empty(); }
@@ -106,12 +110,6 @@ class RankOptimizer {
   // zero.
   void read_master_range(int bucket, const ElementRange& range, float* out) const;
   void write_master_range(int bucket, const ElementRange& range, const float* values);
-
-  // ZeRO stage 3: bucket b's stepped parameters live at `shard` (its stepped(b) elements, of the
-  // store's dtype) instead of in the store's flat buffer (runtime/train/step/parameter_gather.h).
-  void set_parameter_shard(int bucket, void* shard) {
-    param_base_[static_cast<std::size_t>(bucket)] = static_cast<char*>(shard);
-  }
 
   // Seconds spent in step_bucket since the last reset (any thread).
   double optimizer_seconds() const { return optimizer_ns_.load() * 1e-9; }

@@ -10,7 +10,7 @@ namespace zl {
 
 StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
                      ParameterStore& store, RankOptimizer& optimizer, const StepComms& comms,
-                     ExecContext compute, Tracer* tracer, std::span<const float> initial_fp32)
+                     ExecContext compute, Tracer* tracer, const ParameterShards* shards)
     : mode(mode),
       store(store),
       comms(comms),
@@ -34,9 +34,9 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
   switch (mode.parameters) {
     case ParameterSource::Resident: break;
     case ParameterSource::Gathered:
-      gather_ = std::make_unique<ParameterGather>(mode, plan, store, optimizer, buckets,
-                                                  comms.broadcast, program, compute, tracer,
-                                                  initial_fp32);
+      ZL_CHECK(shards, "{} gathers parameter shards, and none were given", mode.name());
+      gather_ = std::make_unique<ParameterGather>(mode, plan, store, *shards, buckets,
+                                                  comms.broadcast, program, compute, tracer);
       break;
   }
 }

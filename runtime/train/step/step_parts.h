@@ -7,7 +7,6 @@
 #pragma once
 
 #include <memory>
-#include <span>
 
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
@@ -40,11 +39,11 @@ struct StepComms {
 };
 
 struct StepParts {
-  // Every reference must outlive the parts.
-  // `initial_fp32`: Model::initial_parameters(), for stage 3's shards (parameter_gather.h).
+  // Every reference must outlive the parts. `shards`: stage 3's parameters, which the optimizer
+  // was built with (parameter_gather.h); null in every other mode.
   StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
             ParameterStore& store, RankOptimizer& optimizer, const StepComms& comms,
-            ExecContext compute, Tracer* tracer, std::span<const float> initial_fp32 = {});
+            ExecContext compute, Tracer* tracer, const ParameterShards* shards = nullptr);
 
   // Rank 0's initial parameters to every rank (blocking), before the first step.
   void broadcast_initial_parameters();

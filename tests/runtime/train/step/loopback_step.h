@@ -20,6 +20,7 @@
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/plan/shard_layout.h"
+#include "runtime/train/step/parameter_gather.h"
 #include "runtime/train/step/rank_optimizer.h"
 #include "runtime/train/step/step_observer.h"
 #include "runtime/train/step/step_options.h"
@@ -114,12 +115,15 @@ class LoopbackStep {
         store(model.store()),
         plan(build_bucket_plan(store, 1e-7, 1e-7, 1, AssignmentPolicy::RoundRobin)),
         initial(model.initial_parameters()),
-        optimizer(OptimizerConfig{}, plan, store, 0, mode, 1000, initial),
+        shards(mode.gathers_parameters()
+                   ? std::make_unique<ParameterShards>(mode, plan, store, 0, initial)
+                   : nullptr),
+        optimizer(OptimizerConfig{}, plan, store, 0, mode, 1000, initial, shards.get()),
         options{.clip_grad_norm = s.clip_grad_norm,
                 .grad_accum = s.grad_accum,
                 .on_nonfinite = s.on_nonfinite},
         parts(mode, options, plan, store, optimizer, StepComms{reduce_comm, broadcast_comm},
-              ExecContext{}, nullptr, initial) {
+              ExecContext{}, nullptr, shards.get()) {
     parts.set_observer(&events);
     for (const Bucket& b : plan.buckets) {
       REQUIRE(bucket_of_numel_.count(b.numel) == 0);  // the sizes tell buckets apart
@@ -240,6 +244,7 @@ class LoopbackStep {
   ParameterStore& store;
   BucketPlan plan;
   std::vector<float> initial;
+  std::unique_ptr<ParameterShards> shards;  // stage 3 only
   RankOptimizer optimizer;
   StepOptions options;
   StepParts parts;
