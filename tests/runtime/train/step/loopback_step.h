@@ -11,11 +11,14 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/model.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/config/mode.h"
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/plan/mode_plan.h"
@@ -29,24 +32,15 @@
 
 namespace zl::test {
 
-// A mode as the config spells it.
-struct TestMode {
-  ParallelMode mode = ParallelMode::Ddp;
-  Overlap overlap = Overlap::None;
-  CollectiveKind collective = CollectiveKind::AllreduceBroadcast;
-  int zero_stage = 1;
-};
-inline TestMode ddp() { return {}; }
-inline TestMode zero(Overlap overlap, CollectiveKind collective = CollectiveKind::ReduceBroadcast,
-                     int stage = 1) {
-  return {ParallelMode::Zero, overlap, collective, stage};
-}
-inline TestMode zero_stage(int stage, Overlap overlap = Overlap::None) {
-  return zero(overlap, CollectiveKind::ReduceScatterAllgather, stage);
+// The mode named `name` as Mode::name spells it ("zero2/after_backward/reduce_scatter_allgather").
+inline Mode mode_named(std::string_view name) {
+  const std::optional<Mode> mode = parse_mode(name);
+  REQUIRE(mode);
+  return *mode;
 }
 
 struct StepSetup {
-  TestMode mode;
+  Mode mode;  // ddp
   std::int64_t grad_accum = 1;
   int prefetch = 1;
   bool reshard_after_forward = true;
@@ -261,10 +255,7 @@ class LoopbackStep {
   }
   static ParallelConfig parallel(const StepSetup& s) {
     ParallelConfig p;
-    p.mode = s.mode.mode;
-    p.overlap = s.mode.overlap;
-    p.collective = s.mode.collective;
-    p.zero_stage = s.mode.zero_stage;
+    set_mode(p, s.mode);
     p.prefetch = s.prefetch;
     p.reshard_after_forward = s.reshard_after_forward;
     p.bucket_cap_mb = 1e-7;

@@ -44,7 +44,7 @@ std::vector<std::int64_t> padding_of(const LoopbackStep& s, int bucket) {
 }  // namespace
 
 TEST_CASE("stage 2's pool: two buffers, bucket b in buffer b mod 2", "[gradient-pool]") {
-  LoopbackStep s({.mode = zero_stage(2)});
+  LoopbackStep s({.mode = mode_named("zero2/none/reduce_scatter_allgather")});
   GradientPool& pool = pool_of(s);
   REQUIRE(s.buckets() == 3);
   CHECK(pool.buffers() == 2);
@@ -54,7 +54,7 @@ TEST_CASE("stage 2's pool: two buffers, bucket b in buffer b mod 2", "[gradient-
 
 TEST_CASE("backward waits for a pool buffer until its last bucket was reduce-scattered",
           "[gradient-pool]") {
-  LoopbackStep s({.mode = zero_stage(2)});
+  LoopbackStep s({.mode = mode_named("zero2/none/reduce_scatter_allgather")});
   Hold hold = s.reduce_comm.hold();
   s.forward();
   s.begin_backward(MicroBatch{});
@@ -78,7 +78,7 @@ TEST_CASE("backward waits for a pool buffer until its last bucket was reduce-sca
 
 TEST_CASE("writing a bucket whose buffer's last user was not reduce-scattered is an InternalError",
           "[gradient-pool]") {
-  LoopbackStep s({.mode = zero_stage(2)});
+  LoopbackStep s({.mode = mode_named("zero2/none/reduce_scatter_allgather")});
   GradientPool& pool = pool_of(s);
   s.begin_backward(MicroBatch{});
   pool.before_grad_write(ids_of_bucket(s, 0).front(), s.compute());  // bucket 0 holds buffer 0
@@ -88,7 +88,7 @@ TEST_CASE("writing a bucket whose buffer's last user was not reduce-scattered is
 
 TEST_CASE("a reused pool buffer's padding is zeroed before backward writes the bucket",
           "[gradient-pool]") {
-  LoopbackStep s({.mode = zero_stage(2)});
+  LoopbackStep s({.mode = mode_named("zero2/none/reduce_scatter_allgather")});
   const std::vector<std::int64_t> padding = padding_of(s, 0);
   REQUIRE(!padding.empty());  // layers.2's bias is padded to 16 elements
   // Step 1 leaves bucket 2's gradients (no padding) in buffer 0; step 2's bucket 0 reuses it.
@@ -109,7 +109,7 @@ TEST_CASE("a reused pool buffer's padding is zeroed before backward writes the b
 
 TEST_CASE("the gradient shard sums every micro-batch's reduce-scatter, the first overwriting",
           "[gradient-pool]") {
-  LoopbackStep s({.mode = zero_stage(2), .grad_accum = 3});
+  LoopbackStep s({.mode = mode_named("zero2/none/reduce_scatter_allgather"), .grad_accum = 3});
   for (int step = 0; step < 2; ++step) {
     for (std::int64_t m = 0; m < 3; ++m) {
       s.forward();

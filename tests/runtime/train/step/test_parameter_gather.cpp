@@ -21,7 +21,7 @@ using Issued = std::vector<std::string>;
 
 // Four buckets: 0 = layers.3, 1 = layers.2, 2 = layers.1, 3 = layers.0 (not read in backward).
 StepSetup stage3(int prefetch = 1, bool reshard = true) {
-  return StepSetup{.mode = zero_stage(3, Overlap::AfterBackward),
+  return StepSetup{.mode = mode_named("zero3/after_backward/reduce_scatter_allgather"),
                    .prefetch = prefetch,
                    .reshard_after_forward = reshard,
                    .widths = {4, 16, 32, 8, 3}};

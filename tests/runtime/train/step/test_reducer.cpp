@@ -24,7 +24,7 @@ using Issued = std::vector<std::string>;
 
 TEST_CASE("bucket collectives start in bucket order when backward finishes the last bucket first",
           "[reducer]") {
-  LoopbackStep s({.mode = ddp()});
+  LoopbackStep s({.mode = mode_named("ddp")});
   REQUIRE(s.buckets() == 3);
   s.begin_backward(MicroBatch{});
   for (int b : {2, 1}) {
@@ -40,19 +40,20 @@ TEST_CASE("bucket collectives start in bucket order when backward finishes the l
 
 TEST_CASE("each mode's bucket collective: op, root, dtype and buffer", "[reducer]") {
   struct Case {
-    TestMode mode;
+    const char* mode;
     DType reduce_dtype;
     const char* op;
     int root;
   };
-  for (const Case& c : {Case{ddp(), DType::F32, "all_reduce", -1},
-                        Case{ddp(), DType::BF16, "all_reduce", -1},
-                        Case{zero(Overlap::None, CollectiveKind::AllreduceBroadcast), DType::F32,
-                             "all_reduce", -1},
-                        Case{zero(Overlap::AfterBackward), DType::F32, "reduce", 0},
-                        Case{zero_stage(1), DType::F32, "reduce_scatter", -1},
-                        Case{zero_stage(2), DType::BF16, "reduce_scatter", -1}}) {
-    LoopbackStep s({.mode = c.mode, .reduce_dtype = c.reduce_dtype});
+  for (const Case& c : {Case{"ddp", DType::F32, "all_reduce", -1},
+                        Case{"ddp", DType::BF16, "all_reduce", -1},
+                        Case{"zero/none/allreduce_broadcast", DType::F32, "all_reduce", -1},
+                        Case{"zero/after_backward/reduce_broadcast", DType::F32, "reduce", 0},
+                        Case{"zero/none/reduce_scatter_allgather", DType::F32,
+                             "reduce_scatter", -1},
+                        Case{"zero2/none/reduce_scatter_allgather", DType::BF16,
+                             "reduce_scatter", -1}}) {
+    LoopbackStep s({.mode = mode_named(c.mode), .reduce_dtype = c.reduce_dtype});
     INFO(s.mode.name() << " reduce_dtype " << dtype_name(c.reduce_dtype));
     s.step();
     const std::vector<LoggedCollective> log = s.log.entries();
@@ -79,7 +80,7 @@ TEST_CASE("each mode's bucket collective: op, root, dtype and buffer", "[reducer
 
 TEST_CASE("gradient accumulation: earlier micro-batches add locally, the last one reduces",
           "[reducer]") {
-  LoopbackStep s({.mode = ddp(), .grad_accum = 3});
+  LoopbackStep s({.mode = mode_named("ddp"), .grad_accum = 3});
   for (std::int64_t m = 0; m < 3; ++m) {
     const MicroBatch micro{.index = m, .count = 3};
     CHECK(s.parts.reducer.backward_accumulate(micro) ==
@@ -105,7 +106,7 @@ TEST_CASE("gradient accumulation: earlier micro-batches add locally, the last on
 
 TEST_CASE("stage 2 reduce-scatters every micro-batch and always overwrites its pool buffers",
           "[reducer]") {
-  LoopbackStep s({.mode = zero_stage(2), .grad_accum = 3});
+  LoopbackStep s({.mode = mode_named("zero2/none/reduce_scatter_allgather"), .grad_accum = 3});
   for (std::int64_t m = 0; m < 3; ++m) {
     const MicroBatch micro{.index = m, .count = 3};
     CHECK(s.parts.reducer.backward_accumulate(micro) == Accumulate::Overwrite);
@@ -117,7 +118,7 @@ TEST_CASE("stage 2 reduce-scatters every micro-batch and always overwrites its p
 }
 
 TEST_CASE("a bucket's Work completes after its collective ran, in issue order", "[reducer]") {
-  LoopbackStep s({.mode = ddp()});
+  LoopbackStep s({.mode = mode_named("ddp")});
   Hold hold = s.reduce_comm.hold();
   s.forward();
   s.backward(MicroBatch{});
@@ -135,7 +136,7 @@ TEST_CASE("a bucket's Work completes after its collective ran, in issue order", 
 }
 
 TEST_CASE("a missing or repeated gradient is an InternalError", "[reducer]") {
-  LoopbackStep s({.mode = ddp()});
+  LoopbackStep s({.mode = mode_named("ddp")});
   s.begin_backward(MicroBatch{});
   const std::vector<int> order = s.store.ids_in_layout_order();
   SECTION("missing") {

@@ -43,7 +43,7 @@ void check_steps_after_every_collective(const LoopbackStep& s) {
 }  // namespace
 
 TEST_CASE("ddp steps every bucket after every collective and broadcasts nothing", "[schedule]") {
-  LoopbackStep s({.mode = ddp()});
+  LoopbackStep s({.mode = mode_named("ddp")});
   CHECK(s.step().finite);
   check_steps_after_every_collective(s);
   CHECK(s.events.buckets(Kind::StepBegin) == in_order(3));
@@ -52,7 +52,7 @@ TEST_CASE("ddp steps every bucket after every collective and broadcasts nothing"
 }
 
 TEST_CASE("zero/none steps every bucket, then broadcasts all and waits for them", "[schedule]") {
-  LoopbackStep s({.mode = zero(Overlap::None)});
+  LoopbackStep s({.mode = mode_named("zero/none/reduce_broadcast")});
   CHECK(s.step().finite);
   check_steps_after_every_collective(s);
   CHECK(s.events.buckets(Kind::StepBegin) == in_order(3));
@@ -65,7 +65,7 @@ TEST_CASE("zero/none steps every bucket, then broadcasts all and waits for them"
 
 TEST_CASE("zero/after_backward steps and broadcasts bucket by bucket; forward waits per layer",
           "[schedule]") {
-  LoopbackStep s({.mode = zero(Overlap::AfterBackward)});
+  LoopbackStep s({.mode = mode_named("zero/after_backward/reduce_broadcast")});
   Hold broadcasts = s.broadcast_comm.hold();
   CHECK(s.step().finite);
   for (int b = 0; b < 3; ++b) {
@@ -88,7 +88,8 @@ TEST_CASE("zero/after_backward steps and broadcasts bucket by bucket; forward wa
 
 TEST_CASE("zero/interleaved steps a bucket behind its collective during backward, the tail last "
           "bucket first", "[schedule]") {
-  LoopbackStep s({.mode = zero(Overlap::Interleaved), .widths = kFourBuckets});
+  LoopbackStep s(
+      {.mode = mode_named("zero/interleaved/reduce_broadcast"), .widths = kFourBuckets});
   REQUIRE(s.buckets() == 4);
   s.forward();
   s.begin_backward(MicroBatch{});
@@ -112,7 +113,7 @@ TEST_CASE("zero/interleaved steps a bucket behind its collective during backward
 }
 
 TEST_CASE("element shards reduce-scatter, step the shard and all-gather", "[schedule]") {
-  LoopbackStep s({.mode = zero_stage(1, Overlap::AfterBackward)});
+  LoopbackStep s({.mode = mode_named("zero/after_backward/reduce_scatter_allgather")});
   CHECK(s.step().finite);
   CHECK(s.issued("comm.broadcast") ==
         Issued{"all_gather 0", "all_gather 1", "all_gather 2"});
@@ -120,9 +121,10 @@ TEST_CASE("element shards reduce-scatter, step the shard and all-gather", "[sche
 }
 
 TEST_CASE("a skipped step steps and broadcasts nothing", "[schedule]") {
-  for (const TestMode& mode : {ddp(), zero(Overlap::None), zero(Overlap::AfterBackward),
-                               zero_stage(2, Overlap::AfterBackward)}) {
-    LoopbackStep s({.mode = mode, .on_nonfinite = OnNonfinite::SkipStep});
+  for (const char* name : {"ddp", "zero/none/reduce_broadcast",
+                           "zero/after_backward/reduce_broadcast",
+                           "zero2/after_backward/reduce_scatter_allgather"}) {
+    LoopbackStep s({.mode = mode_named(name), .on_nonfinite = OnNonfinite::SkipStep});
     INFO(s.mode.name());
     const std::vector<float> before = s.parameters();
     s.poison_gradient(s.plan.buckets[1].param_ids.front());
@@ -136,24 +138,20 @@ TEST_CASE("a skipped step steps and broadcasts nothing", "[schedule]") {
 
 TEST_CASE("every mode issues the collectives its collective program lists, in order",
           "[schedule]") {
-  const std::vector<TestMode> modes = {
-      ddp(),
-      zero(Overlap::None),
-      zero(Overlap::AfterBackward, CollectiveKind::AllreduceBroadcast),
-      zero(Overlap::Interleaved),
-      zero_stage(1, Overlap::Interleaved),
-      zero_stage(2, Overlap::AfterBackward),
-      zero_stage(3, Overlap::None),
-      zero_stage(3, Overlap::AfterBackward),
-  };
-  for (const TestMode& mode : modes) {
+  for (const char* name : {"ddp", "zero/none/reduce_broadcast",
+                           "zero/after_backward/allreduce_broadcast",
+                           "zero/interleaved/reduce_broadcast",
+                           "zero/interleaved/reduce_scatter_allgather",
+                           "zero2/after_backward/reduce_scatter_allgather",
+                           "zero3/none/reduce_scatter_allgather",
+                           "zero3/after_backward/reduce_scatter_allgather"}) {
+    const Mode mode = mode_named(name);
     for (const std::int64_t accum : {1, 3}) {
       for (const bool reshard : {true, false}) {
-        if (!reshard && mode.zero_stage < 3) continue;
+        if (!reshard && mode.stage < 3) continue;
         LoopbackStep s({.mode = mode, .grad_accum = accum, .reshard_after_forward = reshard,
                         .widths = kFourBuckets});
-        INFO(s.mode.name() << " stage " << s.mode.mode.stage << " grad_accum " << accum
-                           << " reshard_after_forward " << reshard);
+        INFO(s.mode.name() << " grad_accum " << accum << " reshard_after_forward " << reshard);
         s.step();
         s.synchronize();
         Issued planned_reduce, planned_broadcast;
@@ -173,20 +171,20 @@ TEST_CASE("every mode issues the collectives its collective program lists, in or
 }
 
 TEST_CASE("every mode steps to ddp's parameters at one rank", "[schedule]") {
-  const auto train = [](const TestMode& mode, std::int64_t accum) {
+  const auto train = [](const Mode& mode, std::int64_t accum) {
     LoopbackStep s({.mode = mode, .grad_accum = accum, .widths = kFourBuckets});
     for (int i = 0; i < 2; ++i) REQUIRE(s.step().finite);
     return s.parameters();
   };
   for (const std::int64_t accum : {1, 3}) {
-    const std::vector<float> want = train(ddp(), accum);
-    for (const TestMode& mode :
-         {zero(Overlap::None), zero(Overlap::AfterBackward), zero(Overlap::Interleaved),
-          zero_stage(1, Overlap::Interleaved), zero_stage(2, Overlap::Interleaved),
-          zero_stage(3, Overlap::AfterBackward)}) {
-      INFO("stage " << mode.zero_stage << " overlap " << static_cast<int>(mode.overlap)
-                    << " grad_accum " << accum);
-      const std::vector<float> got = train(mode, accum);
+    const std::vector<float> want = train(mode_named("ddp"), accum);
+    for (const char* name :
+         {"zero/none/reduce_broadcast", "zero/after_backward/reduce_broadcast",
+          "zero/interleaved/reduce_broadcast", "zero/interleaved/reduce_scatter_allgather",
+          "zero2/interleaved/reduce_scatter_allgather",
+          "zero3/after_backward/reduce_scatter_allgather"}) {
+      INFO(name << " grad_accum " << accum);
+      const std::vector<float> got = train(mode_named(name), accum);
       REQUIRE(got.size() == want.size());
       CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
     }
