@@ -92,22 +92,19 @@ std::string ownership_tables(const BucketPlan& plan, const ParameterStore& store
 std::string memory_table(const Config& config, const BucketPlan& plan, const ParameterStore& store,
                          const ModePlan& mode) {
   const int d = plan.world_size;
-  const BytesPerParameter b = bytes_per_parameter(mode, d);
   // The largest rank's real figure: its buffers over the model's parameters (padding, the whole
   // buckets a bucket mode gives one rank, and a stage-2 pool included).
   const RankMemory peak = estimate_peak_rank_memory(config, store, plan, mode);
   const double params = static_cast<double>(std::max<std::int64_t>(store.parameter_numel(), 1));
   const auto per_param = [&](std::int64_t bytes) { return static_cast<double>(bytes) / params; };
   std::string out = fmt::format(
-      "\nbytes per parameter per rank ({}, reduce_dtype {}, {}, {}): parameters {:g} + gradients "
-      "{:g} + master {:g} + optimizer state {:g} = {:.2f} at d = {}; formula {}; the largest rank "
-      "holds {:.2f} (parameters {:.4g} + gradients {:.4g} + master {:.4g} + optimizer state "
-      "{:.4g})\n",
+      "\nbytes per parameter per rank ({}, reduce_dtype {}, {}, {}): formula {}; the largest rank "
+      "holds {:.2f} at d = {} (parameters {:.4g} + gradients {:.4g} + master {:.4g} + optimizer "
+      "state {:.4g})\n",
       precision_label(config.precision), dtype_name(mode.reduce_dtype),
-      to_string(config.optimizer.kind), mode.name(), b.parameters, b.gradients, b.master, b.state,
-      b.total(), d, bytes_per_parameter_formula(mode), per_param(peak.buffers()),
-      per_param(peak.parameters), per_param(peak.gradients), per_param(peak.master),
-      per_param(peak.state));
+      to_string(config.optimizer.kind), mode.name(), bytes_per_parameter_formula(mode),
+      per_param(peak.buffers()), d, per_param(peak.parameters), per_param(peak.gradients),
+      per_param(peak.master), per_param(peak.state));
   const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
   if (mode.pools_gradients()) {
     out += fmt::format("gradient pool: {} of {} buffers of the largest bucket ({} elements): "

@@ -134,18 +134,6 @@ StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
   return out;
 }
 
-BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world) {
-  const double share = mode.sharded_state ? 1.0 / world : 1.0;
-  BytesPerParameter b;
-  b.parameters = static_cast<double>(dtype_size(mode.param_dtype)) *
-                 (mode.gathers_parameters() ? 1.0 / world : 1.0);
-  b.gradients = mode.pools_gradients() ? 4.0 / world
-                                     : 4.0 + (mode.reduce_dtype == DType::BF16 ? 2.0 : 0.0);
-  b.master = mode.master_bytes_per_element() * share;
-  b.state = 4.0 * mode.state_floats_per_element * share;
-  return b;
-}
-
 RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_t store_numel,
                        int rank) {
   RankMemory m;
@@ -179,25 +167,20 @@ std::string precision_label(const PrecisionConfig& precision) {
 }
 
 std::string bytes_per_parameter_formula(const ModePlan& mode) {
-  // parameters + fp32 gradients [+ bf16 wire] + (master + state), the last over d when sharded.
-  const BytesPerParameter one = bytes_per_parameter(mode, 1);
+  const std::int64_t parameters = dtype_size(mode.param_dtype);
+  const int owned = mode.master_bytes_per_element() + 4 * mode.state_floats_per_element;
+  // Stage 3: parameters, gradients (stage 2's fp32 shard), masters and state all over d; stage 2:
+  // all but the parameters. The gradient pool and the gather buffers are a few buckets.
   if (mode.gathers_parameters()) {
-    // Parameters, gradients (stage 2's shard), masters and state all over d; the gradient pool
-    // and the gather buffers are a few buckets.
-    return fmt::format("{:g}/d + {:g}/d + pool + gather buffers", one.parameters,
-                       one.gradients + one.master + one.state);
+    return fmt::format("{}/d + {}/d + pool + gather buffers", parameters, 4 + owned);
   }
-  if (mode.pools_gradients()) {
-    // The gradient shard joins the sharded part; the pool is a few buckets, not per parameter.
-    return fmt::format("{:g} + {:g}/d + pool", one.parameters,
-                       one.gradients + one.master + one.state);
-  }
-  std::string out = fmt::format("{:g} + 4", one.parameters);
-  if (one.gradients > 4.0) out += fmt::format(" + {:g}", one.gradients - 4.0);
-  const double owned = one.master + one.state;
-  if (owned == 0.0) return out;
-  if (mode.sharded_state) return out + fmt::format(" + {:g}/d", owned);
-  return out + fmt::format(" + {:g} = {:g}", owned, one.total());
+  if (mode.pools_gradients()) return fmt::format("{} + {}/d + pool", parameters, 4 + owned);
+  // The fp32 gradient buffer, and the bf16 reduce buffer with reduce_dtype bf16.
+  const int gradients = 4 + (mode.reduce_dtype == DType::BF16 ? 2 : 0);
+  std::string out = fmt::format("{} + 4{}", parameters, gradients > 4 ? " + 2" : "");
+  if (owned == 0) return out;
+  if (mode.sharded_state) return out + fmt::format(" + {}/d", owned);
+  return out + fmt::format(" + {} = {}", owned, parameters + gradients + owned);
 }
 
 }  // namespace zl

@@ -144,20 +144,6 @@ ModePlan make_mode_plan(const ParallelConfig& parallel, const OptimizerConfig& o
 // micro_batches and the shard group's replicas (check_shard_group first).
 ModePlan make_run_mode_plan(const Config& config, int world);
 
-// Bytes per parameter element on one rank of `world` ranks for a mode, split as `zerolap plan`
-// prints them; sharded parts count 1/world (an even split; the bucket plan's real split is what
-// ModePlan::state_bytes / master_bytes count).
-struct BytesPerParameter {
-  double parameters = 0;  // the flat parameter buffer: 4 (fp32) or 2 (bf16)
-  // The fp32 gradient buffer, plus the bf16 reduce buffer with reduce_dtype bf16; stage 2: the
-  // fp32 gradient shard, 4/d (its pool is per bucket, not per parameter: RankMemory counts it).
-  double gradients = 0;
-  double master = 0;      // bf16: fp32 masters 4 or remainders 2, per stepping rank
-  double state = 0;       // optimizer state: Adam 8, SGD momentum 4
-  double total() const { return parameters + gradients + master + state; }
-};
-BytesPerParameter bytes_per_parameter(const ModePlan& mode, int world);
-
 // The memory of one rank, in bytes: what it allocates for parameters, gradients, masters and
 // optimizer state, from the bucket plan (rank_memory; `store_numel`: the parameter store's
 // elements, padding included), plus the activations an estimate before the run adds
@@ -179,8 +165,10 @@ struct RankMemory {
 };
 RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_t store_numel,
                        int rank);
-// The same as a formula in d (the world size), e.g. "2 + 4 + 12/d" for bf16 + fp32 master +
-// Adam under zero with fp32 gradients, "2 + 16/d + pool" at stage 2.
+// Bytes per parameter element on one rank as a formula in d (the world size), from the mode's
+// per-element sizes - parameters + gradients [+ bf16 wire] + master + optimizer state, the sharded
+// parts over d: "2 + 4 + 12/d" for bf16 + fp32 master + Adam under zero with fp32 gradients,
+// "2 + 16/d + pool" at stage 2. An even split; rank_memory counts the bucket plan's real one.
 std::string bytes_per_parameter_formula(const ModePlan& mode);
 
 // The precision as `zerolap plan` and the bench name it: "fp32", "tf32", "bf16 + fp32 master" or

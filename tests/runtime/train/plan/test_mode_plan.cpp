@@ -20,6 +20,14 @@ ParallelConfig parallel(ParallelMode mode, Overlap overlap, CollectiveKind colle
   return p;
 }
 
+// rank_memory's buffers summed over the plan's ranks: bytes_per_parameter_formula at d = the
+// plan's world size, times d and the elements, where no bucket-sized pool or buffer is added.
+std::int64_t summed_buffers(const ModePlan& mode, const BucketPlan& plan, std::int64_t numel) {
+  std::int64_t bytes = 0;
+  for (int r = 0; r < plan.world_size; ++r) bytes += rank_memory(mode, plan, numel, r).buffers();
+  return bytes;
+}
+
 Model small_model() {
   ModelSpec spec;
   spec.widths = {4, 16, 16, 3};
@@ -128,7 +136,8 @@ TEST_CASE("precision: wire and broadcast bytes, masters, bytes per parameter", "
     CHECK(c.bytes() == plan.buckets[static_cast<std::size_t>(c.bucket)].numel * 4);
   }
   CHECK(bytes_per_parameter_formula(fp32) == "4 + 4 + 8/d");
-  CHECK(bytes_per_parameter(fp32, 4).total() == 10.0);
+  const std::int64_t total = model.store().total_numel();
+  CHECK(summed_buffers(fp32, plan, total) == total * (2 * (4 + 4) + 8));
 
   // bf16, fp32 reduce: 4-byte gradient collectives, 2-byte broadcasts, 4-byte masters on owners.
   PrecisionConfig bf16;
@@ -147,7 +156,7 @@ TEST_CASE("precision: wire and broadcast bytes, masters, bytes per parameter", "
     CHECK(mem.state == plan.numel_assigned_to(r) * 8);
   }
   CHECK(bytes_per_parameter_formula(m) == "2 + 4 + 12/d");
-  CHECK(bytes_per_parameter(m, 4).total() == 9.0);
+  CHECK(summed_buffers(m, plan, total) == total * (2 * (2 + 4) + 12));
 
   // bf16 reduce and remainders: 2-byte gradient collectives (plus the wire buffer), 2-byte masters.
   bf16.reduce_dtype = DType::BF16;
@@ -162,7 +171,7 @@ TEST_CASE("precision: wire and broadcast bytes, masters, bytes per parameter", "
   // ddp replicates masters and state: Megatron's 18 bytes for bf16 + fp32 master + Adam.
   const ModePlan ddp = make_mode_plan(ParallelConfig{}, adam, PrecisionConfig{ComputePrecision::Bf16});
   CHECK(bytes_per_parameter_formula(ddp) == "2 + 4 + 12 = 18");
-  CHECK(bytes_per_parameter(ddp, 8).total() == 18.0);
+  CHECK(summed_buffers(ddp, plan, total) == total * 2 * 18);
   CHECK(ddp.master_bytes(plan, 1) == model.store().total_numel() * 4);
   // The precision of fp32 compute leaves reduce_dtype and master_weights inert.
   CHECK(make_mode_plan(zero, adam).master_bytes_per_element() == 0);

@@ -136,7 +136,10 @@ TEST_CASE("memory figures of element shards: stage 1 and stage 2 with its pool",
   const ModePlan two = mode_of(c);
   CHECK(two.name() == "zero2/none/reduce_scatter_allgather");
   CHECK(bytes_per_parameter_formula(two) == "2 + 16/d + pool");
-  CHECK(bytes_per_parameter(two, 4).total() == 2.0 + 16.0 / 4);
+  for (int r = 0; r < world; ++r) {  // the formula at d = world: exactly total / world each
+    const RankMemory shard = rank_memory(two, at.plan, total, r);
+    CHECK(shard.buffers() - shard.gradient_pool == total * 2 + total / world * 16);
+  }
   const RankMemory m = rank_memory(two, at.plan, total, 1);
   CHECK(m.gradient_pool == kGradientPoolBuffers * at.plan.largest_bucket_numel() * 4);
   CHECK(m.gradients == total / world * 4 + m.gradient_pool);
