@@ -41,7 +41,7 @@ namespace zl {
 
 class Tracer;
 
-// The parameters between steps: this rank's shard of every bucket (ModePlan::stepped_range
+// Stage 3's parameters between steps: this rank's shard of every bucket (ModePlan::stepped_range
 // elements of the store's dtype). Made before the optimizer, which steps them in place, and the
 // gather, which all-gathers them: both are built with them.
 struct ParameterShards {
