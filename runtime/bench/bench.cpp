@@ -278,7 +278,7 @@ ModePlan mode_plan_of(const Mode& mode, const Config& config) {
 // collectives' times the limits measured on each communicator's shape and the row's compute
 // time: each tier's collectives and the last bucket's chain across them.
 void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan, const CommSpans& spans,
-                const BenchLimits& limits, double backward_share) {
+                const BenchLimits& limits, const ComputeShares& shares) {
   const ModeComm comm = mode_comm(mode, plan, spans, [&](const ProgramEntry& c, const LinkSpan&) {
     const CommPlace& place = spans.place(c.comm);
     return limits.collective_seconds(collective_name(c.op), c.dtype, c.bytes(), place.members,
@@ -289,7 +289,7 @@ void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan, con
   for (const std::size_t tier : {0u, 1u}) row.tiers[tier].comm_model_s = comm.tiers[tier].total_s;
   row.ideal_step_s = ideal_step_s(comm, row.compute_s);
   row.vs_ideal = row.ideal_step_s > 0.0 ? row.step_s / row.ideal_step_s : 0.0;
-  row.predicted_step_s = predicted_step_s(mode, comm, row.compute_s, backward_share);
+  row.predicted_step_s = predicted_step_s(mode, comm, row.compute_s, shares);
 }
 
 // The layout and buckets a run of `mode` allocates at `cap_mb` (element shards pad every bucket:
@@ -585,7 +585,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       t.exposed_comm_s = maxed[kInterExposed + tier] / steps;
     }
     ideal_step(row, mode_plan, plan, comm_spans(mode_plan, config.link, world.size),
-               report.limits, backward_flop_share(layout));
+               report.limits, compute_shares(layout, plan));
     report.rows.push_back(std::move(row));
   }
 

@@ -43,33 +43,78 @@ ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const 
                    });
 }
 
-double backward_flop_share(const ParameterStore& store) {
-  // Per sample: forward 2*in*out per Linear; backward 2*in*out for dW plus 2*in*out for dX,
-  // except in the first Linear (models/model.cpp computes no gradient of the input).
-  double forward = 0.0, backward = 0.0;
+namespace {
+
+// Per parameter (by id), per sample: its GEMM's forward and backward FLOPs. Forward 2*in*out per
+// Linear; backward 2*in*out for dW plus 2*in*out for dX, except in the first Linear
+// (models/model.cpp computes no gradient of the input). Biases and norms count as nothing.
+struct ParameterFlops {
+  std::vector<double> forward, backward;
+};
+ParameterFlops parameter_flops(const ParameterStore& store) {
+  ParameterFlops out;
   bool first = true;
   for (const ParameterInfo& p : store.parameters()) {
-    if (p.shape.size() != 2) continue;
-    const double macs = static_cast<double>(p.shape[0] * p.shape[1]);
-    forward += 2.0 * macs;
-    backward += (first ? 2.0 : 4.0) * macs;
-    first = false;
+    const bool gemm = p.shape.size() == 2;
+    const double macs = gemm ? static_cast<double>(p.shape[0] * p.shape[1]) : 0.0;
+    out.forward.push_back(2.0 * macs);
+    out.backward.push_back((first ? 2.0 : 4.0) * macs);
+    first = first && !gemm;
   }
+  return out;
+}
+
+double sum(const std::vector<double>& x) {
+  double s = 0.0;
+  for (const double v : x) s += v;
+  return s;
+}
+
+}  // namespace
+
+double backward_flop_share(const ParameterStore& store) {
+  const ParameterFlops f = parameter_flops(store);
+  const double forward = sum(f.forward), backward = sum(f.backward);
   return forward + backward > 0.0 ? backward / (forward + backward) : 0.0;
+}
+
+ComputeShares compute_shares(const ParameterStore& store, const BucketPlan& plan) {
+  const ParameterFlops f = parameter_flops(store);
+  const double backward = sum(f.backward);
+  ComputeShares out;
+  out.backward = backward_flop_share(store);
+  out.bucket_backward.assign(plan.buckets.size(), 0.0);
+  for (const Bucket& b : plan.buckets) {
+    for (const int id : b.param_ids) {
+      out.bucket_backward[static_cast<std::size_t>(b.index)] +=
+          backward > 0.0 ? f.backward.at(static_cast<std::size_t>(id)) / backward : 0.0;
+    }
+  }
+  return out;
 }
 
 namespace {
 
-// E and ER of Note [Scaling model]: the slower tier's collectives (or reductions) that a schedule
-// can overlap, each tier on its own link.
+// P_t of Note [Scaling model]: how far into backward tier t's pipeline can start. Its first
+// reduction waits until its bucket is full (that micro-batch's backward up to the bucket, after
+// the earlier micro-batches' whole backward) and that bucket's reductions before it in the chain,
+// on the other tiers, are done.
+double pipeline_start_s(const TierComm& t, const ComputeShares& shares, double backward_s,
+                        int micro_batches) {
+  if (t.first_reduced_bucket < 0) return 0.0;
+  double filled = 0.0;
+  for (std::size_t b = 0; b < shares.bucket_backward.size(); ++b) {
+    if (static_cast<int>(b) <= t.first_reduced_bucket) filled += shares.bucket_backward[b];
+  }
+  return backward_s * (t.first_reduced_micro_batch + filled) / std::max(micro_batches, 1) +
+         t.lead_s;
+}
+
+// E (ER) of Note [Scaling model], each tier on its own link: the slower tier's collectives
+// (reductions) that backward can overlap, and when they end, counted from backward's start.
 double overlappable_s(const ModeComm& c) {
   double e = 0.0;
   for (const TierComm& t : c.tiers) e = std::max(e, t.total_s - t.last_s);
-  return e;
-}
-double overlappable_reduce_s(const ModeComm& c) {
-  double e = 0.0;
-  for (const TierComm& t : c.tiers) e = std::max(e, t.reduce_s - t.reduce_last_s);
   return e;
 }
 
@@ -80,25 +125,42 @@ double ideal_step_s(const ModeComm& c, double compute_s) {
 }
 
 double predicted_step_s(const ModePlan& mode, const ModeComm& c, double compute_s,
-                        double backward_share) {
-  const double backward = compute_s * backward_share;
+                        const ComputeShares& shares) {
+  const double backward = compute_s * shares.backward;
+  // Each tier's pipelined collectives end at most this far into backward: they start at P_t (but
+  // stage 3's gathers in backward, which need no gradient, start at once) and run back to back.
+  double tiers_end = 0.0, forward_gathers = 0.0;
+  for (const TierComm& t : c.tiers) {
+    const double start = pipeline_start_s(t, shares, backward, mode.micro_batches);
+    double busy = 0.0;
+    switch (mode.schedule) {
+      case ScheduleKind::Ddp:
+        busy = start + t.total_s - t.last_s;
+        break;
+      case ScheduleKind::ZeroNone:
+      case ScheduleKind::ZeroAfterBackward:
+        busy = start + t.reduce_s - t.reduce_last_s;
+        break;
+      case ScheduleKind::ZeroInterleaved: {
+        const double rest = t.total_s - t.forward_s - t.last_s;
+        busy = std::max(rest, start + rest - t.backward_gather_s);
+        forward_gathers = std::max(forward_gathers, t.forward_s);
+        break;
+      }
+    }
+    tiers_end = std::max(tiers_end, busy);
+  }
   switch (mode.schedule) {
     case ScheduleKind::Ddp:
-      return compute_s + std::max(0.0, overlappable_s(c) - backward) + c.last_s;
+      return compute_s + std::max(0.0, tiers_end - backward) + c.last_s;
     case ScheduleKind::ZeroNone:
     case ScheduleKind::ZeroAfterBackward:
-      // Reductions launched during backward overlap what is left of it; the last bucket's cannot.
-      return compute_s + std::max(0.0, overlappable_reduce_s(c) - backward) + c.reduce_last_s +
-             c.broadcast_s;
-    case ScheduleKind::ZeroInterleaved: {
+      // The last bucket's reductions cannot overlap, nor the broadcasts the next forward.
+      return compute_s + std::max(0.0, tiers_end - backward) + c.reduce_last_s + c.broadcast_s;
+    case ScheduleKind::ZeroInterleaved:
       // Forward hides stage 3's forward gathers only; the rest of each tier, backward.
-      double gathers = 0.0, rest = 0.0;
-      for (const TierComm& t : c.tiers) {
-        gathers = std::max(gathers, t.forward_s);
-        rest = std::max(rest, t.total_s - t.forward_s - t.last_s);
-      }
-      return std::max(compute_s - backward, gathers) + std::max(backward, rest) + c.last_s;
-    }
+      return std::max(compute_s - backward, forward_gathers) + std::max(backward, tiers_end) +
+             c.last_s;
   }
   return compute_s + c.total_s;
 }

@@ -17,35 +17,42 @@
 // its chain, which crosses the tiers in sequence (hybrid: reduce-scatter in the group, then the
 // all-reduce across the replicas, then the step, then the group's gathers): L is a sum. The rest
 // of each tier runs on its own link beside the other tier's, pipelined bucket by bucket, so the
-// slower tier bounds it: E = max_t (C_t - L_t), ER = max_t (R_t - RL_t). Then
-//   ddp                  X + max(0, E - Bw) + L
+// slower tier bounds it. A tier's pipeline starts P_t into backward: when the first bucket it
+// reduces is full (by the buckets' backward FLOPs, after the whole backward of the micro-batches
+// before the one that first reduces on it: ddp and stage 1 reduce in the last only), and that
+// bucket's reductions before it in the chain on the other tiers (hybrid: the replicas' all-reduce
+// waits for the group's reduce-scatter) are done. Only stage 3's gathers in backward (G_t, but
+// L_t's) need no gradient and start at once. Counted from backward's start, a tier's overlappable
+// collectives end at E_t = P_t + C_t - L_t (ddp), ER_t = P_t + R_t - RL_t (none, after_backward)
+// or EB_t = max(W_t, P_t + W_t - G_t) with W_t = C_t - FW_t - L_t (interleaved). Then
+//   ddp                  X + max(0, E - Bw) + L,                 E = max_t E_t
 //   zero/none,
-//   zero/after_backward  X + max(0, ER - Bw) + RL + Bc
-//   zero/interleaved     max(F, FW) + max(Bw, EB) + L,  FW = max_t FW_t, EB = max_t (C_t - FW_t
-//                        - L_t)
-// and the bench's ideal step (bench.h), a bound no schedule beats, max(X, E) + L. With one tier
-// (no link.node_ranks, or every span on one side of it) E = C - L and ddp's and none's are the
-// flat ring's X + max(0, C - C_last - Bw) + C_last and so on. With train.grad_accum > 1, stages 2
-// and 3 count every micro-batch's collectives. Reductions overlap the part of backward left after
-// their bucket is full. The broadcasts of none and after_backward do not overlap the next
-// forward: its first layer needs the last bucket's broadcast, which the broadcast stream runs
-// last (after_backward overlaps them with optimizer steps only, which the model does not count).
-// Interleaved pipelines reduce, step and publish per bucket during backward, but forward hides
-// only stage 3's gathers: every other collective of a step starts in its backward, and the next
-// forward's first layer waits for the last bucket's publish, behind all of them on the link (the
-// tail order swaps only the last two). So a tier of reductions alone (the replicas' all-reduce)
-// overlaps backward only, and a flat stage-1 step on a slow link is F + C, not C. Scaling
-// efficiency = X / step. The "floor" is the step at X = 0: what the links alone take.
+//   zero/after_backward  X + max(0, ER - Bw) + RL + Bc,          ER = max_t ER_t
+//   zero/interleaved     max(F, FW) + max(Bw, EB) + L,           FW = max_t FW_t, EB = max_t EB_t
+// and the bench's ideal step (bench.h), a bound no schedule beats, max(X, max_t (C_t - L_t)) + L.
+// With one tier (no link.node_ranks, or every span on one side of it) ddp's is the flat ring's
+// X + max(0, P + C - C_last - Bw) + C_last and so on. With train.grad_accum > 1, stages 2 and 3
+// count every micro-batch's collectives. The broadcasts of none and after_backward do not overlap
+// the next forward: its first layer needs the last bucket's broadcast, which the broadcast stream
+// runs last (after_backward overlaps them with optimizer steps only, which the model does not
+// count). Interleaved pipelines reduce, step and publish per bucket during backward, but forward
+// hides only stage 3's gathers: every other collective of a step starts in its backward, and the
+// next forward's first layer waits for the last bucket's publish, behind all of them on the link
+// (the tail order swaps only the last two). So a tier of reductions alone (the replicas'
+// all-reduce) overlaps backward only, and a flat stage-1 step on a slow link is F + P + C, not C.
+// Scaling efficiency = X / step. The "floor" is the step at X = 0: what the links alone take.
 // Limits: no contention beyond one link per rank and tier (an inter-node ring's hops inside a
 // node are not charged to the intra link), flat rings (no tree or hierarchical algorithms at large
-// N), latency terms that grow as N, no compute slow-down from communication kernels, no wait for
-// the first bucket's backward (and, hybrid, its reduce-scatter) before a tier's pipeline starts,
+// N), latency terms that grow as N, no compute slow-down from communication kernels or copies,
+// buckets after the first never hold a pipeline up, forward's gathers fill no pipeline, the
+// optimizer counted in forward (interleaved steps a bucket on the comm thread, in the chain),
 // perfect overlap where the formula allows it. It is an estimate to read beside a measured bench,
 // not a measurement.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "models/parameter_store.h"
@@ -80,6 +87,12 @@ struct TierComm {
   double reduce_last_s = 0.0;   // RL_t
   double broadcast_s = 0.0;     // Bc_t
   double forward_s = 0.0;       // FW_t: stage 3's gathers in forward, the last bucket's not
+  double backward_gather_s = 0.0;  // G_t: stage 3's gathers in backward, the last bucket's not
+  // The first bucket the tier reduces (-1: none), in which micro-batch, and the seconds of that
+  // bucket's reductions before it in the chain on the other tiers: when its pipeline can start.
+  int first_reduced_bucket = -1;
+  int first_reduced_micro_batch = 0;
+  double lead_s = 0.0;
   std::int64_t wire_bytes = 0;  // per rank per step (communicator.h's wire_bytes, the span's p)
 };
 
@@ -111,11 +124,18 @@ ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const 
 // no input gradient): about 2/3.
 double backward_flop_share(const ParameterStore& store);
 
-// The predicted step time (Note [Scaling model]) of `mode` for compute time `compute_s` of which
-// `backward_share` is backward.
+// Where a step's compute lies, by GEMM FLOPs: backward's share of it, and each bucket's share of
+// one micro-batch's backward (buckets fill in index order: Note [Bucket order]).
+struct ComputeShares {
+  double backward = 0.0;
+  std::vector<double> bucket_backward;  // by bucket index; sums to 1
+};
+ComputeShares compute_shares(const ParameterStore& store, const BucketPlan& plan);
+
+// The predicted step time (Note [Scaling model]) of `mode` for compute time `compute_s`.
 double predicted_step_s(const ModePlan& mode, const ModeComm& comm, double compute_s,
-                        double backward_share);
-// max(X, E) + L: the lower bound of any schedule (Note [Ideal step]).
+                        const ComputeShares& shares);
+// max(X, max_t (C_t - L_t)) + L: the lower bound of any schedule (Note [Ideal step]).
 double ideal_step_s(const ModeComm& comm, double compute_s);
 
 // --- implementation of the template ------------------------------------------------------------
@@ -128,22 +148,49 @@ ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, const CommSpans
   const int last_bucket = plan.buckets.back().index;
   const std::vector<ProgramEntry> program = collective_program(mode, plan);
   const std::vector<bool> forward = forward_entries(mode, plan);
+  std::vector<double> entry_s(program.size());
+  std::vector<std::size_t> tier_of(program.size());
+  auto reduction = [](const ProgramEntry& c) {
+    return c.op != CollectiveOp::Broadcast && c.op != CollectiveOp::AllGather;
+  };
   for (std::size_t i = 0; i < program.size(); ++i) {
     const ProgramEntry& c = program[i];
     const LinkSpan& span = spans.of(c.comm);
-    const double s = seconds(c, span);
+    const double s = entry_s[i] = seconds(c, span);
+    tier_of[i] = static_cast<std::size_t>(span.tier);
     const bool last = c.bucket == last_bucket && c.micro_batch == mode.micro_batches - 1;
-    const bool publish = c.op == CollectiveOp::Broadcast || c.op == CollectiveOp::AllGather;
-    TierComm& t = out.tiers[static_cast<std::size_t>(span.tier)];
+    TierComm& t = out.tiers[tier_of[i]];
     t.total_s += s;
     t.wire_bytes += wire_bytes(c.op, c.bytes(), span.ranks);
     if (last) t.last_s += s;
     if (forward[i] && !last) t.forward_s += s;
-    if (publish) {
+    if (!reduction(c)) {
       t.broadcast_s += s;
+      // Stage 3 publishes nothing after a step: its gathers in backward wait for no gradient.
+      if (mode.gathers_parameters() && !forward[i] && !last) t.backward_gather_s += s;
     } else {
       t.reduce_s += s;
       if (last) t.reduce_last_s += s;
+      if (t.first_reduced_bucket < 0 ||
+          std::pair(c.micro_batch, c.bucket) <
+              std::pair(t.first_reduced_micro_batch, t.first_reduced_bucket)) {
+        t.first_reduced_bucket = c.bucket;
+        t.first_reduced_micro_batch = c.micro_batch;
+      }
+    }
+  }
+  // A bucket's chain runs in program order (the group's reduce-scatter, then the replicas'
+  // all-reduce in its continuation).
+  for (std::size_t tier = 0; tier < out.tiers.size(); ++tier) {
+    TierComm& t = out.tiers[tier];
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const ProgramEntry& c = program[i];
+      if (!reduction(c) || c.bucket != t.first_reduced_bucket ||
+          c.micro_batch != t.first_reduced_micro_batch) {
+        continue;
+      }
+      if (tier_of[i] == tier) break;
+      t.lead_s += entry_s[i];
     }
   }
   for (const TierComm& t : out.tiers) {

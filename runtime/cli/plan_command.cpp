@@ -264,8 +264,9 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
         continue;
       }
       const ModePlan at_n = at_ranks(m, n);
-      const ModeComm c = modelled_mode_comm(at_n, plan_at(config, at_n, n).plan, link, n);
-      const double step = predicted_step_s(at_n, c, compute_s, share);
+      const BucketPlan plan_n = plan_at(config, at_n, n).plan;
+      const ModeComm c = modelled_mode_comm(at_n, plan_n, link, n);
+      const double step = predicted_step_s(at_n, c, compute_s, compute_shares(store, plan_n));
       out += fmt::format(" {:>17}", measured ? fmt::format("{:.2f} ({:.0f}%)", step * 1e3,
                                                            100.0 * compute_s / step)
                                              : fmt::format("{:.2f}", step * 1e3));

@@ -56,6 +56,9 @@ ModePlan any_mode_named(const std::string& name) {
   return make_mode_plan(*mode, config.parallel, config.optimizer, config.precision);
 }
 
+// Compute split as two_buckets' bytes: backward `share` of it, a quarter of that in bucket 0.
+ComputeShares shares_of(double share) { return ComputeShares{share, {0.25, 0.75}}; }
+
 // Two tiers: 1 GB/s per rank between nodes of 2 ranks, 4 GB/s inside one, no latency.
 LinkConfig two_tiers(int node_ranks = 2) {
   LinkConfig link{8.0, 0.0};
@@ -160,31 +163,34 @@ TEST_CASE("with grad_accum, stages 2 and 3 count every micro-batch's collectives
 TEST_CASE("the predicted step of each mode against a hand computation", "[scaling]") {
   const LinkConfig link{8.0, 0.0};
   const BucketPlan plan = two_buckets(4);
-  const double compute = 10e-3, share = 0.6;  // backward 6 ms, forward + optimizer 4 ms
+  // Backward 6 ms, forward + optimizer 4 ms; bucket 0 is full 1.5 ms into backward (P).
+  const double compute = 10e-3;
+  const ComputeShares share = shares_of(0.6);
   auto predict = [&](const std::string& name) {
     const ModePlan m = mode_named(name);
     return predicted_step_s(m, modelled_mode_comm(m, plan, link, 4), compute, share);
   };
-  // ddp: 10 + max(0, 6 - 4.5 - 6) + 4.5
+  // ddp: 10 + max(0, 1.5 + 6 - 4.5 - 6) + 4.5
   CHECK(predict("ddp") == Approx(14.5e-3));
-  // none / after_backward, reduce: 10 + max(0, 3 - 2.25 - 6) + 2.25 + 3
+  // none / after_backward, reduce: 10 + max(0, 1.5 + 3 - 2.25 - 6) + 2.25 + 3
   CHECK(predict("zero/none/reduce_broadcast") == Approx(15.25e-3));
   CHECK(predict("zero/after_backward/reduce_broadcast") == Approx(15.25e-3));
-  // all-reduce then broadcast: 10 + max(0, 6 - 4.5 - 6) + 4.5 + 3
+  // all-reduce then broadcast: 10 + max(0, 1.5 + 6 - 4.5 - 6) + 4.5 + 3
   CHECK(predict("zero/none/allreduce_broadcast") == Approx(17.5e-3));
-  // interleaved, reduce: max(10, 6 - 4.5) + 4.5
+  // interleaved, reduce: 4 + max(6, 1.5 + 6 - 4.5) + 4.5
   CHECK(predict("zero/interleaved/reduce_broadcast") == Approx(14.5e-3));
 
-  // Communication-bound: compute 1 ms. ddp: 1 + max(0, 6 - 4.5 - 0.6) + 4.5 = 6.4 ms.
+  // Communication-bound: compute 1 ms, bucket 0 full 0.15 ms into backward. ddp: 1 + max(0,
+  // 0.15 + 6 - 4.5 - 0.6) + 4.5 = 6.55 ms.
   const ModePlan ddp = mode_named("ddp");
   CHECK(predicted_step_s(ddp, modelled_mode_comm(ddp, plan, link, 4), 1e-3, share) ==
-        Approx(6.4e-3));
+        Approx(6.55e-3));
   // interleaved, all-reduce + broadcast (C = 9 ms, L = 6.75 ms): forward hides none of it, so
-  // max(F, 0) + max(Bw, C - L) + L = 0.4 + 2.25 + 6.75 ms; the ideal bound max(X, C - L) + L is
-  // 9 ms.
+  // max(F, 0) + max(Bw, P + C - L) + L = 0.4 + 2.4 + 6.75 ms; the ideal bound max(X, C - L) + L
+  // is 9 ms.
   const ModePlan il = mode_named("zero/interleaved/allreduce_broadcast");
   const ModeComm ilc = modelled_mode_comm(il, plan, link, 4);
-  CHECK(predicted_step_s(il, ilc, 1e-3, share) == Approx(9.4e-3));
+  CHECK(predicted_step_s(il, ilc, 1e-3, share) == Approx(9.55e-3));
   CHECK(ideal_step_s(ilc, 1e-3) == Approx(9e-3));
 }
 
@@ -195,6 +201,34 @@ TEST_CASE("backward's share of the FLOPs of an MLP", "[scaling]") {
       parse_config("[model]\nwidths = [2, 8, 8]\n[data]\nkind = \"spirals\"\n", "c.toml").model,
       DeviceKind::Cpu);
   CHECK(backward_flop_share(model.store()) == Approx(288.0 / 448.0));
+  // One layer per bucket: bucket 0 holds the last layer (final first in backward), 256 of the
+  // 288 backward MACs; bucket 1 the first layer, 32.
+  const BucketPlan plan =
+      build_bucket_plan(model.store(), 1e-6, 1e-6, 1, AssignmentPolicy::RoundRobin);
+  REQUIRE(plan.buckets.size() == 2);
+  const ComputeShares shares = compute_shares(model.store(), plan);
+  CHECK(shares.backward == Approx(288.0 / 448.0));
+  CHECK(shares.bucket_backward == std::vector<double>{256.0 / 288.0, 32.0 / 288.0});
+}
+
+TEST_CASE("a tier's pipeline starts when its first bucket is full", "[scaling]") {
+  // ddp reduces in the last micro-batch only: with grad_accum 3 its all-reduces wait for two
+  // whole backwards and bucket 0's part of the third. X = 4 ms (F 1.6, Bw 2.4), C = 6 ms, L =
+  // 4.5 ms on one 1 GB/s ring of 4. grad_accum 1: P = 2.4 / 4 = 0.6, 4 + max(0, 0.6 + 1.5 -
+  // 2.4) + 4.5; grad_accum 3: P = 2.4 (2 + 1/4) / 3 = 1.8, 4 + (1.8 + 1.5 - 2.4) + 4.5.
+  const LinkConfig link{8.0, 0.0};
+  const BucketPlan plan = two_buckets(4);
+  for (const auto& [accum, step] : {std::pair{1, 8.5e-3}, std::pair{3, 9.4e-3}}) {
+    const ModePlan ddp = mode_named("ddp", accum);
+    const ModeComm c = modelled_mode_comm(ddp, plan, link, 4);
+    CHECK(c.tier(LinkTier::Inter).first_reduced_micro_batch == accum - 1);
+    CHECK(c.tier(LinkTier::Inter).first_reduced_bucket == 0);
+    CHECK(predicted_step_s(ddp, c, 4e-3, shares_of(0.6)) == Approx(step));
+  }
+  // Stage 2 reduce-scatters every micro-batch: its pipeline starts in the first.
+  const ModePlan zero2 = mode_named("zero2/interleaved/reduce_scatter_allgather", 3);
+  CHECK(modelled_mode_comm(zero2, plan, link, 4).tier(LinkTier::Inter)
+            .first_reduced_micro_batch == 0);
 }
 
 TEST_CASE("plan prints per-mode communication and the predicted scaling", "[scaling]") {
@@ -272,20 +306,30 @@ TEST_CASE("the tiered model: each tier's collectives, bytes and step by hand", "
   CHECK(intra.forward_s == Approx(0.125e-3));
   CHECK(inter.forward_s == 0.0);
 
-  // L = 1.125 + 1.5 = 2.625 ms. Interleaved: max(F, FW) + max(Bw, EB) + L with EB = max(1.375 -
-  // 0.125 - 1.125, 2 - 1.5) = 0.5 ms, the slower tier. X = 10 ms (F 4, Bw 6): 4 + 6 + 2.625; X =
-  // 0.2 ms (F 0.08, Bw 0.12): 0.125 + 0.5 + 2.625. The ideal: max(X, E) + L, E = max(0.25, 0.5).
-  const double share = 0.6;
+  // Both tiers' pipelines start at bucket 0; the replicas' all-reduce of it waits for its
+  // reduce-scatter in the group too (0.125 ms).
+  CHECK(intra.first_reduced_bucket == 0);
+  CHECK(intra.lead_s == 0.0);
+  CHECK(inter.first_reduced_bucket == 0);
+  CHECK(inter.lead_s == Approx(0.125e-3));
+
+  // L = 1.125 + 1.5 = 2.625 ms. Interleaved: max(F, FW) + max(Bw, EB) + L with EB_t = P_t + C_t
+  // - FW_t - L_t (no gathers in backward but the last bucket's), P_t = Bw / 4 + lead_t. X = 10
+  // ms (F 4, Bw 6): EB = max(1.5 + 0.125, 1.625 + 0.5) < Bw: 4 + 6 + 2.625. X = 0.2 ms (F 0.08,
+  // Bw 0.12, P_t 0.03 and 0.155): max(0.08, 0.125) + max(0.12, 0.155, 0.655) + 2.625. The ideal:
+  // max(X, max_t (C_t - L_t)) + L = 0.5 + 2.625.
+  const ComputeShares share = shares_of(0.6);
   const ModePlan il = any_mode_named("hsdp3/interleaved@2");
   CHECK(predicted_step_s(il, h, 10e-3, share) == Approx(12.625e-3));
-  CHECK(predicted_step_s(il, h, 0.2e-3, share) == Approx(3.25e-3));
+  CHECK(predicted_step_s(il, h, 0.2e-3, share) == Approx(0.125e-3 + 0.655e-3 + 2.625e-3));
   CHECK(ideal_step_s(h, 0.2e-3) == Approx(3.125e-3));
-  // none: X + max(0, ER - Bw) + RL + Bc, ER = max(0.5 - 0.375, 2 - 1.5) = 0.5, RL = 1.875,
-  // Bc = 0.875: 10 + 0 + 1.875 + 0.875; at X = 0.2 ms (Bw 0.12): 0.2 + 0.38 + 2.75.
+  // none: X + max(0, ER - Bw) + RL + Bc, ER_t = P_t + R_t - RL_t: max(1.5 + 0.125, 1.625 +
+  // 0.5) at X = 10 ms, max(0.155, 0.655) at 0.2 ms; RL = 1.875, Bc = 0.875: 10 + 0 + 1.875 +
+  // 0.875, and 0.2 + (0.655 - 0.12) + 2.75.
   const ModePlan none = any_mode_named("hsdp3/none@2");
   const ModeComm hn = modelled_mode_comm(none, group_plan, link, 4);
   CHECK(predicted_step_s(none, hn, 10e-3, share) == Approx(12.75e-3));
-  CHECK(predicted_step_s(none, hn, 0.2e-3, share) == Approx(0.2e-3 + 0.38e-3 + 2.75e-3));
+  CHECK(predicted_step_s(none, hn, 0.2e-3, share) == Approx(0.2e-3 + 0.535e-3 + 2.75e-3));
 
   // Flat stage 3 on the same 4 ranks: one ring across the nodes at 1 GB/s, (p-1)/p = 3/4 of
   // each bucket per collective: reduce-scatters 0.75 + 2.25 ms, gathers 2.25 + 0.75 + 2.25 ms.
@@ -298,27 +342,27 @@ TEST_CASE("the tiered model: each tier's collectives, bytes and step by hand", "
   // Bytes across nodes per rank: hybrid 2 MB against flat 8.25 MB (3 (W-1)/W x 4 MB = 9 MB less
   // bucket 0's backward gather, resident from forward).
   CHECK(f.tier(LinkTier::Inter).wire_bytes == 8'250'000);
-  // FW = bucket 0's forward gather, 0.75 ms; EB = 8.25 - 0.75 - 6.75 = 0.75 ms.
+  // FW = bucket 0's forward gather, 0.75 ms; EB = P + 8.25 - 0.75 - 6.75 = P + 0.75 ms.
   const ModePlan flat_il = any_mode_named("zero3/interleaved/reduce_scatter_allgather");
   CHECK(f.tier(LinkTier::Inter).forward_s == Approx(0.75e-3));
   CHECK(predicted_step_s(flat_il, f, 10e-3, share) == Approx(4e-3 + 6e-3 + 6.75e-3));
-  CHECK(predicted_step_s(flat_il, f, 0.2e-3, share) == Approx(0.75e-3 + 0.75e-3 + 6.75e-3));
+  CHECK(predicted_step_s(flat_il, f, 0.2e-3, share) == Approx(0.75e-3 + 0.78e-3 + 6.75e-3));
 }
 
 TEST_CASE("with one tier the tiers share a link: the hybrid step sums them", "[scaling]") {
   // No node_ranks: the group's and the replicas' collectives all queue on the rank's one link
   // (Note [Link occupancy]), so E = C - L as for a flat ring. At 1 GB/s: reduce-scatters 0.5 +
   // 1.5, gathers 1.5 + 0.5 + 1.5, all-reduces 0.5 + 1.5 ms; the last bucket's 1.5 x 4; forward's
-  // gather of bucket 0, 0.5. X = 1 ms: max(0.4, 0.5) + max(0.6, 7.5 - 0.5 - 6) + 6; X = 10 ms:
-  // 4 + 6 + 6.
+  // gather of bucket 0, 0.5. X = 1 ms (P = 0.15): max(0.4, 0.5) + max(0.6, 0.15 + 7.5 - 0.5 -
+  // 6) + 6; X = 10 ms: 4 + 6 + 6.
   const LinkConfig link{8.0, 0.0};
   const ModePlan il = any_mode_named("hsdp3/interleaved@2");
   const ModeComm h = modelled_mode_comm(il, two_buckets(2), link, 4);
   CHECK(h.tier(LinkTier::Intra).total_s == 0.0);
   CHECK(h.total_s == Approx(7.5e-3));
   CHECK(h.last_s == Approx(6e-3));
-  CHECK(predicted_step_s(il, h, 1e-3, 0.6) == Approx(1.5e-3 + 6e-3));
-  CHECK(predicted_step_s(il, h, 10e-3, 0.6) == Approx(16e-3));
+  CHECK(predicted_step_s(il, h, 1e-3, shares_of(0.6)) == Approx(1.65e-3 + 6e-3));
+  CHECK(predicted_step_s(il, h, 10e-3, shares_of(0.6)) == Approx(16e-3));
 }
 
 TEST_CASE("the modes plan models: hybrid rows for a node or parallel.shard_group", "[scaling]") {
