@@ -100,7 +100,7 @@ struct BenchRow {
   double comm_model_s = 0.0, nonoverlap_comm_s = 0.0, ideal_step_s = 0.0;
   double vs_ideal = 0.0;  // step_s / ideal_step_s
   // Note [Scaling model] (scaling_model.h) for this mode from compute_s and the same collective
-  // times: where its schedule lets communication overlap (>= ideal_step_s; equal in interleaved).
+  // times: where its schedule lets communication overlap (>= ideal_step_s).
   double predicted_step_s = 0.0;
 
   // Per tier of the link (indexed by LinkTier: inter, intra; each communicator has one: its span's,

@@ -80,9 +80,9 @@ double backward_flop_share(const ParameterStore& store) {
 
 ComputeShares compute_shares(const ParameterStore& store, const BucketPlan& plan) {
   const ParameterFlops f = parameter_flops(store);
-  const double backward = sum(f.backward);
+  const double backward = sum(f.backward), all = sum(f.forward) + backward;
   ComputeShares out;
-  out.backward = backward_flop_share(store);
+  out.backward = all > 0.0 ? backward / all : 0.0;
   out.bucket_backward.assign(plan.buckets.size(), 0.0);
   for (const Bucket& b : plan.buckets) {
     for (const int id : b.param_ids) {
@@ -103,15 +103,16 @@ double pipeline_start_s(const TierComm& t, const ComputeShares& shares, double b
                         int micro_batches) {
   if (t.first_reduced_bucket < 0) return 0.0;
   double filled = 0.0;
-  for (std::size_t b = 0; b < shares.bucket_backward.size(); ++b) {
-    if (static_cast<int>(b) <= t.first_reduced_bucket) filled += shares.bucket_backward[b];
+  const int buckets = static_cast<int>(shares.bucket_backward.size());
+  for (int b = 0; b <= t.first_reduced_bucket && b < buckets; ++b) {
+    filled += shares.bucket_backward[static_cast<std::size_t>(b)];
   }
   return backward_s * (t.first_reduced_micro_batch + filled) / std::max(micro_batches, 1) +
          t.lead_s;
 }
 
-// E (ER) of Note [Scaling model], each tier on its own link: the slower tier's collectives
-// (reductions) that backward can overlap, and when they end, counted from backward's start.
+// max_t (C_t - L_t): the slower tier's collectives that some schedule could overlap with compute,
+// each tier on its own link (the ideal step's).
 double overlappable_s(const ModeComm& c) {
   double e = 0.0;
   for (const TierComm& t : c.tiers) e = std::max(e, t.total_s - t.last_s);
