@@ -90,24 +90,24 @@ job() {  # job NAME: the training command into $work/NAME
 }
 $(job ref) >"$work/ref.log" 2>&1 || { tail -n 20 "$work/ref.log"; fail "the uninterrupted run"; }
 
-last_step() { tail -n 1 "$work/sup/metrics.csv" 2>/dev/null | cut -d, -f1; }
-# Waits until attempt ATTEMPT has logged step STEP, then kills its rank 2 with SIGKILL.
+# Waits until attempt ATTEMPT has logged step STEP, then kills its rank 2 with SIGKILL. The step is
+# read from that attempt's own log: metrics.csv still ends with the killed attempt's steps until the
+# next one resumes, so it would say "reached" before the next attempt's ranks even exist.
 kill_rank2() {
-  local attempt=$1 step=$2 pid
+  local attempt=$1 step=$2 log="$work/sup/supervise/attempt_$1.log" s pid
   for _ in $(seq 1 3000); do
-    if [ -e "$work/sup/supervise/attempt_$attempt.log" ]; then
-      s=$(last_step)
-      [[ $s =~ ^[0-9]+$ ]] && [ "$s" -ge "$step" ] && break
+    s=$(grep -o '^step *[0-9]*' "$log" 2>/dev/null | tail -n 1 | tr -dc 0-9)
+    if [ -n "$s" ] && [ "$s" -ge "$step" ]; then
+      for pid in $(pgrep -f -- "output.dir=.$work/sup"); do
+        if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=2; then
+          kill -9 "$pid" && echo "attempt $attempt: killed rank 2 (pid $pid) after step $s"
+          return 0
+        fi
+      done
     fi
     sleep 0.02
   done
-  for pid in $(pgrep -f -- "output.dir=.$work/sup"); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=2; then
-      kill -9 "$pid" && echo "attempt $attempt: killed rank 2 (pid $pid) after step $(last_step)"
-      return 0
-    fi
-  done
-  echo "attempt $attempt: rank 2 not found"
+  echo "attempt $attempt: rank 2 not found at step $step or later (last step logged: ${s:-none})"
   return 1
 }
 first=$((15 + RANDOM % 40))
