@@ -102,6 +102,15 @@ void check_shard_group(const Config& config, int world) {
         "model times this job as: set link.ranks to a multiple of {}",
         config.source_path, group, modelled, group));
   }
+  // The study times more replicas of real groups, and their all-reduce runs only between real
+  // groups: with one group there is none to time.
+  if (group == world && modelled > world) {
+    throw UserError(fmt::format(
+        "{}: parallel.shard_group = {} is every rank of this job, one group, but link.ranks = {} "
+        "times it as {} replicas of that group, whose all-reduce runs only between real groups: "
+        "run at least two groups, or set parallel.shard_group = 0 for the flat study of {} ranks",
+        config.source_path, group, modelled, modelled / group, modelled));
+  }
   if (world % group == 0) return;
   throw UserError(fmt::format(
       "{}: parallel.shard_group = {} does not divide the {} rank{} of this job, which split into "

@@ -14,6 +14,7 @@
 #include "base/errors.h"
 #include "kernels/gemm.h"
 #include "runtime/config/config.h"
+#include "runtime/config/mode.h"
 #include "tests/runtime/error_message_checks.h"
 
 using Catch::Contains;
@@ -750,6 +751,24 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     REQUIRE_THROWS_WITH(parse("model = 3\n", {"model.widths=[1]"}),
                         Contains("--set model.widths: 'model' is not a section"));
   }
+}
+
+TEST_CASE("config: a link.ranks study of a shard group needs two real groups", "[config]") {
+  // The study models more replicas of real groups; the replicas' all-reduce runs between real
+  // groups, so with one group it would be left out of the timing.
+  const std::string hybrid = kMinimal +
+                             "[parallel]\nmode = \"zero\"\ncollective = "
+                             "\"reduce_scatter_allgather\"\n[link]\nbandwidth_gbps = 100\n";
+  const auto check = [&](const std::vector<std::string>& overrides, int world) {
+    zl::check_shard_group(parse(hybrid, overrides), world);
+  };
+  REQUIRE_THROWS_WITH(check({"parallel.shard_group=4", "link.ranks=8"}, 4),
+                      Contains("parallel.shard_group = 4 is every rank of this job") &&
+                          Contains("link.ranks = 8") && Contains("shard_group = 0"));
+  CHECK_NOTHROW(check({"parallel.shard_group=2", "link.ranks=8"}, 4));
+  CHECK_NOTHROW(check({"parallel.shard_group=4"}, 4));
+  REQUIRE_THROWS_WITH(check({"parallel.shard_group=2", "link.ranks=7"}, 4),
+                      Contains("does not divide link.ranks = 7"));
 }
 
 TEST_CASE("config: to_toml round-trips through parse_config", "[config]") {
