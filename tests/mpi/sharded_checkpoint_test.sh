@@ -69,6 +69,23 @@ grep -q "optimizer.layers.0.weight.exp_avg_sq" "$work/inspect1.log" || fail "no 
 grep -q "^layers.0.weight " <("$zerolap" inspect "$work/params.safetensors") || fail "no parameters"
 grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v "^  ") &&
   fail "--no-optimizer wrote state"
+# An output that would overwrite the checkpoint, or is no file, is refused (exit 2) and changes
+# nothing; so is one whose directory does not exist, named as the output.
+step8="$good/step_00000008"
+sums=$(cat "$step8"/* | cksum)
+mkdir -p "$work/a_dir" && mkfifo "$work/a_fifo"
+for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/new.safetensors" \
+    "$work/a_dir" "$work/a_fifo" "$work/missing/one.safetensors"; do
+  "$zerolap" consolidate "$step8" "$out" >"$work/cons3.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] || { cat "$work/cons3.log"; fail "consolidate into '$out': exit $rc, not 2"; }
+  grep -qF "$out" "$work/cons3.log" || { cat "$work/cons3.log"; fail "the error does not name '$out'"; }
+  ! grep -q checkpoint.dir "$work/cons3.log" || { cat "$work/cons3.log"; fail "blames checkpoint.dir"; }
+done
+[ "$(cat "$step8"/* | cksum)" = "$sums" ] && [ "$(ls "$step8" | wc -l)" -eq 3 ] ||
+  { ls -l "$step8"; fail "a refused consolidate changed the checkpoint"; }
+[ -p "$work/a_fifo" ] || fail "consolidate replaced a FIFO"
+[ -z "$(ls "$work" | grep '\.tmp$')" ] || fail "a refused consolidate left a temporary file"
 echo "ok"
 
 echo "--- a sync sharded run: rank 0 prunes in the background, done before the exit"

@@ -17,6 +17,30 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr std::int64_t kChunkFloats = std::int64_t{1} << 20;  // 4 MiB
+
+// The output is renamed over `out`, so it must be a new or a regular file, and outside the
+// checkpoint it is made from (which it would otherwise replace a file of, or join).
+void check_output(const std::string& out, const std::string& manifest_path) {
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(out, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    throw UserError(fmt::format("consolidate: the output '{}' exists and is not a regular file; "
+                                "give the path of a .safetensors file to write",
+                                out));
+  }
+  const fs::path parent = fs::path(out).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    throw UserError(fmt::format("consolidate: the output '{}': its directory '{}' does not exist",
+                                out, parent.string()));
+  }
+  const fs::path step = fs::weakly_canonical(fs::path(manifest_path).parent_path(), ec);
+  const fs::path where = fs::weakly_canonical(fs::absolute(out).parent_path(), ec);
+  if (!ec && where == step) {
+    throw UserError(fmt::format("consolidate: the output '{}' is inside the checkpoint it is made "
+                                "from ('{}'); write it elsewhere",
+                                out, step.string()));
+  }
+}
 }  // namespace
 
 std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::string& out,
@@ -28,6 +52,7 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
                     "or that file)",
                     checkpoint, kManifestName));
   }
+  check_output(out, *manifest_path);
   const Manifest m = read_manifest(*manifest_path);
   for (const ShardEntry& s : m.shards) verify_shard(*manifest_path, s);
   ShardSet shards(m, *manifest_path);
