@@ -20,6 +20,8 @@
 #    PROGRAM runs before each restart as `PROGRAM ATTEMPT LAST_EXIT`: a non-empty line it prints
 #    replaces COMMAND for that attempt and the next (read as shell words; resume is still
 #    appended), and a non-zero exit of PROGRAM stops the supervisor with the last exit code.
+#  - A SIGINT or SIGTERM to it goes to the attempt and stops it after that attempt (exit 130 or
+#    143, or the attempt's 0 or 2); during the backoff or the hook it stops it at once, 130 or 143.
 # Exit code: the last attempt's.
 set -u
 
@@ -73,29 +75,56 @@ resume_step() {
   [[ $name =~ step_0*([0-9]+) ]] && echo "step ${BASH_REMATCH[1]} ($dir/$name)" || echo "$dir/$name"
 }
 
-# A signal to the supervisor (Ctrl-C, scancel) goes to the attempt and stops the supervisor after
-# it, whatever the attempt returns (mpirun exits 1 after a SIGINT of its own).
-child="" stopped=""
+# A signal to the supervisor (Ctrl-C, scancel) stops it. During an attempt it goes to the attempt
+# and stops the supervisor after it, whatever the attempt returns (mpirun exits 1 after a SIGINT
+# of its own). Between attempts it ends the backoff's sleep or the hook at once and no attempt
+# follows; they get SIGTERM, as a script's background child ignores SIGINT. Every child runs in
+# the background so that the trap runs at once: bash runs it only after a foreground child ends.
+child="" child_signal="" stopped="" signal=""
 forward() {
-  stopped=$2
-  [ -n "$child" ] && kill -s "$1" "$child" 2>/dev/null
+  signal=$1 stopped=$2
+  [ -n "$child" ] && kill -s "${child_signal:-$signal}" "$child" 2>/dev/null
 }
 trap 'forward INT 130' INT
 trap 'forward TERM 143' TERM
 
+# await_child SIGNAL: waits for the child just started in the background ($!) and sets $code to
+# its exit code. A signal to the supervisor sends it SIGNAL (empty: that same signal); one that
+# came before $child was set is passed on here.
+await_child() {
+  child=$! child_signal=$1
+  [ -n "$stopped" ] && kill -s "${child_signal:-$signal}" "$child" 2>/dev/null
+  while :; do
+    wait "$child"
+    code=$?
+    kill -0 "$child" 2>/dev/null || break  # a trapped signal interrupts wait; the child runs on
+  done
+  child=""
+}
+
+# stop_if_signalled [WHEN]: exits with the signal's code if one came between attempts.
+stop_if_signalled() {
+  [ -z "$stopped" ] && return
+  echo "supervise: stopped by a signal${1:+ $1}, before attempt $attempt" \
+    "(attempt $((attempt - 1)) exited $last): no restart" >&2
+  exit "$stopped"
+}
+
+hook_out=""
+if [ -n "$hook" ]; then
+  hook_out=$(mktemp) || exit 2
+  trap 'rm -f "$hook_out"' EXIT
+fi
+
 attempt=1 last=0 resume=()
 while :; do
+  [ "$attempt" -eq 1 ] || stop_if_signalled
   log="$log_dir/supervise/attempt_$attempt.log"
   echo "supervise: attempt $attempt: ${command[*]} ${resume[*]}" >"$log"
   SUPERVISE_ATTEMPT=$attempt SUPERVISE_LAST_EXIT=$last "${command[@]}" "${resume[@]}" \
     > >(tee -a "$log") 2> >(tee -a "$log" >&2) &
-  child=$!
-  while :; do
-    wait "$child"
-    last=$?
-    kill -0 "$child" 2>/dev/null || break  # a trapped signal interrupts wait; the child runs on
-  done
-  child=""
+  await_child ""
+  last=$code
   echo "supervise: attempt $attempt exited $last" >>"$log"
   case $last in
     0 | 2 | 130 | 143) exit "$last" ;;
@@ -108,13 +137,19 @@ while :; do
     echo "supervise: attempt $attempt exited $last; no restarts left (--max-restarts $max_restarts)" >&2
     exit "$last"
   fi
-  sleep "$backoff"
   attempt=$((attempt + 1))
+  sleep "$backoff" &
+  await_child TERM
+  stop_if_signalled "during the backoff"
   if [ -n "$hook" ]; then
-    line=$("$hook" "$attempt" "$last") || {
+    "$hook" "$attempt" "$last" >"$hook_out" &
+    await_child TERM
+    stop_if_signalled "while the hook ran"
+    [ "$code" -eq 0 ] || {
       echo "supervise: the hook '$hook' exited non-zero before attempt $attempt: stopping" >&2
       exit "$last"
     }
+    line=$(<"$hook_out")
     [ -n "$line" ] && eval "command=($line)"
   fi
   resume=(--set checkpoint.resume=true)

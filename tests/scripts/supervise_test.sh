@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
 # failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts, the
-# command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it; and a 4-rank run whose rank 2 is killed with
+# command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
+# or at once during the backoff or the hook; and a 4-rank run whose rank 2 is killed with
 # SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
 # uninterrupted run, bitwise, and metrics.csv has each step once.
 # Usage: supervise_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
@@ -56,6 +57,43 @@ for body in 'exec sleep 30' 'sleep 30 & trap "kill $!; exit 1" TERM; wait'; do
   [ "$rc" -eq 143 ] || { cat "$work/signalled.err"; fail "a SIGTERM to the supervisor ($body) ended it with $rc"; }
   [ ! -e "$work/signalled/supervise/attempt_2.log" ] || fail "a SIGTERM to the supervisor ($body) restarted"
   rm -rf "$work/signalled"
+done
+
+# A signal between attempts, during the backoff or while the hook runs, stops the supervisor at
+# once: no next attempt, the signal's code, and a message that names no attempt as running.
+printf '#!/bin/sh\ntouch "$0.started"\nsleep 5\necho "bash -c \\"exit 0\\""\n' \
+  >"$work/slow_hook.sh" && chmod +x "$work/slow_hook.sh"
+for between in backoff hook; do
+  # ready: the supervisor is in the backoff (attempt 1's log ends with its exit line) or the hook.
+  if [ "$between" = backoff ]; then
+    options=(--backoff 5)
+    ready() { grep -qs 'attempt 1 exited 1' "$work/between/supervise/attempt_1.log"; }
+  else
+    options=(--backoff 0 --hook "$work/slow_hook.sh")
+    ready() { [ -e "$work/slow_hook.sh.started" ]; }
+  fi
+  "$supervise" --max-restarts 3 "${options[@]}" --log-dir "$work/between" -- bash -c 'exit 1' \
+    2>"$work/between.err" &
+  supervisor=$!
+  for _ in $(seq 1 100); do ready && break; sleep 0.05; done
+  sleep 0.3
+  kill -TERM "$supervisor"
+  for _ in $(seq 1 40); do kill -0 "$supervisor" 2>/dev/null || break; sleep 0.05; done
+  if kill -0 "$supervisor" 2>/dev/null; then
+    kill -KILL "$supervisor"
+    wait "$supervisor"
+    fail "a SIGTERM to the supervisor during the $between left it running for 2 s"
+  fi
+  wait "$supervisor"
+  rc=$?
+  [ "$rc" -eq 143 ] || { cat "$work/between.err"; fail "a SIGTERM during the $between gave $rc"; }
+  [ ! -e "$work/between/supervise/attempt_2.log" ] ||
+    fail "a SIGTERM to the supervisor during the $between started attempt 2"
+  ! grep -q 'during attempt 2' "$work/between.err" ||
+    { cat "$work/between.err"; fail "the message after the $between names attempt 2 as running"; }
+  grep -q '^supervise: stopped by a signal .*before attempt 2' "$work/between.err" ||
+    { cat "$work/between.err"; fail "no word that the $between was stopped before attempt 2"; }
+  rm -rf "$work/between"
 done
 
 # The real thing: 4 ranks, rank 2 killed with SIGKILL at a random step, twice.
