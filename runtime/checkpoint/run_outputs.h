@@ -11,6 +11,7 @@
 //    the `overwrite` key; with output.overwrite / checkpoint.overwrite = true it takes the
 //    directory (the other runs' checkpoints are removed once this run has loaded its own).
 // A directory with run.json but none of a run's files (a run that failed before writing) is free.
+// A live run's directories are refused before this rule reads them (directory_lock.h).
 #pragma once
 
 #include <string>

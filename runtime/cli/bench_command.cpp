@@ -9,6 +9,7 @@
 #include "runtime/bench/bench.h"
 #include "runtime/bench/bench_memory.h"
 #include "runtime/bench/bench_report.h"
+#include "runtime/checkpoint/directory_lock.h"
 #include "runtime/checkpoint/run_outputs.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
@@ -44,6 +45,7 @@ int report_stopped_bench(const World& world, const BenchReport& report, TableWid
 
 int run_bench_command(const ConfigArgs& args, const World& world, TableWidth width) {
   Config config;
+  std::vector<DirectoryLock> locks;  // rank 0: held until the command ends (directory_lock.h)
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
     apply_global_batch(config, world.size);  // the split for this world (global_batch.h)
@@ -53,6 +55,7 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
     check_bench_memory(config, world);  // before the bench allocates its model and buffers
     if (world.is_root()) {  // not after minutes of measuring
       require_writable_dir(config.output.dir, "output.dir");  // a read-only one: exit 2 now
+      locks.emplace_back(config.output.dir, "output.dir");  // a live run's directory: exit 2
       check_bench_outputs(config, world.size, /*quiet=*/false);  // another run's dir: exit 2
     }
   }, config.runtime.timeout_s);

@@ -8,6 +8,7 @@
 #include "base/fault_stop.h"
 #include "base/writable_dir.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/directory_lock.h"
 #include "runtime/checkpoint/run_outputs.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
@@ -26,6 +27,7 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   fault_stop_point("startup", world.rank);
   Config config;
   CheckpointRemovals removals;  // rank 0: what the ownership rule removes once a resume loaded
+  std::vector<DirectoryLock> locks;  // rank 0: held until the command ends (directory_lock.h)
   agree_on_user_errors(
       world,
       [&] {
@@ -36,6 +38,7 @@ int run_train_command(const ConfigArgs& args, const World& world) {
           if (!config.checkpoint.dir.empty()) {
             require_writable_dir(config.checkpoint.dir, "checkpoint.dir");
           }
+          locks = lock_run_directories(config);  // a live run's directory: exit 2
           removals = check_run_outputs(config, world.size, /*quiet=*/false);
         }
       },

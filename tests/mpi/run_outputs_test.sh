@@ -171,6 +171,21 @@ bench bench bench_overwrite.log --set bench.steps=2 --set output.overwrite=true
 expect 0 bench_overwrite.log "another bench with output.overwrite = true"
 grep -q '"steps": 2' "$work/bench/bench.json" || bad "bench.json was not replaced"
 
+# A live run's directories: another launch into either is refused (exit 2 naming the holder),
+# whatever its command, and once the run is killed (SIGKILL) nothing stale refuses the next.
+train 2 live live_ck live.log --set train.steps=100000000 --set checkpoint.every=1000000 &
+live=$!
+for _ in $(seq 1 600); do grep -q '^step' "$work/live.log" 2>/dev/null && break; sleep 0.1; done
+train 2 live live_ck twin.log --set train.steps=100000000 --set checkpoint.every=1000000
+expect 2 twin.log "the same command beside a live run" &&
+  says twin.log "the same command beside a live run" "output.dir '$work/live' is in use by a running zerolap (pid"
+train 2 other live_ck twin_ck.log
+expect 2 twin_ck.log "a run into a live run's checkpoint.dir" &&
+  says twin_ck.log "a run into a live run's checkpoint.dir" "checkpoint.dir '$work/live_ck' is in use"
+pkill -9 -f "output.dir=.$work/live\"" ; wait "$live" 2>/dev/null
+train 2 live live_ck after.log --set output.overwrite=true --set checkpoint.overwrite=true
+expect 0 after.log "a run after the live run was killed"
+
 # The README's two training commands, each twice in a row, from a fresh directory (they write
 # runs/... under the current directory); fewer steps, the rest as printed.
 mkdir -p "$work/readme" && cd "$work/readme" || fail "no $work/readme"

@@ -1,0 +1,69 @@
+// One live run per directory (see directory_lock.h).
+#include "runtime/checkpoint/directory_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
+
+namespace zl {
+namespace {
+
+constexpr const char* kLockName = ".zerolap.lock";
+
+std::string this_holder() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return fmt::format("pid {} on host {}", static_cast<long>(getpid()), host);
+}
+
+}  // namespace
+
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& key) {
+  const std::string path = (std::filesystem::path(dir) / kLockName).string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) return;  // an unwritable directory is require_writable_dir's to report
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+    const std::string holder = this_holder() + "\n";
+    if (::ftruncate(fd_, 0) == 0) {
+      [[maybe_unused]] const ssize_t n = ::pwrite(fd_, holder.data(), holder.size(), 0);
+    }
+    return;
+  }
+  const int error = errno;
+  ::close(fd_);
+  fd_ = -1;
+  if (error != EWOULDBLOCK) return;  // no flock on this filesystem: nothing to detect
+  std::ifstream in(path);
+  std::string holder((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\r')) holder.pop_back();
+  throw UserError(fmt::format(
+      "{} '{}' is in use by a running zerolap ({}): one live run per directory. Wait for it to "
+      "end, or give this run another {}",
+      key, dir, holder.empty() ? "holder unknown" : holder, key));
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+std::vector<DirectoryLock> lock_run_directories(const Config& config) {
+  std::vector<DirectoryLock> locks;
+  locks.emplace_back(config.output.dir, "output.dir");
+  std::error_code ec;
+  const std::string& ck = config.checkpoint.dir;
+  if (!ck.empty() && !std::filesystem::equivalent(ck, config.output.dir, ec)) {
+    locks.emplace_back(ck, "checkpoint.dir");
+  }
+  return locks;
+}
+
+}  // namespace zl
