@@ -7,12 +7,12 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 
 namespace zl {
 namespace {
@@ -39,16 +39,19 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& key) {
     return;
   }
   const int error = errno;
+  // The holder's line, bounded and escaped as any file content a message echoes.
+  char text[256];
+  const ssize_t got = error == EWOULDBLOCK ? ::pread(fd_, text, sizeof(text), 0) : 0;
   ::close(fd_);
   fd_ = -1;
   if (error != EWOULDBLOCK) return;  // no flock on this filesystem: nothing to detect
-  std::ifstream in(path);
-  std::string holder((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\r')) holder.pop_back();
+  std::string_view holder(text, got > 0 ? static_cast<std::size_t>(got) : 0);
+  holder = holder.substr(0, holder.find('\n'));
   throw UserError(fmt::format(
       "{} '{}' is in use by a running zerolap ({}): one live run per directory. Wait for it to "
       "end, or give this run another {}",
-      key, dir, holder.empty() ? "holder unknown" : holder, key));
+      key, dir, holder.empty() ? "holder unknown" : escaped_excerpt(holder, 200, Quotes::AsIs),
+      key));
 }
 
 DirectoryLock::~DirectoryLock() {
