@@ -600,6 +600,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   }
 
   if (config.output.trace) {
+    if (options.before_first_output) options.before_first_output();
     trace.push_back({bench_clock.events(), 0.0});
     write_trace(world, bench_clock, merge_trace_events(trace, world.rank),
                 (std::filesystem::path(config.output.dir) / "trace.json").string(),

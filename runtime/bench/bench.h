@@ -160,6 +160,9 @@ struct BenchOptions {
   // the same run on every rank; the report then holds the rows of the rounds that finished
   // (Note [Bench rounds]; stopped_by says why).
   std::function<int()> stop_after_run;
+  // Rank 0, before the bench writes its first file into output.dir (trace.json): the command
+  // takes the directory then (run_outputs.h), not before minutes of measuring that may not finish.
+  std::function<void()> before_first_output;
 };
 
 // Runs the whole bench (collective); writes output.dir/trace.json when output.trace is set.

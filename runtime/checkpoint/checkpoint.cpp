@@ -622,21 +622,9 @@ void prepare_checkpoints(const TrainingState& state) {
   agree_on_user_errors(world, [&] {
     if (!world.is_root()) return;
     if (!c.dir.empty()) create_checkpoint_dir(c.dir);
-    if (!c.resume) return;
-    if (!c.resume_path.empty()) {
-      std::error_code ec;
-      if (!fs::exists(c.resume_path, ec)) {
-        throw UserError(fmt::format("checkpoint.resume = \"{}\": no such file (a path to a "
-                                    ".safetensors checkpoint, or true for the latest in "
-                                    "checkpoint.dir)",
-                                    c.resume_path));
-      }
-      // Anything else (a FIFO, a directory) is refused by the reader, which opens it without
-      // blocking and names what it is.
-      path = c.resume_path;
-    } else if (const auto latest = latest_checkpoint(c.dir)) {
-      path = *latest;
-    } else if (!state.quiet) {
+    if (const auto resume = checkpoint_to_resume(c)) {
+      path = *resume;
+    } else if (c.resume && !state.quiet) {
       fmt::print("zerolap: checkpoint.resume = true but '{}' has no checkpoint yet: starting at "
                  "step 0\n",
                  c.dir);

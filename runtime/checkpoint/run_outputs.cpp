@@ -54,22 +54,16 @@ struct Start {
 };
 
 Start find_start(const CheckpointConfig& c) {
-  if (!c.resume) return {};
-  std::string path = c.resume_path;
-  if (path.empty()) {
-    const auto latest = latest_checkpoint(c.dir);
-    if (!latest) return {};
-    path = *latest;
-  }
+  const auto resume = checkpoint_to_resume(c);  // a missing resume_path is reported here, exit 2
+  if (!resume) return {};
+  const std::string& path = *resume;
   // A sharded checkpoint (its directory or manifest): the manifest's step.
   if (const auto manifest = sharded_manifest_of(path)) {
     const Manifest m = read_manifest(*manifest);  // a damaged one is reported here, exit 2
     const auto id = m.metadata.find("run_id");
     return Start{true, m.step, path, id == m.metadata.end() ? std::string() : id->second};
   }
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return {};  // prepare_checkpoints reports a missing file
-  const SafetensorsReader file(path);              // a damaged one is reported here, exit 2
+  const SafetensorsReader file(path);  // a damaged one, or a FIFO, is reported here, exit 2
   const auto& meta = file.metadata();
   Start start{true, std::max<std::int64_t>(checkpoint_step_of(fs::path(path).filename()), 0), path,
               ""};
@@ -212,11 +206,11 @@ void print_line(bool quiet, const std::string& line) {
   std::fflush(stdout);
 }
 
-// output.dir's files that a taken directory loses.
-void note_taken_outputs(const DirState& s, bool quiet) {
-  print_line(quiet, fmt::format("output.overwrite = true: replacing {} in '{}'{}",
-                                name_list(s.files), s.dir,
-                                s.record ? fmt::format(" (of run {})", s.record->run_id) : ""));
+// The line said when output.dir's files are taken ("" when the directory is not taken).
+std::string taken_outputs_note(const DirState& s, Verdict verdict) {
+  if (verdict != Verdict::Take) return "";
+  return fmt::format("output.overwrite = true: replacing {} in '{}'{}", name_list(s.files), s.dir,
+                     s.record ? fmt::format(" (of run {})", s.record->run_id) : "");
 }
 
 }  // namespace
@@ -229,7 +223,7 @@ std::vector<std::string> result_differences(const std::string& a_toml, const std
   return keys;
 }
 
-CheckpointRemovals check_run_outputs(Config& config, int world_size, bool quiet) {
+RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   const Launch launch{"train", world_size, to_toml(config)};
   const CheckpointConfig& ck = config.checkpoint;
   const Start start = find_start(ck);
@@ -237,10 +231,14 @@ CheckpointRemovals check_run_outputs(Config& config, int world_size, bool quiet)
   const bool has_ck = !ck.dir.empty();
   const DirState cks = has_ck ? checkpoint_state(ck.dir) : DirState{};
 
-  // The identity: a resume's is its checkpoint's; the same command again is the run it repeats.
+  // The identity: a resume's is its checkpoint's, and a resume before the first checkpoint is the
+  // run that owns checkpoint.dir (a restart after a crash, on any world size); the same command
+  // again is the run it repeats.
   std::string run_id = start.run_id;
   if (!start.resumed) {
-    if (same_command(out, launch)) {
+    if (ck.resume && cks.record && cks.checkpoints.empty()) {
+      run_id = cks.record->run_id;
+    } else if (same_command(out, launch)) {
       run_id = out.record->run_id;
     } else if (has_ck && same_command(cks, launch)) {
       run_id = cks.record->run_id;
@@ -254,15 +252,15 @@ CheckpointRemovals check_run_outputs(Config& config, int world_size, bool quiet)
                                             "checkpoint.overwrite")
                                     : Verdict::Claim;
 
-  CheckpointRemovals removals;
+  RunOutputsClaim claim;
   if (has_ck) {
     std::error_code ec;
     const fs::path parent = start.path.has_parent_path() ? start.path.parent_path() : ".";
     const bool resumed_here = start.resumed && fs::equivalent(ck.dir, parent, ec);
-    if (resumed_here) removals.keep_name = start.path.filename().string();
+    if (resumed_here) claim.keep_name = start.path.filename().string();
     std::vector<std::string> later, others;
     for (const DirCheckpoint& c : cks.checkpoints) {
-      if (c.name == removals.keep_name) continue;
+      if (c.name == claim.keep_name) continue;
       const bool own = c.run_id && *c.run_id == run_id;
       if (own && c.step > start.step) later.push_back(c.name);
       if (!own && ck_verdict == Verdict::Take) others.push_back(c.name);
@@ -284,30 +282,46 @@ CheckpointRemovals check_run_outputs(Config& config, int world_size, bool quiet)
                             "this run writes them again",
                             run_id, ck.dir, name_list(later)));
     }
-    removals.names = others;
-    removals.names.insert(removals.names.end(), later.begin(), later.end());
-    removals.note = fmt::format("{}", fmt::join(lines, "\nzerolap: "));
+    claim.removals = others;
+    claim.removals.insert(claim.removals.end(), later.begin(), later.end());
+    claim.removal_note = fmt::format("{}", fmt::join(lines, "\nzerolap: "));
   }
-  if (out_verdict == Verdict::Take) note_taken_outputs(out, quiet);
-
+  claim.taken_note = taken_outputs_note(out, out_verdict);
+  claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
   config.run_id = run_id;
-  const RunRecord record{run_id, launch.command, world_size, launch.config};
-  write_run_record(config.output.dir, record);
-  if (has_ck) write_run_record(ck.dir, record);
-  return removals;
+  return claim;
 }
 
-void apply_checkpoint_removals(const Config& config, const CheckpointRemovals& removals,
-                               bool quiet) {
-  if (removals.names.empty()) return;
+RunOutputsClaim check_bench_outputs(Config& config, int world_size) {
+  const Launch launch{"bench", world_size, to_toml(config)};
+  const DirState out = output_state(config.output.dir);
+  const std::string run_id = same_command(out, launch) ? out.record->run_id : new_run_id();
+  RunOutputsClaim claim;
+  claim.taken_note = taken_outputs_note(
+      out, judge(out, launch, Start{}, run_id, config.output.overwrite, "output.overwrite"));
+  claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
+  config.run_id = run_id;
+  return claim;
+}
+
+void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool quiet) {
+  if (!claim.taken_note.empty()) print_line(quiet, claim.taken_note);
+  write_run_record(config.output.dir, claim.record);
+  if (!config.checkpoint.dir.empty() && claim.record.command == std::string("train")) {
+    write_run_record(config.checkpoint.dir, claim.record);
+  }
+}
+
+void apply_checkpoint_removals(const Config& config, const RunOutputsClaim& claim, bool quiet) {
+  if (claim.removals.empty()) return;
   const std::string& dir = config.checkpoint.dir;
-  print_line(quiet, removals.note);
+  print_line(quiet, claim.removal_note);
   // `latest` first, so it never names a removed file: the newest of this run's that stay.
   std::string newest;
   for (const DirCheckpoint& c : list_checkpoints(dir)) {
     const bool gone =
-        std::find(removals.names.begin(), removals.names.end(), c.name) != removals.names.end();
-    const bool own = (c.run_id && *c.run_id == config.run_id) || c.name == removals.keep_name;
+        std::find(claim.removals.begin(), claim.removals.end(), c.name) != claim.removals.end();
+    const bool own = (c.run_id && *c.run_id == config.run_id) || c.name == claim.keep_name;
     if (!gone && own) newest = c.name;
   }
   std::error_code ec;
@@ -317,20 +331,8 @@ void apply_checkpoint_removals(const Config& config, const CheckpointRemovals& r
   } else {
     write_latest_pointer(dir, newest);
   }
-  for (const std::string& name : removals.names) remove_checkpoint(dir, name);
+  for (const std::string& name : claim.removals) remove_checkpoint(dir, name);
   sync_directory(dir);
-}
-
-void check_bench_outputs(Config& config, int world_size, bool quiet) {
-  const Launch launch{"bench", world_size, to_toml(config)};
-  const DirState out = output_state(config.output.dir);
-  const std::string run_id = same_command(out, launch) ? out.record->run_id : new_run_id();
-  if (judge(out, launch, Start{}, run_id, config.output.overwrite, "output.overwrite") ==
-      Verdict::Take) {
-    note_taken_outputs(out, quiet);
-  }
-  config.run_id = run_id;
-  write_run_record(config.output.dir, RunRecord{run_id, launch.command, world_size, launch.config});
 }
 
 }  // namespace zl

@@ -4,6 +4,8 @@
 //  - a resume inherits the run id of the checkpoint it loads, and proceeds in that run's
 //    directories whatever keys changed (lr, world size, mode); that run's checkpoints after the
 //    step it resumes from are removed once the checkpoint is loaded (one line says so);
+//  - checkpoint.resume = true before the run's first checkpoint (checkpoint.dir holds its run.json
+//    and no checkpoint) restarts the run that owns checkpoint.dir from step 0, as a resume would;
 //  - a fresh run whose command equals the one that last wrote a directory (the same
 //    results-affecting config, world size and subcommand: the same command again) takes that
 //    run's identity and replaces its outputs, as a rerun always has;
@@ -17,30 +19,42 @@
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/files/run_identity.h"
 #include "runtime/config/config.h"
 
 namespace zl {
 
-// What a training run removes from checkpoint.dir once its checkpoint is loaded.
-struct CheckpointRemovals {
-  std::vector<std::string> names;  // checkpoint names in checkpoint.dir
-  std::string keep_name;           // the checkpoint the run resumed from, when in checkpoint.dir
-  std::string note;                // the one line said when they are removed
+// What the ownership rule decided for a launch. Nothing is written when it is decided: a launch
+// refused by a later start-up check (the memory limit, a shard group, a data file) leaves the
+// directories as it found them, so the owner's next run is not told they belong to a run that
+// never ran.
+struct RunOutputsClaim {
+  RunRecord record;        // this launch's run.json, for output.dir and checkpoint.dir
+  std::string taken_note;  // the line said when output.overwrite takes another run's outputs
+  // Checkpoint names in checkpoint.dir removed once the run's checkpoint loaded; the checkpoint it
+  // resumed from, when in checkpoint.dir; the one line said when they are removed.
+  std::vector<std::string> removals;
+  std::string keep_name;
+  std::string removal_note;
 };
 
-// Rank 0 of `zerolap train`, before the run writes anything. Sets config.run_id, writes run.json
-// into output.dir and checkpoint.dir (this launch's record), and returns what to remove later.
-// Throws UserError (exit 2) naming the directory, its owner, why this run is not that run, and
-// the choices, including the overwrite key; or naming an unreadable run.json or config.toml.
-CheckpointRemovals check_run_outputs(Config& config, int world_size, bool quiet);
+// Rank 0 of `zerolap train`, before the run writes anything: decides the run's identity (sets
+// config.run_id) and whether it may write into output.dir and checkpoint.dir. Throws UserError
+// (exit 2) naming the directory, its owner, why this run is not that run, and the choices,
+// including the overwrite key; or naming an unreadable run.json or config.toml.
+RunOutputsClaim check_run_outputs(Config& config, int world_size);
+
+// Rank 0 of `zerolap bench`, before it measures: the same rule for output.dir, where the bench
+// writes bench.json, bench.csv and (output.trace) trace.json. Sets config.run_id.
+RunOutputsClaim check_bench_outputs(Config& config, int world_size);
+
+// Rank 0, once the launch passed every start-up check and before its first output file: says
+// taken_note and writes run.json into output.dir (and checkpoint.dir when it is set).
+void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool quiet);
 
 // Rank 0, after the run loaded its checkpoint (a bad one is refused before anything is removed):
 // removes the checkpoints and points `latest` at the newest one left of this run.
-void apply_checkpoint_removals(const Config& config, const CheckpointRemovals& removals, bool quiet);
-
-// Rank 0 of `zerolap bench`, before it measures: the same rule for output.dir, where the bench
-// writes bench.json, bench.csv and (output.trace) trace.json. Sets config.run_id, writes run.json.
-void check_bench_outputs(Config& config, int world_size, bool quiet);
+void apply_checkpoint_removals(const Config& config, const RunOutputsClaim& claim, bool quiet);
 
 // "section.key" of each results-affecting key (key_affects_results) whose value differs between
 // two to_toml texts.

@@ -46,6 +46,7 @@ int report_stopped_bench(const World& world, const BenchReport& report, TableWid
 int run_bench_command(const ConfigArgs& args, const World& world, TableWidth width) {
   Config config;
   std::vector<DirectoryLock> locks;  // rank 0: held until the command ends (directory_lock.h)
+  RunOutputsClaim claim;  // rank 0: taken before the bench's first file (run_outputs.h)
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
     apply_global_batch(config, world.size);  // the split for this world (global_batch.h)
@@ -56,7 +57,7 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
     if (world.is_root()) {  // not after minutes of measuring
       require_writable_dir(config.output.dir, "output.dir");  // a read-only one: exit 2 now
       locks.emplace_back(config.output.dir, "output.dir");  // a live run's directory: exit 2
-      check_bench_outputs(config, world.size, /*quiet=*/false);  // another run's dir: exit 2
+      claim = check_bench_outputs(config, world.size);  // another run's dir: exit 2
     }
   }, config.runtime.timeout_s);
   // The bench sizes its limit collectives from the config before any trainer agrees: ranks that
@@ -71,10 +72,18 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
   BenchOptions options;
   options.width = width;
   options.stop_after_run = [&] { return agree_on_signal(world, config.runtime.timeout_s); };
+  bool claimed = false;  // a bench that writes nothing (stopped without a trace) claims nothing
+  const auto claim_outputs = [&] {
+    if (claimed) return;
+    claim_run_outputs(config, claim, /*quiet=*/false);
+    claimed = true;
+  };
+  if (world.is_root()) options.before_first_output = claim_outputs;
   const BenchReport report = run_bench(config, world, options);
   if (report.stopped_by != 0) return report_stopped_bench(world, report, width);
   if (!world.is_root()) return 0;
   fmt::print("\n{}", format_bench_table(report, width));
+  claim_outputs();
   write_bench_outputs(report, config.output.dir);
   fmt::print("{}", wrap_lines(fmt::format("wrote {0}/bench.json and {0}/bench.csv{1}",
                                           config.output.dir,

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_write.h"
 #include "base/fault_stop.h"
 #include "base/writable_dir.h"
 #include "runtime/checkpoint/checkpoint.h"
@@ -18,15 +19,26 @@
 #include "runtime/config/config.h"
 #include "runtime/config/global_batch.h"
 #include "runtime/comm/link/simulated_link.h"
+#include "runtime/trace/metrics.h"
 #include "runtime/trace/trace_writer.h"
 #include "runtime/train/run/trainer.h"
 
 namespace zl {
+namespace {
+
+// Rank 0: output.dir/config.toml, the effective config (UserError when it cannot be written).
+void write_effective_config(const Config& config) {
+  ensure_output_dir(config.output.dir);
+  write_whole_file((std::filesystem::path(config.output.dir) / "config.toml").string(),
+                   to_toml(config), "the effective config");
+}
+
+}  // namespace
 
 int run_train_command(const ConfigArgs& args, const World& world) {
   fault_stop_point("startup", world.rank);
   Config config;
-  CheckpointRemovals removals;  // rank 0: what the ownership rule removes once a resume loaded
+  RunOutputsClaim claim;  // rank 0: the ownership rule's decision, applied once the checks pass
   std::vector<DirectoryLock> locks;  // rank 0: held until the command ends (directory_lock.h)
   agree_on_user_errors(
       world,
@@ -39,18 +51,25 @@ int run_train_command(const ConfigArgs& args, const World& world) {
             require_writable_dir(config.checkpoint.dir, "checkpoint.dir");
           }
           locks = lock_run_directories(config);  // a live run's directory: exit 2
-          removals = check_run_outputs(config, world.size, /*quiet=*/false);
+          claim = check_run_outputs(config, world.size);  // another run's dir: exit 2
         }
       },
       config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);
   std::unique_ptr<Trainer> trainer;
   agree_on_user_errors(
-      world, [&] { trainer = std::make_unique<Trainer>(config, world); },
+      world,
+      [&] {
+        trainer = std::make_unique<Trainer>(config, world);  // the last start-up checks
+        if (world.is_root()) {  // the run takes its directories only now (run_outputs.h)
+          claim_run_outputs(config, claim, trainer->options().quiet);
+          write_effective_config(config);
+        }
+      },
       config.runtime.timeout_s);
   const int code = run_or_abort(world, [&] {
     prepare_checkpoints(trainer->state());  // creates checkpoint.dir; resumes when configured
-    if (world.is_root()) apply_checkpoint_removals(config, removals, trainer->options().quiet);
+    if (world.is_root()) apply_checkpoint_removals(config, claim, trainer->options().quiet);
     try {
       const InterruptHandlers interrupts;  // Ctrl-C: stop at a step and save (interrupt.h)
       if (const int signal = run_training(*trainer)) return interrupt_exit_code(signal);

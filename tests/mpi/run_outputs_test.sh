@@ -10,6 +10,9 @@
 #  - A resume of the owner's lineage on another world size with another lr proceeds, replacing its
 #    later checkpoints; the overwrite keys go ahead; a garbage run.json or config.toml is reported
 #    as unreadable; the bench twice; the README's two training commands, each twice.
+#  - A run refused after the ownership check (a later start-up check, a bench's missing data)
+#    leaves run.json as it was; a restart with checkpoint.resume = true before the first
+#    checkpoint, on another world size, is the same run.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
@@ -94,6 +97,17 @@ expect 2 x_into_ck.log "a resume from another directory's checkpoint into an own
     "This run resumes run $id_k" "checkpoint.overwrite = true"
 keep_a "a resume into another run's checkpoint.dir"
 
+# A resume from a directory without a manifest (a sharded checkpoint's, unfinished) in run A's
+# checkpoint.dir: named as such, not taken for a fresh start into another run's directory.
+mkdir -p "$work/ck/step_00000015"
+train 2 out ck no_manifest.log --set "checkpoint.resume=\"$work/ck/step_00000015\""
+expect 2 no_manifest.log "a resume from a directory without manifest.json" &&
+  says no_manifest.log "the directory without a manifest" \
+    "checkpoint.resume = \"$work/ck/step_00000015\": a directory without manifest.json"
+grep -q "belongs to another run" "$work/no_manifest.log" && bad "a resume path without a manifest was taken for a fresh start"
+rmdir "$work/ck/step_00000015"
+keep_a "a resume from a directory without manifest.json"
+
 # A resume whose output.dir is another run's.
 train 2 out ck_k k_into_out.log --set train.steps=30 --set checkpoint.resume=true
 expect 2 k_into_out.log "a resume into another run's output.dir" &&
@@ -122,6 +136,24 @@ expect 2 bench_into_train.log "a bench into a training run's output.dir" &&
   says bench_into_train.log "the refusal" "output.dir '$work/out' belongs to another run: run $id_a" \
     "it was written by \`zerolap train\`" "output.overwrite = true"
 keep_a "a bench into the run's output.dir"
+
+# A run that would take both directories (both overwrite keys) but fails a later start-up check
+# (the memory limit), and a bench that would take output.dir but fails reading its data: each
+# leaves the directories as they were, so run A's resume below still proceeds.
+cp "$work/out/run.json" "$work/out_run.json.before"
+cp "$work/ck/run.json" "$work/ck_run.json.before"
+train 2 out ck late_check.log --set model.seed=3 --set output.overwrite=true \
+  --set checkpoint.overwrite=true --set runtime.memory_limit_mb=1
+expect 2 late_check.log "a taking run over the memory limit" &&
+  says late_check.log "the memory limit" "above runtime.memory_limit_mb = 1"
+bench out bench_bad_data.log --set output.overwrite=true --set output.trace=true \
+  --set 'data.kind="fashion_mnist"' --set 'model.widths=[784, 16, 10]' \
+  --set "data.path=\"$work/no_such_dataset\""
+expect 2 bench_bad_data.log "a taking bench without its data files" &&
+  says bench_bad_data.log "the missing data" "Fashion-MNIST directory '$work/no_such_dataset' does not exist"
+same out/run.json out_run.json.before "a run refused after the ownership check changed out/run.json"
+same ck/run.json ck_run.json.before "a run refused after the ownership check changed ck/run.json"
+keep_a "a run refused after the ownership check"
 
 # The owner's lineage from step 10 on 1 rank with another lr: proceeds, replaces steps 20.
 train 1 out ck branch.log --set optimizer.lr=0.003 \
@@ -170,6 +202,20 @@ same bench/bench.json bench.before "a refused bench changed bench.json"
 bench bench bench_overwrite.log --set bench.steps=2 --set output.overwrite=true
 expect 0 bench_overwrite.log "another bench with output.overwrite = true"
 grep -q '"steps": 2' "$work/bench/bench.json" || bad "bench.json was not replaced"
+
+# A supervisor's restart before the run's first checkpoint (checkpoint.resume = true with nothing
+# to load yet; rank 0 died writing it), on another world size: the same run, from step 0.
+export ZEROLAP_FAULT_CHECKPOINT=after_write:20
+train 2 out_e ck_e early_crash.log --set checkpoint.resume=true --set checkpoint.every=100
+unset ZEROLAP_FAULT_CHECKPOINT
+[ "$rc" -ne 0 ] || bad "the crash before the first checkpoint did not fail the job"
+id_e=$(run_id_of ck_e)
+train 1 out_e ck_e early_restart.log --set checkpoint.resume=true --set checkpoint.every=100
+expect 0 early_restart.log "a 1-rank restart before the first checkpoint" &&
+  says early_restart.log "the restart before the first checkpoint" "has no checkpoint yet: starting at step 0"
+[ -n "$id_e" ] && [ "$(run_id_of out_e)" = "$id_e" ] &&
+  [ "$(meta ck_e/step_00000020.safetensors run_id)" = "$id_e" ] ||
+  bad "the restart before the first checkpoint is not run $id_e"
 
 # A live run's directories: another launch into either is refused (exit 2 naming the holder),
 # whatever its command, and once the run is killed (SIGKILL) nothing stale refuses the next.

@@ -284,6 +284,27 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   return path.string();
 }
 
+std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c) {
+  if (!c.resume) return std::nullopt;
+  if (c.resume_path.empty()) return latest_checkpoint(c.dir);
+  std::error_code ec;
+  if (!fs::exists(c.resume_path, ec)) {
+    throw UserError(fmt::format("checkpoint.resume = \"{}\": no such file (a path to a "
+                                ".safetensors checkpoint or a sharded checkpoint's directory, or "
+                                "true for the latest in checkpoint.dir)",
+                                c.resume_path));
+  }
+  if (fs::is_directory(c.resume_path, ec) && !sharded_manifest_of(c.resume_path)) {
+    throw UserError(fmt::format("checkpoint.resume = \"{}\": a directory without {}, so no "
+                                "sharded checkpoint (its manifest is written last; without it the "
+                                "write did not finish): resume from `latest` or another step",
+                                c.resume_path, kManifestName));
+  }
+  // Anything else (a FIFO, a damaged file) is refused by the reader, which opens it without
+  // blocking and names what it is.
+  return c.resume_path;
+}
+
 void sync_directory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0 || ::fsync(fd) != 0) {

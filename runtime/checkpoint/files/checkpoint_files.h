@@ -75,6 +75,10 @@ std::vector<std::string> config_differences(const std::string& a_toml, const std
 // The checkpoint `latest` in `dir` points to; nullopt when there is no pointer yet. UserError when
 // the pointer names a file that does not exist.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
+// The checkpoint a run with checkpoint.resume loads: resume_path when set, else the one `latest`
+// names in checkpoint.dir; nullopt when resume is off or there is no checkpoint yet. UserError
+// (exit 2) when resume_path does not exist or is a directory without a manifest.
+std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c);
 // Points `latest` at `file_name` atomically (temp file, fsync, rename, fsync the directory).
 void write_latest_pointer(const std::string& dir, const std::string& file_name);
 // Pruning to checkpoint.keep: runtime/checkpoint/files/checkpoint_pruning.h.

@@ -60,7 +60,6 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
     layer_trace_->observe_backward(tape_);
     traced_param_use_hook_ = layer_trace_->forward_hook(param_use_hook_);
   }
-  if (world_.is_root() && options_.write_outputs) write_effective_config(config_);
 }
 
 Trainer::~Trainer() {

@@ -3,12 +3,9 @@
 #include "runtime/train/run/trainer_setup.h"
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
-#include "base/checked_write.h"
 #include "base/errors.h"
 #include "kernels/gemm.h"
 #include "runtime/comm/backends/mpi_communicator.h"
@@ -16,7 +13,6 @@
 #include "runtime/comm/link/simulated_link.h"
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/comm/thread_priority.h"
-#include "runtime/trace/metrics.h"
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/run/datasets_from_config.h"
@@ -255,12 +251,6 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
       compute.device == DeviceKind::Cuda && !verdict_needed_every_step(config.train)
           ? StepCheck::EveryLogWindow
           : StepCheck::EveryStep);
-}
-
-void write_effective_config(const Config& config) {
-  ensure_output_dir(config.output.dir);
-  write_whole_file((std::filesystem::path(config.output.dir) / "config.toml").string(),
-                   to_toml(config), "the effective config");
 }
 
 }  // namespace zl

@@ -26,7 +26,7 @@ namespace zl {
 
 struct TrainerOptions {
   bool quiet = false;         // no progress lines (tests)
-  bool write_outputs = true;  // metrics file, effective config
+  bool write_outputs = true;  // the metrics file
   // Applied to each communicator after the [link] model (the bench wraps them in a
   // ComputeOnlyCommunicator to time a mode without communication). Empty: none.
   std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)> wrap_comm;
@@ -59,8 +59,5 @@ struct TrainerSetup {
   // Where steps are checked for non-finite values (options.step_check, else by device and config).
   StepCheck step_check = StepCheck::EveryStep;
 };
-
-// Rank 0: output.dir/config.toml, the effective config (UserError when it cannot be written).
-void write_effective_config(const Config& config);
 
 }  // namespace zl
