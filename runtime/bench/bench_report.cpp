@@ -100,13 +100,19 @@ std::string csv_cell(const nlohmann::ordered_json& v) {
 
 namespace {
 
-// The narrow tables have no precision column: a line names the precision where it changes.
-std::string precision_group(const std::vector<BenchRow>& rows, std::size_t i) {
+// The narrow tables have no precision or bucket-cap column (the mode names need the room): a line
+// names the precision and the cap where either changes.
+std::string row_group(const std::vector<BenchRow>& rows, std::size_t i) {
   const BenchRow& r = rows[i];
-  if (i > 0 && rows[i - 1].precision == r.precision) return "";
-  if (r.precision != "bf16") return fmt::format("{}:\n", r.precision);
-  return fmt::format("bf16 (reduce_dtype {}, master_weights {}):\n", r.reduce_dtype,
-                     r.master_weights);
+  if (i > 0 && rows[i - 1].precision == r.precision &&
+      rows[i - 1].bucket_cap_mb == r.bucket_cap_mb) {
+    return "";
+  }
+  const std::string precision =
+      r.precision != "bf16" ? r.precision
+                            : fmt::format("bf16 (reduce_dtype {}, master_weights {})",
+                                          r.reduce_dtype, r.master_weights);
+  return fmt::format("{}, bucket_cap_mb {:g}:\n", precision, r.bucket_cap_mb);
 }
 
 }  // namespace
@@ -164,12 +170,12 @@ std::string tier_table(const BenchReport& rep, const ModeColumn& mode) {
       "\nper tier of the link (nodes of {} ranks): each tier's collectives of a step timed alone "
       "(comm), the part of them no compute covered (exposed) and the share hidden",
       rep.link.node_ranks));
-  out += fmt::format("{} {:>5} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6}\n", mode("mode"), "cap",
-                     "inter", "exposed", "hidden", "intra", "exposed", "hidden");
+  out += fmt::format("{} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6}\n", mode("mode"), "inter", "exposed",
+                     "hidden", "intra", "exposed", "hidden");
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const BenchRow& r = rep.rows[i];
-    out += precision_group(rep.rows, i);
-    out += fmt::format("{} {:>5g}", mode(r.mode), r.bucket_cap_mb);
+    out += row_group(rep.rows, i);
+    out += mode(r.mode);
     for (const BenchRow::TierFigures& t : r.tiers) {
       out += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
                          t.exposed_comm_s * 1e3,
@@ -206,8 +212,8 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                      rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
   std::vector<std::string> noisy(rep.rows.size());
   for (std::size_t i = 0; i < rep.rows.size(); ++i) noisy[i] = noise_reason(rep.rows[i]);
-  // Narrow: the mark right after /ideal, so a row of the longest mode name
-  // (zero3/interleaved/reduce_scatter_allgather) still fits 100 columns.
+  // Narrow: the mark right after /ideal; a row of the longest mode name
+  // (zero2/after_backward/reduce_scatter_allgather, 45 columns) ends at column 97.
   const auto mark = [&](std::size_t i) { return noisy[i].empty() ? "" : wide ? " *" : "*"; };
   if (wide) {
     out += fmt::format("{:<5} {} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
@@ -215,8 +221,8 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                        "prec", mode("mode"), "cap", "step", "p10-p90", "samples/s", "x ddp",
                        "compute", "comm", "exposed", "hidden", "ideal", "/ideal");
   } else {
-    out += fmt::format("{} {:>5} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"), "cap",
-                       "step", "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
+    out += fmt::format("{} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"), "step",
+                       "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
   }
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const BenchRow& r = rep.rows[i];
@@ -232,9 +238,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
           speedup, r.compute_s * 1e3, r.comm_model_s * 1e3, r.exposed_comm_s * 1e3,
           hidden * 100.0, r.ideal_step_s * 1e3, r.vs_ideal, mark(i));
     } else {
-      out += precision_group(rep.rows, i);
-      out += fmt::format("{} {:>5g} {:>7.2f} {:>6.2f} {:>5} {:>7.2f} {:>7.2f} {:>5.0f}% {:>6.2f}{}\n",
-                         mode(r.mode), r.bucket_cap_mb, r.step_s * 1e3,
+      out += row_group(rep.rows, i);
+      out += fmt::format("{} {:>7.2f} {:>6.2f} {:>5} {:>7.2f} {:>7.2f} {:>5.0f}% {:>6.2f}{}\n",
+                         mode(r.mode), r.step_s * 1e3,
                          r.step_p10_s > 0.0 ? r.step_p90_s / r.step_p10_s : 0.0, speedup,
                          r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.vs_ideal,
                          mark(i));
@@ -278,13 +284,13 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                          mib(max_of(r.state_bytes)), mib(max_of(r.peak_rss_bytes)));
     }
   } else {
-    out += fmt::format("{} {:>5} {:>7} {:>8} {:>6} {:>5} {:>6} {:>6} {:>7}\n", mode("mode"), "cap",
-                       "forward", "backward", "optim", "wait", "reduce", "bcast", "exposed");
+    out += fmt::format("{} {:>7} {:>8} {:>6} {:>5} {:>6} {:>6} {:>7}\n", mode("mode"), "forward",
+                       "backward", "optim", "wait", "reduce", "bcast", "exposed");
     for (std::size_t i = 0; i < rep.rows.size(); ++i) {
       const BenchRow& r = rep.rows[i];
-      out += precision_group(rep.rows, i);
-      out += fmt::format("{} {:>5g} {:>7.2f} {:>8.2f} {:>6.2f} {:>5.2f} {:>6.2f} {:>6.2f} {:>7.2f}\n",
-                         mode(r.mode), r.bucket_cap_mb, r.forward_s * 1e3,
+      out += row_group(rep.rows, i);
+      out += fmt::format("{} {:>7.2f} {:>8.2f} {:>6.2f} {:>5.2f} {:>6.2f} {:>6.2f} {:>7.2f}\n",
+                         mode(r.mode), r.forward_s * 1e3,
                          r.backward_s * 1e3, r.optimizer_s * 1e3, r.wait_s * 1e3,
                          r.reduction_s * 1e3, r.broadcast_s * 1e3, r.exposed_comm_s * 1e3);
     }
@@ -292,19 +298,19 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
         "\nper rank (max over ranks): the bytes sent per step{}, the state (parameters + "
         "gradients + master + optimizer state) and the peak resident memory",
         two_tiers ? " between nodes and inside a node" : ""));
-    out += two_tiers ? fmt::format("{} {:>5} {:>9} {:>9} {:>10} {:>9}\n", mode("mode"), "cap",
-                                   "inter MB", "intra MB", "state MiB", "peak MiB")
-                     : fmt::format("{} {:>5} {:>9} {:>10} {:>9}\n", mode("mode"), "cap",
-                                   "wire MB", "state MiB", "peak MiB");
+    out += two_tiers ? fmt::format("{} {:>9} {:>9} {:>10} {:>9}\n", mode("mode"), "inter MB",
+                                   "intra MB", "state MiB", "peak MiB")
+                     : fmt::format("{} {:>9} {:>10} {:>9}\n", mode("mode"), "wire MB",
+                                   "state MiB", "peak MiB");
     for (std::size_t i = 0; i < rep.rows.size(); ++i) {
       const BenchRow& r = rep.rows[i];
-      out += precision_group(rep.rows, i);
+      out += row_group(rep.rows, i);
       const auto mb = [](std::int64_t bytes) { return static_cast<double>(bytes) * 1e-6; };
       const std::string wire =
           two_tiers ? fmt::format("{:>9.2f} {:>9.2f}", mb(r.tiers[0].wire_bytes_per_step),
                                   mb(r.tiers[1].wire_bytes_per_step))
                     : fmt::format("{:>9.2f}", mb(r.wire_bytes_per_step));
-      out += fmt::format("{} {:>5g} {} {:>10.2f} {:>9.1f}\n", mode(r.mode), r.bucket_cap_mb, wire,
+      out += fmt::format("{} {} {:>10.2f} {:>9.1f}\n", mode(r.mode), wire,
                          mib(max_of(r.state_bytes)), mib(max_of(r.peak_rss_bytes)));
     }
   }
@@ -339,6 +345,8 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                                    [&](const CollectiveLimit& c) {
                                      return !same_comm(c, l.collectives.front());
                                    });
+  std::size_t op_width = 0;  // the longest collective's name: the columns after it align
+  for (const CollectiveLimit& c : l.collectives) op_width = std::max(op_width, c.op.size());
   for (std::size_t i = 0; i < l.collectives.size(); ++i) {
     const CollectiveLimit& c = l.collectives[i];
     if ((rep.link.node_ranks > 0 || several) && (i == 0 || !same_comm(l.collectives[i - 1], c))) {
@@ -353,9 +361,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
               : std::string("every rank");
       out += fmt::format("  {} {}, timed as {} ranks:\n", tier, ranks, c.ranks);
     }
-    out += fmt::format("  {:<10} {:<4} {:>9.3f} MiB {:>8.3f} ms  algbw {:>7.2f} GB/s  busbw "
-                       "{:>7.2f} GB/s ({:.1f} Gb/s)\n",
-                       c.op, dtype_name(c.dtype), mib(c.bytes), c.seconds * 1e3, c.algbw_gbps,
+    out += fmt::format("  {:<{}} {:<4} {:>9.3f} MiB {:>8.3f} ms  algbw {:>7.2f} busbw {:>7.2f} "
+                       "GB/s ({:.1f} Gb/s)\n",
+                       c.op, op_width, dtype_name(c.dtype), mib(c.bytes), c.seconds * 1e3, c.algbw_gbps,
                        c.busbw_gbps, c.busbw_gbps * 8.0);
   }
   if (!rep.link_label.empty()) out += fmt::format("*** {} ***\n", rep.link_label);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/bench/bench_report.h"
+#include "runtime/config/mode.h"
 
 using namespace zl;
 
@@ -93,12 +94,33 @@ TEST_CASE("the bench's default tables fit 100 columns; --wide has every column",
   CHECK_THAT(wide, Catch::Contains("samples/s") && Catch::Contains("f+b+o") &&
                        Catch::Contains("ideal") && Catch::Contains("idle") &&
                        Catch::Contains("bf16 rows: reduce_dtype bf16"));
-  CHECK_THAT(narrow, Catch::Contains("bf16 (reduce_dtype bf16, master_weights fp32):"));
+  CHECK_THAT(narrow, Catch::Contains("bf16 (reduce_dtype bf16, master_weights fp32), bucket_cap_mb 25:"));
   // The CSV keeps every column whatever the table shows.
   const std::string csv = bench_to_csv(rep);
   CHECK_THAT(csv.substr(0, csv.find('\n')),
              Catch::Contains("samples_per_s") && Catch::Contains("idle_s") &&
                  Catch::Contains("peak_rss_bytes_max") && Catch::Contains("noisy"));
+}
+
+TEST_CASE("every mode's rows fit 100 columns, marked noisy, in both narrow tables",
+          "[bench_report]") {
+  BenchReport rep = report();
+  rep.link.node_ranks = 8;  // the per-tier table too
+  rep.rows.clear();
+  for (const double cap : {2.0, 8.0}) {
+    for (const Mode& mode : all_modes({2})) {
+      rep.rows.push_back(row("fp32", mode.name(), 2345.67));
+      rep.rows.back().bucket_cap_mb = cap;
+      rep.rows.back().vs_ideal = 0.4;  // the noisy mark
+    }
+  }
+  rep.limits.collectives.push_back({"reduce_scatter", DType::F32, std::int64_t{1} << 34, 12.3,
+                                    1234.56, 2345.67, LinkTier::Inter, 512});
+  const std::string table = format_bench_table(rep);
+  CHECK(widest_line(table) <= kNarrowTableColumns);
+  CHECK_THAT(table, Catch::Contains("  reduce_scatter fp32 ") && Catch::Contains("  all_reduce     fp32 "));
+  CHECK_THAT(table, Catch::Contains("zero2/after_backward/reduce_scatter_allgather") &&
+                        Catch::Contains("hsdp3/after_backward@2"));
 }
 
 TEST_CASE("with two link tiers the limits show each tier's collectives", "[bench_report]") {
