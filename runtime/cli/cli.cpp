@@ -13,6 +13,7 @@
 #include "base/errors.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
+#include "runtime/comm/startup_watchdog.h"
 #include "runtime/comm/world.h"
 #include "runtime/config/config.h"
 #include "runtime/config/config_limits.h"
@@ -138,23 +139,30 @@ int run_cli(int argc, char** argv) {
     }
     return false;
   };
+  // Every rank of a launch parses the same line before MPI starts: one says what it finds (the
+  // launcher's rank 0, or a process started alone), as after MPI_Init.
+  const bool speaks = launcher_rank() <= 0;
   if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
-    std::fprintf(stderr,
-                 "zerolap: error: unknown command '%s' (the commands: train, plan, bench, "
-                 "inspect, consolidate; see zerolap --help)\n",
-                 argv[1]);
+    if (speaks) {
+      std::fprintf(stderr,
+                   "zerolap: error: unknown command '%s' (the commands: train, plan, bench, "
+                   "inspect, consolidate; see zerolap --help)\n",
+                   argv[1]);
+    }
     return kExitBadInput;
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    const bool help = dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr ||
+                      dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr ||
+                      dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr;
+    if (help) return speaks ? app.exit(e) : 0;
+    std::string command = "zerolap";
+    for (const CLI::App* sub : {train, plan, bench, inspect, consolidate}) {
+      if (sub->parsed()) command += " " + sub->get_name();
+    }
+    if (speaks) std::fprintf(stderr, "zerolap: error: %s (see %s --help)\n", e.what(), command.c_str());
     return kExitBadInput;
   }
 

@@ -135,6 +135,26 @@ TEST_CASE("an unknown command is named, exit 2", "[cli]") {
   CHECK_THAT(r.output, Catch::Contains("unknown command 'foo'") && Catch::Contains("train, plan"));
 }
 
+// Every rank of a launch parses the same command line before MPI starts: one of them (the
+// launcher's rank 0, or a process started alone) says what is wrong, as every other error does.
+TEST_CASE("a malformed command line is one error, exit 2", "[cli]") {
+  const CliResult missing = run_zerolap("train");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.output, Catch::StartsWith("zerolap: error: config is required") &&
+                                 Catch::Contains("zerolap train --help"));
+  const CliResult unknown = run_zerolap("bench configs/spirals.toml --bogus");
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.output,
+             Catch::StartsWith("zerolap: error: The following argument was not expected: --bogus") &&
+                 Catch::Contains("zerolap bench --help"));
+  for (const char* args : {"train", "foo configs/spirals.toml", "train --help"}) {
+    const CliResult other_rank = run_zerolap(args, "OMPI_COMM_WORLD_RANK=1");
+    INFO(args);
+    CHECK(other_rank.output.empty());
+  }
+  CHECK(run_zerolap("train", "OMPI_COMM_WORLD_RANK=1").exit_code == 2);
+}
+
 TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   const auto path = write_file("ok.toml", kSpirals);
   // A tiny cap gives one bucket per module (Note [Bucket order]): 2 linear layers, 2 buckets.
