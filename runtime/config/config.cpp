@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "base/errors.h"
@@ -96,7 +97,13 @@ void apply_value(toml::table& root, const std::string& key, const std::string& v
       inserted = true;
     }
   } catch (const toml::parse_error&) {
-    // not a TOML value: a bare string
+    // Not a TOML value: a bare string, unless it is an integer's digits (beyond 64 bits).
+    const std::size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+    if (value.size() > sign && value.find_first_not_of("0123456789_", sign) == std::string::npos) {
+      throw UserError(fmt::format("{}: {} is beyond a 64-bit integer (at most {})", label,
+                                  escaped_excerpt(value, 40),
+                                  std::numeric_limits<std::int64_t>::max()));
+    }
   }
   if (!inserted) {
     if (!valid_utf8(value)) {

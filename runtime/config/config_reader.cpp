@@ -16,6 +16,13 @@ bool Range::contains(double v) const {
   return lo_ok && hi_ok;
 }
 
+bool Range::contains_integer(std::int64_t v) const {
+  // long double holds every int64 exactly (64-bit or wider mantissa), as it does each bound.
+  const long double x = static_cast<long double>(v);
+  const long double lo = min, hi = max;
+  return (min_exclusive ? x > lo : x >= lo) && (max_exclusive ? x < hi : x <= hi);
+}
+
 // A bound as a reader wants it: integers exactly up to 2^53, else 6 significant digits
 // ("1.79769e+308", never all 309 digits of DBL_MAX).
 std::string readable_bound(double v) {
@@ -169,7 +176,7 @@ std::int64_t SectionReader::checked_integer(std::string_view key, const toml::no
                                             Range range) const {
   const auto* v = node.as_integer();
   if (v == nullptr) type_error(key, node, "an integer");
-  if (!range.contains(static_cast<double>(v->get()))) {
+  if (!range.contains_integer(v->get())) {
     fail(key, fmt::format("{} (got {})", range.describe(), v->get()), &node);
   }
   return v->get();

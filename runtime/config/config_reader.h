@@ -28,6 +28,8 @@ struct Range {
   bool max_exclusive = false;
 
   bool contains(double v) const;
+  // Exact for every int64 (contains(double) rounds integers beyond 2^53 to a neighbour).
+  bool contains_integer(std::int64_t v) const;
   std::string describe() const;  // "must be > 0", "must be in [0, 1)"
 };
 // "1024", "0.5", "1.79769e+308": how messages print a bound.

@@ -691,7 +691,22 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     REQUIRE_THROWS_WITH(parse(kMinimal, {"train.steps=100", "train.epochs=2"}),
                         Contains("--set train.steps: train.steps: set either steps or epochs"));
   }
+  SECTION("an integer bound holds exactly, beyond 2^53 too") {
+    CHECK(parse(kMinimal, {"train.max_consecutive_skips=9007199254740992"})
+              .train.max_consecutive_skips == (std::int64_t{1} << 53));
+    // 2^53 + 1 rounds to 2^53 as a double: compared as an integer it is refused.
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"train.max_consecutive_skips=9007199254740993"}),
+                        Contains("train.max_consecutive_skips: must be in [1, 9007199254740992] "
+                                 "(got 9007199254740993)"));
+  }
   SECTION("bad overrides are located at --set key") {
+    // Digits TOML cannot hold as an integer are named as such, not taken for a string.
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"train.steps=99999999999999999999"}),
+                        Contains("--set train.steps: 99999999999999999999 is beyond a 64-bit "
+                                 "integer"));
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"train.steps=-9223372036854775809"}),
+                        Contains("is beyond a 64-bit integer"));
+    CHECK(parse(kMinimal, {"output.dir=2026-12-05_run"}).output.dir == "2026-12-05_run");
     REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lr=-1"}),
                         "--set optimizer.lr: optimizer.lr: must be > 0 (got -1)");
     REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lrr=1"}),
