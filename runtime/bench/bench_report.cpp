@@ -373,7 +373,7 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
 nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   nlohmann::ordered_json j;
   j["config"] = rep.config_path;
-  j["effective_config"] = rep.effective_config;  // check_bench_outputs reads it back
+  j["effective_config"] = rep.effective_config;  // which config these results are of
   j["world_size"] = rep.world_size;
   j["parameters"] = rep.parameters;
   j["warmup"] = rep.warmup;

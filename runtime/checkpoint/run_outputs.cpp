@@ -231,12 +231,15 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   const bool has_ck = !ck.dir.empty();
   const DirState cks = has_ck ? checkpoint_state(ck.dir) : DirState{};
 
-  // The identity: a resume's is its checkpoint's, and a resume before the first checkpoint is the
-  // run that owns checkpoint.dir (a restart after a crash, on any world size); the same command
-  // again is the run it repeats.
+  // The identity: a resume's is its checkpoint's; a resume with nothing to resume yet (a crash
+  // before `latest` first named a checkpoint), into the directories of one training run, is that
+  // run restarting, on any world size; the same command again is the run it repeats.
   std::string run_id = start.run_id;
+  const bool restart = !start.resumed && ck.resume && cks.record && out.record &&
+                       cks.record->command == std::string("train") &&
+                       out.record->run_id == cks.record->run_id;
   if (!start.resumed) {
-    if (ck.resume && cks.record && cks.checkpoints.empty()) {
+    if (restart) {
       run_id = cks.record->run_id;
     } else if (same_command(out, launch)) {
       run_id = out.record->run_id;
@@ -278,8 +281,10 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
               ? fmt::format("resuming run {} from step {}: removing its later checkpoints in '{}' "
                             "({}); this run writes its own as it reaches those steps",
                             run_id, start.step, ck.dir, name_list(later))
-              : fmt::format("the same command again: removing run {}'s checkpoints in '{}' ({}); "
-                            "this run writes them again",
+              : fmt::format("{}: removing run {}'s checkpoints in '{}' ({}); this run writes "
+                            "them again",
+                            restart ? "restarting from step 0 (nothing to resume)"
+                                    : "the same command again",
                             run_id, ck.dir, name_list(later)));
     }
     claim.removals = others;
@@ -288,6 +293,7 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   }
   claim.taken_note = taken_outputs_note(out, out_verdict);
   claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
+  claim.checkpoint_dir = ck.dir;
   config.run_id = run_id;
   return claim;
 }
@@ -307,9 +313,7 @@ RunOutputsClaim check_bench_outputs(Config& config, int world_size) {
 void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool quiet) {
   if (!claim.taken_note.empty()) print_line(quiet, claim.taken_note);
   write_run_record(config.output.dir, claim.record);
-  if (!config.checkpoint.dir.empty() && claim.record.command == std::string("train")) {
-    write_run_record(config.checkpoint.dir, claim.record);
-  }
+  if (!claim.checkpoint_dir.empty()) write_run_record(claim.checkpoint_dir, claim.record);
 }
 
 void apply_checkpoint_removals(const Config& config, const RunOutputsClaim& claim, bool quiet) {

@@ -4,15 +4,16 @@
 //  - a resume inherits the run id of the checkpoint it loads, and proceeds in that run's
 //    directories whatever keys changed (lr, world size, mode); that run's checkpoints after the
 //    step it resumes from are removed once the checkpoint is loaded (one line says so);
-//  - checkpoint.resume = true before the run's first checkpoint (checkpoint.dir holds its run.json
-//    and no checkpoint) restarts the run that owns checkpoint.dir from step 0, as a resume would;
+//  - checkpoint.resume = true with nothing to resume yet (no `latest`), into directories both
+//    owned by one training run, restarts that run from step 0, on any world size;
 //  - a fresh run whose command equals the one that last wrote a directory (the same
 //    results-affecting config, world size and subcommand: the same command again) takes that
 //    run's identity and replaces its outputs, as a rerun always has;
 //  - any other run into a directory that holds another run's files is exit 2 naming that run and
 //    the `overwrite` key; with output.overwrite / checkpoint.overwrite = true it takes the
 //    directory (the other runs' checkpoints are removed once this run has loaded its own).
-// A directory with run.json but none of a run's files (a run that failed before writing) is free.
+// A directory with run.json but none of a run's files (a run that failed before its first file) is
+// free to a run that is not its owner.
 // A live run's directories are refused before this rule reads them (directory_lock.h).
 #pragma once
 
@@ -29,7 +30,8 @@ namespace zl {
 // directories as it found them, so the owner's next run is not told they belong to a run that
 // never ran.
 struct RunOutputsClaim {
-  RunRecord record;        // this launch's run.json, for output.dir and checkpoint.dir
+  RunRecord record;        // this launch's run.json, for output.dir and checkpoint_dir
+  std::string checkpoint_dir;  // a training run's checkpoint.dir ("": none, or the bench)
   std::string taken_note;  // the line said when output.overwrite takes another run's outputs
   // Checkpoint names in checkpoint.dir removed once the run's checkpoint loaded; the checkpoint it
   // resumed from, when in checkpoint.dir; the one line said when they are removed.
@@ -48,11 +50,11 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size);
 // writes bench.json, bench.csv and (output.trace) trace.json. Sets config.run_id.
 RunOutputsClaim check_bench_outputs(Config& config, int world_size);
 
-// Rank 0, once the launch passed every start-up check and before its first output file: says
-// taken_note and writes run.json into output.dir (and checkpoint.dir when it is set).
+// Rank 0, once the launch passed every start-up check (a resume: its checkpoint loaded) and before
+// its first output file: says taken_note and writes run.json into output.dir and checkpoint_dir.
 void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool quiet);
 
-// Rank 0, after the run loaded its checkpoint (a bad one is refused before anything is removed):
+// Rank 0, after claim_run_outputs (a bad checkpoint is refused before anything is removed):
 // removes the checkpoints and points `latest` at the newest one left of this run.
 void apply_checkpoint_removals(const Config& config, const RunOutputsClaim& claim, bool quiet);
 

@@ -26,7 +26,8 @@
 namespace zl {
 namespace {
 
-// Rank 0: output.dir/config.toml, the effective config (UserError when it cannot be written).
+// Rank 0: output.dir/config.toml, the effective config (RuntimeFailure, exit 1, when the write
+// fails).
 void write_effective_config(const Config& config) {
   ensure_output_dir(config.output.dir);
   write_whole_file((std::filesystem::path(config.output.dir) / "config.toml").string(),
@@ -58,18 +59,21 @@ int run_train_command(const ConfigArgs& args, const World& world) {
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Training);
   std::unique_ptr<Trainer> trainer;
   agree_on_user_errors(
-      world,
-      [&] {
-        trainer = std::make_unique<Trainer>(config, world);  // the last start-up checks
-        if (world.is_root()) {  // the run takes its directories only now (run_outputs.h)
-          claim_run_outputs(config, claim, trainer->options().quiet);
-          write_effective_config(config);
-        }
-      },
+      world, [&] { trainer = std::make_unique<Trainer>(config, world); },
       config.runtime.timeout_s);
   const int code = run_or_abort(world, [&] {
     prepare_checkpoints(trainer->state());  // creates checkpoint.dir; resumes when configured
-    if (world.is_root()) apply_checkpoint_removals(config, claim, trainer->options().quiet);
+    // Every start-up check passed, the checkpoint loaded: only now the run takes its directories
+    // (run_outputs.h), so a run refused on the way leaves them as it found them.
+    agree_on_user_errors(
+        world,
+        [&] {
+          if (!world.is_root()) return;
+          claim_run_outputs(config, claim, trainer->options().quiet);
+          write_effective_config(config);
+          apply_checkpoint_removals(config, claim, trainer->options().quiet);
+        },
+        config.runtime.timeout_s);
     try {
       const InterruptHandlers interrupts;  // Ctrl-C: stop at a step and save (interrupt.h)
       if (const int signal = run_training(*trainer)) return interrupt_exit_code(signal);

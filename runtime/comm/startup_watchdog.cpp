@@ -8,7 +8,7 @@
 namespace zl {
 
 int launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
     if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
   }
   return -1;

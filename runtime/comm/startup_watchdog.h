@@ -38,7 +38,7 @@ class StartupWatchdog {
 };
 
 // The rank the launcher gave this process, read from its environment before MPI_Init (Open MPI,
-// PMIx, MPICH/PMI); -1 when started without a launcher.
+// PMIx, MPICH/PMI, Slurm's srun); -1 when started without a launcher.
 int launcher_rank();
 
 }  // namespace zl

@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
+#include <string_view>
 #include <system_error>
 
 #include "base/errors.h"
@@ -97,12 +97,18 @@ void apply_value(toml::table& root, const std::string& key, const std::string& v
       inserted = true;
     }
   } catch (const toml::parse_error&) {
-    // Not a TOML value: a bare string, unless it is an integer's digits (beyond 64 bits).
-    const std::size_t sign = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
-    if (value.size() > sign && value.find_first_not_of("0123456789_", sign) == std::string::npos) {
-      throw UserError(fmt::format("{}: {} is beyond a 64-bit integer (at most {})", label,
-                                  escaped_excerpt(value, 40),
-                                  std::numeric_limits<std::int64_t>::max()));
+    // Not a TOML value: a bare string, unless it is a decimal integer beyond 64 bits (TOML's
+    // digits, no leading zero, more than the 19 of the int64 bounds or above them).
+    const bool negative = !value.empty() && value[0] == '-';
+    const std::string_view digits =
+        std::string_view(value).substr(!value.empty() && (negative || value[0] == '+') ? 1 : 0);
+    const std::string_view bound = negative ? "9223372036854775808" : "9223372036854775807";
+    if (!digits.empty() && digits[0] != '0' &&
+        digits.find_first_not_of("0123456789") == std::string_view::npos &&
+        (digits.size() > bound.size() || (digits.size() == bound.size() && digits > bound))) {
+      throw UserError(fmt::format("{}: {} is beyond a 64-bit integer (at {}{})", label,
+                                  escaped_excerpt(value, 40), negative ? "least -" : "most ",
+                                  bound));
     }
   }
   if (!inserted) {

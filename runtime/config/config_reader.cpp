@@ -18,6 +18,7 @@ bool Range::contains(double v) const {
 
 bool Range::contains_integer(std::int64_t v) const {
   // long double holds every int64 exactly (64-bit or wider mantissa), as it does each bound.
+  static_assert(std::numeric_limits<long double>::digits >= 64, "int64 bounds need exact compares");
   const long double x = static_cast<long double>(v);
   const long double lo = min, hi = max;
   return (min_exclusive ? x > lo : x >= lo) && (max_exclusive ? x < hi : x <= hi);

@@ -10,8 +10,8 @@
 #  - A resume of the owner's lineage on another world size with another lr proceeds, replacing its
 #    later checkpoints; the overwrite keys go ahead; a garbage run.json or config.toml is reported
 #    as unreadable; the bench twice; the README's two training commands, each twice.
-#  - A run refused after the ownership check (a later start-up check, a bench's missing data)
-#    leaves run.json as it was; a restart with checkpoint.resume = true before the first
+#  - A run refused after the ownership check (a later start-up check, a checkpoint that does not
+#    load, a bench's missing data) leaves run.json and config.toml as they were; a restart with checkpoint.resume = true before the first
 #    checkpoint, on another world size, is the same run.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
@@ -62,6 +62,9 @@ keep_a() {  # keep_a WHAT: run A's files are as they were
     ck/step_00000020.safetensors; do same "$f" "$(echo "$f" | tr / _).before" "$1 changed $f"; done
 }
 
+cp "$work/out/run.json" "$work/out_run.json.before"
+cp "$work/ck/run.json" "$work/ck_run.json.before"
+
 # A kill between step 20's rename and `latest`, then a resume with a lower lr: its own lineage.
 export ZEROLAP_FAULT_CHECKPOINT=after_rename:20
 train 2 out_k ck_k kill.log --set train.steps=30
@@ -108,6 +111,14 @@ grep -q "belongs to another run" "$work/no_manifest.log" && bad "a resume path w
 rmdir "$work/ck/step_00000015"
 keep_a "a resume from a directory without manifest.json"
 
+# A resume of run A whose checkpoint does not load (another model): refused when it loads, with
+# run A's run.json and config.toml as they were (the run takes its directories only after).
+train 2 out ck bad_load.log --set checkpoint.resume=true --set 'model.widths=[2, 32, 64, 3]'
+expect 2 bad_load.log "a resume into another model" &&
+  says bad_load.log "the resume into another model" "layers.0.weight"
+same out/run.json out_run.json.before "a resume that did not load changed out/run.json"
+keep_a "a resume that did not load"
+
 # A resume whose output.dir is another run's.
 train 2 out ck_k k_into_out.log --set train.steps=30 --set checkpoint.resume=true
 expect 2 k_into_out.log "a resume into another run's output.dir" &&
@@ -140,8 +151,6 @@ keep_a "a bench into the run's output.dir"
 # A run that would take both directories (both overwrite keys) but fails a later start-up check
 # (the memory limit), and a bench that would take output.dir but fails reading its data: each
 # leaves the directories as they were, so run A's resume below still proceeds.
-cp "$work/out/run.json" "$work/out_run.json.before"
-cp "$work/ck/run.json" "$work/ck_run.json.before"
 train 2 out ck late_check.log --set model.seed=3 --set output.overwrite=true \
   --set checkpoint.overwrite=true --set runtime.memory_limit_mb=1
 expect 2 late_check.log "a taking run over the memory limit" &&

@@ -286,23 +286,31 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
 
 std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c) {
   if (!c.resume) return std::nullopt;
-  if (c.resume_path.empty()) return latest_checkpoint(c.dir);
   std::error_code ec;
-  if (!fs::exists(c.resume_path, ec)) {
-    throw UserError(fmt::format("checkpoint.resume = \"{}\": no such file (a path to a "
-                                ".safetensors checkpoint or a sharded checkpoint's directory, or "
-                                "true for the latest in checkpoint.dir)",
-                                c.resume_path));
+  std::string path = c.resume_path, where;
+  if (path.empty()) {
+    const auto latest = latest_checkpoint(c.dir);
+    if (!latest) return std::nullopt;
+    path = *latest;
+    where = fmt::format("'{}' names '{}'", (fs::path(c.dir) / kLatestPointerName).string(), path);
+  } else {
+    where = fmt::format("checkpoint.resume = \"{}\"", path);
+    if (!fs::exists(path, ec)) {
+      throw UserError(fmt::format("{}: no such file (a path to a .safetensors checkpoint or a "
+                                  "sharded checkpoint's directory, or true for the latest in "
+                                  "checkpoint.dir)",
+                                  where));
+    }
   }
-  if (fs::is_directory(c.resume_path, ec) && !sharded_manifest_of(c.resume_path)) {
-    throw UserError(fmt::format("checkpoint.resume = \"{}\": a directory without {}, so no "
-                                "sharded checkpoint (its manifest is written last; without it the "
-                                "write did not finish): resume from `latest` or another step",
-                                c.resume_path, kManifestName));
+  if (fs::is_directory(path, ec) && !sharded_manifest_of(path)) {
+    throw UserError(fmt::format("{}: a directory without {}, so no sharded checkpoint (its "
+                                "manifest is written last; without it the write did not finish): "
+                                "resume from another step",
+                                where, kManifestName));
   }
   // Anything else (a FIFO, a damaged file) is refused by the reader, which opens it without
   // blocking and names what it is.
-  return c.resume_path;
+  return path;
 }
 
 void sync_directory(const std::string& dir) {

@@ -2,7 +2,7 @@
 // step of it may be a collective): the device and its compute context, the ranks' agreement on
 // config and data, the datasets, the memory check, the model and sampler, the run's step counts,
 // and the communicators with the modelled link and the caller's wrapper (two; with hybrid
-// sharding four). Also the effective config rank 0 writes next to the outputs.
+// sharding four).
 #pragma once
 
 #include <cstdint>

@@ -121,6 +121,14 @@ TEST_CASE("every mode's rows fit 100 columns, marked noisy, in both narrow table
   CHECK_THAT(table, Catch::Contains("  reduce_scatter fp32 ") && Catch::Contains("  all_reduce     fp32 "));
   CHECK_THAT(table, Catch::Contains("zero2/after_backward/reduce_scatter_allgather") &&
                         Catch::Contains("hsdp3/after_backward@2"));
+  // Each narrow table names each cap once, above its rows: 3 tables (with the tiers' 4).
+  for (const char* group : {"\nfp32, bucket_cap_mb 2:\nddp ", "\nfp32, bucket_cap_mb 8:\nddp "}) {
+    std::size_t count = 0;
+    for (auto at = table.find(group); at != std::string::npos; at = table.find(group, at + 1)) {
+      ++count;
+    }
+    CHECK(count == 4);
+  }
 }
 
 TEST_CASE("with two link tiers the limits show each tier's collectives", "[bench_report]") {

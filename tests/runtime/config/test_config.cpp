@@ -706,7 +706,11 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
                                  "integer"));
     REQUIRE_THROWS_WITH(parse(kMinimal, {"train.steps=-9223372036854775809"}),
                         Contains("is beyond a 64-bit integer"));
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"train.steps=-9223372036854775809"}),
+                        Contains("(at least -9223372036854775808)"));
     CHECK(parse(kMinimal, {"output.dir=2026-12-05_run"}).output.dir == "2026-12-05_run");
+    CHECK(parse(kMinimal, {"output.dir=007"}).output.dir == "007");  // not TOML: a bare string
+    CHECK(parse(kMinimal, {"output.dir=0123"}).output.dir == "0123");
     REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lr=-1"}),
                         "--set optimizer.lr: optimizer.lr: must be > 0 (got -1)");
     REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lrr=1"}),

@@ -162,6 +162,30 @@ TEST_CASE("latest pointer and pruning keep the newest checkpoints", "[checkpoint
                         Contains("checkpoint.resume"));
 }
 
+TEST_CASE("the checkpoint a resume loads: the path, or latest's; a directory needs a manifest",
+          "[checkpoint]") {
+  const fs::path dir = temp_dir("to_resume");
+  CheckpointConfig c;
+  c.dir = dir.string();
+  CHECK_FALSE(checkpoint_to_resume(c).has_value());  // resume off
+  c.resume = true;
+  CHECK_FALSE(checkpoint_to_resume(c).has_value());  // nothing yet: step 0
+  std::ofstream(dir / checkpoint_file_name(2)) << "x";
+  write_latest_pointer(c.dir, checkpoint_file_name(2));
+  CHECK(checkpoint_to_resume(c) == (dir / checkpoint_file_name(2)).string());
+  fs::create_directories(dir / "step_00000004");  // a sharded step without its manifest
+  write_latest_pointer(c.dir, "step_00000004");
+  CHECK_THROWS_WITH(checkpoint_to_resume(c),
+                    Contains("latest' names '") && Contains("a directory without manifest.json"));
+  c.resume_path = (dir / "step_00000004").string();
+  CHECK_THROWS_WITH(checkpoint_to_resume(c), Contains("checkpoint.resume = \"" + c.resume_path +
+                                                      "\": a directory without manifest.json"));
+  std::ofstream(dir / "step_00000004" / "manifest.json") << "{}";
+  CHECK(checkpoint_to_resume(c) == c.resume_path);
+  c.resume_path = (dir / "missing.safetensors").string();
+  CHECK_THROWS_WITH(checkpoint_to_resume(c), Contains("no such file"));
+}
+
 TEST_CASE("pruning deletes only the pruning run's own checkpoints", "[checkpoint]") {
   // Issue: a run's `keep` deleted another run's step_00000000 in the same directory.
   const std::vector<DirCheckpoint> found = {{0, "s0", "run-b"},     {2, "s2", "run-a"},
