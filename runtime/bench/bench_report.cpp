@@ -363,8 +363,8 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
     }
     out += fmt::format("  {:<{}} {:<4} {:>9.3f} MiB {:>8.3f} ms  algbw {:>7.2f} busbw {:>7.2f} "
                        "GB/s ({:.1f} Gb/s)\n",
-                       c.op, op_width, dtype_name(c.dtype), mib(c.bytes), c.seconds * 1e3, c.algbw_gbps,
-                       c.busbw_gbps, c.busbw_gbps * 8.0);
+                       c.op, op_width, dtype_name(c.dtype), mib(c.bytes), c.seconds * 1e3,
+                       c.algbw_gbps, c.busbw_gbps, c.busbw_gbps * 8.0);
   }
   if (!rep.link_label.empty()) out += fmt::format("*** {} ***\n", rep.link_label);
   return out;

@@ -154,15 +154,17 @@ int run_cli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const bool help = dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr ||
-                      dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr ||
-                      dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr;
-    if (help) return speaks ? app.exit(e) : 0;
+    // --help, --help-all, --version: CLI11's "errors" that exit with success.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      return speaks ? app.exit(e) : 0;
+    }
     std::string command = "zerolap";
     for (const CLI::App* sub : {train, plan, bench, inspect, consolidate}) {
       if (sub->parsed()) command += " " + sub->get_name();
     }
-    if (speaks) std::fprintf(stderr, "zerolap: error: %s (see %s --help)\n", e.what(), command.c_str());
+    if (speaks) {
+      std::fprintf(stderr, "zerolap: error: %s (see %s --help)\n", e.what(), command.c_str());
+    }
     return kExitBadInput;
   }
 

@@ -11,8 +11,9 @@
 #    later checkpoints; the overwrite keys go ahead; a garbage run.json or config.toml is reported
 #    as unreadable; the bench twice; the README's two training commands, each twice.
 #  - A run refused after the ownership check (a later start-up check, a checkpoint that does not
-#    load, a bench's missing data) leaves run.json and config.toml as they were; a restart with checkpoint.resume = true before the first
-#    checkpoint, on another world size, is the same run.
+#    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
+#    a directory without a manifest is named as such; a restart with checkpoint.resume = true
+#    before the first checkpoint, on another world size, is the same run.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
