@@ -342,11 +342,12 @@ void check_bench_shard_groups(const Config& config, int world) {
       throw UserError(fmt::format(
           "{}: bench.modes: \"{}\" shards inside groups of {} consecutive ranks, and {} does not "
           "divide the {} rank{} of this job: list hybrid modes whose @G divides {}",
-          config.source_path, m.name(), m.shard_group, m.shard_group, world,
+          where_set(config, "bench.modes"), m.name(), m.shard_group, m.shard_group, world,
           world == 1 ? "" : "s", world));
     }
     Config run = config;  // what else check_shard_group asks (link.ranks)
     set_mode(run.parallel, m);
+    run.key_locations["parallel.shard_group"] = where_set(config, "bench.modes");
     try {
       check_shard_group(run, world);
     } catch (const UserError& e) {

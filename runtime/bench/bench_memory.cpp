@@ -56,7 +56,8 @@ void check_bench_memory(const Config& config, const World& world) {
           "({}): its largest run, and the bench's own {} (a CPU copy of the model and the "
           "optimizer measurement's buffers); raise runtime.memory_limit_mb, or bench a smaller "
           "model.widths",
-          config.source_path, describe_memory(need), config.runtime.memory_limit_mb,
+          where_set(config, "runtime.memory_limit_mb"), describe_memory(need),
+          config.runtime.memory_limit_mb,
           human_bytes(limit), human_bytes(own)));
     }
   }

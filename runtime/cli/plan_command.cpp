@@ -306,7 +306,7 @@ int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
     // The prediction is for a cluster of `planned` ranks: the link model's ranks are those, its
     // nodes and the shard groups must tile them.
     config.link.ranks = 0;
-    check_link_world(config.link, planned, config.source_path);
+    check_link_world(config.link, planned, where_set(config, "link.node_ranks"));
     check_shard_group(config, planned);
   }, config.runtime.timeout_s);
   if (!world.is_root()) return 0;

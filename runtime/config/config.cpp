@@ -629,6 +629,7 @@ Config read_config(const toml::table& root, ConfigSource& source, const std::str
   check_parallel_with_train(c, source);
   check_derived_sizes(c, source);
   check_bench_modes(c, source);
+  for (const std::string& key : source.known_keys()) c.key_locations[key] = source.location(key);
   return c;
 }
 
@@ -642,6 +643,11 @@ Config parse_config(const std::string& toml_text, const std::string& source_name
   apply_overrides(root, overrides, flags, source);
   check_sections(root, source);
   return read_config(root, source, source_name);
+}
+
+std::string where_set(const Config& config, const std::string& key) {
+  const auto it = config.key_locations.find(key);
+  return it != config.key_locations.end() ? it->second : config.source_path;
 }
 
 std::vector<std::string> accepted_config_keys() {

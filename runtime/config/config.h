@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -166,6 +167,9 @@ struct OutputConfig {
 
 struct Config {
   std::string source_path;  // the TOML file this came from
+  // Where parse_config read each key: "file:line", the flag that set it ("--set train.steps"),
+  // or for a key left at its default its section's line or the file. Read through where_set.
+  std::map<std::string, std::string> key_locations;
   ModelSpec model;
   DataConfig data;
   OptimizerConfig optimizer;
@@ -196,6 +200,10 @@ struct FlagOverride {
 // line (or flag).
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
                    const std::vector<FlagOverride>& flags = {});
+
+// Where `key` ("parallel.shard_group") of `config` was set, as messages of the checks that run
+// after parsing begin: key_locations' entry, else source_path (a Config built in code).
+std::string where_set(const Config& config, const std::string& key);
 
 // Same, from TOML text (tests); `source_name` stands in for the path in messages.
 Config parse_config(const std::string& toml_text, const std::string& source_name,

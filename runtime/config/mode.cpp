@@ -96,11 +96,12 @@ void check_shard_group(const Config& config, int world) {
   const int group = config.parallel.shard_group;
   if (group == 0) return;
   const int modelled = config.link.ranks;  // the timing study models more replicas
+  const std::string where = where_set(config, "parallel.shard_group");
   if (world % group == 0 && modelled > world && modelled % group != 0) {
     throw UserError(fmt::format(
         "{}: parallel.shard_group = {} does not divide link.ranks = {}, the ranks the link "
         "model times this job as: set link.ranks to a multiple of {}",
-        config.source_path, group, modelled, group));
+        where, group, modelled, group));
   }
   // The study times more replicas of real groups, and their all-reduce runs only between real
   // groups: with one group there is none to time.
@@ -109,14 +110,14 @@ void check_shard_group(const Config& config, int world) {
         "{}: parallel.shard_group = {} is every rank of this job, one group, but link.ranks = {} "
         "times it as {} replicas of that group, whose all-reduce runs only between real groups: "
         "run at least two groups, or set parallel.shard_group = 0 for the flat study of {} ranks",
-        config.source_path, group, modelled, modelled / group, modelled));
+        where, group, modelled, modelled / group, modelled));
   }
   if (world % group == 0) return;
   throw UserError(fmt::format(
       "{}: parallel.shard_group = {} does not divide the {} rank{} of this job, which split into "
       "groups of that many consecutive ranks: set a divisor of {} (or 0 for one group of every "
       "rank)",
-      config.source_path, group, world, world == 1 ? "" : "s", world));
+      where, group, world, world == 1 ? "" : "s", world));
 }
 
 }  // namespace zl

@@ -650,7 +650,7 @@ TEST_CASE("runtime.memory_limit_mb refuses a run above it naming what fits; 4 ra
     {
       INFO(what);
       CHECK_THAT(what, Catch::Contains("runtime.memory_limit_mb") &&
-                           Catch::Contains("the largest of 1 ranks needs") &&
+                           Catch::Contains("the one rank needs") &&
                            Catch::Contains("parallel.zero_stage = 3") &&
                            Catch::Contains(" ranks with ") && Catch::Contains("on the largest rank)"));
     }

@@ -96,10 +96,10 @@ void check_memory_limit(const Config& config, int world) {
                    : fmt::format("it fits with {}; or raise runtime.memory_limit_mb",
                                  fmt::join(fits, "; or "));
   throw UserError(fmt::format(
-      "{}: the largest of {} ranks needs an estimated {}, above runtime.memory_limit_mb = {:g} "
-      "({}): {}",
-      config.source_path, world, describe_memory(need), config.runtime.memory_limit_mb,
-      human_bytes(limit), fix));
+      "{}: {} needs an estimated {}, above runtime.memory_limit_mb = {:g} ({}): {}",
+      where_set(config, "runtime.memory_limit_mb"),
+      world == 1 ? std::string("the one rank") : fmt::format("the largest of {} ranks", world),
+      describe_memory(need), config.runtime.memory_limit_mb, human_bytes(limit), fix));
 }
 
 }  // namespace zl

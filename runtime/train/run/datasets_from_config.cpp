@@ -45,7 +45,7 @@ DatasetSplits load_datasets(const Config& config) {
     throw UserError(fmt::format(
         "{}: model.widths starts with {} but the {} data has {} features per sample; set "
         "model.widths[0] = {}",
-        config.source_path, widths.front(), to_string(d.kind), train.feature_dim,
+        where_set(config, "model.widths"), widths.front(), to_string(d.kind), train.feature_dim,
         train.feature_dim));
   }
   const std::int64_t outputs =
@@ -53,7 +53,7 @@ DatasetSplits load_datasets(const Config& config) {
   if (train.task == TaskKind::Classification ? outputs > widths.back() : outputs != widths.back()) {
     throw UserError(fmt::format(
         "{}: model.widths ends with {} but the {} data has {} {}; set the last width to {}",
-        config.source_path, widths.back(), to_string(d.kind), outputs,
+        where_set(config, "model.widths"), widths.back(), to_string(d.kind), outputs,
         train.task == TaskKind::Classification ? "classes" : "targets", outputs));
   }
   return splits;

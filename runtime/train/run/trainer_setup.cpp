@@ -52,7 +52,7 @@ std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_ep
       throw UserError(fmt::format(
           "{}: train.steps = {} with train.grad_accum = {} is more than the {} micro-batches a "
           "run may take; lower train.steps",
-          config.source_path, t.steps, t.grad_accum, kMaxMicroBatches));
+          where_set(config, "train.steps"), t.steps, t.grad_accum, kMaxMicroBatches));
     }
     return t.steps;
   }
@@ -60,7 +60,7 @@ std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_ep
     throw UserError(fmt::format(
         "{}: train.epochs = {} of {} steps each (with train.grad_accum = {}) is more than the {} "
         "micro-batches a run may take; lower train.epochs",
-        config.source_path, t.epochs, steps_per_epoch, t.grad_accum, kMaxMicroBatches));
+        where_set(config, "train.epochs"), t.epochs, steps_per_epoch, t.grad_accum, kMaxMicroBatches));
   }
   return t.epochs * steps_per_epoch;
 }
@@ -84,7 +84,7 @@ void check_trainable(const Config& config, const ModePlan& mode, int world) {
         "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would "
         "own among {}; the parameters are not trained), so it writes no checkpoints: unset "
         "checkpoint.dir or link.ranks",
-        config.source_path, ranks, world, ranks));
+        where_set(config, "link.ranks"), ranks, world, ranks));
   }
 }
 
@@ -109,7 +109,7 @@ void check_collective_counts(const Config& config, const ModePlan& mode,
         "{}: bucket {} (its largest parameter {}: {} elements) would move {} elements per rank "
         "in one {}, more than one MPI call takes on the CPU ({}), and a bucket never splits a "
         "layer: lower model.widths, run on CUDA (runtime.device = \"cuda\"){}",
-        config.source_path, b.index, largest->name, largest->numel, count,
+        where_set(config, "model.widths"), b.index, largest->name, largest->numel, count,
         collective_name(c.op), kMaxMpiCount,
         per_shard ? ", or shard it over more ranks"
                   : ", or shard it element-wise (parallel.mode = \"zero\", parallel.collective "
@@ -136,7 +136,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   agree_on_user_errors(world, [&] {
     check_shard_group(config, world.size);
     check_trainable(config, mode, world.size);
-    check_link_world(config.link, world.size, config.source_path);
+    check_link_world(config.link, world.size, where_set(config, "link.node_ranks"));
     data = load_datasets(config);
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.
     // The layout is the mode's (element shards pad every bucket: shard_layout.h).

@@ -14,10 +14,12 @@
 #include "base/errors.h"
 #include "kernels/gemm.h"
 #include "runtime/config/config.h"
+#include "runtime/config/global_batch.h"
 #include "runtime/config/mode.h"
 #include "tests/runtime/error_message_checks.h"
 
 using Catch::Contains;
+using Catch::StartsWith;
 using zl::Config;
 using zl::UserError;
 
@@ -788,6 +790,28 @@ TEST_CASE("config: a link.ranks study of a shard group needs two real groups", "
   CHECK_NOTHROW(check({"parallel.shard_group=4"}, 4));
   REQUIRE_THROWS_WITH(check({"parallel.shard_group=2", "link.ranks=7"}, 4),
                       Contains("does not divide link.ranks = 7"));
+}
+
+// A check that runs after parsing (it needs the world size) names where its key was set, as the
+// parser's own messages do: the --set flag, else the key's line, else its section's, else the file.
+TEST_CASE("config: checks after parsing name the flag or line that set the key", "[config]") {
+  const std::string sharded = kMinimal +  // lines 1-2, then [parallel] on lines 3-5
+                              "[parallel]\nmode = \"zero\"\ncollective = "
+                              "\"reduce_scatter_allgather\"\n";
+  REQUIRE_THROWS_WITH(zl::check_shard_group(parse(sharded + "shard_group = 3\n"), 4),
+                      StartsWith("configs/x.toml:6: parallel.shard_group = 3 does not divide"));
+  REQUIRE_THROWS_WITH(zl::check_shard_group(parse(sharded, {"parallel.shard_group=3"}), 4),
+                      StartsWith("--set parallel.shard_group: parallel.shard_group = 3"));
+
+  Config both = parse(kMinimal + "[data]\nglobal_batch_size = 64\n[train]\ngrad_accum = 2\n");
+  REQUIRE_THROWS_WITH(zl::apply_global_batch(both, 2),
+                      StartsWith("configs/x.toml:6: train.grad_accum = 2 and"));
+
+  const Config defaults = parse(kMinimal + "[train]\nsteps = 5\n");
+  CHECK(zl::where_set(defaults, "train.steps") == "configs/x.toml:4");
+  CHECK(zl::where_set(defaults, "train.log_every") == "configs/x.toml:3");  // the section's line
+  CHECK(zl::where_set(defaults, "link.ranks") == "configs/x.toml");         // no [link]: the file
+  CHECK(zl::where_set(Config{}, "link.ranks").empty());  // a Config built in code has no source
 }
 
 TEST_CASE("config: to_toml round-trips through parse_config", "[config]") {
