@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string_view>
 
@@ -44,7 +45,15 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& key) {
   const ssize_t got = error == EWOULDBLOCK ? ::pread(fd_, text, sizeof(text), 0) : 0;
   ::close(fd_);
   fd_ = -1;
-  if (error != EWOULDBLOCK) return;  // no flock on this filesystem: nothing to detect
+  if (error != EWOULDBLOCK) {
+    // No flock on this filesystem (ENOLCK: an NFS mount without a lock manager): the run goes on
+    // unguarded, and says so, since a second launch into the directory is then not refused.
+    fmt::print(stderr,
+               "zerolap: warning: {} '{}' cannot be locked ({}): a second run started into it "
+               "is not refused, so give each run its own {}\n",
+               key, dir, std::strerror(error), key);
+    return;
+  }
   std::string_view holder(text, got > 0 ? static_cast<std::size_t>(got) : 0);
   holder = holder.substr(0, holder.find('\n'));
   throw UserError(fmt::format(

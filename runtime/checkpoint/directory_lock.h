@@ -4,7 +4,8 @@
 // directory a live run writes is exit 2 naming the holder, instead of both writing there (or the
 // second taking the first's identity as "the same command again" and removing its checkpoints).
 // The kernel releases the lock when the holder dies, SIGKILL included, so a restart after a crash
-// is never refused by a stale lock. A filesystem without flock is not locked (nothing to detect).
+// is never refused by a stale lock. On a filesystem without flock the run goes on unlocked,
+// with a warning.
 #pragma once
 
 #include <string>

@@ -14,6 +14,7 @@
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
 #    a directory without a manifest is named as such; a restart with checkpoint.resume = true
 #    before the first checkpoint, on another world size, is the same run.
+#  - A live run's directories are refused to a second launch; without flock, a run warns.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
@@ -241,6 +242,20 @@ expect 2 twin_ck.log "a run into a live run's checkpoint.dir" &&
 pkill -9 -f "output.dir=.$work/live\"" ; wait "$live" 2>/dev/null
 train 2 live live_ck after.log --set output.overwrite=true --set checkpoint.overwrite=true
 expect 0 after.log "a run after the live run was killed"
+
+# A filesystem without flock (an NFS mount without a lock manager: ENOLCK) cannot guard the
+# directories: the run goes on and says so, once per directory. A preloaded flock that fails so
+# stands in for one (left out under ASan, whose runtime must be the first library loaded).
+if command -v cc >/dev/null && ! ldd "$zerolap" | grep -q libasan; then
+  printf '#include <errno.h>\nint flock(int fd, int op) { (void)fd; (void)op; errno = ENOLCK; return -1; }\n' \
+    >"$work/no_flock.c"
+  cc -shared -fPIC -o "$work/no_flock.so" "$work/no_flock.c" || fail "cannot build no_flock.so"
+  flags="$flags -x LD_PRELOAD=$work/no_flock.so" train 1 nolock nolock_ck nolock.log
+  expect 0 nolock.log "a run on a filesystem without flock" &&
+    says nolock.log "a run on a filesystem without flock" \
+      "output.dir '$work/nolock' cannot be locked (No locks available)" \
+      "checkpoint.dir '$work/nolock_ck' cannot be locked"
+fi
 
 # The README's two training commands, each twice in a row, from a fresh directory (they write
 # runs/... under the current directory); fewer steps, the rest as printed.
