@@ -13,18 +13,17 @@
 #include "base/errors.h"
 
 namespace zl {
-namespace {
 
 const char* file_type_name(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
   if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
+  return "a file of unknown type";
 }
-
-}  // namespace
 
 ReadableFile::~ReadableFile() {
   if (fd_ >= 0) ::close(fd_);

@@ -10,7 +10,12 @@
 #include <string>
 #include <string_view>
 
+#include <sys/types.h>
+
 namespace zl {
+
+// "a directory", "a FIFO", "a character device", ...: what a stat's st_mode says a file is.
+const char* file_type_name(mode_t mode);
 
 // An open, regular file for reading (blocking reads again: a regular file never blocks long).
 class ReadableFile {

@@ -69,8 +69,8 @@ grep -q "optimizer.layers.0.weight.exp_avg_sq" "$work/inspect1.log" || fail "no 
 grep -q "^layers.0.weight " <("$zerolap" inspect "$work/params.safetensors") || fail "no parameters"
 grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v "^  ") &&
   fail "--no-optimizer wrote state"
-# An output that would overwrite the checkpoint, or is no file, is refused (exit 2) and changes
-# nothing; so is one whose directory does not exist, named as the output.
+# An output that would overwrite the checkpoint, or is no file (named by its type), is refused
+# (exit 2) and changes nothing; so is one whose directory does not exist, named as the output.
 step8="$good/step_00000008"
 sums=$(cat "$step8"/* | cksum)
 mkdir -p "$work/a_dir" && mkfifo "$work/a_fifo"
@@ -81,6 +81,12 @@ for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/n
   [ "$rc" -eq 2 ] || { cat "$work/cons3.log"; fail "consolidate into '$out': exit $rc, not 2"; }
   grep -qF "$out" "$work/cons3.log" || { cat "$work/cons3.log"; fail "the error does not name '$out'"; }
   ! grep -q checkpoint.dir "$work/cons3.log" || { cat "$work/cons3.log"; fail "blames checkpoint.dir"; }
+  case $out in  # a file that is not regular is named by its type
+    */a_dir) type="(it is a directory)" ;;
+    */a_fifo) type="(it is a FIFO)" ;;
+    *) type="" ;;
+  esac
+  grep -qF "$type" "$work/cons3.log" || { cat "$work/cons3.log"; fail "no '$type' for '$out'"; }
 done
 [ "$(cat "$step8"/* | cksum)" = "$sums" ] && [ "$(ls "$step8" | wc -l)" -eq 3 ] ||
   { ls -l "$step8"; fail "a refused consolidate changed the checkpoint"; }

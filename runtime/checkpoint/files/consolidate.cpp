@@ -2,12 +2,15 @@
 // of the same step, bitwise: the same names, shapes and fp32 values (docs/checkpoints.md).
 #include "runtime/checkpoint/files/consolidate.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/checkpoint/files/shard_reader.h"
@@ -21,13 +24,13 @@ constexpr std::int64_t kChunkFloats = std::int64_t{1} << 20;  // 4 MiB
 // The output is renamed over `out`, so it must be a new or a regular file, and outside the
 // checkpoint it is made from (which it would otherwise replace a file of, or join).
 void check_output(const std::string& out, const std::string& manifest_path) {
-  std::error_code ec;
-  const fs::file_status status = fs::symlink_status(out, ec);
-  if (fs::exists(status) && !fs::is_regular_file(status)) {
-    throw UserError(fmt::format("consolidate: the output '{}' exists and is not a regular file; "
-                                "give the path of a .safetensors file to write",
-                                out));
+  struct stat st {};
+  if (::lstat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw UserError(fmt::format("consolidate: the output '{}' exists and is not a regular file "
+                                "(it is {}); give the path of a .safetensors file to write",
+                                out, file_type_name(st.st_mode)));
   }
+  std::error_code ec;
   const fs::path parent = fs::path(out).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec)) {
     throw UserError(fmt::format("consolidate: the output '{}': its directory '{}' does not exist",

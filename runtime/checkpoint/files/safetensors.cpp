@@ -210,10 +210,7 @@ void SafetensorsReader::open_and_validate() {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail(fmt::format("cannot stat: {}", std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) {
-    fail(S_ISFIFO(st.st_mode)  ? "not a regular file (it is a FIFO)"
-         : S_ISDIR(st.st_mode) ? "not a regular file (it is a directory)"
-         : S_ISCHR(st.st_mode) ? "not a regular file (it is a character device)"
-                               : "not a regular file");
+    fail(fmt::format("not a regular file (it is {})", file_type_name(st.st_mode)));
   }
   if (const int flags = ::fcntl(fd_, F_GETFL); flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
   const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
