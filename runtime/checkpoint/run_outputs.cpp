@@ -51,22 +51,28 @@ struct Start {
   std::int64_t step = 0;
   fs::path path;
   std::string run_id;  // the checkpoint's; "" when it has none (written before run ids)
+  // Not resumed, though checkpoint.resume = true asked to: checkpoint.dir has no `latest` yet.
+  std::string found_nothing_in;
 };
 
 Start find_start(const CheckpointConfig& c) {
   const auto resume = checkpoint_to_resume(c);  // a missing resume_path is reported here, exit 2
-  if (!resume) return {};
+  if (!resume) {
+    Start fresh;
+    if (c.resume) fresh.found_nothing_in = c.dir;
+    return fresh;
+  }
   const std::string& path = *resume;
   // A sharded checkpoint (its directory or manifest): the manifest's step.
   if (const auto manifest = sharded_manifest_of(path)) {
     const Manifest m = read_manifest(*manifest);  // a damaged one is reported here, exit 2
     const auto id = m.metadata.find("run_id");
-    return Start{true, m.step, path, id == m.metadata.end() ? std::string() : id->second};
+    return Start{true, m.step, path, id == m.metadata.end() ? std::string() : id->second, ""};
   }
   const SafetensorsReader file(path);  // a damaged one, or a FIFO, is reported here, exit 2
   const auto& meta = file.metadata();
   Start start{true, std::max<std::int64_t>(checkpoint_step_of(fs::path(path).filename()), 0), path,
-              ""};
+              "", ""};
   if (const auto step = meta.find("step"); step != meta.end()) {
     start.step = std::max<std::int64_t>(std::strtoll(step->second.c_str(), nullptr, 10), 0);
   }
@@ -164,13 +170,22 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
     }
     break;
   }
-  const std::string self =
-      start.resumed ? fmt::format("This run resumes run {} from '{}'",
-                                  start.run_id.empty() ? run_id : start.run_id, start.path.string())
-                    : std::string("This run is a fresh start");
+  std::string self = "This run is a fresh start";
+  if (start.resumed) {
+    self = fmt::format("This run resumes run {} from '{}'",
+                       start.run_id.empty() ? run_id : start.run_id, start.path.string());
+  } else if (!start.found_nothing_in.empty()) {
+    self = fmt::format("This run starts at step 0: checkpoint.resume = true found no checkpoint in "
+                       "'{}' (no latest)",
+                       start.found_nothing_in);
+  }
   std::string choices;
   if (launch.command == std::string("bench")) {
     choices = "a new directory (--set output.dir=DIR)";
+  } else if (!start.found_nothing_in.empty()) {
+    choices = fmt::format("a checkpoint.dir that holds that run's checkpoints (to resume it), a new "
+                          "directory (--set {}=DIR)",
+                          s.key);
   } else if (start.resumed) {
     choices = fmt::format("a new directory for this run (--set {}=DIR)", s.key);
   } else {

@@ -128,6 +128,16 @@ expect 2 k_into_out.log "a resume into another run's output.dir" &&
     "output.overwrite = true"
 keep_a "a resume into another run's output.dir"
 
+# checkpoint.resume = true with nothing to resume in its checkpoint.dir, into another run's
+# output.dir: refused, saying that the resume found nothing (not that it is a fresh start).
+train 2 out ck_none none_into_out.log --set checkpoint.resume=true --set model.seed=7
+expect 2 none_into_out.log "a resume with nothing to resume into another run's output.dir" &&
+  says none_into_out.log "the refusal" "output.dir '$work/out' belongs to another run: run $id_a" \
+    "checkpoint.resume = true found no checkpoint in '$work/ck_none'" \
+    "checkpoint.dir that holds that run's checkpoints"
+grep -q "a fresh start" "$work/none_into_out.log" && bad "a resume with nothing to resume called itself a fresh start"
+keep_a "a resume with nothing to resume into another run's output.dir"
+
 # A fresh run on another world size into the same output.dir.
 train 1 out ck_w world.log --set output.trace=true
 expect 2 world.log "a fresh run on another world size into an owned output.dir" &&
