@@ -77,6 +77,13 @@ Config run_config(const Config& base, const PrecisionConfig& precision, const Mo
   c.train.epochs = 0;
   c.train.eval_every = 0;
   c.checkpoint = CheckpointConfig{};
+  // A check of this run's keys names the [bench] key that set them (where_set).
+  for (const char* key : {"parallel.mode", "parallel.overlap", "parallel.collective",
+                          "parallel.zero_stage", "parallel.shard_group"}) {
+    c.key_locations[key] = where_set(base, "bench.modes");
+  }
+  c.key_locations["parallel.bucket_cap_mb"] = where_set(base, "bench.bucket_cap_mb");
+  c.key_locations["train.steps"] = where_set(base, "bench.steps");
   if (compute_only) {
     // No link model; link.ranks stays, so an element-shard row's twin steps the same shard.
     c.link = LinkConfig{};
@@ -347,12 +354,9 @@ void check_bench_shard_groups(const Config& config, int world) {
     }
     Config run = config;  // what else check_shard_group asks (link.ranks)
     set_mode(run.parallel, m);
-    run.key_locations["parallel.shard_group"] = where_set(config, "bench.modes");
-    try {
-      check_shard_group(run, world);
-    } catch (const UserError& e) {
-      throw UserError(fmt::format("bench.modes: \"{}\": {}", m.name(), e.what()));
-    }
+    run.key_locations["parallel.shard_group"] =
+        fmt::format("{}: bench.modes: \"{}\"", where_set(config, "bench.modes"), m.name());
+    check_shard_group(run, world);
   }
 }
 

@@ -175,16 +175,16 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
     self = fmt::format("This run resumes run {} from '{}'",
                        start.run_id.empty() ? run_id : start.run_id, start.path.string());
   } else if (!start.found_nothing_in.empty()) {
-    self = fmt::format("This run starts at step 0: checkpoint.resume = true found no checkpoint in "
-                       "'{}' (no latest)",
+    self = fmt::format("This run starts at step 0: checkpoint.resume = true found no latest in "
+                       "'{}', so nothing to resume",
                        start.found_nothing_in);
   }
   std::string choices;
   if (launch.command == std::string("bench")) {
     choices = "a new directory (--set output.dir=DIR)";
   } else if (!start.found_nothing_in.empty()) {
-    choices = fmt::format("a checkpoint.dir that holds that run's checkpoints (to resume it), a new "
-                          "directory (--set {}=DIR)",
+    choices = fmt::format("a checkpoint.dir that holds that run's checkpoints (to resume it), a "
+                          "new directory (--set {}=DIR)",
                           s.key);
   } else if (start.resumed) {
     choices = fmt::format("a new directory for this run (--set {}=DIR)", s.key);

@@ -50,7 +50,8 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
   agree_on_user_errors(world, [&] {
     config = load_config(args.path, args.overrides);
     apply_global_batch(config, world.size);  // the split for this world (global_batch.h)
-    check_link_world(config.link, world.size, where_set(config, "link.node_ranks"));  // nodes of whole ranks
+    // Modelled nodes of whole ranks.
+    check_link_world(config.link, world.size, where_set(config, "link.node_ranks"));
     bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
     check_bench_shard_groups(config, world.size);  // hsdp<stage>/<overlap>@G: G divides world
     check_bench_memory(config, world);  // before the bench allocates its model and buffers

@@ -108,8 +108,8 @@ const char* to_string(ComputePrecision c) { return name_of(kComputeNames, c); }
 const char* to_string(MasterWeights m) { return name_of(kMasterWeightsNames, m); }
 const char* to_string(OnNonfinite o) { return name_of(kOnNonfiniteNames, o); }
 
-// Keys in the order of the structs in config.h; source_path is left out on purpose: the same
-// settings read from another file are the same run (and hash the same).
+// Keys in the order of the structs in config.h; source_path and key_locations are left out on
+// purpose: the same settings read from another file are the same run (and hash the same).
 std::string to_toml(const Config& c) {
   TomlWriter w;
   const auto as_int = [](std::int64_t v) { return fmt::format("{}", v); };

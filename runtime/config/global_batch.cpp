@@ -65,8 +65,9 @@ void apply_global_batch(Config& config, std::int64_t world_size) {
         "batch, train.grad_accum is derived (global_batch.h); remove one of them",
         where_set(config, "train.grad_accum"), d.configured_grad_accum, d.global_batch_size));
   }
-  const BatchSplit split = split_global_batch(d.global_batch_size, d.configured_batch_size,
-                                              world_size, where_set(config, "data.global_batch_size"));
+  const BatchSplit split =
+      split_global_batch(d.global_batch_size, d.configured_batch_size, world_size,
+                         where_set(config, "data.global_batch_size"));
   d.batch_size = split.per_rank;
   config.train.grad_accum = split.grad_accum;
 }

@@ -133,9 +133,10 @@ keep_a "a resume into another run's output.dir"
 train 2 out ck_none none_into_out.log --set checkpoint.resume=true --set model.seed=7
 expect 2 none_into_out.log "a resume with nothing to resume into another run's output.dir" &&
   says none_into_out.log "the refusal" "output.dir '$work/out' belongs to another run: run $id_a" \
-    "checkpoint.resume = true found no checkpoint in '$work/ck_none'" \
+    "checkpoint.resume = true found no latest in '$work/ck_none', so nothing to resume" \
     "checkpoint.dir that holds that run's checkpoints"
-grep -q "a fresh start" "$work/none_into_out.log" && bad "a resume with nothing to resume called itself a fresh start"
+grep -q "a fresh start" "$work/none_into_out.log" &&
+  bad "a resume with nothing to resume called itself a fresh start"
 keep_a "a resume with nothing to resume into another run's output.dir"
 
 # A fresh run on another world size into the same output.dir.
@@ -257,14 +258,16 @@ expect 0 after.log "a run after the live run was killed"
 # directories: the run goes on and says so, once per directory. A preloaded flock that fails so
 # stands in for one (left out under ASan, whose runtime must be the first library loaded).
 if command -v cc >/dev/null && ! ldd "$zerolap" | grep -q libasan; then
-  printf '#include <errno.h>\nint flock(int fd, int op) { (void)fd; (void)op; errno = ENOLCK; return -1; }\n' \
-    >"$work/no_flock.c"
+  printf '%s\n' '#include <errno.h>' \
+    'int flock(int fd, int op) { (void)fd; (void)op; errno = ENOLCK; return -1; }' >"$work/no_flock.c"
   cc -shared -fPIC -o "$work/no_flock.so" "$work/no_flock.c" || fail "cannot build no_flock.so"
   flags="$flags -x LD_PRELOAD=$work/no_flock.so" train 1 nolock nolock_ck nolock.log
   expect 0 nolock.log "a run on a filesystem without flock" &&
     says nolock.log "a run on a filesystem without flock" \
       "output.dir '$work/nolock' cannot be locked (No locks available)" \
       "checkpoint.dir '$work/nolock_ck' cannot be locked"
+  [ "$(grep -c "cannot be locked" "$work/nolock.log")" -eq 2 ] ||
+    bad "a run without flock did not warn once per directory"
 fi
 
 # The README's two training commands, each twice in a row, from a fresh directory (they write

@@ -73,9 +73,9 @@ grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v 
 # (exit 2) and changes nothing; so is one whose directory does not exist, named as the output.
 step8="$good/step_00000008"
 sums=$(cat "$step8"/* | cksum)
-mkdir -p "$work/a_dir" && mkfifo "$work/a_fifo"
+mkdir -p "$work/a_dir" && mkfifo "$work/a_fifo" && ln -s one.safetensors "$work/a_link"
 for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/new.safetensors" \
-    "$work/a_dir" "$work/a_fifo" "$work/missing/one.safetensors"; do
+    "$work/a_dir" "$work/a_fifo" "$work/a_link" "$work/missing/one.safetensors"; do
   "$zerolap" consolidate "$step8" "$out" >"$work/cons3.log" 2>&1
   rc=$?
   [ "$rc" -eq 2 ] || { cat "$work/cons3.log"; fail "consolidate into '$out': exit $rc, not 2"; }
@@ -84,13 +84,16 @@ for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/n
   case $out in  # a file that is not regular is named by its type
     */a_dir) type="(it is a directory)" ;;
     */a_fifo) type="(it is a FIFO)" ;;
+    */a_link) type="(it is a symbolic link)" ;;
     *) type="" ;;
   esac
-  grep -qF "$type" "$work/cons3.log" || { cat "$work/cons3.log"; fail "no '$type' for '$out'"; }
+  [ -z "$type" ] || grep -qF "$type" "$work/cons3.log" ||
+    { cat "$work/cons3.log"; fail "no '$type' for '$out'"; }
 done
 [ "$(cat "$step8"/* | cksum)" = "$sums" ] && [ "$(ls "$step8" | wc -l)" -eq 3 ] ||
   { ls -l "$step8"; fail "a refused consolidate changed the checkpoint"; }
 [ -p "$work/a_fifo" ] || fail "consolidate replaced a FIFO"
+[ -L "$work/a_link" ] || fail "consolidate replaced a symbolic link"
 [ -z "$(ls "$work" | grep '\.tmp$')" ] || fail "a refused consolidate left a temporary file"
 echo "ok"
 

@@ -67,7 +67,8 @@ LinkSpan flat_link_span(const LinkConfig& link, int world);
 
 // The world-dependent check of [link], for the commands that know the world size at start-up:
 // link.node_ranks must divide the modelled ranks (modelled_ranks), or nodes would hold part of a
-// group. UserError naming the key, `source` (the config file) and both numbers.
+// group. UserError naming the key, `source` (where link.node_ranks was set: where_set) and both
+// numbers.
 void check_link_world(const LinkConfig& link, int world, const std::string& source);
 
 // The bandwidth of a tier in Gb/s and the keys that set it, for messages:

@@ -60,7 +60,8 @@ std::int64_t checked_total_steps(const Config& config, std::int64_t steps_per_ep
     throw UserError(fmt::format(
         "{}: train.epochs = {} of {} steps each (with train.grad_accum = {}) is more than the {} "
         "micro-batches a run may take; lower train.epochs",
-        where_set(config, "train.epochs"), t.epochs, steps_per_epoch, t.grad_accum, kMaxMicroBatches));
+        where_set(config, "train.epochs"), t.epochs, steps_per_epoch, t.grad_accum,
+        kMaxMicroBatches));
   }
   return t.epochs * steps_per_epoch;
 }

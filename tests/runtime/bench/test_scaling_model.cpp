@@ -453,7 +453,7 @@ TEST_CASE("bench refuses a hybrid mode whose group does not divide the world, be
   const test::CliResult r = test::run_zerolap("bench " + path);  // one rank
   INFO(r.output);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.output, Catch::Contains("bench.modes") &&
+  CHECK_THAT(r.output, Catch::Contains("bench_bad_group.toml:6: bench.modes: ") &&
                            Catch::Contains("hsdp3/interleaved@2") &&
                            Catch::Contains("groups of 2") && Catch::Contains("the 1 rank") &&
                            !Catch::Contains("measuring limits"));

@@ -153,6 +153,7 @@ TEST_CASE("the bench checks runtime.memory_limit_mb with its own buffers, before
                                   " --set bench.steps=1 --set bench.warmup=0 --set "
                                   "'bench.modes=[\"ddp\"]' --set runtime.memory_limit_mb=50");
   check_bad_input(r, "runtime.memory_limit_mb = 50");
+  CHECK_THAT(r.output, Catch::Contains("--set runtime.memory_limit_mb: the bench needs"));
   CHECK_THAT(r.output, Catch::Contains("the bench's own"));
   CHECK_THAT(r.output, !Catch::Contains("measuring limits"));
 }
