@@ -57,8 +57,7 @@ void check_bench_memory(const Config& config, const World& world) {
           "optimizer measurement's buffers); raise runtime.memory_limit_mb, or bench a smaller "
           "model.widths",
           where_set(config, "runtime.memory_limit_mb"), describe_memory(need),
-          config.runtime.memory_limit_mb,
-          human_bytes(limit), human_bytes(own)));
+          config.runtime.memory_limit_mb, human_bytes(limit), human_bytes(own)));
     }
   }
   check_memory_fits(need, config, DeviceKind::Cpu, available_memory(DeviceKind::Cpu),
