@@ -800,6 +800,9 @@ TEST_CASE("config: checks after parsing name the flag or line that set the key",
                               "\"reduce_scatter_allgather\"\n";
   REQUIRE_THROWS_WITH(zl::check_shard_group(parse(sharded + "shard_group = 3\n"), 4),
                       StartsWith("configs/x.toml:6: parallel.shard_group = 3 does not divide"));
+  // The check serves `zerolap plan --world N` too: the world it names is not always this job's.
+  REQUIRE_THROWS_WITH(zl::check_shard_group(parse(sharded + "shard_group = 3\n"), 4),
+                      Contains("does not divide the world of 4 ranks") && !Contains("this job"));
   REQUIRE_THROWS_WITH(zl::check_shard_group(parse(sharded, {"parallel.shard_group=3"}), 4),
                       StartsWith("--set parallel.shard_group: parallel.shard_group = 3"));
 
