@@ -23,11 +23,14 @@ inline std::string nccl_error_text(ncclResult_t r) {
 
 }  // namespace zl::detail
 
-// ncclInProgress is not a failure: it is the normal result of non-blocking communicators.
+// Only ncclSuccess passes. A call on a non-blocking communicator, which may answer
+// ncclInProgress, goes through the communicator's settle() instead, which waits until it is done
+// (Note [Non-blocking NCCL]): taking ncclInProgress for success would let the next call, or an
+// event recorded after it, run before NCCL has enqueued its kernel.
 #define ZL_NCCL_CHECK(expr)                                                                    \
   do {                                                                                         \
     const ncclResult_t zl_nccl_result_ = (expr);                                               \
-    if (zl_nccl_result_ != ncclSuccess && zl_nccl_result_ != ncclInProgress) {                 \
+    if (zl_nccl_result_ != ncclSuccess) {                                                      \
       ::zl::detail::throw_gpu_failure("NCCL", #expr, __FILE__, __LINE__,                       \
                                       ::zl::detail::nccl_error_text(zl_nccl_result_));         \
     }                                                                                          \

@@ -200,13 +200,6 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   timed_bcast(&id, sizeof(id), MPI_BYTE, 0, parent, WaitLimit{rank_, timeout_s_},
               fmt::format("broadcasting the NCCL id of communicator '{}'", name_));
 
-  // Highest priority: a collective's few blocks should not queue behind a backlog of compute
-  // kernels, since every peer waits for this rank's part.
-  int least = 0, greatest = 0;
-  ZL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  ZL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
-  ZL_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
-
   shared_ = std::make_shared<Shared>();
   shared_->name = name_;
   shared_->rank = rank_;
@@ -222,6 +215,14 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
     ZL_NCCL_CHECK(issued);
   }
   shared_->settle(issued, "the init (ncclCommInitRankConfig)");
+
+  // After the init, whose failure throws out of this constructor (no destructor runs to free
+  // them). Highest priority: a collective's few blocks should not queue behind a backlog of
+  // compute kernels, since every peer waits for this rank's part.
+  int least = 0, greatest = 0;
+  ZL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  ZL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+  ZL_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -384,9 +385,10 @@ Work NcclCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, Re
   void* mine = static_cast<char*>(buf) + rank_ * shard * dtype_size(dtype);
   return enqueue(CollectiveOp::ReduceScatter, n * dtype_size(dtype), "reduce_scatter",
                  issuer_of(issuing_stream), [&](cudaStream_t s) {
-                   ZL_NCCL_CHECK(ncclReduceScatter(buf, mine, static_cast<std::size_t>(shard),
-                                                   nccl_type(dtype), nccl_op(op), shared_->comm,
-                                                   s));
+                   shared_->settle(ncclReduceScatter(buf, mine, static_cast<std::size_t>(shard),
+                                                     nccl_type(dtype), nccl_op(op), shared_->comm,
+                                                     s),
+                                   "ncclReduceScatter");
                  });
 }
 
@@ -407,14 +409,16 @@ Work NcclCommunicator::gather(const void* shard, void* buf, std::int64_t n, DTyp
   const std::int64_t count = shard_numel(n, size_, name_);
   return enqueue(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
                  issuer_of(issuing_stream), [&](cudaStream_t s) {
-                   ZL_NCCL_CHECK(ncclAllGather(shard, buf, static_cast<std::size_t>(count),
-                                               nccl_type(dtype), shared_->comm, s));
+                   shared_->settle(ncclAllGather(shard, buf, static_cast<std::size_t>(count),
+                                                 nccl_type(dtype), shared_->comm, s),
+                                   "ncclAllGather");
                  });
 }
 
 Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
   const std::size_t count = checked_count(n, name_);
   if (count == 0) return Work();
+  check_usable();  // after a failed wait the staging stays marked in use: name the failure first
   // The staging is shared by consecutive calls, so the previous result must have been copied out
   // (its Work waited) first; every caller waits at once.
   ZL_CHECK(!*f64_in_use_, "communicator {}: all_reduce_f64 issued before the previous one's Work "
