@@ -5,8 +5,9 @@
 // first W shards only, the ones real ranks own: a reduce-scatter or all-gather of n elements is
 // the inner W-rank one of W * n / N elements in place. The other collectives pass through. The
 // shards W..N-1 belong to nobody: they keep their initial values, so the parameters are not
-// trained (the study writes no checkpoints, runtime/train/run/trainer_setup.cpp). The link model
-// (simulated_link.h) wraps this decorator and times every collective at its whole n for N ranks.
+// trained (the study writes no checkpoints: check_trainable, runtime/train/run/trainer_setup.h).
+// The link model (simulated_link.h) wraps this decorator and times every collective at its whole
+// n for N ranks.
 #pragma once
 
 #include <atomic>
@@ -79,7 +80,8 @@ class ShardStudyCommunicator final : public Communicator {
   }
   void set_tracer(Tracer* tracer) override { inner_->set_tracer(tracer); }
   // Not on the stream: the link model must see each collective's whole n, so it wraps this
-  // decorator in host tasks (simulated_link.h) on every backend.
+  // decorator in host tasks (simulated_link.h). That is the CPU's link model; on CUDA the study
+  // is refused at start-up (check_trainable, trainer_setup.h).
 
  private:
   // The real ranks' elements of a sharded collective of n: W shards of n / N.

@@ -75,19 +75,29 @@ const Config& agreed(const Config& config, const World& world) {
   return config;
 }
 
-// What a training run of `mode` cannot do, as UserError naming the keys (exit 2): checkpoint.dir
-// under the link.ranks timing study (its parameters are not trained). `world`: the real ranks.
-void check_trainable(const Config& config, const ModePlan& mode, int world) {
+}  // namespace
+
+void check_trainable(const Config& config, const ModePlan& mode, int world, DeviceKind device) {
   const int ranks = planned_ranks(config, mode, world);
-  if (ranks > world && !config.checkpoint.dir.empty()) {
-    throw UserError(fmt::format(
-        "{}: link.ranks = {} above the {} real ranks with parallel.collective = "
-        "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would "
-        "own among {}; the parameters are not trained), so it writes no checkpoints: unset "
-        "checkpoint.dir or link.ranks",
-        where_set(config, "link.ranks"), ranks, world, ranks));
+  if (ranks <= world) return;
+  const std::string study = fmt::format(
+      "{}: link.ranks = {} above the {} real ranks with parallel.collective = "
+      "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would own "
+      "among {}; the parameters are not trained)",
+      where_set(config, "link.ranks"), ranks, world, ranks);
+  if (!config.checkpoint.dir.empty()) {
+    throw UserError(study + ", so it writes no checkpoints: unset checkpoint.dir or link.ranks");
+  }
+  // The study's collectives move a part of each bucket; the CPU's link model (a host task per
+  // collective, shard_study.h) times the whole bucket, but the device's delays the comm stream by
+  // the bytes the rank issues, and would time only the part.
+  if (device == DeviceKind::Cuda) {
+    throw UserError(study + ", which runs on the CPU only: set runtime.device = \"cpu\", or unset "
+                            "link.ranks");
   }
 }
+
+namespace {
 
 // On the CPU, every collective of the step fits one MPI call (kMaxMpiCount elements per rank);
 // otherwise UserError naming the bucket's largest parameter and what would fit. A bucket never
@@ -136,7 +146,7 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   // any of them enters the communicator set-up below.
   agree_on_user_errors(world, [&] {
     check_shard_group(config, world.size);
-    check_trainable(config, mode, world.size);
+    check_trainable(config, mode, world.size, compute.device);
     check_link_world(config.link, world.size, where_set(config, "link.node_ranks"));
     data = load_datasets(config);
     // Sized before allocated: a model that cannot fit is exit 2 naming the key, not an OOM kill.

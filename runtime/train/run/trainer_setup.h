@@ -35,6 +35,11 @@ struct TrainerOptions {
   std::optional<StepCheck> step_check;
 };
 
+// What a training run of `mode` on `world` real ranks cannot do, as UserError naming the keys
+// (exit 2): the link.ranks timing study (shard_study.h) with checkpoint.dir (its parameters are
+// not trained), or on `device` CUDA (its link model times the study on the host only).
+void check_trainable(const Config& config, const ModePlan& mode, int world, DeviceKind device);
+
 struct TrainerSetup {
   // Collective over `world`. A UserError (bad data, a model that does not fit, ranks that
   // disagree) ends every rank before any communicator is built.
