@@ -215,6 +215,11 @@ TEST_CASE("bf16 on CUDA trains like bf16 on the CPU in every mode, with fp32 mas
       {"parallel.mode=zero", "parallel.overlap=interleaved",
        "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=3",
        "precision.reduce_dtype=bf16", "precision.master_weights=remainders"},
+      // Stage 2 on a bf16 wire over micro-batches: the pool's bf16 shard accumulated on the comm
+      // stream after each reduce-scatter (Note [Gradient pool]).
+      {"parallel.mode=zero", "parallel.overlap=interleaved",
+       "parallel.collective=reduce_scatter_allgather", "parallel.zero_stage=2",
+       "precision.reduce_dtype=bf16", "train.grad_accum=3"},
   };
   check_each_case(sgd, cases, 1.0 / 64.0, 1e-3, 1e-2, 5);
 }
