@@ -360,6 +360,26 @@ void check_bench_shard_groups(const Config& config, int world) {
   }
 }
 
+void check_bench_study_device(const Config& config, const std::vector<Mode>& modes, int world,
+                              DeviceKind device) {
+  if (device != DeviceKind::Cuda) return;
+  std::vector<std::string> study;
+  for (const Mode& m : modes) {
+    Config run = config;
+    set_mode(run.parallel, m);
+    if (planned_ranks(run, make_run_mode_plan(run, world), world) > world) {
+      study.push_back(fmt::format("\"{}\"", m.name()));
+    }
+  }
+  if (study.empty()) return;
+  throw UserError(fmt::format(
+      "{}: link.ranks = {} above the {} real rank{} runs {} as a timing study of element shards, "
+      "which runs on the CPU only, and this bench runs on CUDA: list bench.modes without {}, set "
+      "runtime.device = \"cpu\", or unset link.ranks",
+      where_set(config, "link.ranks"), config.link.ranks, world, world == 1 ? "" : "s",
+      fmt::join(study, ", "), study.size() == 1 ? "it" : "them"));
+}
+
 std::vector<PrecisionConfig> bench_precisions(const Config& config) {
   if (config.bench.precision.empty()) return {config.precision};
   std::vector<PrecisionConfig> out;
@@ -453,6 +473,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     }
   }
   report.limits = measure_limits(config, world, precisions, sizes);
+  check_bench_study_device(config, modes, world.size, report.limits.device);  // auto is resolved
 
   // Every run once per round, rounds outermost; a row pools its rounds (Note [Bench rounds]).
   struct PlannedRun {

@@ -47,6 +47,11 @@ std::vector<Mode> bench_modes(const Config& config);
 // groups of G (check_shard_group): a UserError naming the mode, G and the world size otherwise
 // (exit 2), which `zerolap bench` and run_bench raise before measuring anything.
 void check_bench_shard_groups(const Config& config, int world);
+// The link.ranks study of element shards runs on the CPU only (check_trainable, trainer_setup.h):
+// on `device` CUDA, UserError (exit 2) naming the modes of `modes` that would run it, before the
+// first timed run rather than at theirs.
+void check_bench_study_device(const Config& config, const std::vector<Mode>& modes, int world,
+                              DeviceKind device);
 
 // The precisions of bench.precision (precision.compute when empty), each a whole [precision]: a
 // bf16 entry takes reduce_dtype and master_weights from the config, fp32 and tf32 use fp32 for

@@ -114,8 +114,8 @@ void check_shard_group(const Config& config, int world) {
   }
   if (world % group == 0) return;
   throw UserError(fmt::format(
-      "{}: parallel.shard_group = {} does not divide the world of {} rank{}, which splits into "
-      "groups of that many consecutive ranks: set a divisor of {} (or 0 for one group of every "
+      "{}: parallel.shard_group = {} does not divide the world of {} rank{} (a world splits into "
+      "groups of that many consecutive ranks): set a divisor of {} (or 0 for one group of every "
       "rank)",
       where, group, world, world == 1 ? "" : "s", world));
 }

@@ -216,13 +216,20 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   }
   shared_->settle(issued, "the init (ncclCommInitRankConfig)");
 
-  // After the init, whose failure throws out of this constructor (no destructor runs to free
-  // them). Highest priority: a collective's few blocks should not queue behind a backlog of
-  // compute kernels, since every peer waits for this rank's part.
-  int least = 0, greatest = 0;
-  ZL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  ZL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
-  ZL_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
+  // After the init, whose failure throws out of this constructor: no destructor runs to free
+  // what a constructor that throws made, so a failure here aborts the communicator and frees the
+  // stream itself. Highest priority: a collective's few blocks should not queue behind a backlog
+  // of compute kernels, since every peer waits for this rank's part.
+  try {
+    int least = 0, greatest = 0;
+    ZL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    ZL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
+    ZL_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
+  } catch (...) {
+    shared_->abort();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    throw;
+  }
 }
 
 NcclCommunicator::~NcclCommunicator() {

@@ -85,13 +85,19 @@ void check_trainable(const Config& config, const ModePlan& mode, int world, Devi
       "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would own "
       "among {}; the parameters are not trained)",
       where_set(config, "link.ranks"), ranks, world, ranks);
-  if (!config.checkpoint.dir.empty()) {
-    throw UserError(study + ", so it writes no checkpoints: unset checkpoint.dir or link.ranks");
-  }
   // The study's collectives move a part of each bucket; the CPU's link model (a host task per
   // collective, shard_study.h) times the whole bucket, but the device's delays the comm stream by
-  // the bytes the rank issues, and would time only the part.
-  if (device == DeviceKind::Cuda) {
+  // the bytes the rank issues, and would time only the part. Both reasons in one message.
+  const bool cuda = device == DeviceKind::Cuda, checkpoints = !config.checkpoint.dir.empty();
+  if (cuda && checkpoints) {
+    throw UserError(study + ", so it writes no checkpoints, and it runs on the CPU only: set "
+                            "runtime.device = \"cpu\" and unset checkpoint.dir, or unset "
+                            "link.ranks");
+  }
+  if (checkpoints) {
+    throw UserError(study + ", so it writes no checkpoints: unset checkpoint.dir or link.ranks");
+  }
+  if (cuda) {
     throw UserError(study + ", which runs on the CPU only: set runtime.device = \"cpu\", or unset "
                             "link.ranks");
   }

@@ -74,3 +74,19 @@ TEST_CASE("bench.modes accepts exactly the bench's mode names, checked when the 
                     Catch::Contains("bench.modes: unknown mode \"zero/overlap/ring\"; the modes "
                                     "are \"ddp\", \"zero/none/allreduce_broadcast\""));
 }
+
+TEST_CASE("bench: the link.ranks study of element shards is refused on CUDA, naming its modes",
+          "[bench-modes]") {
+  const Config c = parse_config(kConfig, "b.toml",
+                                {"link.bandwidth_gbps=100", "link.ranks=8",
+                                 "bench.modes=[\"ddp\", \"zero/none/reduce_scatter_allgather\"]"});
+  const std::vector<Mode> modes = bench_modes(c);
+  CHECK_NOTHROW(check_bench_study_device(c, modes, 1, DeviceKind::Cpu));
+  REQUIRE_THROWS_AS(check_bench_study_device(c, modes, 1, DeviceKind::Cuda), UserError);
+  REQUIRE_THROWS_WITH(check_bench_study_device(c, modes, 1, DeviceKind::Cuda),
+                      Catch::StartsWith("--set link.ranks: link.ranks = 8") &&
+                          Catch::Contains("\"zero/none/reduce_scatter_allgather\"") &&
+                          !Catch::Contains("\"ddp\"") && Catch::Contains("runtime.device"));
+  // The study's ranks at most the world: no study, nothing to refuse.
+  CHECK_NOTHROW(check_bench_study_device(c, modes, 8, DeviceKind::Cuda));
+}
