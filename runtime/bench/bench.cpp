@@ -365,9 +365,7 @@ void check_bench_study_device(const Config& config, const std::vector<Mode>& mod
   if (device != DeviceKind::Cuda) return;
   std::vector<std::string> study;
   for (const Mode& m : modes) {
-    Config run = config;
-    set_mode(run.parallel, m);
-    if (planned_ranks(run, make_run_mode_plan(run, world), world) > world) {
+    if (planned_ranks(config, bench_mode_plan(m, config, config.precision, world), world) > world) {
       study.push_back(fmt::format("\"{}\"", m.name()));
     }
   }
