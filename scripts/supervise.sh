@@ -5,8 +5,10 @@
 #   scripts/supervise.sh --max-restarts N [--backoff S] [--log-dir DIR] [--hook PROGRAM] -- COMMAND...
 #
 # Runs COMMAND (an mpirun or srun line ending in `zerolap train CONFIG [--set ...]`). When it exits
-# with a failure it waits S seconds (default 10) and runs it again with
-# `--set checkpoint.resume=true` appended, up to N times. It never restarts after exit 0 (done),
+# with a failure it waits S seconds (default 10) and runs it again, up to N times: with
+# `--set checkpoint.resume=true` appended once checkpoint.dir has a checkpoint (its `latest`), else
+# as it was, so that a run begun from a given checkpoint (checkpoint.resume = "FILE", a fine-tune)
+# that fails before its first checkpoint begins from that file again, not from step 0. It never restarts after exit 0 (done),
 # 2 (bad input: the same command fails the same way), 130 or 143 (SIGINT / SIGTERM: the user or
 # the scheduler stopped the job); any other code is a failure: 1 (a runtime failure, a rank that
 # died), or what the launcher reports for a rank killed by a signal (Open MPI's mpirun: 137 for
@@ -67,11 +69,12 @@ key_of() {
 [ -n "$log_dir" ] || log_dir=runs/default
 mkdir -p "$log_dir/supervise" || { echo "supervise: cannot create '$log_dir/supervise'" >&2; exit 2; }
 
-# The step a restart resumes from: the name `latest` holds in checkpoint.dir.
-resume_step() {
+# The checkpoint a restart resumes from: the name `latest` holds in checkpoint.dir; none (exit 1)
+# before the run's first checkpoint.
+latest_checkpoint() {
   local dir name
   dir=$(key_of checkpoint dir)
-  name=$(cat "$dir/latest" 2>/dev/null) || { echo "none yet (no checkpoint in '${dir:-checkpoint.dir}'): step 0"; return; }
+  [ -n "$dir" ] && name=$(cat "$dir/latest" 2>/dev/null) && [ -n "$name" ] || return 1
   [[ $name =~ step_0*([0-9]+) ]] && echo "step ${BASH_REMATCH[1]} ($dir/$name)" || echo "$dir/$name"
 }
 
@@ -152,6 +155,13 @@ while :; do
     line=$(<"$hook_out")
     [ -n "$line" ] && eval "command=($line)"
   fi
-  resume=(--set checkpoint.resume=true)
-  echo "supervise: restart $((attempt - 1)) of $max_restarts: attempt $attempt after exit $last, resuming from $(resume_step)" >&2
+  if from=$(latest_checkpoint); then
+    resume=(--set checkpoint.resume=true)
+    from="resuming from $from"
+  else
+    resume=()
+    dir=$(key_of checkpoint dir)
+    from="no checkpoint in '${dir:-checkpoint.dir}' yet: the command as given (its checkpoint.resume, else step 0)"
+  fi
+  echo "supervise: restart $((attempt - 1)) of $max_restarts: attempt $attempt after exit $last, $from" >&2
 done

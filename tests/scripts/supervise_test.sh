@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
-# failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts, the
-# command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
+# failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts once a
+# checkpoint exists, the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
 # or at once during the backoff or the hook; and a 4-rank run whose rank 2 is killed with
 # SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
 # uninterrupted run, bitwise, and metrics.csv has each step once.
@@ -19,21 +19,31 @@ for code in 0 2 130 143; do
   ! grep -q restart "$work/c$code.err" || fail "exit $code printed a restart line"
 done
 
-# A failure: N restarts, a line and a log each, resume appended, then the last code.
+# A failure: N restarts, a line and a log each, then the last code. A restart resumes
+# (checkpoint.resume=true appended) only once checkpoint.dir has a `latest`; before that it runs the
+# command as given, so that a run begun from a given checkpoint (a fine-tune) begins from it again:
+# before, it restarted from step 0 with fresh parameters and exited 0. Here attempt 2 writes the
+# first `latest`.
 "$supervise" --max-restarts 2 --backoff 0 --log-dir "$work/c1" -- \
-  bash -c 'echo "attempt $SUPERVISE_ATTEMPT after $SUPERVISE_LAST_EXIT: $*"; exit 1' sh \
-  2>"$work/c1.err"
+  bash -c 'echo "attempt $SUPERVISE_ATTEMPT after $SUPERVISE_LAST_EXIT: $*"
+    [ "$SUPERVISE_ATTEMPT" = 2 ] && mkdir -p "$0" && echo step_00000007.safetensors >"$0/latest"
+    exit 1' "$work/c1ck" --set checkpoint.dir="$work/c1ck" 2>"$work/c1.err"
 rc=$?
 [ "$rc" -eq 1 ] || fail "repeated failures ended with $rc, not 1"
 [ "$(grep -c '^supervise: restart' "$work/c1.err")" -eq 2 ] || { cat "$work/c1.err"; fail "not one line per restart"; }
-grep -q "^supervise: restart 1 of 2: attempt 2 after exit 1, resuming from " "$work/c1.err" ||
-  { cat "$work/c1.err"; fail "the restart line does not say the attempt, the code and the step"; }
+grep -q "^supervise: restart 1 of 2: attempt 2 after exit 1, no checkpoint in '$work/c1ck' yet: the command as given" "$work/c1.err" ||
+  { cat "$work/c1.err"; fail "the first restart line does not say the attempt, the code and that nothing resumes"; }
+grep -q "^supervise: restart 2 of 2: attempt 3 after exit 1, resuming from step 7 ($work/c1ck/step_00000007.safetensors)" "$work/c1.err" ||
+  { cat "$work/c1.err"; fail "the second restart line does not say the step it resumes from"; }
 grep -q "no restarts left" "$work/c1.err" || fail "no word on the exhausted restarts"
 for k in 1 2 3; do [ -s "$work/c1/supervise/attempt_$k.log" ] || fail "no log of attempt $k"; done
 [ ! -e "$work/c1/supervise/attempt_4.log" ] || fail "more than 1 + 2 attempts"
-grep -q "attempt 1 after 0: $" "$work/c1/supervise/attempt_1.log" || fail "attempt 1's environment or arguments"
-grep -q "attempt 3 after 1: --set checkpoint.resume=true$" "$work/c1/supervise/attempt_3.log" ||
-  { cat "$work/c1/supervise/attempt_3.log"; fail "a restart does not resume"; }
+grep -q "attempt 1 after 0: --set checkpoint.dir=$work/c1ck$" "$work/c1/supervise/attempt_1.log" ||
+  fail "attempt 1's environment or arguments"
+grep -q "attempt 2 after 1: --set checkpoint.dir=$work/c1ck$" "$work/c1/supervise/attempt_2.log" ||
+  { cat "$work/c1/supervise/attempt_2.log"; fail "a restart before any checkpoint resumes"; }
+grep -q "attempt 3 after 1: --set checkpoint.dir=$work/c1ck --set checkpoint.resume=true$" "$work/c1/supervise/attempt_3.log" ||
+  { cat "$work/c1/supervise/attempt_3.log"; fail "a restart after a checkpoint does not resume"; }
 
 # --hook replaces the command of a restart (here: one that succeeds).
 printf '#!/bin/sh\necho "bash -c \\"exit 0\\""\n' >"$work/hook.sh" && chmod +x "$work/hook.sh"
