@@ -75,6 +75,45 @@ expect_failure pointer "$rc" "$ckpt/latest.tmp"
 [ "$(cat "$ckpt/latest")" = "step_00000006.safetensors" ] || fail "pointer: latest was touched"
 echo "ok: a checkpoint or pointer that cannot be written is exit 1; no temp file; latest kept"
 
+# A checkpoint file that cannot even be created for want of space (a full inode table or quota:
+# ENOSPC or EDQUOT at open) is exit 1 as well, so a supervisor restarts it; it was exit 2 (bad
+# input) with advice to check checkpoint.dir. A preloaded open() that fails so for
+# *.safetensors.tmp stands in for the filesystem (left out under ASan, whose runtime must be the
+# first library loaded).
+if command -v cc >/dev/null && ! ldd "$zerolap" | grep -q libasan; then
+  cat >"$work/no_inodes.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+static int refused(const char* path, int flags) {
+  const char* suffix = ".safetensors.tmp";
+  const size_t n = strlen(path), m = strlen(suffix);
+  return (flags & O_CREAT) && n >= m && strcmp(path + n - m, suffix) == 0;
+}
+#define SHIM(name)                                                              \
+  int name(const char* path, int flags, ...) {                                  \
+    va_list args;                                                               \
+    va_start(args, flags);                                                      \
+    const mode_t mode = va_arg(args, mode_t);                                   \
+    va_end(args);                                                               \
+    if (refused(path, flags)) { errno = ENOSPC; return -1; }                    \
+    int (*real)(const char*, int, ...) = (int (*)(const char*, int, ...))dlsym(RTLD_NEXT, #name); \
+    return real(path, flags, mode);                                             \
+  }
+SHIM(open)
+SHIM(open64)
+C
+  cc -shared -fPIC -o "$work/no_inodes.so" "$work/no_inodes.c" -ldl || fail "cannot build no_inodes.so"
+  rc=$(flags="$flags -x LD_PRELOAD=$work/no_inodes.so" run no_inodes \
+    --set output.dir=\""$work/no_inodes"\" --set checkpoint.dir=\""$work/no_inodes/ck"\" \
+    --set checkpoint.every=3)
+  expect_failure no_inodes "$rc" "$work/no_inodes/ck/step_00000003.safetensors.tmp"
+  echo "ok: a checkpoint file that cannot be created for want of space is exit 1"
+fi
+
 # The bench's results.
 full_at "$work/bench/bench.json"
 rc=$(timeout 120 mpirun $flags -np 2 "$zerolap" bench "$work/run.toml" --set output.dir=\""$work/bench"\" --set output.overwrite=true \
