@@ -98,6 +98,14 @@ expect_mismatch checkpoint_every "--set checkpoint.dir=\"$work/ckpt\" --set chec
 expect_mismatch checkpoint_dir "--set checkpoint.dir=\"$work/ckpt2\"" "" \
   "checkpoint.dir: set on rank 0" "unset on rank 1"
 expect_mismatch trace "--set output.trace=true" "" "output.trace: true on rank 0; false on rank 1"
+# The format and async decide the checkpoint's own collectives: ranks that differed there waited
+# out runtime.timeout_s at the first checkpoint and exited 1 with none written.
+expect_mismatch checkpoint_format "--set checkpoint.dir=\"$work/ckpt3\" --set checkpoint.format=\"sharded\"" \
+  "--set checkpoint.dir=\"$work/ckpt3\"" 'checkpoint.format: "sharded" on rank 0; "single_file" on rank 1'
+expect_mismatch checkpoint_async \
+  "--set checkpoint.dir=\"$work/ckpt4\" --set checkpoint.format=\"sharded\" --set checkpoint.async=true" \
+  "--set checkpoint.dir=\"$work/ckpt4\" --set checkpoint.format=\"sharded\"" \
+  "checkpoint.async: true on rank 0; false on rank 1"
 # The bench sizes its collectives from the config before any trainer starts: it agrees first.
 bench() {
   local name=$1 a=$2 b=$3

@@ -53,13 +53,18 @@ std::vector<RankFact> config_facts(const Config& config) {
   }
   // Note [Collective schedule keys]: keys that do not change what a run computes, but decide which
   // collectives a rank issues and when: a checkpoint is a gather at every checkpoint.every-th
-  // step when checkpoint.dir is set (whatever its path on each node), and output.trace = true
-  // gathers every rank's trace at the end. Ranks that differ there would enter different
-  // collectives, so they are agreed on like the keys that affect results.
+  // step when checkpoint.dir is set (whatever its path on each node), its format and async
+  // decide the collectives of that gather (a communicator of its own, a barrier), and
+  // output.trace = true gathers every rank's trace at the end. Ranks that differ there would
+  // enter different collectives, so they are agreed on like the keys that affect results.
   const CheckpointConfig& c = config.checkpoint;
   facts.push_back({"checkpoint.dir", c.dir.empty() ? "unset" : "set",
                    c.dir.empty() ? "" : fmt::format("\"{}\"", c.dir)});
   facts.push_back({"checkpoint.every", fmt::format("{}", c.every), ""});
+  if (!c.dir.empty()) {
+    facts.push_back({"checkpoint.format", fmt::format("\"{}\"", to_string(c.format)), ""});
+    facts.push_back({"checkpoint.async", c.async ? "true" : "false", ""});
+  }
   facts.push_back({"output.trace", config.output.trace ? "true" : "false", ""});
   return facts;
 }
