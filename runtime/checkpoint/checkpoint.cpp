@@ -28,12 +28,15 @@
 #include <cstring>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <random>
 
 #include <fmt/format.h>
 
 #include "base/bf16.h"
+#include "base/checked_write.h"
 #include "base/device_buffer.h"
 #include "base/errors.h"
 #include "base/fault_stop.h"
@@ -353,6 +356,48 @@ void require_finite(const float* values, std::int64_t first, std::int64_t n,
 
 namespace {
 
+// Note [A shared checkpoint.dir]: in the sharded format every rank writes its shard into
+// checkpoint.dir and a resume reads every shard, so the directory must be one that every rank
+// sees (across nodes: a shared filesystem, at whatever path). Found at start-up, not at the first
+// checkpoint after hours of training: rank 0 leaves a file there under a name of this launch,
+// and every rank reads it back.
+void require_shared_checkpoint_dir(const TrainingState& state) {
+  const World& world = state.world;
+  const std::string& dir = state.config.checkpoint.dir;
+  std::uint64_t token = 0;
+  if (world.is_root()) token = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  timed_bcast(&token, 1, MPI_UINT64_T, 0, world.comm, wait_limit(state),
+              "broadcasting the shared checkpoint.dir check's file name");
+  const std::string text = fmt::format("{:016x}", token);
+  const fs::path probe = fs::path(dir) / fmt::format(".zerolap_shared_check_{}", text);
+  // The agreement orders the write before every read.
+  agree_on_user_errors(world, [&] {
+    if (world.is_root()) write_whole_file(probe.string(), text, "shared checkpoint.dir check");
+  }, state.config.runtime.timeout_s);
+  try {
+    agree_on_user_errors(world, [&] {
+      if (world.is_root()) return;
+      std::ifstream in(probe);
+      std::string seen;
+      if (!std::getline(in, seen) || seen != text) {
+        throw UserError(fmt::format(
+            "checkpoint.format = \"sharded\" needs a checkpoint.dir that every rank shares (each "
+            "rank writes its shard there and a resume reads them all), but rank {} does not find in "
+            "its checkpoint.dir '{}' the file rank 0 wrote into its own. Give every rank the same "
+            "directory (a shared filesystem across nodes), or set checkpoint.format = "
+            "\"single_file\" (rank 0 writes the whole checkpoint)",
+            world.rank, dir));
+      }
+    }, state.config.runtime.timeout_s);
+  } catch (...) {
+    std::error_code ec;
+    if (world.is_root()) fs::remove(probe, ec);
+    throw;
+  }
+  std::error_code ec;
+  if (world.is_root()) fs::remove(probe, ec);
+}
+
 void create_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -630,6 +675,9 @@ void prepare_checkpoints(const TrainingState& state) {
                  c.dir);
     }
   }, state.config.runtime.timeout_s);
+  if (!c.dir.empty() && c.format == CheckpointFormat::Sharded && world.size > 1) {
+    require_shared_checkpoint_dir(state);
+  }
   int resume = world.is_root() && !path.empty() ? 1 : 0;
   if (world.size > 1) {
     timed_bcast(&resume, 1, MPI_INT, 0, world.comm, wait_limit(state),

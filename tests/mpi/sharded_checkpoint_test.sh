@@ -3,7 +3,8 @@
 # and sync); `inspect` lists the shards and `consolidate` writes one file; a kill during a shard
 # write, between the shards and the manifest and between the manifest and `latest` leaves
 # `latest` on the last complete checkpoint, which resumes; a full disk during an async write is
-# exit 1 naming the rank and the file; a corrupt or missing shard is exit 2 naming the file.
+# exit 1 naming the rank and the file; a corrupt or missing shard is exit 2 naming the file; ranks
+# that do not share checkpoint.dir are exit 2 at start-up.
 # Usage: sharded_checkpoint_test.sh ZEROLAP_BINARY WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$@"
 flags="$flags --mca btl self,vader"
@@ -155,5 +156,21 @@ rc=$(run missing "$good" --set checkpoint.resume=true --set train.steps=10)
 [ "$rc" -eq 2 ] || { cat "$work/missing.log"; fail "missing: exit $rc, expected 2"; }
 grep -q "shard '$shard' of rank 1 is missing" "$work/missing.log" ||
   { cat "$work/missing.log"; fail "missing: file not named"; }
+echo "ok"
+
+echo "--- a checkpoint.dir that the ranks do not share"
+# Each rank writes its shard into checkpoint.dir: ranks that see different directories (node-local
+# disks; here other paths) are exit 2 at start-up naming the rank and the key, and the check leaves
+# no file behind. Before, every step trained and the first checkpoint failed with exit 1.
+timeout 120 mpirun $flags -np 1 "$zerolap" train "$work/run.toml" --set "checkpoint.dir=\"$work/local0\"" \
+  --set "output.dir=\"$work/out_local\"" : -np 1 "$zerolap" train "$work/run.toml" \
+  --set "checkpoint.dir=\"$work/local1\"" --set "output.dir=\"$work/out_local\"" >"$work/local.log" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || { cat "$work/local.log"; fail "local: exit $rc, expected 2"; }
+grep -qF "needs a checkpoint.dir that every rank shares" "$work/local.log" &&
+  grep -qF "rank 1 does not find in its checkpoint.dir '$work/local1'" "$work/local.log" ||
+  { cat "$work/local.log"; fail "local: the message names no rank, key or directory"; }
+grep -q "^step " "$work/local.log" && { cat "$work/local.log"; fail "local: it trained"; }
+[ -z "$(ls -A "$work/local0" | grep -v '^\.zerolap\.lock$')" ] || { ls -A "$work/local0"; fail "local: a file was left"; }
 echo "ok"
 echo PASS
