@@ -83,8 +83,10 @@ ZL_HD inline Bf16 from_f32<Bf16>(float v) {
 // makes the pair exact; round-to-nearest-EVEN cannot be inverted from 16 bits (an even hi has
 // 2^16 + 1 preimages: both ties). So hi differs from float_to_bf16(x) only when x is exactly
 // halfway between two bf16 values; an optimizer that must give the same bf16 parameter with an
-// fp32 master as with remainders writes master_to_bf16(x) in both cases. A NaN master whose
-// payload sits in the low bits gives an infinite hi; join still restores the NaN exactly.
+// fp32 master as with remainders writes master_to_bf16(x) in both cases. The pair is exact for
+// every pattern, NaNs included, but a NaN's hi may be no NaN: 0x7F800001 gives an infinite hi,
+// 0x7FFFFFFF a zero (the round-up wraps); the optimizer writes NaNs whose hi is NaN
+// (kernels/optim_math.h, nan_kept_in_bf16).
 struct SplitMaster {
   Bf16 hi;
   std::int16_t lo;

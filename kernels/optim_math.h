@@ -108,16 +108,29 @@ ZL_HD inline void sgd_update(float& p, float g, float& buf, const SgdStep& s) {
 ZL_HD inline float grad_to_float(float g) { return g; }
 ZL_HD inline float grad_to_float(Bf16 g) { return bf16_to_float(g); }
 
+// An updated master that is NaN, as one whose low 16 bits are zero (its sign and top bits, and the
+// quiet bit), so that its bf16 parameter is NaN too. split_master rounds up when the low half is
+// >= 0x8000, and for the NaNs 0x7FFF8000-0x7FFFFFFF and 0xFFFF8000-0xFFFFFFFF that wraps the top
+// half to a bf16 zero; a GPU's arithmetic gives the one NaN 0x7FFFFFFF. A zero parameter reads as
+// finite, and the per-window check of a diverged run (runtime/train/step/step_verdict.cpp) sums
+// the parameters. Every other value passes unchanged, in both master layouts alike.
+ZL_HD inline float nan_kept_in_bf16(float x) {
+  const std::uint32_t u = float_bits(x);
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? bits_float((u & 0xFFFF0000u) | 0x00400000u) : x;
+}
+
 // MasterWeights::Fp32: master (fp32) and param (bf16) hold the same weight; both are written.
 template <class G>
 ZL_HD inline void adam_update_master(float& master, Bf16& param, G g, float& m, float& v,
                                      const AdamStep& s) {
   adam_update(master, grad_to_float(g), m, v, s);
+  master = nan_kept_in_bf16(master);
   param = master_to_bf16(master);
 }
 template <class G>
 ZL_HD inline void sgd_update_master(float& master, Bf16& param, G g, float& buf, const SgdStep& s) {
   sgd_update(master, grad_to_float(g), buf, s);
+  master = nan_kept_in_bf16(master);
   param = master_to_bf16(master);
 }
 
@@ -127,7 +140,7 @@ ZL_HD inline void adam_update_remainder(Bf16& param, std::int16_t& remainder, G 
                                         float& v, const AdamStep& s) {
   float x = join_master(param, remainder);
   adam_update(x, grad_to_float(g), m, v, s);
-  const SplitMaster split = split_master(x);
+  const SplitMaster split = split_master(nan_kept_in_bf16(x));
   param = split.hi;
   remainder = split.lo;
 }
@@ -136,7 +149,7 @@ ZL_HD inline void sgd_update_remainder(Bf16& param, std::int16_t& remainder, G g
                                        const SgdStep& s) {
   float x = join_master(param, remainder);
   sgd_update(x, grad_to_float(g), buf, s);
-  const SplitMaster split = split_master(x);
+  const SplitMaster split = split_master(nan_kept_in_bf16(x));
   param = split.hi;
   remainder = split.lo;
 }

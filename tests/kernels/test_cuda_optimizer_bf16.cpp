@@ -214,6 +214,38 @@ TEST_CASE("CUDA bf16 optimizer steps match the CPU; remainders equal fp32 master
   REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
 }
 
+TEST_CASE("CUDA bf16 optimizer steps: an infinite gradient gives NaN parameters, not zeros",
+          "[cuda][kernels][optimizer][bf16]") {
+  // The GPU's NaN is 0x7FFFFFFF, which Note [Remainders]' rounding wrapped to a bf16 -0.0: a run
+  // gone to NaN read as finite (kernels/optim_math.h, nan_kept_in_bf16).
+  if (!zl::test::cuda_device_visible()) return;
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  const zl::ExecContext gpu{zl::DeviceKind::Cuda, stream, nullptr};
+  const std::int64_t n = 1031;  // the vectorised body and a scalar tail
+  const std::vector<float> initial(static_cast<std::size_t>(n), 0.25f);
+  const std::vector<float> g(static_cast<std::size_t>(n), INFINITY);
+  DeviceArray<float> dg(g);
+  for (const Rule rule : {Rule::Adam, Rule::AdamW, Rule::SgdMomentum, Rule::SgdPlain}) {
+    for (const MasterWeights layout : {MasterWeights::Fp32, MasterWeights::Remainders}) {
+      INFO(rule_name(rule) << (layout == MasterWeights::Fp32 ? " fp32 masters" : " remainders"));
+      Storage host(initial, layout);
+      DeviceArray<Bf16> param(host.param);
+      DeviceArray<float> master(host.master), m(host.m), v(host.v);
+      DeviceArray<std::int16_t> rem(host.remainder);
+      // Two steps: the first makes the state infinite, the second the masters NaN (inf - inf).
+      for (std::int64_t t = 1; t <= 2; ++t) {
+        step(gpu, rule, slice_of(dg.data(), DType::F32, param.data(), master.data(), rem.data(),
+                                 m.data(), v.data(), layout, 0, 4),
+             n, t);
+      }
+      REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+      for (const Bf16 p : param.download()) REQUIRE(std::isnan(zl::bf16_to_float(p)));
+    }
+  }
+  REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
 #else
 
 TEST_CASE("the CUDA bf16 optimizer tests are not built", "[cuda]") {

@@ -350,3 +350,33 @@ TEST_CASE("bf16 optimizer steps: bytes per element and missing buffers", "[kerne
                     zl::InternalError);
   zl::adam_step_bf16_cpu(zl::Bf16OptimizerSlice{}, 0, zl::make_adam_step({}, 1e-3f, 1, 1.0f));
 }
+
+TEST_CASE("bf16 optimizer steps: a NaN master gives a NaN bf16 parameter, never a zero",
+          "[kernels][optimizer][bf16]") {
+  // A GPU's arithmetic gives the one NaN 0x7FFFFFFF. Rounded to bf16 as Note [Remainders] rounds
+  // (up, as its low half is >= 0x8000), its top half 0x7FFF wrapped to 0x8000: -0.0, a finite
+  // parameter, so the per-window check missed a run gone to NaN. Each NaN here goes through the
+  // CPU kernel (the same element functions as the CUDA kernel) in both master layouts.
+  const auto is_nan = [](Bf16 b) { return (b.bits & 0x7F80u) == 0x7F80u && (b.bits & 0x7Fu) != 0; };
+  const std::uint32_t nans[] = {0x7FFFFFFFu, 0xFFFFFFFFu, 0x7FFF8000u, 0x7F808000u, 0x7FC00000u,
+                                0xFFC00000u, 0x7F800001u};
+  for (const Rule& r : rules()) {
+    for (const std::uint32_t pattern : nans) {
+      INFO(r.name << " master 0x" << std::hex << pattern);
+      float nan;
+      std::memcpy(&nan, &pattern, sizeof nan);
+      const std::vector<float> initial(9, nan);  // an odd length: the vector body and its tail
+      Slice fp32(initial, MasterWeights::Fp32);
+      Slice rem(initial, MasterWeights::Remainders);
+      const std::vector<float> g(initial.size(), 0.5f);
+      run_step(r, fp32, g.data(), DType::F32, MasterWeights::Fp32, 9, rule_lr(r, 1), 1);
+      run_step(r, rem, g.data(), DType::F32, MasterWeights::Remainders, 9, rule_lr(r, 1), 1);
+      for (std::size_t i = 0; i < initial.size(); ++i) {
+        REQUIRE(std::isnan(fp32.master[i]));
+        REQUIRE(is_nan(fp32.param[i]));
+        REQUIRE(rem.param[i].bits == fp32.param[i].bits);
+        REQUIRE(bits(zl::join_master(rem.param[i], rem.remainder[i])) == bits(fp32.master[i]));
+      }
+    }
+  }
+}
