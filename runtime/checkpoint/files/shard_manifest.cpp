@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/checked_size.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
@@ -173,10 +174,15 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     fail(path, fmt::format("names {} shards for world_size {}", m.shards.size(), m.world_size));
   }
   std::map<std::string, const ManifestParameter*> params;
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;  // per dimension and per parameter
   for (const ManifestParameter& p : m.parameters) {
+    CheckedSize elements = 1;
     for (const std::int64_t d : p.shape) {
-      if (d < 0 || d > (std::int64_t{1} << 40))
-        fail(path, fmt::format("'{}' has a bad shape", p.name));
+      if (d < 0 || d > kMaxElements) fail(path, fmt::format("'{}' has a bad shape", p.name));
+      elements *= d;
+    }
+    if (!elements.fits(kMaxElements)) {  // numel() is computed unchecked from here on
+      fail(path, fmt::format("'{}' has a bad shape (more than 2^40 elements)", p.name));
     }
     if (!params.emplace(p.name, &p).second) fail(path, fmt::format("'{}' listed twice", p.name));
   }
