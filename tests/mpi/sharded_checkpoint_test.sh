@@ -71,12 +71,14 @@ grep -q "^layers.0.weight " <("$zerolap" inspect "$work/params.safetensors") || 
 grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v "^  ") &&
   fail "--no-optimizer wrote state"
 # An output that would overwrite the checkpoint, or is no file (named by its type), is refused
-# (exit 2) and changes nothing; so is one whose directory does not exist, named as the output.
+# (exit 2) and changes nothing; so is one whose directory does not exist or cannot hold a file,
+# named as the output, and an empty one (an internal error, exit 1, before).
 step8="$good/step_00000008"
 sums=$(cat "$step8"/* | cksum)
 mkdir -p "$work/a_dir" && mkfifo "$work/a_fifo" && ln -s one.safetensors "$work/a_link"
 for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/new.safetensors" \
-    "$work/a_dir" "$work/a_fifo" "$work/a_link" "$work/missing/one.safetensors"; do
+    "$work/a_dir" "$work/a_fifo" "$work/a_link" "$work/missing/one.safetensors" "" \
+    /proc/one.safetensors; do
   "$zerolap" consolidate "$step8" "$out" >"$work/cons3.log" 2>&1
   rc=$?
   [ "$rc" -eq 2 ] || { cat "$work/cons3.log"; fail "consolidate into '$out': exit $rc, not 2"; }

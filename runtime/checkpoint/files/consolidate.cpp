@@ -24,6 +24,10 @@ constexpr std::int64_t kChunkFloats = std::int64_t{1} << 20;  // 4 MiB
 // The output is renamed over `out`, so it must be a new or a regular file, and outside the
 // checkpoint it is made from (which it would otherwise replace a file of, or join).
 void check_output(const std::string& out, const std::string& manifest_path) {
+  if (out.empty()) {
+    throw UserError("consolidate: the output is an empty path; give the path of a .safetensors "
+                    "file to write");
+  }
   struct stat st {};
   if (::lstat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     throw UserError(fmt::format("consolidate: the output '{}' exists and is not a regular file "

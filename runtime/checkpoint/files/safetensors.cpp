@@ -106,8 +106,8 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
     // exhausted inode table or quota is a failure of the moment, as it is when the data is
     // written (exit 1: a supervisor may restart once space is freed).
     if (err == EACCES || err == EPERM || err == EROFS || err == ENOENT || err == ENOTDIR) {
-      throw UserError(fmt::format("cannot create checkpoint file '{}': {} (check that "
-                                  "checkpoint.dir exists and is writable)",
+      throw UserError(fmt::format("cannot create checkpoint file '{}': {} (check that its "
+                                  "directory exists and is writable)",
                                   path_, std::strerror(err)));
     }
     throw RuntimeFailure(fmt::format("cannot create checkpoint file '{}': {}", path_,
