@@ -72,7 +72,8 @@ bool valid_utf8(std::string_view s) {
 // Puts `value` (TOML text) at `section.key` of `root` (replacing or inserting), set by the flag
 // `label` ("--set optimizer.lr", "--link-gbps"). The value is read as TOML ("3e-4",
 // "[784, 512, 10]", "true", "\"x\""); what does not read as exactly one TOML value is a bare
-// string, so `--set parallel.overlap=interleaved` needs no quotes.
+// string, so `--set parallel.overlap=interleaved` needs no quotes, unless it opens a TOML string,
+// array or table (a missing quote or bracket is an error).
 void apply_value(toml::table& root, const std::string& key, const std::string& value,
                  const std::string& label, ConfigSource& source) {
   const auto dot = key.find('.');
@@ -96,7 +97,15 @@ void apply_value(toml::table& root, const std::string& key, const std::string& v
       parsed.get("v")->visit([&](const auto& node) { target->insert_or_assign(name, node); });
       inserted = true;
     }
-  } catch (const toml::parse_error&) {
+  } catch (const toml::parse_error& e) {
+    // A value that opens a TOML string, array or table was meant as one: a missing quote or
+    // bracket is an error, not a bare string beginning with it.
+    if (!value.empty() && std::string_view("\"'[{").find(value[0]) != std::string_view::npos) {
+      throw UserError(fmt::format("{}: {} is not a TOML value ({}); a string needs both quotes, "
+                                  "an array both brackets",
+                                  label, escaped_excerpt(value, 60, Quotes::AsIs),
+                                  escaped_excerpt(e.description(), 120, Quotes::AsIs)));
+    }
     // Not a TOML value: a bare string, unless it is a decimal integer beyond 64 bits (TOML's
     // digits, no leading zero, more than the 19 of the int64 bounds or above them).
     const bool negative = !value.empty() && value[0] == '-';

@@ -713,6 +713,15 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     CHECK(parse(kMinimal, {"output.dir=2026-12-05_run"}).output.dir == "2026-12-05_run");
     CHECK(parse(kMinimal, {"output.dir=007"}).output.dir == "007");  // not TOML: a bare string
     CHECK(parse(kMinimal, {"output.dir=0123"}).output.dir == "0123");
+    // A value that opens a TOML string, array or table but is no TOML value is refused: a
+    // missing closing quote made a directory named '"/tmp/q1' before.
+    for (const char* bad : {"output.dir=\"/tmp/q1", "output.dir=\"x\" junk", "output.dir='x",
+                            "model.widths=[2, 8", "output.dir={a = 1"}) {
+      INFO(bad);
+      REQUIRE_THROWS_WITH(parse(kMinimal, {bad}), Contains("is not a TOML value"));
+    }
+    REQUIRE_THROWS_WITH(parse(kMinimal, {"output.dir=\"/tmp/q1"}),
+                        StartsWith("--set output.dir: \"/tmp/q1 is not a TOML value ("));
     REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lr=-1"}),
                         "--set optimizer.lr: optimizer.lr: must be > 0 (got -1)");
     REQUIRE_THROWS_WITH(parse(kMinimal, {"optimizer.lrr=1"}),
