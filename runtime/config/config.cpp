@@ -439,6 +439,12 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
     }
   }
   r.number_array("bucket_cap_mb", b.bucket_cap_mb, open_closed(0, kMaxBucketCapMb), 0, true);
+  for (std::size_t i = 0; i < b.bucket_cap_mb.size(); ++i) {
+    const auto& caps = b.bucket_cap_mb;
+    if (std::find(caps.begin(), caps.begin() + i, caps[i]) != caps.begin() + i) {
+      source.fail("bench.bucket_cap_mb", fmt::format("{:g} is listed twice", caps[i]));
+    }
+  }
   r.enumeration_list("precision", b.precision, kComputeNames);
   r.integer("warmup", b.warmup, closed(0, kMaxBenchSteps));
   r.integer("steps", b.steps, closed(1, kMaxBenchSteps));

@@ -585,6 +585,9 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
     REQUIRE_THROWS_WITH(parse(with("[bench]\nmodes = [\"ddp\", 1]\n")),
                         Contains("configs/x.toml:4: bench.modes: expected an array of strings, got "
                                  "integer at index 1"));
+    // A cap listed twice ran every mode twice, as two rows of the same name.
+    REQUIRE_THROWS_WITH(parse(with("[bench]\nbucket_cap_mb = [1, 2, 1.0]\n")),
+                        Contains("configs/x.toml:4: bench.bucket_cap_mb: 1 is listed twice"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nmodes = [\"ddp\", \"ddp\"]\n")),
                         Contains("configs/x.toml:4: bench.modes: \"ddp\" is listed twice"));
     // bench.precision: one value or a list of the precision.compute names.
