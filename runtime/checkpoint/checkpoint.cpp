@@ -382,11 +382,11 @@ void require_shared_checkpoint_dir(const TrainingState& state) {
       if (!std::getline(in, seen) || seen != text) {
         throw UserError(fmt::format(
             "checkpoint.format = \"sharded\" needs a checkpoint.dir that every rank shares (each "
-            "rank writes its shard there and a resume reads them all), but rank {} does not find in "
-            "its checkpoint.dir '{}' the file rank 0 wrote into its own. Give every rank the same "
-            "directory (a shared filesystem across nodes), or set checkpoint.format = "
+            "rank writes its shard there and a resume reads them all), but this rank does not find "
+            "in its checkpoint.dir '{}' the file rank 0 wrote into its own. Give every rank the "
+            "same directory (a shared filesystem across nodes), or set checkpoint.format = "
             "\"single_file\" (rank 0 writes the whole checkpoint)",
-            world.rank, dir));
+            dir));
       }
     }, state.config.runtime.timeout_s);
   } catch (...) {

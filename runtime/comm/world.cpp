@@ -167,7 +167,14 @@ void agree_on_user_errors(const World& world, const std::function<void()>& fn,
   }
   if (lowest == world.size) return;
   if (lowest == world.rank) {
-    std::fprintf(stderr, "zerolap: error: %s\n", message.c_str());
+    // Rank 0 reports what every rank finds (the config, the world); a message only a later rank
+    // found (a node-local file) names that rank.
+    if (world.rank == 0) {
+      std::fprintf(stderr, "zerolap: error: %s\n", message.c_str());
+    } else {
+      std::fprintf(stderr, "zerolap: error on rank %d of %d: %s\n", world.rank, world.size,
+                   message.c_str());
+    }
     std::fflush(stderr);
   }
   throw ReportedUserError(message.empty() ? "bad input reported by another rank" : message);

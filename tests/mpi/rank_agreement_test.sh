@@ -89,6 +89,14 @@ expect_mismatch idx "" \
   "50 samples x 4 features" "on rank 1 (data.train_images = \"$work/b/train-images\")" \
   "training labels: 60 labels"
 
+# A file only one rank cannot read (a node-local copy missing on rank 1's node) is named with that
+# rank: the message gave no rank before.
+rc=$(run missing_on_1 "" "--set data.train_images=\"$work/nothere\"")
+[ "$rc" -eq 2 ] || { cat "$work/missing_on_1.log"; fail "missing_on_1: exit code $rc, expected 2"; }
+grep -q "^zerolap: error on rank 1 of 2: .*$work/nothere" "$work/missing_on_1.log" ||
+  { cat "$work/missing_on_1.log"; fail "missing_on_1: the message does not name rank 1"; }
+echo "ok: a file missing on rank 1 only is named with its rank"
+
 # Keys that decide which collectives a rank issues, though not what a run computes: a checkpoint
 # at other steps, on one rank only, or a trace gathered by one rank only (this crashed inside
 # Open MPI before they were agreed on).

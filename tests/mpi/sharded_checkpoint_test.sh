@@ -170,7 +170,8 @@ timeout 120 mpirun $flags -np 1 "$zerolap" train "$work/run.toml" --set "checkpo
 rc=$?
 [ "$rc" -eq 2 ] || { cat "$work/local.log"; fail "local: exit $rc, expected 2"; }
 grep -qF "needs a checkpoint.dir that every rank shares" "$work/local.log" &&
-  grep -qF "rank 1 does not find in its checkpoint.dir '$work/local1'" "$work/local.log" ||
+  grep -qF "error on rank 1 of 2: " "$work/local.log" &&
+  grep -qF "this rank does not find in its checkpoint.dir '$work/local1'" "$work/local.log" ||
   { cat "$work/local.log"; fail "local: the message names no rank, key or directory"; }
 grep -q "^step " "$work/local.log" && { cat "$work/local.log"; fail "local: it trained"; }
 [ -z "$(ls -A "$work/local0" | grep -v '^\.zerolap\.lock$')" ] || { ls -A "$work/local0"; fail "local: a file was left"; }
