@@ -174,6 +174,15 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
         spec, compute.device, planned.padding,
         mode.pools_gradients() ? GradientStorage::Bound : GradientStorage::Flat,
         mode.gathers_parameters() ? ParamStorage::Gathered : ParamStorage::Flat);
+    // With a global batch, the per-rank batch and grad_accum are derived from it (global_batch.h):
+    // the one key to lower is data.global_batch_size.
+    if (config.data.global_batch_size > data.train.num_samples) {
+      throw UserError(fmt::format(
+          "{}: data.global_batch_size ({}) exceeds the {} samples of {}: a step's samples all "
+          "come from one epoch; lower data.global_batch_size",
+          where_set(config, "data.global_batch_size"), config.data.global_batch_size,
+          data.train.num_samples, data.train.name));
+    }
     sampler = std::make_unique<DistributedSampler>(SamplerSpec{
         .num_samples = data.train.num_samples,
         .local_batch = config.data.batch_size,

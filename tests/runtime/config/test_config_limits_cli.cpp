@@ -109,6 +109,20 @@ TEST_CASE("train.grad_accum is bounded, and a step larger than an epoch names it
                        "exceeds the 63 samples of spirals/train");
     CHECK_THAT(r.output, Catch::Contains("lower train.grad_accum or data.batch_size"));
   }
+  SECTION("a global batch larger than the data") {
+    // Both figures were derived from data.global_batch_size, yet the advice was to lower them,
+    // and setting train.grad_accum beside the global batch is itself an error.
+    for (const char* batch : {"96", "200"}) {
+      DYNAMIC_SECTION(batch) {
+        const CliResult r = run_bounded("train " + spirals + " --set data.global_batch_size=" +
+                                        batch + " --set data.batch_size=64");
+        check_bad_input(r, std::string("--set data.global_batch_size: data.global_batch_size (") +
+                               batch + ") exceeds the 63 samples of spirals/train");
+        CHECK_THAT(r.output, !Catch::Contains("lower train.grad_accum") &&
+                                 !Catch::Contains("lower data.batch_size"));
+      }
+    }
+  }
 }
 
 TEST_CASE("a bucket one MPI call cannot move is exit 2 naming its layer, before any allocation",
