@@ -129,6 +129,20 @@ DirState checkpoint_state(const std::string& dir) {
   return s;
 }
 
+// The step of the checkpoint `latest` names in `dir`; -1 when it names none (or cannot be read:
+// this run's first checkpoint replaces it).
+std::int64_t latest_step(const std::string& dir) {
+  try {
+    const auto latest = latest_checkpoint(dir);
+    if (!latest) return -1;
+    const fs::path p(*latest);
+    return p.filename() == kManifestName ? sharded_step_of(p.parent_path().filename().string())
+                                         : checkpoint_step_of(p.filename().string());
+  } catch (const UserError&) {
+    return -1;
+  }
+}
+
 // Why the launch is not the same command as the one that last wrote `record` ("" when it is).
 std::string why_not_same(const RunRecord& record, const Launch& launch) {
   std::vector<std::string> why;
@@ -273,15 +287,38 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   RunOutputsClaim claim;
   if (has_ck) {
     std::error_code ec;
-    const fs::path parent = start.path.has_parent_path() ? start.path.parent_path() : ".";
+    // The checkpoint resumed: a file, or a sharded checkpoint's directory (named or its manifest).
+    fs::path resumed = start.path;
+    if (resumed.filename().empty() || resumed.filename() == kManifestName) {
+      resumed = resumed.parent_path();
+    }
+    const fs::path parent = resumed.has_parent_path() ? resumed.parent_path() : ".";
     const bool resumed_here = start.resumed && fs::equivalent(ck.dir, parent, ec);
-    if (resumed_here) claim.keep_name = start.path.filename().string();
+    if (resumed_here) claim.keep_name = resumed.filename().string();
     std::vector<std::string> later, others;
+    bool latest_is_later = false;
+    const std::int64_t latest = latest_step(ck.dir);
     for (const DirCheckpoint& c : cks.checkpoints) {
       if (c.name == claim.keep_name) continue;
       const bool own = c.run_id && *c.run_id == run_id;
-      if (own && c.step > start.step) later.push_back(c.name);
+      if (own && c.step > start.step) {
+        later.push_back(c.name);
+        latest_is_later = latest_is_later || c.step == latest;
+      }
       if (!own && ck_verdict == Verdict::Take) others.push_back(c.name);
+    }
+    // A branch from a checkpoint in checkpoint.dir replaces the run's later ones there, as asked.
+    // From one elsewhere (a fine-tune of a base run, which inherits its id) it would remove what
+    // another branch, or this command before a crash, wrote and `latest` names: refused.
+    if (start.resumed && !resumed_here && latest_is_later && !ck.overwrite) {
+      throw UserError(fmt::format(
+          "checkpoint.dir '{}' holds run {}'s checkpoints after step {}, up to step {} (latest): "
+          "{}. This run resumes that run from '{}', outside checkpoint.dir, and would remove "
+          "them: they are another branch of the run, or this command's own before it stopped. "
+          "Choose: go on from them (--set checkpoint.resume=true), a new directory (--set "
+          "checkpoint.dir=DIR), or checkpoint.overwrite = true to remove them and go on from "
+          "step {}",
+          ck.dir, run_id, start.step, latest, name_list(later), start.path.string(), start.step));
     }
     std::vector<std::string> lines;
     if (!others.empty()) {

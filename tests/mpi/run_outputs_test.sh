@@ -8,7 +8,9 @@
 #    checkpoint into an owned checkpoint.dir; a resume into another run's output.dir; a fresh run
 #    on another world size into an output.dir; a bench (trace on) into a training run's output.dir.
 #  - A resume of the owner's lineage on another world size with another lr proceeds, replacing its
-#    later checkpoints; the overwrite keys go ahead; a garbage run.json or config.toml is reported
+#    later checkpoints; a second fine-tune from outside into a checkpoint.dir whose `latest` is
+#    past its step is refused (not after a kill before the first `latest`); the overwrite keys go
+#    ahead; a garbage run.json or config.toml is reported
 #    as unreadable; the bench twice; the README's two training commands, each twice.
 #  - A run refused after the ownership check (a later start-up check, a checkpoint that does not
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
@@ -185,6 +187,37 @@ expect 0 branch.log "a 1-rank resume of the owner's lineage from step 10 with an
     "resuming run $id_a from step 10: removing its later checkpoints in '$work/ck' (step_00000020.safetensors)"
 [ "$(meta ck/step_00000020.safetensors world_size)" = 1 ] || bad "step_00000020 is not the 1-rank resume's"
 [ "$(meta ck/step_00000020.safetensors run_id)" = "$id_a" ] || bad "the branch's checkpoint is not run $id_a's"
+
+# Two fine-tunes from one checkpoint of run A's (outside their checkpoint.dir) into one
+# checkpoint.dir: both inherit run A's id, so the second removed the first's checkpoints (with one
+# line) and exit 0. It is refused now while `latest` names a later checkpoint of the run; with
+# checkpoint.overwrite = true it proceeds. Checkpoints later than `latest` (a kill between a rename
+# and `latest` at a fine-tune's first checkpoint) are still removed, so the command runs again.
+train 2 out_ft1 ck_ft ft1.log --set train.steps=30 \
+  --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\""
+expect 0 ft1.log "a fine-tune from run A's step 10 into a new checkpoint.dir"
+cp "$work/ck_ft/step_00000030.safetensors" "$work/ft1_30.before"
+train 2 out_ft2 ck_ft ft2.log --set train.steps=30 --set optimizer.lr=0.003 \
+  --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\""
+expect 2 ft2.log "a second fine-tune from step 10 into the first one's checkpoint.dir" &&
+  says ft2.log "the second fine-tune's refusal" \
+    "checkpoint.dir '$work/ck_ft' holds run $id_a's checkpoints after step 10, up to step 30 (latest)" \
+    "step_00000020.safetensors, step_00000030.safetensors" "--set checkpoint.resume=true" \
+    "checkpoint.overwrite = true"
+same ck_ft/step_00000030.safetensors ft1_30.before "the refused fine-tune changed the first one's checkpoint"
+train 2 out_ft2 ck_ft ft2_overwrite.log --set train.steps=30 --set optimizer.lr=0.003 \
+  --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\"" --set checkpoint.overwrite=true
+expect 0 ft2_overwrite.log "the second fine-tune with checkpoint.overwrite = true" &&
+  says ft2_overwrite.log "the overwrite" "resuming run $id_a from step 10: removing its later checkpoints in '$work/ck_ft'"
+export ZEROLAP_FAULT_CHECKPOINT=after_rename:20
+train 2 out_ft3 ck_ft3 ft3_kill.log --set train.steps=30 \
+  --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\""
+unset ZEROLAP_FAULT_CHECKPOINT
+[ -e "$work/ck_ft3/step_00000020.safetensors" ] && [ ! -e "$work/ck_ft3/latest" ] ||
+  bad "the fine-tune killed after its first rename left other files"
+train 2 out_ft3 ck_ft3 ft3_again.log --set train.steps=30 \
+  --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\""
+expect 0 ft3_again.log "the fine-tune again after a kill before its first latest"
 
 # The overwrite keys give the directory to the new run.
 train 2 out_s1 ck_s seed1_overwrite.log --set train.steps=0 --set model.seed=1 \
