@@ -18,24 +18,14 @@ namespace zl {
 namespace {
 
 std::string checkpoint_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string dir;
   if (const auto manifest = sharded_manifest_of(path)) return *manifest;  // a sharded checkpoint
-  if (fs::is_directory(path, ec)) {
-    dir = path;
-  } else if (fs::path(path).filename() == kLatestPointerName) {
-    const fs::path parent = fs::path(path).parent_path();
-    dir = parent.empty() ? fs::path(".").string() : parent.string();
-  } else {
-    return path;
+  if (const auto latest = checkpoint_named_by_latest(path)) return *latest;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UserError(fmt::format("{}: no checkpoint to inspect (no '{}' pointer in it)", path,
+                                kLatestPointerName));
   }
-  const std::optional<std::string> latest = latest_checkpoint(dir);
-  if (!latest) {
-    throw UserError(fmt::format("{}: no checkpoint to inspect (no '{}' pointer in {})", path,
-                                kLatestPointerName, dir));
-  }
-  return *latest;
+  return path;
 }
 
 }  // namespace

@@ -110,7 +110,7 @@ mkdir -p "$work/ck/step_00000015"
 train 2 out ck no_manifest.log --set "checkpoint.resume=\"$work/ck/step_00000015\""
 expect 2 no_manifest.log "a resume from a directory without manifest.json" &&
   says no_manifest.log "the directory without a manifest" \
-    "checkpoint.resume = \"$work/ck/step_00000015\": a directory without manifest.json"
+    "checkpoint.resume = \"$work/ck/step_00000015\": a directory with neither a manifest.json"
 grep -q "belongs to another run" "$work/no_manifest.log" && bad "a resume path without a manifest was taken for a fresh start"
 rmdir "$work/ck/step_00000015"
 keep_a "a resume from a directory without manifest.json"

@@ -284,6 +284,19 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   return path.string();
 }
 
+std::optional<std::string> checkpoint_named_by_latest(const std::string& path) {
+  std::error_code ec;
+  const fs::path given(path);
+  if (fs::is_directory(given, ec)) {
+    if (sharded_manifest_of(path) || !fs::exists(given / kLatestPointerName, ec)) return std::nullopt;
+    return latest_checkpoint(path);
+  }
+  if (given.filename() == kLatestPointerName && fs::exists(given, ec)) {
+    return latest_checkpoint(given.has_parent_path() ? given.parent_path().string() : ".");
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c) {
   if (!c.resume) return std::nullopt;
   std::error_code ec;
@@ -301,12 +314,16 @@ std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c) {
                                   "checkpoint.dir)",
                                   where));
     }
+    if (const auto named = checkpoint_named_by_latest(path)) {
+      where = fmt::format("{} ('{}' names '{}')", where, kLatestPointerName, *named);
+      path = *named;
+    }
   }
   if (fs::is_directory(path, ec) && !sharded_manifest_of(path)) {
-    throw UserError(fmt::format("{}: a directory without {}, so no sharded checkpoint (its "
-                                "manifest is written last; without it the write did not finish): "
-                                "resume from another step",
-                                where, kManifestName));
+    throw UserError(fmt::format("{}: a directory with neither a {} (a sharded checkpoint; it is "
+                                "written last, so without it the write did not finish) nor a {} "
+                                "(a checkpoint.dir): resume from another step",
+                                where, kManifestName, kLatestPointerName));
   }
   // Anything else (a FIFO, a damaged file) is refused by the reader, which opens it without
   // blocking and names what it is.

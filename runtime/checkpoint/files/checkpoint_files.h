@@ -75,9 +75,14 @@ std::vector<std::string> config_differences(const std::string& a_toml, const std
 // The checkpoint `latest` in `dir` points to; nullopt when there is no pointer yet. UserError when
 // the pointer names a file that does not exist.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
-// The checkpoint a run with checkpoint.resume loads: resume_path when set, else the one `latest`
-// names in checkpoint.dir; nullopt when resume is off or there is no checkpoint yet. UserError
-// (exit 2) when resume_path does not exist or is a directory without a manifest.
+// A checkpoint directory (one that holds a `latest` and is no sharded checkpoint), or its `latest`
+// pointer, stands for the checkpoint `latest` names (zerolap inspect, checkpoint.resume = "PATH"):
+// that checkpoint; nullopt when `path` is neither.
+std::optional<std::string> checkpoint_named_by_latest(const std::string& path);
+// The checkpoint a run with checkpoint.resume loads: resume_path when set (a checkpoint directory
+// or its pointer: the one `latest` names), else the one `latest` names in checkpoint.dir; nullopt
+// when resume is off or there is no checkpoint yet. UserError (exit 2) when resume_path does not
+// exist or is a directory that holds neither a manifest nor a `latest`.
 std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c);
 // Points `latest` at `file_name` atomically (temp file, fsync, rename, fsync the directory).
 void write_latest_pointer(const std::string& dir, const std::string& file_name);

@@ -176,14 +176,26 @@ TEST_CASE("the checkpoint a resume loads: the path, or latest's; a directory nee
   fs::create_directories(dir / "step_00000004");  // a sharded step without its manifest
   write_latest_pointer(c.dir, "step_00000004");
   CHECK_THROWS_WITH(checkpoint_to_resume(c),
-                    Contains("latest' names '") && Contains("a directory without manifest.json"));
+                    Contains("latest' names '") && Contains("a directory with neither a manifest.json"));
   c.resume_path = (dir / "step_00000004").string();
   CHECK_THROWS_WITH(checkpoint_to_resume(c), Contains("checkpoint.resume = \"" + c.resume_path +
-                                                      "\": a directory without manifest.json"));
+                                                      "\": a directory with neither a manifest.json"));
   std::ofstream(dir / "step_00000004" / "manifest.json") << "{}";
   CHECK(checkpoint_to_resume(c) == c.resume_path);
   c.resume_path = (dir / "missing.safetensors").string();
   CHECK_THROWS_WITH(checkpoint_to_resume(c), Contains("no such file"));
+  // A checkpoint directory, or its `latest` pointer, stands for the checkpoint `latest` names, as
+  // in `zerolap inspect`: the directory was "without manifest.json", the pointer "truncated or not
+  // a safetensors file".
+  write_latest_pointer(c.dir, checkpoint_file_name(2));
+  for (const fs::path& given : {dir, dir / "latest"}) {
+    c.resume_path = given.string();
+    CHECK(checkpoint_to_resume(c) == (dir / checkpoint_file_name(2)).string());
+  }
+  const fs::path empty = temp_dir("to_resume_empty");
+  c.resume_path = empty.string();
+  CHECK_THROWS_WITH(checkpoint_to_resume(c), Contains("neither a manifest.json") &&
+                                                 Contains("nor a latest"));
 }
 
 TEST_CASE("pruning deletes only the pruning run's own checkpoints", "[checkpoint]") {
