@@ -69,7 +69,13 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
       config.runtime.timeout_s);
   warn_if_cpu_gemm_falls_short(world, config, GemmUse::Bench);
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
-  const InterruptHandlers interrupts;  // Ctrl-C: stop after the run in progress (interrupt.h)
+  // Ctrl-C: stop after the run in progress (interrupt.h), which may take a while: said at once,
+  // by rank 0 (mpirun hands the signal to every rank).
+  const InterruptHandlers interrupts(
+      world.is_root() ? "the bench stops after the run in progress (during the last run it "
+                        "finishes)"
+                      : nullptr,
+      "without bench.json or bench.csv");
   BenchOptions options;
   options.width = width;
   options.stop_after_run = [&] { return agree_on_signal(world, config.runtime.timeout_s); };

@@ -21,20 +21,37 @@ namespace {
 
 std::atomic<int> g_signal{0};
 struct sigaction g_previous_int, g_previous_term;
+const char* g_first_note = nullptr;  // InterruptHandlers' notes
+const char* g_ending_note = "";
+
+// Only async-signal-safe calls here: write(2) of whole strings.
+void say(const char* text) {
+  const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
 
 void on_signal(int signal) {
   int none = 0;
-  if (g_signal.compare_exchange_strong(none, signal)) return;  // the first: stop at a step
-  // The second: at once, as the user asked twice. Only async-signal-safe calls here.
-  const char message[] = "\nzerolap: interrupted again: ending now, without a checkpoint\n";
-  const ssize_t ignored = write(STDERR_FILENO, message, sizeof(message) - 1);
-  (void)ignored;
+  if (g_signal.compare_exchange_strong(none, signal)) {  // the first: stop where the loop can
+    if (g_first_note != nullptr) {
+      say(signal == SIGINT ? "\nzerolap: SIGINT: " : "\nzerolap: SIGTERM: ");
+      say(g_first_note);
+      say(" (again to end now)\n");
+    }
+    return;
+  }
+  // The second: at once, as the user asked twice.
+  say("\nzerolap: interrupted again: ending now, ");
+  say(g_ending_note);
+  say("\n");
   _exit(interrupt_exit_code(signal));
 }
 
 }  // namespace
 
-InterruptHandlers::InterruptHandlers() {
+InterruptHandlers::InterruptHandlers(const char* first_note, const char* ending_note) {
+  g_first_note = first_note;
+  g_ending_note = ending_note;
   g_signal.store(0);
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));

@@ -75,7 +75,8 @@ int run_train_command(const ConfigArgs& args, const World& world) {
         },
         config.runtime.timeout_s);
     try {
-      const InterruptHandlers interrupts;  // Ctrl-C: stop at a step and save (interrupt.h)
+      // Ctrl-C: stop at a step and save (interrupt.h); a step is short, so no first note.
+      const InterruptHandlers interrupts(nullptr, "without a checkpoint");
       if (const int signal = run_training(*trainer)) return interrupt_exit_code(signal);
     } catch (const NonfiniteStop& e) {
       // Every rank found the same step non-finite at the same point (docs/design.md,

@@ -99,6 +99,9 @@ bench_interrupt() {
   [ -n "$done" ] && [ "$done" -ge 1 ] && [ "$done" -lt "$runs" ] ||
     { cat "$dir/job.log"; fail "bench: no 'bench interrupted after N of $runs runs' line with 1 <= N < $runs"; }
   grep -q '^ddp ' "$dir/job.log" || { cat "$dir/job.log"; fail "bench: the finished rows were not printed"; }
+  # Said at once, by rank 0 alone (the run in progress may take a while): nothing was said before.
+  [ "$(grep -c "^zerolap: SIGINT: the bench stops after the run in progress" "$dir/job.log")" -eq 1 ] ||
+    { cat "$dir/job.log"; fail "bench: not one line saying the SIGINT was seen"; }
   [ ! -e "$dir/out/bench.json" ] || fail "bench: an interrupted bench wrote bench.json"
   echo "ok: bench: stopped after $done of $runs runs, exit $rc"
 }
@@ -127,7 +130,9 @@ second_signal() {
   wait "$job"
   local rc=$?
   [ "$rc" -eq 130 ] && [ "$took" -le 2 ] || { cat "$dir/job.log"; fail "second: exit $rc after $took s, expected 130 within 2 s"; }
-  grep -q "interrupted again: ending now" "$dir/job.log" || { cat "$dir/job.log"; fail "second: no 'interrupted again' line"; }
+  # Of a bench: no results (it said "without a checkpoint", which a bench never writes).
+  grep -q "interrupted again: ending now, without bench.json or bench.csv" "$dir/job.log" ||
+    { cat "$dir/job.log"; fail "second: no 'interrupted again' line naming the results"; }
   ! grep -q "bench interrupted after" "$dir/job.log" || fail "second: the bench waited for its run to end"
   [ ! -e "$dir/out/bench.json" ] || fail "second: bench.json written"
   echo "ok: second SIGINT ended the process after $took s, exit $rc"
