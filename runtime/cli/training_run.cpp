@@ -140,8 +140,9 @@ int run_training(Trainer& trainer) {
                             classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
       window_start = Clock::now();  // evaluation time is not training throughput
     }
-    if (checkpoint_due(config.checkpoint, step, total_steps) &&
-        skips.state_changed_since_checkpoint()) {
+    const bool saves = checkpoint_due(config.checkpoint, step, total_steps) &&
+                       skips.state_changed_since_checkpoint();
+    if (saves) {
       // Checked per window: the parameters must be finite before they become a checkpoint.
       trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
                            std::min(window_first_step, step), step);
@@ -152,7 +153,9 @@ int run_training(Trainer& trainer) {
     if (const int signal = stop.after_step()) {  // every rank, after the same step
       std::string path;
       if (!config.checkpoint.dir.empty()) {
-        if (!checkpoint_due(config.checkpoint, step, total_steps)) {
+        // The step the run stops at is in a checkpoint, for the resume the message names (a due
+        // one that only skipped steps preceded wrote none above).
+        if (!saves) {
           trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
                                std::min(window_first_step, step), step);
           checkpoints.save(trainer.state());
