@@ -10,7 +10,6 @@ void StepStatsRecorder::start() {
   comms.reduce.reset_stats();
   comms.broadcast.reset_stats();
   if (comms.replica) comms.replica->reset_stats();
-  trainer_.optimizer().reset_timers();
   phases_ = PhaseSeconds{};
   Tracer& tracer = trainer_.tracer();
   tracer.clear();
@@ -34,15 +33,12 @@ StepStats StepStatsRecorder::stop() {
   tracer.timeline().stop();
   StepStats s;
   s.host = phases_;
-  s.optimizer_host_s = trainer_.optimizer().optimizer_seconds();
   const StepComms comms = trainer_.comms();
   s.reduce = comms.reduce.stats();
   s.broadcast = comms.broadcast.stats();
   if (comms.replica) s.replica = comms.replica->stats();
-  s.optimizer_state_bytes = trainer_.optimizer().state_bytes();
   s.allocated = trainer_.allocated_memory();
   s.timeline = tracer.timeline().spans();
-  s.timeline_origin_us = timeline_origin_us_;
   if (tracer.enabled() && trainer_.compute_context().device == DeviceKind::Cuda) {
     // The GPU streams' spans beside the host's: their own threads in the Chrome trace, placed on
     // the tracer's clock through the timeline's origin (aligned to a few us).

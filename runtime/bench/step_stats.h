@@ -25,15 +25,11 @@ struct PhaseSeconds {
 
 struct StepStats {
   PhaseSeconds host;              // main-thread wall time of the phases
-  double optimizer_host_s = 0.0;  // host time in the fused optimizer calls (enqueue time on CUDA)
   // The communicators' counters (replica: hybrid sharding's, zero without it).
   CommStats reduce, broadcast, replica;
-  std::int64_t optimizer_state_bytes = 0;
   RankMemory allocated;  // Trainer::allocated_memory()
-  // Every stream's spans since start(), seconds since then, and the tracer's clock at that
-  // origin (to place device spans in the Chrome trace).
+  // Every stream's spans since start(), seconds since then.
   std::vector<TimelineSpan> timeline;
-  double timeline_origin_us = 0.0;
   nlohmann::json trace_events;  // the tracer's events since start() (empty when not tracing)
 };
 

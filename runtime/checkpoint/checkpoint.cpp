@@ -529,12 +529,6 @@ std::string save_checkpoint(const TrainingState& state) {
   return path;
 }
 
-void save_checkpoint_if_due(const TrainingState& state) {
-  if (checkpoint_due(state.config.checkpoint, state.position.step, state.total_steps)) {
-    save_checkpoint(state);
-  }
-}
-
 void resume_at(const TrainingState& state, const CheckpointFacts& facts, const std::string& path,
                const std::string& extra, const std::map<std::string, std::string>& metadata) {
   const World& world = state.world;

@@ -21,8 +21,6 @@ void write_checkpoint(const TrainingState& state, const std::string& path);
 // A checkpoint of the current step into checkpoint.dir, then `latest` and pruning to
 // checkpoint.keep. Collective. Returns the path.
 std::string save_checkpoint(const TrainingState& state);
-// save_checkpoint when checkpoint_due for the state's step.
-void save_checkpoint_if_due(const TrainingState& state);
 
 // Restores parameters, optimizer state (resharded into the state's bucket plan), step count and
 // sampler position from `path` (read on rank 0). Collective; a bad file is a UserError reported

@@ -6,7 +6,6 @@
 // into one bucket's host staging, and restores them as the single-file loader does.
 #include <algorithm>
 #include <charconv>
-#include <filesystem>
 #include <memory>
 #include <set>
 
@@ -22,7 +21,6 @@
 #include "runtime/checkpoint/sharded_checkpoint.h"
 
 namespace zl {
-namespace fs = std::filesystem;
 
 namespace {
 

@@ -5,6 +5,7 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
+#include "runtime/checkpoint/files/crc32.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
 
 namespace zl {

@@ -40,9 +40,6 @@ struct Mode {
 
   bool ddp() const { return stage == 0; }
   Ownership ownership() const;
-  // The ranks a bucket's element shards spread over in a job of `world` ranks: the shard group,
-  // or the whole world.
-  int shard_ranks(int world) const { return shard_group > 0 ? shard_group : world; }
   // The copies of every shard in a job of `world` ranks: world / shard_group, or 1.
   int replicas(int world) const { return shard_group > 0 ? std::max(1, world / shard_group) : 1; }
   // "ddp", "zero/<overlap>/<collective>", "zero2/...", "zero3/...", and with a shard group

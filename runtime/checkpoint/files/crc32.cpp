@@ -1,6 +1,7 @@
 // zlib's CRC-32, folded with carry-less multiplication where the CPU has it (see crc32.h).
 #include "runtime/checkpoint/files/crc32.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -120,5 +121,7 @@ std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t byte
 }
 
 #endif
+
+std::string crc_hex(std::uint32_t crc) { return fmt::format("{:08x}", crc); }
 
 }  // namespace zl

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace zl {
 
@@ -26,5 +27,8 @@ std::uint32_t crc32_reference(std::uint32_t crc, const void* data, std::size_t b
 
 // Whether crc32_update folds with PCLMULQDQ on this CPU.
 bool crc32_is_folded();
+
+// A CRC as checkpoints and messages write it: 8 lower-case hex digits.
+std::string crc_hex(std::uint32_t crc);
 
 }  // namespace zl

@@ -32,8 +32,6 @@ constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // the limit of the ref
 constexpr std::size_t kChunkBytes = 1 << 20;
 constexpr const char* kCrcPlaceholder = "00000000";
 
-std::string crc_hex(std::uint32_t crc) { return fmt::format("{:08x}", crc); }
-
 std::int64_t checked_numel(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (const std::int64_t d : shape) {

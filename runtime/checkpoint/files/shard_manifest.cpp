@@ -85,8 +85,6 @@ std::int64_t ManifestParameter::numel() const {
   return n;
 }
 
-std::string crc_hex(std::uint32_t crc) { return fmt::format("{:08x}", crc); }
-
 std::string sharded_dir_name(std::int64_t step) {
   return fmt::format("{}{:08d}", kDirPrefix, step);
 }

@@ -73,6 +73,4 @@ void verify_shard(const std::string& manifest_path, const ShardEntry& s);
 // `file` relative to the manifest's directory.
 std::string shard_path(const std::string& manifest_path, const std::string& file);
 
-std::string crc_hex(std::uint32_t crc);
-
 }  // namespace zl

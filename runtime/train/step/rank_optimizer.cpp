@@ -2,7 +2,6 @@
 #include "runtime/train/step/rank_optimizer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numbers>
 
@@ -107,7 +106,6 @@ StepScalars RankOptimizer::next_step(float grad_scale) {
 
 void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,
                                    const BucketGradient& grad) {
-  const auto start = std::chrono::steady_clock::now();
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
   ZL_CHECK(!buffers.empty(), "bucket {} stepped on a rank that does not own it", bucket);
   // The stepped part: the whole bucket, or this rank's shard (Note [Shard layout]: the update is
@@ -154,9 +152,6 @@ void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecCont
                make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
     }
   }
-  optimizer_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
 }
 
 int RankOptimizer::stepped_bucket_of(int param_id, const char* what) const {

@@ -10,7 +10,6 @@
 // state and masters for its shard of every bucket and steps only that.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -111,10 +110,6 @@ class RankOptimizer {
   void read_master_range(int bucket, const ElementRange& range, float* out) const;
   void write_master_range(int bucket, const ElementRange& range, const float* values);
 
-  // Seconds spent in step_bucket since the last reset (any thread).
-  double optimizer_seconds() const { return optimizer_ns_.load() * 1e-9; }
-  void reset_timers() { optimizer_ns_ = 0; }
-
  private:
   // The bucket holding param_id, checked to be stepped here (the whole parameter); `what` names
   // the caller.
@@ -142,7 +137,6 @@ class RankOptimizer {
   // [bucket]: fp32 masters (F32) or int16 remainders (held in a 2-byte BF16 buffer, reinterpreted);
   // empty when not stepped here or without masters.
   std::vector<DeviceBuffer> masters_;
-  std::atomic<std::int64_t> optimizer_ns_{0};
 };
 
 }  // namespace zl
