@@ -5,10 +5,10 @@
 #   scripts/supervise.sh --max-restarts N [--backoff S] [--log-dir DIR] [--hook PROGRAM] -- COMMAND...
 #
 # Runs COMMAND (an mpirun or srun line ending in `zerolap train CONFIG [--set ...]`). When it exits
-# with a failure it waits S seconds (default 10) and runs it again, up to N times: with
-# `--set checkpoint.resume=true` appended once checkpoint.dir has a checkpoint (its `latest`), else
-# as it was, so that a run begun from a given checkpoint (checkpoint.resume = "FILE", a fine-tune)
-# that fails before its first checkpoint begins from that file again, not from step 0. It never restarts after exit 0 (done),
+# with a failure it waits S seconds (default 10) and runs it again with
+# `--set checkpoint.resume=true` appended, up to N times; but a run begun from a given checkpoint
+# (checkpoint.resume = "FILE", a fine-tune) that failed before checkpoint.dir had a checkpoint (its
+# `latest`) runs as it was, from that file again, not from step 0. It never restarts after exit 0 (done),
 # 2 (bad input: the same command fails the same way), 130 or 143 (SIGINT / SIGTERM: the user or
 # the scheduler stopped the job); any other code is a failure: 1 (a runtime failure, a rank that
 # died), or what the launcher reports for a rank killed by a signal (Open MPI's mpirun: 137 for
@@ -57,12 +57,17 @@ key_of() {
     previous=$arg
   done
   if [ -z "$value" ] && [ -n "$config" ] && [ -r "$config" ]; then
+    # A [section] line (a comment may follow it), then `key = value` with or without spaces.
     value=$(awk -v s="[$section]" -v k="$key" '
-      /^[[:space:]]*\[/ { gsub(/[[:space:]]/, ""); in_section = ($0 == s); next }
-      in_section && $1 == k && $2 == "=" { sub(/^[^=]*=[[:space:]]*/, ""); sub(/[[:space:]]+#.*$/, ""); print; exit }' "$config")
+      /^[[:space:]]*\[/ { line = $0; sub(/#.*/, "", line); gsub(/[[:space:]]/, "", line); in_section = (line == s); next }
+      in_section && match($0, "^[[:space:]]*" k "[[:space:]]*=") {
+        v = substr($0, RLENGTH + 1); sub(/^[[:space:]]*/, "", v); sub(/[[:space:]]*(#.*)?$/, "", v); print v; exit }' "$config")
   fi
-  value=${value#\"}
-  echo "${value%\"}"
+  case $value in  # a TOML string's quotes, either kind
+    \"*\") value=${value:1:${#value}-2} ;;
+    \'*\') value=${value:1:${#value}-2} ;;
+  esac
+  echo "$value"
 }
 
 [ -n "$log_dir" ] || log_dir=$(key_of output dir)
@@ -155,13 +160,16 @@ while :; do
     line=$(<"$hook_out")
     [ -n "$line" ] && eval "command=($line)"
   fi
+  resume=(--set checkpoint.resume=true)
+  dir=$(key_of checkpoint dir) given=$(key_of checkpoint resume)
   if from=$(latest_checkpoint); then
-    resume=(--set checkpoint.resume=true)
     from="resuming from $from"
-  else
+  elif [ -n "$given" ] && [ "$given" != true ] && [ "$given" != false ]; then
+    # A run begun from a given checkpoint (a fine-tune): from that checkpoint again.
     resume=()
-    dir=$(key_of checkpoint dir)
-    from="no checkpoint in '${dir:-checkpoint.dir}' yet: the command as given (its checkpoint.resume, else step 0)"
+    from="no checkpoint in '${dir:-checkpoint.dir}' yet: from checkpoint.resume = \"$given\" again"
+  else
+    from="resuming from none yet (no checkpoint in '${dir:-checkpoint.dir}'): step 0"
   fi
   echo "supervise: restart $((attempt - 1)) of $max_restarts: attempt $attempt after exit $last, $from" >&2
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
-# failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts once a
-# checkpoint exists, the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
+# failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts (a
+# fine-tune's once a checkpoint exists), the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
 # or at once during the backoff or the hook; and a 4-rank run whose rank 2 is killed with
 # SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
 # uninterrupted run, bitwise, and metrics.csv has each step once.
@@ -19,31 +19,41 @@ for code in 0 2 130 143; do
   ! grep -q restart "$work/c$code.err" || fail "exit $code printed a restart line"
 done
 
-# A failure: N restarts, a line and a log each, then the last code. A restart resumes
-# (checkpoint.resume=true appended) only once checkpoint.dir has a `latest`; before that it runs the
-# command as given, so that a run begun from a given checkpoint (a fine-tune) begins from it again:
-# before, it restarted from step 0 with fresh parameters and exited 0. Here attempt 2 writes the
-# first `latest`.
+# A failure: N restarts, a line and a log each, then the last code, checkpoint.resume=true appended
+# to each restart; but a run begun from a given checkpoint (checkpoint.resume = "FILE", a
+# fine-tune) runs as given until checkpoint.dir has a `latest` (here written by attempt 2): before,
+# it restarted from step 0 with fresh parameters and exited 0. The keys are read from a config file
+# written as TOML allows (no spaces around '=', single quotes, a comment after the section).
+printf '[checkpoint] # where\ndir=%s\nresume = "base.safetensors"  # a fine-tune\n' "'$work/c1ck'" >"$work/c1.toml"
 "$supervise" --max-restarts 2 --backoff 0 --log-dir "$work/c1" -- \
   bash -c 'echo "attempt $SUPERVISE_ATTEMPT after $SUPERVISE_LAST_EXIT: $*"
     [ "$SUPERVISE_ATTEMPT" = 2 ] && mkdir -p "$0" && echo step_00000007.safetensors >"$0/latest"
-    exit 1' "$work/c1ck" --set checkpoint.dir="$work/c1ck" 2>"$work/c1.err"
+    exit 1' "$work/c1ck" train "$work/c1.toml" 2>"$work/c1.err"
 rc=$?
 [ "$rc" -eq 1 ] || fail "repeated failures ended with $rc, not 1"
 [ "$(grep -c '^supervise: restart' "$work/c1.err")" -eq 2 ] || { cat "$work/c1.err"; fail "not one line per restart"; }
-grep -q "^supervise: restart 1 of 2: attempt 2 after exit 1, no checkpoint in '$work/c1ck' yet: the command as given" "$work/c1.err" ||
-  { cat "$work/c1.err"; fail "the first restart line does not say the attempt, the code and that nothing resumes"; }
+grep -q "^supervise: restart 1 of 2: attempt 2 after exit 1, no checkpoint in '$work/c1ck' yet: from checkpoint.resume = \"base.safetensors\" again" "$work/c1.err" ||
+  { cat "$work/c1.err"; fail "the first restart line does not say the attempt, the code and the checkpoint it begins from"; }
 grep -q "^supervise: restart 2 of 2: attempt 3 after exit 1, resuming from step 7 ($work/c1ck/step_00000007.safetensors)" "$work/c1.err" ||
   { cat "$work/c1.err"; fail "the second restart line does not say the step it resumes from"; }
 grep -q "no restarts left" "$work/c1.err" || fail "no word on the exhausted restarts"
 for k in 1 2 3; do [ -s "$work/c1/supervise/attempt_$k.log" ] || fail "no log of attempt $k"; done
 [ ! -e "$work/c1/supervise/attempt_4.log" ] || fail "more than 1 + 2 attempts"
-grep -q "attempt 1 after 0: --set checkpoint.dir=$work/c1ck$" "$work/c1/supervise/attempt_1.log" ||
+grep -q "attempt 1 after 0: train $work/c1.toml$" "$work/c1/supervise/attempt_1.log" ||
   fail "attempt 1's environment or arguments"
-grep -q "attempt 2 after 1: --set checkpoint.dir=$work/c1ck$" "$work/c1/supervise/attempt_2.log" ||
-  { cat "$work/c1/supervise/attempt_2.log"; fail "a restart before any checkpoint resumes"; }
-grep -q "attempt 3 after 1: --set checkpoint.dir=$work/c1ck --set checkpoint.resume=true$" "$work/c1/supervise/attempt_3.log" ||
+grep -q "attempt 2 after 1: train $work/c1.toml$" "$work/c1/supervise/attempt_2.log" ||
+  { cat "$work/c1/supervise/attempt_2.log"; fail "a fine-tune's restart before any checkpoint resumes"; }
+grep -q "attempt 3 after 1: train $work/c1.toml --set checkpoint.resume=true$" "$work/c1/supervise/attempt_3.log" ||
   { cat "$work/c1/supervise/attempt_3.log"; fail "a restart after a checkpoint does not resume"; }
+# Any other run resumes on every restart, a checkpoint or not (the restart rule of one run's
+# directories then starts it at step 0, on any world size).
+"$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/c1b" -- \
+  bash -c 'echo "attempt $SUPERVISE_ATTEMPT: $*"; exit 1' sh --set "checkpoint.dir=\"$work/c1bck\"" \
+  2>"$work/c1b.err"
+grep -q "^supervise: restart 1 of 1: attempt 2 after exit 1, resuming from none yet (no checkpoint in '$work/c1bck'): step 0" "$work/c1b.err" ||
+  { cat "$work/c1b.err"; fail "a restart before any checkpoint does not say it starts at step 0"; }
+grep -q "attempt 2: --set checkpoint.dir=\"$work/c1bck\" --set checkpoint.resume=true$" "$work/c1b/supervise/attempt_2.log" ||
+  { cat "$work/c1b/supervise/attempt_2.log"; fail "a restart before any checkpoint does not resume"; }
 
 # --hook replaces the command of a restart (here: one that succeeds).
 printf '#!/bin/sh\necho "bash -c \\"exit 0\\""\n' >"$work/hook.sh" && chmod +x "$work/hook.sh"
