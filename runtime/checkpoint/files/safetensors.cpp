@@ -100,16 +100,18 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
   file_ = open_for_writing(path_, "wb", "checkpoint file");
   if (!file_) {
     const int err = errno;
-    // A directory that is missing or not writable is the config's (exit 2); a full disk, an
-    // exhausted inode table or quota is a failure of the moment, as it is when the data is
-    // written (exit 1: a supervisor may restart once space is freed).
-    if (err == EACCES || err == EPERM || err == EROFS || err == ENOENT || err == ENOTDIR) {
-      throw UserError(fmt::format("cannot create checkpoint file '{}': {} (check that its "
-                                  "directory exists and is writable)",
-                                  path_, std::strerror(err)));
+    // A full disk, an exhausted inode table or quota, an I/O error or a process out of files is
+    // a failure of the moment, as it is when the data is written (exit 1: a supervisor may
+    // restart once it has passed); anything else (a missing or read-only directory, a name too
+    // long) is the configuration's (exit 2).
+    if (err == ENOSPC || err == EDQUOT || err == EIO || err == EMFILE || err == ENFILE ||
+        err == ENOMEM) {
+      throw RuntimeFailure(fmt::format("cannot create checkpoint file '{}': {}", path_,
+                                       std::strerror(err)));
     }
-    throw RuntimeFailure(fmt::format("cannot create checkpoint file '{}': {}", path_,
-                                     std::strerror(err)));
+    throw UserError(fmt::format("cannot create checkpoint file '{}': {} (check that its "
+                                "directory exists and is writable)",
+                                path_, std::strerror(err)));
   }
   std::uint8_t length[8];
   const std::uint64_t n = text.size();
