@@ -360,7 +360,7 @@ namespace {
 // checkpoint.dir and a resume reads every shard, so the directory must be one that every rank
 // sees (across nodes: a shared filesystem, at whatever path). Found at start-up, not at the first
 // checkpoint after hours of training: rank 0 leaves a file there under a name of this launch,
-// and every rank reads it back.
+// every other rank reads it back and writes (and removes) a file of its own there.
 void require_shared_checkpoint_dir(const TrainingState& state) {
   const World& world = state.world;
   const std::string& dir = state.config.checkpoint.dir;
@@ -388,6 +388,18 @@ void require_shared_checkpoint_dir(const TrainingState& state) {
             "\"single_file\" (rank 0 writes the whole checkpoint)",
             dir));
       }
+      const std::string own = fmt::format("{}.r{}", probe.string(), world.rank);
+      try {
+        write_whole_file(own, text, "shared checkpoint.dir check");
+      } catch (const RuntimeFailure& e) {
+        throw UserError(fmt::format(
+            "checkpoint.format = \"sharded\": every rank writes its shard into checkpoint.dir "
+            "'{}', but this rank cannot write there ({}). Make it writable on every node, or set "
+            "checkpoint.format = \"single_file\" (rank 0 writes the whole checkpoint)",
+            dir, e.what()));
+      }
+      std::error_code ec;
+      fs::remove(own, ec);
     }, state.config.runtime.timeout_s);
   } catch (...) {
     std::error_code ec;

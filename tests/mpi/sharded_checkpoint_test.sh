@@ -175,5 +175,21 @@ grep -qF "needs a checkpoint.dir that every rank shares" "$work/local.log" &&
   { cat "$work/local.log"; fail "local: the message names no rank, key or directory"; }
 grep -q "^step " "$work/local.log" && { cat "$work/local.log"; fail "local: it trained"; }
 [ -z "$(ls -A "$work/local0" | grep -v '^\.zerolap\.lock$')" ] || { ls -A "$work/local0"; fail "local: a file was left"; }
+# A rank that sees the directory but cannot write there (a read-only mount on its node; here a
+# private read-only bind mount, where this test may make one) is refused the same way.
+mkdir -p "$work/ro_ck"
+if unshare -m sh -c "mount --bind '$work/ro_ck' '$work/ro_ck' && mount -o remount,bind,ro '$work/ro_ck'" 2>/dev/null; then
+  args=(train "$work/run.toml" --set "checkpoint.dir=\"$work/ro_ck\"" --set "output.dir=\"$work/out_ro\"")
+  timeout 120 mpirun $flags -np 1 "$zerolap" "${args[@]}" : -np 1 unshare -m sh -c \
+    "mount --bind '$work/ro_ck' '$work/ro_ck' && mount -o remount,bind,ro '$work/ro_ck' && exec \"\$0\" \"\$@\"" \
+    "$zerolap" "${args[@]}" >"$work/ro.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] || { cat "$work/ro.log"; fail "ro: exit $rc, expected 2"; }
+  grep -qF "error on rank 1 of 2: " "$work/ro.log" && grep -qF "this rank cannot write there" "$work/ro.log" ||
+    { cat "$work/ro.log"; fail "ro: the message names no rank or reason"; }
+  [ -z "$(ls -A "$work/ro_ck" | grep -v '^\.zerolap\.lock$')" ] || { ls -A "$work/ro_ck"; fail "ro: a file was left"; }
+else
+  echo "note: cannot make a read-only bind mount here; the unwritable-rank case is not run"
+fi
 echo "ok"
 echo PASS
