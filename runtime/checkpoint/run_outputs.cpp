@@ -136,8 +136,11 @@ std::int64_t latest_step(const std::string& dir) {
     const auto latest = latest_checkpoint(dir);
     if (!latest) return -1;
     const fs::path p(*latest);
-    return p.filename() == kManifestName ? sharded_step_of(p.parent_path().filename().string())
-                                         : checkpoint_step_of(p.filename().string());
+    // The pointer names a file, a sharded checkpoint's manifest, or (after a branch's removals,
+    // apply_checkpoint_removals) a sharded checkpoint's directory.
+    if (p.filename() == kManifestName) return sharded_step_of(p.parent_path().filename().string());
+    const std::int64_t step = checkpoint_step_of(p.filename().string());
+    return step >= 0 ? step : sharded_step_of(p.filename().string());
   } catch (const UserError&) {
     return -1;
   }
