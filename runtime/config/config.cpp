@@ -31,6 +31,15 @@ constexpr std::string_view kSections[] = {"model",     "data",  "optimizer",  "p
                                           "precision", "train", "checkpoint", "runtime",
                                           "bench",     "link",  "output"};
 
+// The first element of `values` equal to an earlier one; null when each is there once.
+template <class T>
+const T* first_repeat(const std::vector<T>& values) {
+  for (auto it = values.begin(); it != values.end(); ++it) {
+    if (std::find(values.begin(), it, *it) != it) return &*it;
+  }
+  return nullptr;
+}
+
 toml::table parse_document(const std::string& text, const std::string& source_name) {
   try {
     return toml::parse(text, source_name);
@@ -432,18 +441,12 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
   SectionReader r(source, section_table(root, "bench"), "bench");
   // The names are checked against the train section in check_bench_modes.
   r.string_array("modes", b.modes);
-  for (std::size_t i = 0; i < b.modes.size(); ++i) {
-    if (std::find(b.modes.begin(), b.modes.begin() + i, b.modes[i]) != b.modes.begin() + i) {
-      source.fail("bench.modes",
-                  fmt::format("\"{}\" is listed twice", escaped_excerpt(b.modes[i])));
-    }
+  if (const std::string* mode = first_repeat(b.modes)) {
+    source.fail("bench.modes", fmt::format("\"{}\" is listed twice", escaped_excerpt(*mode)));
   }
   r.number_array("bucket_cap_mb", b.bucket_cap_mb, open_closed(0, kMaxBucketCapMb), 0, true);
-  for (std::size_t i = 0; i < b.bucket_cap_mb.size(); ++i) {
-    const auto& caps = b.bucket_cap_mb;
-    if (std::find(caps.begin(), caps.begin() + i, caps[i]) != caps.begin() + i) {
-      source.fail("bench.bucket_cap_mb", fmt::format("{:g} is listed twice", caps[i]));
-    }
+  if (const double* cap = first_repeat(b.bucket_cap_mb)) {
+    source.fail("bench.bucket_cap_mb", fmt::format("{:g} is listed twice", *cap));
   }
   r.enumeration_list("precision", b.precision, kComputeNames);
   r.integer("warmup", b.warmup, closed(0, kMaxBenchSteps));
