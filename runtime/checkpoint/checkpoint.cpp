@@ -365,7 +365,10 @@ void require_shared_checkpoint_dir(const TrainingState& state) {
   const World& world = state.world;
   const std::string& dir = state.config.checkpoint.dir;
   std::uint64_t token = 0;
-  if (world.is_root()) token = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  if (world.is_root()) {
+    std::random_device random;
+    token = (std::uint64_t{random()} << 32) | random();
+  }
   timed_bcast(&token, 1, MPI_UINT64_T, 0, world.comm, wait_limit(state),
               "broadcasting the shared checkpoint.dir check's file name");
   const std::string text = fmt::format("{:016x}", token);
@@ -374,40 +377,40 @@ void require_shared_checkpoint_dir(const TrainingState& state) {
   agree_on_user_errors(world, [&] {
     if (world.is_root()) write_whole_file(probe.string(), text, "shared checkpoint.dir check");
   }, state.config.runtime.timeout_s);
-  try {
-    agree_on_user_errors(world, [&] {
-      if (world.is_root()) return;
-      std::ifstream in(probe);
-      std::string seen;
-      if (!std::getline(in, seen) || seen != text) {
-        throw UserError(fmt::format(
-            "checkpoint.format = \"sharded\" needs a checkpoint.dir that every rank shares (each "
-            "rank writes its shard there and a resume reads them all), but this rank does not find "
-            "in its checkpoint.dir '{}' the file rank 0 wrote into its own. Give every rank the "
-            "same directory (a shared filesystem across nodes), or set checkpoint.format = "
-            "\"single_file\" (rank 0 writes the whole checkpoint)",
-            dir));
-      }
-      const std::string own = fmt::format("{}.r{}", probe.string(), world.rank);
-      try {
-        write_whole_file(own, text, "shared checkpoint.dir check");
-      } catch (const RuntimeFailure& e) {
-        throw UserError(fmt::format(
-            "checkpoint.format = \"sharded\": every rank writes its shard into checkpoint.dir "
-            "'{}', but this rank cannot write there ({}). Make it writable on every node, or set "
-            "checkpoint.format = \"single_file\" (rank 0 writes the whole checkpoint)",
-            dir, e.what()));
-      }
+  struct RemoveProbe {  // rank 0's file goes however the check ends
+    const fs::path& path;
+    bool owner;
+    ~RemoveProbe() {
       std::error_code ec;
-      fs::remove(own, ec);
-    }, state.config.runtime.timeout_s);
-  } catch (...) {
+      if (owner) fs::remove(path, ec);
+    }
+  } remove_probe{probe, world.is_root()};
+  constexpr const char* kWayOut = "or set checkpoint.format = \"single_file\" (rank 0 writes the "
+                                  "whole checkpoint)";
+  agree_on_user_errors(world, [&] {
+    if (world.is_root()) return;
+    std::ifstream in(probe);
+    std::string seen;
+    if (!std::getline(in, seen) || seen != text) {
+      throw UserError(fmt::format(
+          "checkpoint.format = \"sharded\" needs a checkpoint.dir that every rank shares (each "
+          "rank writes its shard there and a resume reads them all), but this rank does not find "
+          "in its checkpoint.dir '{}' the file rank 0 wrote into its own. Give every rank the "
+          "same directory (a shared filesystem across nodes), {}",
+          dir, kWayOut));
+    }
+    const std::string own = fmt::format("{}.r{}", probe.string(), world.rank);
+    try {
+      write_whole_file(own, text, "shared checkpoint.dir check");
+    } catch (const RuntimeFailure& e) {
+      throw UserError(fmt::format(
+          "checkpoint.format = \"sharded\": every rank writes its shard into checkpoint.dir "
+          "'{}', but this rank cannot write there ({}). Make it writable on every node, {}",
+          dir, e.what(), kWayOut));
+    }
     std::error_code ec;
-    if (world.is_root()) fs::remove(probe, ec);
-    throw;
-  }
-  std::error_code ec;
-  if (world.is_root()) fs::remove(probe, ec);
+    fs::remove(own, ec);
+  }, state.config.runtime.timeout_s);
 }
 
 void create_checkpoint_dir(const std::string& dir) {
