@@ -285,16 +285,14 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
 }
 
 std::optional<std::string> checkpoint_named_by_latest(const std::string& path) {
+  // latest_checkpoint is nullopt where the directory has no pointer.
   std::error_code ec;
   const fs::path given(path);
   if (fs::is_directory(given, ec)) {
-    if (sharded_manifest_of(path) || !fs::exists(given / kLatestPointerName, ec)) return std::nullopt;
-    return latest_checkpoint(path);
+    return sharded_manifest_of(path) ? std::nullopt : latest_checkpoint(path);
   }
-  if (given.filename() == kLatestPointerName && fs::exists(given, ec)) {
-    return latest_checkpoint(given.has_parent_path() ? given.parent_path().string() : ".");
-  }
-  return std::nullopt;
+  if (given.filename() != kLatestPointerName) return std::nullopt;
+  return latest_checkpoint(given.has_parent_path() ? given.parent_path().string() : ".");
 }
 
 std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c) {
