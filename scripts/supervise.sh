@@ -8,11 +8,11 @@
 # with a failure it waits S seconds (default 10) and runs it again with
 # `--set checkpoint.resume=true` appended, up to N times; but a run begun from a given checkpoint
 # (checkpoint.resume = "FILE", a fine-tune) that failed before checkpoint.dir had a checkpoint (its
-# `latest`) runs as it was, from that file again, not from step 0. It never restarts after exit 0 (done),
-# 2 (bad input: the same command fails the same way), 130 or 143 (SIGINT / SIGTERM: the user or
-# the scheduler stopped the job); any other code is a failure: 1 (a runtime failure, a rank that
-# died), or what the launcher reports for a rank killed by a signal (Open MPI's mpirun: 137 for
-# SIGKILL).
+# `latest`) runs as it was, from that file again, not from step 0. It never restarts after exit 0
+# (done), 2 (bad input: the same command fails the same way), 130 or 143 (SIGINT / SIGTERM: the
+# user or the scheduler stopped the job); any other code is a failure: 1 (a runtime failure, a rank
+# that died), or what the launcher reports for a rank killed by a signal (Open MPI's mpirun: 137
+# for SIGKILL).
 #  - One line per restart on stderr: the attempt, the exit code, the step it resumes from.
 #  - A log of every attempt, DIR/supervise/attempt_K.log (K from 1), beside the console output;
 #    DIR is --log-dir, else the command's output.dir (its last `--set output.dir=...`, else the
@@ -74,11 +74,10 @@ key_of() {
 [ -n "$log_dir" ] || log_dir=runs/default
 mkdir -p "$log_dir/supervise" || { echo "supervise: cannot create '$log_dir/supervise'" >&2; exit 2; }
 
-# The checkpoint a restart resumes from: the name `latest` holds in checkpoint.dir; none (exit 1)
-# before the run's first checkpoint.
+# The checkpoint a restart resumes from: the name `latest` holds in checkpoint.dir DIR; none
+# (exit 1) before the run's first checkpoint.
 latest_checkpoint() {
-  local dir name
-  dir=$(key_of checkpoint dir)
+  local dir=$1 name
   [ -n "$dir" ] && name=$(cat "$dir/latest" 2>/dev/null) && [ -n "$name" ] || return 1
   [[ $name =~ step_0*([0-9]+) ]] && echo "step ${BASH_REMATCH[1]} ($dir/$name)" || echo "$dir/$name"
 }
@@ -162,7 +161,7 @@ while :; do
   fi
   resume=(--set checkpoint.resume=true)
   dir=$(key_of checkpoint dir) given=$(key_of checkpoint resume)
-  if from=$(latest_checkpoint); then
+  if from=$(latest_checkpoint "$dir"); then
     from="resuming from $from"
   elif [ -n "$given" ] && [ "$given" != true ] && [ "$given" != false ]; then
     # A run begun from a given checkpoint (a fine-tune): from that checkpoint again.

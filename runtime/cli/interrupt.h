@@ -15,8 +15,9 @@ namespace zl {
 
 // While alive: SIGINT and SIGTERM set this process's stop request instead of ending it (and, when
 // `first_note` is set, write `zerolap: SIGINT: <first_note> (again to end now)`, or SIGTERM, for a
-// stop that may take long to come); a second one writes `zerolap: interrupted again: ending now, <ending_note>` and
-// ends the process at once (_exit(128 + signal)). Both notes must outlive the handlers (literals).
+// stop that may take long to come); a second one writes `zerolap: interrupted again: ending now,
+// <ending_note>` and ends the process at once (_exit(128 + signal)). Both notes must outlive the
+// handlers (literals).
 // The previous handlers come back at destruction.
 class InterruptHandlers {
  public:
