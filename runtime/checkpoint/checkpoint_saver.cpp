@@ -4,7 +4,6 @@
 #include <chrono>
 #include <filesystem>
 
-#include "base/errors.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 

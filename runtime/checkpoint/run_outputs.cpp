@@ -11,7 +11,6 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
-#include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/files/checkpoint_pruning.h"
 #include "runtime/checkpoint/files/run_identity.h"

@@ -16,11 +16,8 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <set>
 
 #include <fmt/format.h>

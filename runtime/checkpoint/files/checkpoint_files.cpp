@@ -14,7 +14,6 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>

@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -8,10 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
