@@ -81,9 +81,8 @@ void check_tensor(const SafetensorsReader& file, const std::string& name,
   }
 }
 
-
-}  // namespace
-
+// Writes `text` to `path` and fsyncs it; on failure removes it and throws RuntimeFailure naming it
+// ("disk full?"). `what` names the file in an open error.
 void write_file_durably(const fs::path& path, const std::string& text, const char* what) {
   std::FILE* f = open_for_writing(path.string(), "wb", what);
   bool ok = f != nullptr;
@@ -96,6 +95,25 @@ void write_file_durably(const fs::path& path, const std::string& text, const cha
     fs::remove(path, ec);  // no temporary file is left behind, and `latest` stays as it was
     throw RuntimeFailure(fmt::format("cannot write '{}': {} (disk full?)", path.string(), reason));
   }
+}
+
+}  // namespace
+
+void rename_durably(const fs::path& temp, const fs::path& path, const std::string& dir) {
+  std::error_code ec;
+  fs::rename(temp, path, ec);  // atomic: a reader sees the old file or the new one, never half
+  if (ec) {
+    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp.string(),
+                                     path.string(), ec.message()));
+  }
+  sync_directory(dir);
+}
+
+void replace_file_durably(const std::string& dir, const std::string& name, const std::string& text,
+                          const char* what) {
+  const fs::path temp = fs::path(dir) / (name + kCheckpointTempSuffix);
+  write_file_durably(temp, text, what);
+  rename_durably(temp, fs::path(dir) / name, dir);
 }
 
 std::string state_tensor_name(const std::string& param, const std::string& state) {
@@ -338,16 +356,7 @@ void sync_directory(const std::string& dir) {
 }
 
 void write_latest_pointer(const std::string& dir, const std::string& file_name) {
-  const fs::path pointer = fs::path(dir) / kLatestPointerName;
-  const fs::path temp = fs::path(dir) / (std::string(kLatestPointerName) + kCheckpointTempSuffix);
-  write_file_durably(temp, file_name + "\n", "checkpoint pointer");
-  std::error_code ec;
-  fs::rename(temp, pointer, ec);  // atomic: a reader sees the old or the new pointer, never half
-  if (ec) {
-    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp.string(),
-                                     pointer.string(), ec.message()));
-  }
-  sync_directory(dir);
+  replace_file_durably(dir, kLatestPointerName, file_name + "\n", "checkpoint pointer");
 }
 
 void checkpoint_fault_point(const char* point, std::int64_t step) {

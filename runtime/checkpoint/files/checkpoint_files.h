@@ -92,9 +92,14 @@ void sync_directory(const std::string& dir);
 // The fault-injection hook (see kFaultEnvVar).
 void checkpoint_fault_point(const char* point, std::int64_t step);
 
-// Writes `text` to `path` and fsyncs it; on failure removes it and throws RuntimeFailure naming it
-// ("disk full?"). `what` names the file in an open error. The caller renames it into place.
-void write_file_durably(const std::filesystem::path& path, const std::string& text,
-                        const char* what);
+// Renames `temp` to `path` (atomic: a reader sees the old file or the new one, never half), then
+// fsyncs `dir`, which holds both, so that the rename is durable. RuntimeFailure naming both.
+void rename_durably(const std::filesystem::path& temp, const std::filesystem::path& path,
+                    const std::string& dir);
+// Replaces `dir`/`name` with `text` atomically: `name`.tmp written and fsynced (on failure it is
+// removed: RuntimeFailure naming it, "disk full?"; `what` names it in an open error), then
+// rename_durably.
+void replace_file_durably(const std::string& dir, const std::string& name, const std::string& text,
+                          const char* what);
 
 }  // namespace zl

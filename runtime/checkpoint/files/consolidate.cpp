@@ -93,13 +93,8 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
     }
     writer.finish();
   }
-  std::error_code ec;
-  fs::rename(temp, out, ec);
-  if (ec) {
-    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp, out, ec.message()));
-  }
   const fs::path parent = fs::path(out).parent_path();
-  sync_directory(parent.empty() ? "." : parent.string());
+  rename_durably(temp, out, parent.empty() ? "." : parent.string());
   return tensors.size();
 }
 

@@ -108,12 +108,7 @@ void write_run_record(const std::string& dir, const RunRecord& record) {
   const fs::path temp = fs::path(dir) / (std::string(kRunRecordName) + kCheckpointTempSuffix);
   write_whole_file(temp.string(), j.dump(2) + "\n", "run record");
   fsync_file(temp);
-  fs::rename(temp, path, ec);  // atomic: a reader sees the old record or the new one
-  if (ec) {
-    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp.string(),
-                                     path.string(), ec.message()));
-  }
-  sync_directory(dir);
+  rename_durably(temp, path, dir);
 }
 
 std::optional<std::string> checkpoint_run_id(const std::string& path) {

@@ -225,17 +225,7 @@ Manifest read_manifest(const std::string& path) {
 }
 
 void write_manifest(const std::string& dir, const Manifest& m) {
-  const std::string text = manifest_to_json(m);
-  const fs::path final_path = fs::path(dir) / kManifestName;
-  const fs::path temp = fs::path(dir) / (std::string(kManifestName) + kCheckpointTempSuffix);
-  write_file_durably(temp, text, "checkpoint manifest");
-  std::error_code ec;
-  fs::rename(temp, final_path, ec);  // atomic: the old manifest or the complete new one
-  if (ec) {
-    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp.string(),
-                                     final_path.string(), ec.message()));
-  }
-  sync_directory(dir);
+  replace_file_durably(dir, kManifestName, manifest_to_json(m), "checkpoint manifest");
 }
 
 std::uint32_t file_crc32(const std::string& path) {
