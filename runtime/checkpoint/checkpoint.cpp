@@ -127,8 +127,7 @@ void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t sli
   ZL_CHECK(shard.numel * shard_ranks == b.numel, "bucket {}: shard of {} elements on {} ranks",
            b.index, shard.numel, shard_ranks);
   if (state.world.rank >= shard_ranks) return;  // a replica: the first group sends these bits
-  // bf16 masters, or stage 3's parameter shards (masters_in_file).
-  const bool masters = state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
+  const bool masters = masters_in_file(state);
   std::vector<float> mine(static_cast<std::size_t>(slices * shard.numel));
   if (masters) opt.read_master_range(b.index, shard, mine.data());
   const auto ns = static_cast<int>(opt.state_names().size());
@@ -174,14 +173,6 @@ std::int64_t within(const ParameterStore& store, const Bucket& b, int id) {
   return store.info(id).offset - b.offset;
 }
 
-// Whether the parameter tensors come from the masters of the ranks that step each bucket (bf16)
-// rather than from rank 0's parameters (Note [Masters in checkpoints]). The same on every rank.
-// ZeRO stage 3 has no flat parameters either: its fp32 parameter shards are gathered as masters
-// are (RankOptimizer::read_master_range reads the shard), so the file holds the same tensors.
-bool masters_in_file(const TrainingState& state) {
-  return state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
-}
-
 // Slices per bucket in the gathered staging: the masters (bf16), then the state tensors.
 std::int64_t gathered_slices(const TrainingState& state) {
   return (masters_in_file(state) ? 1 : 0) +
@@ -211,46 +202,6 @@ void bucket_to_host(const TrainingState& state, const Bucket& b, std::vector<flo
   }
 }
 
-}  // namespace
-
-// Bucket b's parameters from their fp32 values (host, [b.numel]; Note [Masters in checkpoints]):
-// fp32 parameters take them as they are; bf16 parameters take master_to_bf16 of them, and the
-// ranks that step the bucket take them as masters.
-void parameters_from_host(const TrainingState& state, const Bucket& b,
-                          const std::vector<float>& host) {
-  ParameterStore& store = state.store;
-  if (state.mode.gathers_parameters()) {
-    // Stage 3: only this rank's shard (padding, zero, included) of the parameters and masters.
-    RankOptimizer& opt = state.optimizer;
-    const ElementRange& shard = opt.stepped(b.index);
-    opt.write_master_range(b.index, shard, host.data() + (shard.offset - b.offset));
-    return;
-  }
-  if (store.param_dtype() == DType::F32) {
-    for (const int id : b.param_ids) {
-      copy_from_host(host.data() + within(store, b, id), store.param_data(id), store.device(),
-                     store.info(id).numel);
-    }
-    return;
-  }
-  std::vector<Bf16> rounded(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) rounded[i] = master_to_bf16(host[i]);
-  for (const int id : b.param_ids) {
-    copy_bytes_from_host(rounded.data() + within(store, b, id), store.param_as<Bf16>(id),
-                         store.device(), store.info(id).numel * dtype_size(DType::BF16));
-  }
-  if (!state.mode.steps_on(b, state.world.rank)) return;
-  RankOptimizer& opt = state.optimizer;
-  ZL_CHECK(opt.has_masters(), "bucket {}: a bf16 run's stepping rank without masters", b.index);
-  if (state.mode.element_shards) {  // this rank's shard, padding (zero) included
-    const ElementRange& shard = opt.stepped(b.index);
-    opt.write_master_range(b.index, shard, host.data() + (shard.offset - b.offset));
-    return;
-  }
-  for (const int id : b.param_ids) opt.write_master(id, host.data() + within(store, b, id));
-}
-
-namespace {
 
 void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host) {
   RankOptimizer& opt = state.optimizer;
@@ -266,7 +217,111 @@ void state_from_host(const TrainingState& state, const Bucket& b, const std::vec
   }
 }
 
+// Note [A shared checkpoint.dir]: in the sharded format every rank writes its shard into
+// checkpoint.dir and a resume reads every shard, so the directory must be one that every rank
+// sees (across nodes: a shared filesystem, at whatever path). Found at start-up, not at the first
+// checkpoint after hours of training: rank 0 leaves a file there under a name of this launch,
+// every other rank reads it back and writes (and removes) a file of its own there.
+void require_shared_checkpoint_dir(const TrainingState& state) {
+  const World& world = state.world;
+  const std::string& dir = state.config.checkpoint.dir;
+  std::uint64_t token = 0;
+  if (world.is_root()) {
+    std::random_device random;
+    token = (std::uint64_t{random()} << 32) | random();
+  }
+  timed_bcast(&token, 1, MPI_UINT64_T, 0, world.comm, wait_limit(state),
+              "broadcasting the shared checkpoint.dir check's file name");
+  const std::string text = fmt::format("{:016x}", token);
+  const fs::path probe = fs::path(dir) / fmt::format(".zerolap_shared_check_{}", text);
+  // The agreement orders the write before every read.
+  agree_on_user_errors(world, [&] {
+    if (world.is_root()) write_whole_file(probe.string(), text, "shared checkpoint.dir check");
+  }, state.config.runtime.timeout_s);
+  struct RemoveProbe {  // rank 0's file goes however the check ends
+    const fs::path& path;
+    bool owner;
+    ~RemoveProbe() {
+      std::error_code ec;
+      if (owner) fs::remove(path, ec);
+    }
+  } remove_probe{probe, world.is_root()};
+  constexpr const char* kWayOut = "or set checkpoint.format = \"single_file\" (rank 0 writes the "
+                                  "whole checkpoint)";
+  agree_on_user_errors(world, [&] {
+    if (world.is_root()) return;
+    std::ifstream in(probe);
+    std::string seen;
+    if (!std::getline(in, seen) || seen != text) {
+      throw UserError(fmt::format(
+          "checkpoint.format = \"sharded\" needs a checkpoint.dir that every rank shares (each "
+          "rank writes its shard there and a resume reads them all), but this rank does not find "
+          "in its checkpoint.dir '{}' the file rank 0 wrote into its own. Give every rank the "
+          "same directory (a shared filesystem across nodes), {}",
+          dir, kWayOut));
+    }
+    const std::string own = fmt::format("{}.r{}", probe.string(), world.rank);
+    try {
+      write_whole_file(own, text, "shared checkpoint.dir check");
+    } catch (const RuntimeFailure& e) {
+      throw UserError(fmt::format(
+          "checkpoint.format = \"sharded\": every rank writes its shard into checkpoint.dir "
+          "'{}', but this rank cannot write there ({}). Make it writable on every node, {}",
+          dir, e.what(), kWayOut));
+    }
+    std::error_code ec;
+    fs::remove(own, ec);
+  }, state.config.runtime.timeout_s);
+}
+
+void create_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    throw UserError(fmt::format("cannot create checkpoint.dir '{}': {} (set checkpoint.dir to a "
+                                "writable directory)",
+                                dir, ec.message()));
+  }
+}
+
 }  // namespace
+
+bool masters_in_file(const TrainingState& state) {
+  return state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
+}
+
+// Bucket b's parameters from their fp32 values (host, [b.numel]; Note [Masters in checkpoints]):
+// fp32 parameters take them as they are; bf16 parameters take master_to_bf16 of them, and the
+// ranks that step the bucket take them as masters.
+void parameters_from_host(const TrainingState& state, const Bucket& b,
+                          const std::vector<float>& host) {
+  ParameterStore& store = state.store;
+  RankOptimizer& opt = state.optimizer;
+  // This rank's shard of the masters, padding (zero) included.
+  const auto write_master_shard = [&] {
+    const ElementRange& shard = opt.stepped(b.index);
+    opt.write_master_range(b.index, shard, host.data() + (shard.offset - b.offset));
+  };
+  // Stage 3: only this rank's shard of the parameters and masters.
+  if (state.mode.gathers_parameters()) return write_master_shard();
+  if (store.param_dtype() == DType::F32) {
+    for (const int id : b.param_ids) {
+      copy_from_host(host.data() + within(store, b, id), store.param_data(id), store.device(),
+                     store.info(id).numel);
+    }
+    return;
+  }
+  std::vector<Bf16> rounded(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) rounded[i] = master_to_bf16(host[i]);
+  for (const int id : b.param_ids) {
+    copy_bytes_from_host(rounded.data() + within(store, b, id), store.param_as<Bf16>(id),
+                         store.device(), store.info(id).numel * dtype_size(DType::BF16));
+  }
+  if (!state.mode.steps_on(b, state.world.rank)) return;
+  ZL_CHECK(opt.has_masters(), "bucket {}: a bf16 run's stepping rank without masters", b.index);
+  if (state.mode.element_shards) return write_master_shard();
+  for (const int id : b.param_ids) opt.write_master(id, host.data() + within(store, b, id));
+}
 
 std::map<std::string, std::string> checkpoint_metadata(const TrainingState& state) {
   const Config& c = state.config;
@@ -354,77 +409,6 @@ void require_finite(const float* values, std::int64_t first, std::int64_t n,
       state.position.step, tensor, values[i], first + i, kept));
 }
 
-namespace {
-
-// Note [A shared checkpoint.dir]: in the sharded format every rank writes its shard into
-// checkpoint.dir and a resume reads every shard, so the directory must be one that every rank
-// sees (across nodes: a shared filesystem, at whatever path). Found at start-up, not at the first
-// checkpoint after hours of training: rank 0 leaves a file there under a name of this launch,
-// every other rank reads it back and writes (and removes) a file of its own there.
-void require_shared_checkpoint_dir(const TrainingState& state) {
-  const World& world = state.world;
-  const std::string& dir = state.config.checkpoint.dir;
-  std::uint64_t token = 0;
-  if (world.is_root()) {
-    std::random_device random;
-    token = (std::uint64_t{random()} << 32) | random();
-  }
-  timed_bcast(&token, 1, MPI_UINT64_T, 0, world.comm, wait_limit(state),
-              "broadcasting the shared checkpoint.dir check's file name");
-  const std::string text = fmt::format("{:016x}", token);
-  const fs::path probe = fs::path(dir) / fmt::format(".zerolap_shared_check_{}", text);
-  // The agreement orders the write before every read.
-  agree_on_user_errors(world, [&] {
-    if (world.is_root()) write_whole_file(probe.string(), text, "shared checkpoint.dir check");
-  }, state.config.runtime.timeout_s);
-  struct RemoveProbe {  // rank 0's file goes however the check ends
-    const fs::path& path;
-    bool owner;
-    ~RemoveProbe() {
-      std::error_code ec;
-      if (owner) fs::remove(path, ec);
-    }
-  } remove_probe{probe, world.is_root()};
-  constexpr const char* kWayOut = "or set checkpoint.format = \"single_file\" (rank 0 writes the "
-                                  "whole checkpoint)";
-  agree_on_user_errors(world, [&] {
-    if (world.is_root()) return;
-    std::ifstream in(probe);
-    std::string seen;
-    if (!std::getline(in, seen) || seen != text) {
-      throw UserError(fmt::format(
-          "checkpoint.format = \"sharded\" needs a checkpoint.dir that every rank shares (each "
-          "rank writes its shard there and a resume reads them all), but this rank does not find "
-          "in its checkpoint.dir '{}' the file rank 0 wrote into its own. Give every rank the "
-          "same directory (a shared filesystem across nodes), {}",
-          dir, kWayOut));
-    }
-    const std::string own = fmt::format("{}.r{}", probe.string(), world.rank);
-    try {
-      write_whole_file(own, text, "shared checkpoint.dir check");
-    } catch (const RuntimeFailure& e) {
-      throw UserError(fmt::format(
-          "checkpoint.format = \"sharded\": every rank writes its shard into checkpoint.dir "
-          "'{}', but this rank cannot write there ({}). Make it writable on every node, {}",
-          dir, e.what(), kWayOut));
-    }
-    std::error_code ec;
-    fs::remove(own, ec);
-  }, state.config.runtime.timeout_s);
-}
-
-void create_checkpoint_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    throw UserError(fmt::format("cannot create checkpoint.dir '{}': {} (set checkpoint.dir to a "
-                                "writable directory)",
-                                dir, ec.message()));
-  }
-}
-
-}  // namespace
-
 void write_checkpoint(const TrainingState& state, const std::string& path) {
   TraceSpan span(state.tracer, kMainTraceThread, "checkpoint", {{"step", state.position.step}});
   const World& world = state.world;
@@ -432,10 +416,15 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
   fault_stop_point("checkpoint", world.rank);
   ParameterStore& store = state.store;
   const std::vector<std::string>& states = state.optimizer.state_names();
-  const auto ns = static_cast<std::int64_t>(states.size());
   const bool masters = masters_in_file(state);
   const std::int64_t slices = gathered_slices(state);
   const std::string temp = path + kCheckpointTempSuffix;
+  // The file's name of a parameter's slice of the staging: its master under its own name, then
+  // its state.
+  const auto slice_name = [&](const ParameterInfo& p, std::int64_t slice) {
+    const std::int64_t s = slice - (masters ? 1 : 0);
+    return s < 0 ? p.name : state_tensor_name(p.name, states[static_cast<std::size_t>(s)]);
+  };
 
   std::unique_ptr<SafetensorsWriter> writer;
   std::vector<float> host;
@@ -448,9 +437,8 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
     }
     for (const Bucket& b : state.plan.buckets) {
       for (const int id : b.param_ids) {
-        if (masters) tensors.push_back({store.info(id).name, "F32", store.info(id).shape});
-        for (const std::string& s : states) {
-          tensors.push_back({state_tensor_name(store.info(id).name, s), "F32", store.info(id).shape});
+        for (std::int64_t slice = 0; slice < slices; ++slice) {
+          tensors.push_back({slice_name(store.info(id), slice), "F32", store.info(id).shape});
         }
       }
     }
@@ -482,19 +470,12 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
       host.resize(static_cast<std::size_t>(slices * b.numel));
       recv_floats(host.data(), slices * b.numel, source, comm);
     }
-    const std::int64_t first_state = masters ? 1 : 0;
     for (const int id : b.param_ids) {
       const ParameterInfo& p = store.info(id);
-      if (masters) {
-        ZL_CHECK(writer->next_tensor() == p.name, "write order: {} next", writer->next_tensor());
-        const float* values = host.data() + within(store, b, id);
-        require_finite(values, 0, p.numel, p.name, state);
-        writer->write_floats(values, p.numel);
-      }
-      for (std::int64_t s = 0; s < ns; ++s) {
-        const std::string name = state_tensor_name(p.name, states[s]);
+      for (std::int64_t slice = 0; slice < slices; ++slice) {
+        const std::string name = slice_name(p, slice);
         ZL_CHECK(writer->next_tensor() == name, "write order: {} next", writer->next_tensor());
-        const float* values = host.data() + (first_state + s) * b.numel + within(store, b, id);
+        const float* values = host.data() + slice * b.numel + within(store, b, id);
         require_finite(values, 0, p.numel, name, state);
         writer->write_floats(values, p.numel);
       }

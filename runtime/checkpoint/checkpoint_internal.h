@@ -1,6 +1,7 @@
 // What the single-file and the sharded checkpoint code share (runtime/checkpoint only; defined in
 // checkpoint.cpp): the run's facts as __metadata__, the finite check of what is written, a
-// bucket's parameters restored from their fp32 values, and where a run continues after a load.
+// bucket's parameters restored from their fp32 values (masters or not), and where a run continues
+// after a load.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,12 @@ void require_finite(const float* values, std::int64_t first, std::int64_t n,
 // the compiler vectorizes (the check reads every byte of a checkpoint, in the stop of an async
 // one), then a scalar search of the block that holds one.
 std::int64_t first_nonfinite(const float* values, std::int64_t n);
+
+// Whether the parameter tensors come from the masters of the ranks that step each bucket (bf16)
+// rather than from rank 0's parameters (Note [Masters in checkpoints]). The same on every rank.
+// ZeRO stage 3 has no flat parameters either: its fp32 parameter shards are gathered as masters
+// are (RankOptimizer::read_master_range reads the shard), so the file holds the same tensors.
+bool masters_in_file(const TrainingState& state);
 
 // Bucket b's parameters from their fp32 values (host, [b.numel], the bucket's elements; stage 3
 // reads only this rank's shard of them): Note [Masters in checkpoints] in checkpoint.cpp.

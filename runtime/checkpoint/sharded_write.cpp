@@ -36,11 +36,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Stage 3 and bf16 keep the fp32 values as masters (Note [Masters in checkpoints]).
-bool values_are_masters(const TrainingState& state) {
-  return state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
-}
-
 // The elements of bucket b that `rank` writes (Note [Shard pieces]). The one place that reads the
 // plan's ownership.
 ElementRange held_range(const TrainingState& state, const Bucket& b, int rank, std::int64_t total) {
@@ -97,7 +92,7 @@ std::int64_t next_generation(const std::string& step_dir) {
 const float* host_view(const TrainingState& state, const TensorSource& s) {
   if (state.store.device() != DeviceKind::Cpu) return nullptr;
   if (s.state >= 0) return state.optimizer.state_at(s.bucket, s.state, s.flat);
-  return values_are_masters(state) ? nullptr : state.store.param_data(s.param) + s.begin;
+  return masters_in_file(state) ? nullptr : state.store.param_data(s.param) + s.begin;
 }
 
 // Queues out[0, n) = the source's elements [from, from + n) on `copies` (masters: at once).
@@ -105,7 +100,7 @@ void copy_source(const TrainingState& state, const TensorSource& s, std::int64_t
                  std::int64_t n, float* out, StagingCopy& copies) {
   if (s.state >= 0) {
     copies.copy_to_host(state.optimizer.state_at(s.bucket, s.state, s.flat + from), out, n);
-  } else if (values_are_masters(state)) {
+  } else if (masters_in_file(state)) {
     state.optimizer.read_master_range(s.bucket, ElementRange{s.flat + from, n}, out);
   } else {
     copies.copy_to_host(state.store.param_data(s.param) + s.begin + from, out, n);
