@@ -540,9 +540,8 @@ void resume_at(const TrainingState& state, const CheckpointFacts& facts, const s
   // The same samples per step (data.global_batch_size on another world size): cursor
   // conversion lands on the same sample at a step boundary, so the order is the original's.
   const std::int64_t step_samples = global_batch * state.config.train.grad_accum;
-  const auto written = metadata.find("samples_per_step");
   const bool same_step_samples =
-      written != metadata.end() && written->second == std::to_string(step_samples);
+      metadata_value(metadata, "samples_per_step") == std::to_string(step_samples);
   if (facts.global_batch != global_batch && same_step_samples) {
     fmt::print("zerolap: note: {} samples per step as written, now {} per rank x {} rank{} x {} "
                "micro-batch{}: the same samples in the same order\n",

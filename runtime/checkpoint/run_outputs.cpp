@@ -65,17 +65,15 @@ Start find_start(const CheckpointConfig& c) {
   // A sharded checkpoint (its directory or manifest): the manifest's step.
   if (const auto manifest = sharded_manifest_of(path)) {
     const Manifest m = read_manifest(*manifest);  // a damaged one is reported here, exit 2
-    const auto id = m.metadata.find("run_id");
-    return Start{true, m.step, path, id == m.metadata.end() ? std::string() : id->second, ""};
+    return Start{true, m.step, path, metadata_value(m.metadata, "run_id"), ""};
   }
   const SafetensorsReader file(path);  // a damaged one, or a FIFO, is reported here, exit 2
   const auto& meta = file.metadata();
   Start start{true, std::max<std::int64_t>(checkpoint_step_of(fs::path(path).filename()), 0), path,
-              "", ""};
+              metadata_value(meta, "run_id"), ""};
   if (const auto step = meta.find("step"); step != meta.end()) {
     start.step = std::max<std::int64_t>(std::strtoll(step->second.c_str(), nullptr, 10), 0);
   }
-  if (const auto id = meta.find("run_id"); id != meta.end()) start.run_id = id->second;
   return start;
 }
 

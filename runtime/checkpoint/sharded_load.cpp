@@ -31,15 +31,12 @@ constexpr std::int64_t kMaxManifestBytes = std::int64_t{256} << 20;
 }
 
 std::int64_t meta_int(const Manifest& m, const std::string& path, const std::string& key) {
-  const auto it = m.metadata.find(key);
+  const std::string s = metadata_value(m.metadata, key);
   std::int64_t value = -1;
-  if (it != m.metadata.end()) {
-    const std::string& s = it->second;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-    if (ec != std::errc() || end != s.data() + s.size()) value = -1;
-  }
-  if (value < 0)
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || value < 0) {
     fail(path, fmt::format("metadata '{}' is missing or not a non-negative integer", key));
+  }
   return value;
 }
 
@@ -47,10 +44,7 @@ std::int64_t meta_int(const Manifest& m, const std::string& path, const std::str
 // every fact of the manifest passes here before the load uses it.
 CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
                                const ParameterStore& store, const RankOptimizer& opt) {
-  const auto meta = [&](const char* key) {
-    const auto it = m.metadata.find(key);
-    return it == m.metadata.end() ? std::string() : it->second;
-  };
+  const auto meta = [&](const char* key) { return metadata_value(m.metadata, key); };
   if (meta("format") != kCheckpointFormat) fail(path, "its metadata is not a zerolap checkpoint's");
   const std::string kind = meta("optimizer");
   if (kind != to_string(opt.config().kind)) {

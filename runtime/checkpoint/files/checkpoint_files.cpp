@@ -58,11 +58,6 @@ std::int64_t metadata_int(const SafetensorsReader& file, const std::string& key)
   return value;
 }
 
-std::string metadata_string(const SafetensorsReader& file, const std::string& key) {
-  const auto it = file.metadata().find(key);
-  return it == file.metadata().end() ? std::string() : it->second;
-}
-
 // Checks one tensor the loader will read: present, F32, the parameter's shape.
 void check_tensor(const SafetensorsReader& file, const std::string& name,
                   const std::vector<std::int64_t>& shape, const char* missing_hint) {
@@ -98,6 +93,12 @@ void write_file_durably(const fs::path& path, const std::string& text, const cha
 }
 
 }  // namespace
+
+std::string metadata_value(const std::map<std::string, std::string>& metadata,
+                           const std::string& key) {
+  const auto it = metadata.find(key);
+  return it == metadata.end() ? std::string() : it->second;
+}
 
 void rename_durably(const fs::path& temp, const fs::path& path, const std::string& dir) {
   std::error_code ec;
@@ -145,14 +146,14 @@ bool checkpoint_due(const CheckpointConfig& config, std::int64_t step, std::int6
 CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterStore& store,
                                  const OptimizerConfig& optimizer,
                                  const std::vector<std::string>& state_names) {
-  if (metadata_string(file, "format") != kCheckpointFormat) {
+  const auto meta = [&](const char* key) { return metadata_value(file.metadata(), key); };
+  if (meta("format") != kCheckpointFormat) {
     fail(file, "not a zerolap checkpoint (its __metadata__ has no format = "
                "\"zerolap-checkpoint\"): zerolap resumes only from checkpoints it wrote");
   }
-  if (metadata_string(file, "format_version") != kCheckpointFormatVersion) {
+  if (meta("format_version") != kCheckpointFormatVersion) {
     fail(file, fmt::format("format_version '{}', this zerolap reads version {}",
-                           escaped_excerpt(metadata_string(file, "format_version")),
-                           kCheckpointFormatVersion));
+                           escaped_excerpt(meta("format_version")), kCheckpointFormatVersion));
   }
   if (!file.has_checksums()) fail(file, "has no CRC32 in its metadata: cannot check integrity");
   // The values of every tensor the loader will read are checked in the same pass that verifies
@@ -186,10 +187,10 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
   facts.global_batch = metadata_int(file, "global_batch");
   facts.batches_per_epoch = metadata_int(file, "batches_per_epoch");
   facts.world_size = metadata_int(file, "world_size");
-  facts.config_toml = metadata_string(file, "config");
+  facts.config_toml = meta("config");
   check_checkpoint_facts(file.path(), facts);
 
-  const std::string kind = metadata_string(file, "optimizer");
+  const std::string kind = meta("optimizer");
   if (kind != to_string(optimizer.kind)) {
     fail(file, fmt::format("written with optimizer.kind = \"{}\", the config has \"{}\": optimizer "
                            "state does not convert between kinds; set optimizer.kind = \"{}\" to "
@@ -197,11 +198,11 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
                            escaped_excerpt(kind), to_string(optimizer.kind), escaped_excerpt(kind)));
   }
   const std::string states = fmt::format("{}", fmt::join(state_names, ","));
-  if (metadata_string(file, "optimizer_state") != states) {
+  if (meta("optimizer_state") != states) {
     fail(file, fmt::format("holds optimizer state [{}], this optimizer keeps [{}]: set "
                            "optimizer.momentum as in the run that wrote it (SGD keeps a "
                            "momentum_buffer only when momentum != 0)",
-                           escaped_excerpt(metadata_string(file, "optimizer_state")), states));
+                           escaped_excerpt(meta("optimizer_state")), states));
   }
 
   for (const ParameterInfo& p : store.parameters()) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,11 @@ class ParameterStore;
 inline constexpr const char* kCheckpointFormat = "zerolap-checkpoint";
 inline constexpr const char* kCheckpointFormatVersion = "1";
 inline constexpr const char* kLatestPointerName = "latest";  // holds the newest file's name
+
+// The value of `key` in a checkpoint's metadata (a file's __metadata__, a manifest's); "" when
+// absent.
+std::string metadata_value(const std::map<std::string, std::string>& metadata,
+                           const std::string& key);
 
 // Test hook for the crash-safety tests, never set in production: ZEROLAP_FAULT_CHECKPOINT =
 // "after_write" (temp file complete and fsynced, not renamed) or "after_rename" (renamed, `latest`

@@ -114,13 +114,9 @@ void write_run_record(const std::string& dir, const RunRecord& record) {
 std::optional<std::string> checkpoint_run_id(const std::string& path) {
   try {
     if (const auto manifest = sharded_manifest_of(path)) {  // a sharded checkpoint: its manifest's
-      const Manifest m = read_manifest(*manifest);
-      const auto it = m.metadata.find("run_id");
-      return it == m.metadata.end() ? std::string() : it->second;
+      return metadata_value(read_manifest(*manifest).metadata, "run_id");
     }
-    const SafetensorsReader file(path);
-    const auto it = file.metadata().find("run_id");
-    return it == file.metadata().end() ? std::string() : it->second;
+    return metadata_value(SafetensorsReader(path).metadata(), "run_id");
   } catch (const UserError&) {
     return std::nullopt;
   }

@@ -40,10 +40,8 @@ const SafetensorsReader& ShardSet::open(std::size_t i) {
                     file, fs::file_size(file, ec), path_, s.bytes));
   }
   auto reader = std::make_unique<SafetensorsReader>(file);
-  const auto& meta = reader->metadata();
-  const auto value = [&](const char* key) {
-    const auto it = meta.find(key);
-    return it == meta.end() ? std::string() : it->second;
+  const auto value = [&](const std::string& key) {
+    return metadata_value(reader->metadata(), key);
   };
   if (value("format") != kShardFormat || value("step") != std::to_string(m_.step) ||
       value("rank") != std::to_string(s.rank) ||
@@ -58,7 +56,7 @@ const SafetensorsReader& ShardSet::open(std::size_t i) {
     for (const std::string& name : tensor_names(p.name)) {
       const TensorEntry* t = reader->find(name);
       if (!t || t->dtype != "F32" || t->shape != std::vector<std::int64_t>{p.numel} ||
-          value(("begin." + p.name).c_str()) != std::to_string(p.begin)) {
+          value("begin." + p.name) != std::to_string(p.begin)) {
         throw UserError(
             fmt::format("checkpoint shard '{}': tensor '{}' is not the piece [{}, "
                         "+{}) its manifest '{}' names",
