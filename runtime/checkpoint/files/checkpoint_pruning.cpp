@@ -69,9 +69,7 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t p
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     const std::size_t suffix = std::strlen(kCheckpointTempSuffix);
-    const bool temp = name.size() > suffix &&
-                      name.compare(name.size() - suffix, std::string::npos,
-                                   kCheckpointTempSuffix) == 0 &&
+    const bool temp = name.ends_with(kCheckpointTempSuffix) &&
                       checkpoint_step_of(name.substr(0, name.size() - suffix)) >= 0;
     if (temp) {
       fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable

@@ -2,7 +2,6 @@
 #include "runtime/checkpoint/files/checkpoint_values.h"
 
 #include <cmath>
-#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -22,10 +21,6 @@ constexpr std::int64_t kMaxCheckpointCount = std::int64_t{1} << 53;
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
   throw UserError(fmt::format("checkpoint file '{}': {}", file, what));
-}
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 }  // namespace
@@ -79,7 +74,7 @@ void check_checkpoint_facts(const std::string& file, const CheckpointFacts& fact
 void check_checkpoint_values(const std::string& file, const std::string& tensor,
                              const float* values, std::int64_t n, std::int64_t first) {
   // The second moment is a running mean of squared gradients (docs/design.md, optimizer math).
-  const bool second_moment = ends_with(tensor, ".exp_avg_sq");
+  const bool second_moment = tensor.ends_with(".exp_avg_sq");
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = values[i];
     const bool finite = std::isfinite(v);
