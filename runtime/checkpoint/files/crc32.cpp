@@ -98,17 +98,15 @@ __attribute__((target("pclmul,sse4.1"))) std::uint32_t crc32_folded(std::uint32_
   return crc32_reference(folded, p, bytes);
 }
 
-bool cpu_has_pclmul() {
+}  // namespace
+
+bool crc32_is_folded() {
   static const bool has = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
   return has;
 }
 
-}  // namespace
-
-bool crc32_is_folded() { return cpu_has_pclmul(); }
-
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t bytes) {
-  if (bytes < 64 || !cpu_has_pclmul()) return crc32_reference(crc, data, bytes);
+  if (bytes < 64 || !crc32_is_folded()) return crc32_reference(crc, data, bytes);
   return crc32_folded(crc, static_cast<const unsigned char*>(data), bytes);
 }
 
