@@ -93,19 +93,20 @@ std::string legacy_config_note(const fs::path& dir, const std::string& run_toml)
   std::error_code ec;
   if (!fs::exists(saved, ec)) return "";
   std::string text;
+  std::optional<std::string> why;
   try {
     text = read_small_file(saved.string(), "saved config", kMaxSavedConfigBytes);
     const toml::table parsed = toml::parse(text, saved.string());
   } catch (const toml::parse_error& e) {
-    throw UserError(fmt::format("'{}' is unreadable (TOML syntax error at line {}: {}): it would "
-                                "say which run wrote the files beside it. Restore it, or choose "
-                                "another directory",
-                                saved.string(), e.source().begin.line,
-                                escaped_excerpt(e.description(), 120)));
+    why = fmt::format("TOML syntax error at line {}: {}", e.source().begin.line,
+                      escaped_excerpt(e.description(), 120));
   } catch (const UserError& e) {
+    why = e.what();
+  }
+  if (why) {
     throw UserError(fmt::format("'{}' is unreadable ({}): it would say which run wrote the files "
                                 "beside it. Restore it, or choose another directory",
-                                saved.string(), e.what()));
+                                saved.string(), *why));
   }
   const auto keys = result_differences(text, run_toml);
   return keys.empty() ? "" : fmt::format("; its config.toml differs in {}", name_list(keys));
