@@ -54,10 +54,7 @@ void CheckpointSaver::save(const TrainingState& state) {
   // At most one checkpoint in flight: the previous one is written, gathered and published (its
   // pruning never meets a shard of this one: checkpoint_pruning.h) before this one is staged.
   // Training waits for the task from here: it needs no idle core to run.
-  task_.hurry();
-  if (in_flight_) commit_in_flight();
-  task_.hurry();
-  task_.wait();
+  finish();
   const Clock::time_point staging = Clock::now();
   pending_ = describe_shard(state, config_.checkpoint, comm_, limit_, staged_);
   pending_.synchronous = !config_.checkpoint.async;
