@@ -1,9 +1,10 @@
 // What the single-file and the sharded checkpoint code share (runtime/checkpoint only; defined in
 // checkpoint.cpp): the run's facts as __metadata__, the finite check of what is written, a
-// bucket's parameters restored from their fp32 values (masters or not), and where a run continues
-// after a load.
+// bucket's parameters restored from their fp32 values (masters or not), a bucket's elements as
+// runs of parameters, and where a run continues after a load.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -39,6 +40,19 @@ bool masters_in_file(const TrainingState& state);
 // reads only this rank's shard of them): Note [Masters in checkpoints] in checkpoint.cpp.
 void parameters_from_host(const TrainingState& state, const Bucket& b,
                           const std::vector<float>& host);
+
+// Elements [r.offset, +r.numel) of bucket b's flat buffer, as fn(id, lo, hi): elements [lo, hi)
+// of parameter `id` (the padding around parameters is not in any file).
+template <class Fn>
+void for_each_param_run(const ParameterStore& store, const Bucket& b, const ElementRange& r,
+                        Fn fn) {
+  for (const int id : b.param_ids) {
+    const ParameterInfo& p = store.info(id);
+    const std::int64_t lo = std::max(r.offset, p.offset);
+    const std::int64_t hi = std::min(r.offset + r.numel, p.offset + p.numel);
+    if (hi > lo) fn(id, lo - p.offset, hi - p.offset);
+  }
+}
 
 // After a load of `path` (either format), on every rank: the run continues at the checkpoint's
 // step and sampler position (converted to this world's global batch) with its optimizer step.

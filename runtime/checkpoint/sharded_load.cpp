@@ -106,19 +106,6 @@ void bcast_string(std::string& s, MPI_Comm comm, const WaitLimit& limit, const c
   }
 }
 
-// Elements [r.offset, +r.numel) of the flat buffer, as runs of parameter `id` (the padding around
-// parameters is not in any file).
-template <class Fn>
-void for_each_param_run(const ParameterStore& store, const Bucket& b, const ElementRange& r,
-                        Fn fn) {
-  for (const int id : b.param_ids) {
-    const ParameterInfo& p = store.info(id);
-    const std::int64_t lo = std::max(r.offset, p.offset);
-    const std::int64_t hi = std::min(r.offset + r.numel, p.offset + p.numel);
-    if (hi > lo) fn(id, lo - p.offset, hi - p.offset);
-  }
-}
-
 }  // namespace
 
 void load_sharded_checkpoint(const TrainingState& state, const std::string& root_path) {

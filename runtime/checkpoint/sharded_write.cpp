@@ -187,18 +187,14 @@ WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
 }  // namespace
 
 std::vector<HeldPiece> held_pieces(const TrainingState& state, int rank) {
-  const ParameterStore& store = state.store;
   std::int64_t total = 0;
   for (const Bucket& b : state.plan.buckets) total = std::max(total, b.offset + b.numel);
   std::vector<HeldPiece> out;
   for (const Bucket& b : state.plan.buckets) {
-    const ElementRange r = held_range(state, b, rank, total);
-    for (const int id : b.param_ids) {
-      const ParameterInfo& p = store.info(id);
-      const std::int64_t lo = std::max(r.offset, p.offset);
-      const std::int64_t hi = std::min(r.offset + r.numel, p.offset + p.numel);
-      if (hi > lo) out.push_back({id, b.index, lo - p.offset, hi - lo});
-    }
+    for_each_param_run(state.store, b, held_range(state, b, rank, total),
+                       [&](int id, std::int64_t lo, std::int64_t hi) {
+                         out.push_back({id, b.index, lo, hi - lo});
+                       });
   }
   return out;
 }
