@@ -290,9 +290,6 @@ bool masters_in_file(const TrainingState& state) {
   return state.mode.param_dtype == DType::BF16 || state.mode.gathers_parameters();
 }
 
-// Bucket b's parameters from their fp32 values (host, [b.numel]; Note [Masters in checkpoints]):
-// fp32 parameters take them as they are; bf16 parameters take master_to_bf16 of them, and the
-// ranks that step the bucket take them as masters.
 void parameters_from_host(const TrainingState& state, const Bucket& b,
                           const std::vector<float>& host) {
   ParameterStore& store = state.store;
@@ -594,13 +591,12 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
   }, state.config.runtime.timeout_s);
 
   const CheckpointComm comm(world.comm, wait_limit(state));
-  std::int64_t position[6] = {facts.step,         facts.optimizer_step,    facts.cursor,
-                              facts.global_batch, facts.batches_per_epoch, facts.world_size};
-  timed_bcast(position, 6, MPI_INT64_T, 0, comm.get(), comm.limit(),
+  constexpr int kFacts = static_cast<int>(std::size(kFactKeys));
+  std::int64_t position[kFacts];
+  for (int i = 0; i < kFacts; ++i) position[i] = facts.*kFactKeys[i].second;
+  timed_bcast(position, kFacts, MPI_INT64_T, 0, comm.get(), comm.limit(),
               "broadcasting the checkpoint's position");
-  facts.step = position[0], facts.optimizer_step = position[1], facts.cursor = position[2];
-  facts.global_batch = position[3], facts.batches_per_epoch = position[4];
-  facts.world_size = position[5];
+  for (int i = 0; i < kFacts; ++i) facts.*kFactKeys[i].second = position[i];
 
   std::vector<float> host;
   // Parameters are replicated: every rank gets every bucket's fp32 values from rank 0 (in bf16

@@ -79,12 +79,7 @@ CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
                            escaped_excerpt(*names.begin())));
   }
   CheckpointFacts facts;
-  facts.step = meta_int(m, path, "step");
-  facts.optimizer_step = meta_int(m, path, "optimizer_step");
-  facts.cursor = meta_int(m, path, "sampler_position");
-  facts.global_batch = meta_int(m, path, "global_batch");
-  facts.batches_per_epoch = meta_int(m, path, "batches_per_epoch");
-  facts.world_size = meta_int(m, path, "world_size");
+  for (const auto& [key, field] : kFactKeys) facts.*field = meta_int(m, path, key);
   facts.config_toml = meta("config");
   if (facts.step != m.step || facts.optimizer_step > facts.step) {
     fail(path,

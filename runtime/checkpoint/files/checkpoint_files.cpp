@@ -181,12 +181,7 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
   });
 
   CheckpointFacts facts;
-  facts.step = metadata_int(file, "step");
-  facts.optimizer_step = metadata_int(file, "optimizer_step");
-  facts.cursor = metadata_int(file, "sampler_position");
-  facts.global_batch = metadata_int(file, "global_batch");
-  facts.batches_per_epoch = metadata_int(file, "batches_per_epoch");
-  facts.world_size = metadata_int(file, "world_size");
+  for (const auto& [key, field] : kFactKeys) facts.*field = metadata_int(file, key);
   facts.config_toml = meta("config");
   check_checkpoint_facts(file.path(), facts);
 

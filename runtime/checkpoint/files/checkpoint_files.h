@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/config/config.h"
@@ -59,6 +60,15 @@ struct CheckpointFacts {
   std::int64_t world_size = 0;
   std::string config_toml;  // the writer's effective config (to_toml)
 };
+
+// The integer facts under their __metadata__ keys, in the order the loaders read and check them.
+inline constexpr std::pair<const char*, std::int64_t CheckpointFacts::*> kFactKeys[] = {
+    {"step", &CheckpointFacts::step},
+    {"optimizer_step", &CheckpointFacts::optimizer_step},
+    {"sampler_position", &CheckpointFacts::cursor},
+    {"global_batch", &CheckpointFacts::global_batch},
+    {"batches_per_epoch", &CheckpointFacts::batches_per_epoch},
+    {"world_size", &CheckpointFacts::world_size}};
 
 // Validates a checkpoint for a model and optimizer without MPI: format, CRC32s, optimizer kind,
 // every parameter and state tensor present as F32 with the parameter's shape, nothing unexpected,

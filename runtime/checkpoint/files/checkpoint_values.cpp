@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <tuple>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -26,14 +25,9 @@ constexpr std::int64_t kMaxCheckpointCount = std::int64_t{1} << 53;
 }  // namespace
 
 void check_checkpoint_facts(const std::string& file, const CheckpointFacts& facts) {
-  for (const auto& [key, value] : {std::pair{"step", facts.step},
-                                   {"optimizer_step", facts.optimizer_step},
-                                   {"sampler_position", facts.cursor},
-                                   {"global_batch", facts.global_batch},
-                                   {"batches_per_epoch", facts.batches_per_epoch},
-                                   {"world_size", facts.world_size}}) {
-    if (value < 0 || value > kMaxCheckpointCount) {
-      fail(file, fmt::format("metadata '{}' = {} is beyond any run (0 to {})", key, value,
+  for (const auto& [key, field] : kFactKeys) {
+    if (facts.*field < 0 || facts.*field > kMaxCheckpointCount) {
+      fail(file, fmt::format("metadata '{}' = {} is beyond any run (0 to {})", key, facts.*field,
                              kMaxCheckpointCount));
     }
   }
