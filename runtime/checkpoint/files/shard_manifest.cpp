@@ -219,9 +219,12 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   return m;
 }
 
+std::string read_manifest_text(const std::string& path) {
+  return read_small_file(path, "sharded checkpoint manifest", kMaxManifestBytes);
+}
+
 Manifest read_manifest(const std::string& path) {
-  return parse_manifest(read_small_file(path, "sharded checkpoint manifest", kMaxManifestBytes),
-                        path);
+  return parse_manifest(read_manifest_text(path), path);
 }
 
 void write_manifest(const std::string& dir, const Manifest& m) {

@@ -61,6 +61,8 @@ std::string manifest_to_json(const Manifest& m);
 // Parses and validates `text` (read from `path`, named in errors): checksum, format, every shard
 // named once per rank, pieces of each parameter in bounds and covering it exactly once.
 Manifest parse_manifest(const std::string& text, const std::string& path);
+// The text of the manifest at `path`, read without blocking and bounded; read_manifest parses it.
+std::string read_manifest_text(const std::string& path);
 Manifest read_manifest(const std::string& path);
 // Writes the manifest atomically into `dir` (temp file, fsync, rename, fsync the directory).
 void write_manifest(const std::string& dir, const Manifest& m);
