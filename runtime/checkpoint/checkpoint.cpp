@@ -57,24 +57,6 @@ namespace {
 constexpr int kEveryRank = -1;
 constexpr std::int64_t kMaxMessageFloats = std::int64_t{1} << 28;  // MPI counts are ints
 
-// A duplicate of the world communicator for one save or load (collective to create and free).
-// Every wait on it is bounded by runtime.timeout_s (runtime/comm/timed_mpi.h).
-class CheckpointComm {
- public:
-  CheckpointComm(MPI_Comm world, const WaitLimit& limit) : limit_(limit) {
-    comm_ = timed_comm_dup(world, limit_, "creating the checkpoint communicator");
-  }
-  ~CheckpointComm() { MPI_Comm_free(&comm_); }
-  CheckpointComm(const CheckpointComm&) = delete;
-  CheckpointComm& operator=(const CheckpointComm&) = delete;
-  MPI_Comm get() const { return comm_; }
-  const WaitLimit& limit() const { return limit_; }
-
- private:
-  WaitLimit limit_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-};
-
 WaitLimit wait_limit(const TrainingState& state) {
   return WaitLimit{state.world.rank, state.config.runtime.timeout_s};
 }

@@ -24,8 +24,6 @@ namespace zl {
 
 namespace {
 
-constexpr std::int64_t kMaxManifestBytes = std::int64_t{256} << 20;
-
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw UserError(fmt::format("sharded checkpoint '{}': {}", path, what));
 }
@@ -90,14 +88,14 @@ CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
   return facts;
 }
 
-void bcast_string(std::string& s, MPI_Comm comm, const WaitLimit& limit, const char* what) {
+void bcast_string(std::string& s, const CheckpointComm& comm, const char* what) {
   std::int64_t n = static_cast<std::int64_t>(s.size());
-  timed_bcast(&n, 1, MPI_INT64_T, 0, comm, limit, what);
+  timed_bcast(&n, 1, MPI_INT64_T, 0, comm.get(), comm.limit(), what);
   s.resize(static_cast<std::size_t>(n));
   constexpr std::int64_t kChunk = std::int64_t{1} << 30;
   for (std::int64_t at = 0; at < n; at += kChunk) {
-    timed_bcast(s.data() + at, static_cast<int>(std::min(kChunk, n - at)), MPI_CHAR, 0, comm, limit,
-                what);
+    timed_bcast(s.data() + at, static_cast<int>(std::min(kChunk, n - at)), MPI_CHAR, 0, comm.get(),
+                comm.limit(), what);
   }
 }
 
@@ -108,24 +106,19 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
   ParameterStore& store = state.store;
   RankOptimizer& opt = state.optimizer;
   const double timeout_s = state.config.runtime.timeout_s;
-  const WaitLimit limit{world.rank, timeout_s};
-  MPI_Comm comm = timed_comm_dup(world.comm, limit, "creating the checkpoint communicator");
-  struct FreeComm {
-    MPI_Comm& c;
-    ~FreeComm() { MPI_Comm_free(&c); }
-  } free_comm{comm};
+  const CheckpointComm comm(world.comm, WaitLimit{world.rank, timeout_s});
 
   std::string path = root_path, text;
   agree_on_user_errors(
       world,
       [&] {
         if (!world.is_root()) return;
-        text = read_small_file(path, "sharded checkpoint manifest", kMaxManifestBytes);
+        text = read_manifest_text(path);
         check_manifest(parse_manifest(text, path), path, store, opt);
       },
       timeout_s);
-  bcast_string(path, comm, limit, "broadcasting the checkpoint manifest's path");
-  bcast_string(text, comm, limit, "broadcasting the checkpoint manifest");
+  bcast_string(path, comm, "broadcasting the checkpoint manifest's path");
+  bcast_string(text, comm, "broadcasting the checkpoint manifest");
 
   Manifest m;
   CheckpointFacts facts;
