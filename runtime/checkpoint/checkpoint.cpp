@@ -440,12 +440,10 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
       gather_shards(state, b, slices, host, comm);
     } else if (world.rank == source) {
       bucket_to_host(state, b, host);
-    }
-    if (holder != kShards && source != 0 && world.rank == source) {
-      send_floats(host.data(), slices * b.numel, 0, comm);
+      if (source != 0) send_floats(host.data(), slices * b.numel, 0, comm);
     }
     if (!world.is_root()) continue;
-    if (holder != kShards && source != 0) {
+    if (source != 0) {
       host.resize(static_cast<std::size_t>(slices * b.numel));
       recv_floats(host.data(), slices * b.numel, source, comm);
     }
