@@ -1,6 +1,4 @@
-// The rank-local half of checkpoints (see checkpoint_files.h): file names, the `latest` pointer,
-// durable writes and directory fsync, the fault-injection test hook, and the validation of a
-// checkpoint file against a model and optimizer before any rank is sent a byte of it.
+// The rank-local half of checkpoints (see checkpoint_files.h).
 #include "runtime/checkpoint/files/checkpoint_files.h"
 
 #include <fcntl.h>
@@ -74,6 +72,17 @@ void check_tensor(const SafetensorsReader& file, const std::string& name,
                            "model.widths with the config in `zerolap inspect {}`)",
                            name, format_shape(t->shape), format_shape(shape), file.path()));
   }
+}
+
+// fsync of `path`, opened read-only with `flags`; RuntimeFailure "cannot fsync <what>'<path>'".
+void fsync_path(const std::string& path, int flags, const char* what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw RuntimeFailure(fmt::format("cannot fsync {}'{}': {}", what, path, reason));
+  }
+  ::close(fd);
 }
 
 // Writes `text` to `path` and fsyncs it; on failure removes it and throws RuntimeFailure naming it
@@ -341,15 +350,9 @@ std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c) {
   return path;
 }
 
-void sync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const std::string reason = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw RuntimeFailure(fmt::format("cannot fsync directory '{}': {}", dir, reason));
-  }
-  ::close(fd);
-}
+void sync_directory(const std::string& dir) { fsync_path(dir, O_DIRECTORY, "directory "); }
+
+void sync_file(const std::string& path) { fsync_path(path, 0, ""); }
 
 void write_latest_pointer(const std::string& dir, const std::string& file_name) {
   replace_file_durably(dir, kLatestPointerName, file_name + "\n", "checkpoint pointer");

@@ -105,6 +105,8 @@ void write_latest_pointer(const std::string& dir, const std::string& file_name);
 // Pruning to checkpoint.keep: runtime/checkpoint/files/checkpoint_pruning.h.
 // fsync of a directory: makes a rename in it durable.
 void sync_directory(const std::string& dir);
+// fsync of a file written without it (run.json); RuntimeFailure naming it.
+void sync_file(const std::string& path);
 // The fault-injection hook (see kFaultEnvVar).
 void checkpoint_fault_point(const char* point, std::int64_t step);
 

@@ -1,12 +1,9 @@
 // Run ids, run.json and a checkpoint's run id (see run_identity.h).
 #include "runtime/checkpoint/files/run_identity.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <random>
@@ -34,16 +31,6 @@ constexpr std::int64_t kMaxRecordBytes = std::int64_t{16} << 20;
       "whether this run may write there. Restore it, remove it if the directory's files are yours "
       "to replace, or choose another directory",
       path.string(), why));
-}
-
-void fsync_file(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const std::string reason = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw RuntimeFailure(fmt::format("cannot fsync '{}': {}", path.string(), reason));
-  }
-  ::close(fd);
 }
 
 }  // namespace
@@ -107,7 +94,7 @@ void write_run_record(const std::string& dir, const RunRecord& record) {
   const fs::path path = fs::path(dir) / kRunRecordName;
   const fs::path temp = fs::path(dir) / (std::string(kRunRecordName) + kCheckpointTempSuffix);
   write_whole_file(temp.string(), j.dump(2) + "\n", "run record");
-  fsync_file(temp);
+  sync_file(temp.string());
   rename_durably(temp, path, dir);
 }
 
