@@ -160,8 +160,7 @@ WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
       sink.finish();
       writer.finish();
     }
-    const fs::path parent = fs::path(shard.path).parent_path();
-    sync_directory(parent.string());
+    sync_directory(fs::path(shard.path).parent_path().string());
     // The whole file's CRC32: the header's bytes (read back: the writer fills its CRCs in last)
     // combined with the data section's, which the writer computed as it wrote.
     const SafetensorsReader back(shard.path);
