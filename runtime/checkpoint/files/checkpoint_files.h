@@ -35,7 +35,6 @@ std::string metadata_value(const std::map<std::string, std::string>& metadata,
 inline constexpr const char* kFaultEnvVar = "ZEROLAP_FAULT_CHECKPOINT";
 inline constexpr int kFaultExitCode = 86;
 
-// "step_00000120.safetensors": zero-padded so names sort in step order.
 // The optimizer-state tensor of a parameter, named as torch.optim's state_dict:
 // "optimizer.<param>.<state>".
 std::string state_tensor_name(const std::string& param, const std::string& state);
@@ -43,6 +42,7 @@ std::string state_tensor_name(const std::string& param, const std::string& state
 // Suffix of a file being written; pruning removes those a crash left behind.
 inline constexpr const char* kCheckpointTempSuffix = ".tmp";
 
+// "step_00000120.safetensors": zero-padded so names sort in step order.
 std::string checkpoint_file_name(std::int64_t step);
 // The step of a checkpoint_file_name, or -1 for another name.
 std::int64_t checkpoint_step_of(const std::string& file_name);

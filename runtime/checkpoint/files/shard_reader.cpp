@@ -13,7 +13,6 @@
 namespace zl {
 namespace fs = std::filesystem;
 
-// The shards of one manifest, opened as needed, each checked to belong to it.
 ShardSet::ShardSet(const Manifest& m, std::string manifest_path)
     : m_(m), path_(std::move(manifest_path)), readers_(m.shards.size()) {
   for (std::size_t i = 0; i < m.shards.size(); ++i) {
@@ -21,7 +20,6 @@ ShardSet::ShardSet(const Manifest& m, std::string manifest_path)
   }
 }
 
-// Shard i: its size against the manifest, its header, and that it is this manifest's.
 const SafetensorsReader& ShardSet::open(std::size_t i) {
   if (readers_[i]) return *readers_[i];
   const ShardEntry& s = m_.shards[i];
@@ -53,7 +51,8 @@ const SafetensorsReader& ShardSet::open(std::size_t i) {
                     file, s.rank, m_.step, m_.generation, path_));
   }
   for (const ShardPiece& p : s.pieces) {
-    for (const std::string& name : tensor_names(p.name)) {
+    for (int which = -1; which < static_cast<int>(m_.state_names.size()); ++which) {
+      const std::string name = tensor_name(p.name, which);
       const TensorEntry* t = reader->find(name);
       if (!t || t->dtype != "F32" || t->shape != std::vector<std::int64_t>{p.numel} ||
           value("begin." + p.name) != std::to_string(p.begin)) {
@@ -79,8 +78,7 @@ void ShardSet::shards_of(const std::string& name, std::int64_t lo, std::int64_t 
 
 void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::int64_t hi,
                     float* out) {
-  const std::string tensor =
-      which < 0 ? param : state_tensor_name(param, m_.state_names[static_cast<std::size_t>(which)]);
+  const std::string tensor = tensor_name(param, which);
   for (const auto& [shard, p] : by_param_.at(param)) {
     const std::int64_t a = std::max(lo, p->begin), b = std::min(hi, p->begin + p->numel);
     if (a >= b) continue;
@@ -91,10 +89,9 @@ void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::i
   }
 }
 
-std::vector<std::string> ShardSet::tensor_names(const std::string& param) const {
-  std::vector<std::string> out{param};
-  for (const std::string& s : m_.state_names) out.push_back(state_tensor_name(param, s));
-  return out;
+std::string ShardSet::tensor_name(const std::string& param, int which) const {
+  if (which < 0) return param;
+  return state_tensor_name(param, m_.state_names[static_cast<std::size_t>(which)]);
 }
 
 }  // namespace zl

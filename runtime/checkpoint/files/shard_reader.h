@@ -21,6 +21,7 @@ class ShardSet {
   // `m` must outlive the set.
   ShardSet(const Manifest& m, std::string manifest_path);
 
+  // Shard i: its size against the manifest, its header, and that it is this manifest's.
   const SafetensorsReader& open(std::size_t i);
   // Adds to `out` the shards holding any of elements [lo, hi) of parameter `name`.
   void shards_of(const std::string& name, std::int64_t lo, std::int64_t hi,
@@ -30,7 +31,8 @@ class ShardSet {
   void read(const std::string& param, int which, std::int64_t lo, std::int64_t hi, float* out);
 
  private:
-  std::vector<std::string> tensor_names(const std::string& param) const;
+  // The tensor of parameter `param`'s value (which = -1) or of its state `which`.
+  std::string tensor_name(const std::string& param, int which) const;
 
   const Manifest& m_;
   std::string path_;
