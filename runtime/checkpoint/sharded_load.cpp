@@ -6,6 +6,7 @@
 // into one bucket's host staging, and restores them as the single-file loader does.
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -55,26 +56,25 @@ CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
     fail(path, fmt::format("holds optimizer state [{}], this optimizer keeps [{}]",
                            fmt::join(m.state_names, ","), fmt::join(opt.state_names(), ",")));
   }
-  std::set<std::string> names;
-  for (const ManifestParameter& p : m.parameters) names.insert(p.name);
+  std::map<std::string, std::vector<std::int64_t>> shapes;  // the manifest's parameters
+  for (const ManifestParameter& p : m.parameters) shapes[p.name] = p.shape;
   for (const ParameterInfo& p : store.parameters()) {
-    const auto it = std::find_if(m.parameters.begin(), m.parameters.end(),
-                                 [&](const ManifestParameter& q) { return q.name == p.name; });
-    if (it == m.parameters.end()) {
+    const auto it = shapes.find(p.name);
+    if (it == shapes.end()) {
       fail(path, fmt::format("has no parameter '{}': it was written for another model (compare "
                              "model.kind and model.widths)",
                              p.name));
     }
-    if (it->shape != p.shape) {
+    if (it->second != p.shape) {
       fail(path, fmt::format("parameter '{}' has shape {}, this model's has {}: it was written "
                              "for another model",
-                             p.name, format_shape(it->shape), format_shape(p.shape)));
+                             p.name, format_shape(it->second), format_shape(p.shape)));
     }
-    names.erase(p.name);
+    shapes.erase(it);
   }
-  if (!names.empty()) {
+  if (!shapes.empty()) {
     fail(path, fmt::format("holds parameter '{}', which this model does not have",
-                           escaped_excerpt(*names.begin())));
+                           escaped_excerpt(shapes.begin()->first)));
   }
   CheckpointFacts facts;
   for (const auto& [key, field] : kFactKeys) facts.*field = meta_int(m, path, key);
