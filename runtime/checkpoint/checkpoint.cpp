@@ -461,14 +461,8 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
   if (world.is_root()) {
     writer->finish();
     checkpoint_fault_point("after_write", state.position.step);
-    std::error_code ec;
-    fs::rename(temp, path, ec);  // atomic: `path` is the old file or the complete new one
-    if (ec) {
-      throw RuntimeFailure(fmt::format("cannot rename checkpoint '{}' to '{}': {}", temp, path,
-                                       ec.message()));
-    }
     const fs::path parent = fs::path(path).parent_path();
-    sync_directory(parent.empty() ? "." : parent.string());
+    rename_durably(temp, path, parent.empty() ? "." : parent.string(), "checkpoint ");
   }
   // The file is durable before any rank moves on.
   timed_barrier(comm.get(), comm.limit(), "the barrier after writing a checkpoint");

@@ -109,11 +109,12 @@ std::string metadata_value(const std::map<std::string, std::string>& metadata,
   return it == metadata.end() ? std::string() : it->second;
 }
 
-void rename_durably(const fs::path& temp, const fs::path& path, const std::string& dir) {
+void rename_durably(const fs::path& temp, const fs::path& path, const std::string& dir,
+                    const char* what) {
   std::error_code ec;
   fs::rename(temp, path, ec);  // atomic: a reader sees the old file or the new one, never half
   if (ec) {
-    throw RuntimeFailure(fmt::format("cannot rename '{}' to '{}': {}", temp.string(),
+    throw RuntimeFailure(fmt::format("cannot rename {}'{}' to '{}': {}", what, temp.string(),
                                      path.string(), ec.message()));
   }
   sync_directory(dir);

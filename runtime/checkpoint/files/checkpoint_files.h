@@ -111,9 +111,10 @@ void sync_file(const std::string& path);
 void checkpoint_fault_point(const char* point, std::int64_t step);
 
 // Renames `temp` to `path` (atomic: a reader sees the old file or the new one, never half), then
-// fsyncs `dir`, which holds both, so that the rename is durable. RuntimeFailure naming both.
+// fsyncs `dir`, which holds both, so that the rename is durable. RuntimeFailure "cannot rename
+// <what>'<temp>' to '<path>'".
 void rename_durably(const std::filesystem::path& temp, const std::filesystem::path& path,
-                    const std::string& dir);
+                    const std::string& dir, const char* what = "");
 // Replaces `dir`/`name` with `text` atomically: `name`.tmp written and fsynced (on failure it is
 // removed: RuntimeFailure naming it, "disk full?"; `what` names it in an open error), then
 // rename_durably.
