@@ -308,7 +308,6 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
 }
 
 std::optional<std::string> checkpoint_named_by_latest(const std::string& path) {
-  // latest_checkpoint is nullopt where the directory has no pointer.
   std::error_code ec;
   const fs::path given(path);
   if (fs::is_directory(given, ec)) {

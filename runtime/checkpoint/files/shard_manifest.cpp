@@ -75,6 +75,30 @@ std::uint32_t parse_crc(const std::string& hex, const std::string& path, const s
   return value;
 }
 
+// CRC32 (zlib) of a whole file, read in bounded chunks; UserError naming the file when unreadable.
+std::uint32_t file_crc32(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}': cannot open: {}", path, std::strerror(errno)));
+  }
+  std::vector<unsigned char> buf(kCrcChunk);
+  std::uint32_t crc = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      throw UserError(fmt::format("checkpoint shard '{}': cannot read: {}", path, reason));
+    }
+    if (n == 0) break;
+    crc = crc32_update(crc, buf.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return crc;
+}
+
 }  // namespace
 
 std::int64_t ManifestParameter::numel() const {
@@ -229,29 +253,6 @@ Manifest read_manifest(const std::string& path) {
 
 void write_manifest(const std::string& dir, const Manifest& m) {
   replace_file_durably(dir, kManifestName, manifest_to_json(m), "checkpoint manifest");
-}
-
-std::uint32_t file_crc32(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    throw UserError(
-        fmt::format("checkpoint shard '{}': cannot open: {}", path, std::strerror(errno)));
-  }
-  std::vector<unsigned char> buf(kCrcChunk);
-  std::uint32_t crc = 0;
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      throw UserError(fmt::format("checkpoint shard '{}': cannot read: {}", path, reason));
-    }
-    if (n == 0) break;
-    crc = crc32_update(crc, buf.data(), static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return crc;
 }
 
 void verify_shard(const std::string& manifest_path, const ShardEntry& s) {

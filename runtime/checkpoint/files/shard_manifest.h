@@ -67,8 +67,6 @@ Manifest read_manifest(const std::string& path);
 // Writes the manifest atomically into `dir` (temp file, fsync, rename, fsync the directory).
 void write_manifest(const std::string& dir, const Manifest& m);
 
-// CRC32 (zlib) of a whole file, read in bounded chunks; UserError naming the file when unreadable.
-std::uint32_t file_crc32(const std::string& path);
 // Size and CRC32 of shard `s` of the manifest at `manifest_path` against the manifest: UserError
 // naming the file when it is missing, truncated or differs (another checkpoint's shard).
 void verify_shard(const std::string& manifest_path, const ShardEntry& s);
