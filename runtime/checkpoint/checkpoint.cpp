@@ -524,10 +524,7 @@ void resume_at(const TrainingState& state, const CheckpointFacts& facts, const s
                facts.global_batch, global_batch, cursor % state.batches_per_epoch,
                cursor / state.batches_per_epoch);
   }
-  std::vector<std::string> changed;
-  for (const std::string& key : config_differences(facts.config_toml, to_toml(state.config))) {
-    if (key_affects_results(key)) changed.push_back(key);
-  }
+  const auto changed = result_differences(facts.config_toml, to_toml(state.config));
   constexpr std::size_t kShown = 8;  // a crafted checkpoint may differ in any number of keys
   if (!changed.empty()) {
     const std::size_t shown = std::min(changed.size(), kShown);

@@ -245,14 +245,6 @@ std::string taken_outputs_note(const DirState& s, Verdict verdict) {
 
 }  // namespace
 
-std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml) {
-  std::vector<std::string> keys = config_differences(a_toml, b_toml);
-  keys.erase(std::remove_if(keys.begin(), keys.end(),
-                            [](const std::string& k) { return !key_affects_results(k); }),
-             keys.end());
-  return keys;
-}
-
 RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   const Launch launch{"train", world_size, to_toml(config)};
   const CheckpointConfig& ck = config.checkpoint;

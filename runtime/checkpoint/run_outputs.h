@@ -58,8 +58,4 @@ void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool 
 // removes the checkpoints and points `latest` at the newest one left of this run.
 void apply_checkpoint_removals(const Config& config, const RunOutputsClaim& claim, bool quiet);
 
-// "section.key" of each results-affecting key (key_affects_results) whose value differs between
-// two to_toml texts.
-std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml);
-
 }  // namespace zl

@@ -241,7 +241,7 @@ std::int64_t convert_cursor(const CheckpointFacts& facts, std::int64_t global_ba
   return epoch * batches_per_epoch + within;
 }
 
-std::vector<std::string> config_differences(const std::string& a_toml, const std::string& b_toml) {
+std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml) {
   auto keys = [](const std::string& text) {
     std::map<std::string, std::string> out;
     std::istringstream in(text);
@@ -266,7 +266,7 @@ std::vector<std::string> config_differences(const std::string& a_toml, const std
     const auto ia = a.find(k), ib = b.find(k);
     // A key may come from a checkpoint's or a saved config's text: escaped and bounded, as in
     // every message that echoes a file.
-    if (ia == a.end() || ib == b.end() || ia->second != ib->second) {
+    if ((ia == a.end() || ib == b.end() || ia->second != ib->second) && key_affects_results(k)) {
       differ.push_back(escaped_excerpt(k));
     }
   }

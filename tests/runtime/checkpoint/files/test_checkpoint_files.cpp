@@ -127,8 +127,8 @@ TEST_CASE("the sampler cursor converts to another global batch", "[checkpoint]")
 TEST_CASE("config differences name the keys", "[checkpoint]") {
   const std::string a = "[model]\nwidths = [1, 2]\n\n[parallel]\nmode = \"ddp\"\n";
   const std::string b = "[model]\nwidths = [1, 2]\n\n[parallel]\nmode = \"zero\"\nx = 1\n";
-  CHECK(config_differences(a, b) == std::vector<std::string>{"parallel.mode", "parallel.x"});
-  CHECK(config_differences(a, a).empty());
+  CHECK(result_differences(a, b) == std::vector<std::string>{"parallel.mode", "parallel.x"});
+  CHECK(result_differences(a, a).empty());
 }
 
 // A stand-in checkpoint of run `run_id`: one tensor, the run id in its metadata.
