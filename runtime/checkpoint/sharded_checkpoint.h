@@ -117,12 +117,4 @@ void prune_after_publish(const ShardCommit& commit, const Manifest& complete);
 // truncated or foreign shard is a UserError naming the file, reported once (ReportedUserError).
 void load_sharded_checkpoint(const TrainingState& state, const std::string& manifest_path);
 
-// Where rank `rank` writes its pieces: elements of parameters within the state it holds (element
-// shards, owned buckets; ddp: an even slice of the flat parameters). Public for the tests.
-struct HeldPiece {
-  int param = 0, bucket = 0;
-  std::int64_t begin = 0, numel = 0;  // within the parameter
-};
-std::vector<HeldPiece> held_pieces(const TrainingState& state, int rank);
-
 }  // namespace zl

@@ -183,7 +183,12 @@ WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
   }
 }
 
-}  // namespace
+// A piece rank `rank` writes: elements of a parameter within the state it holds (element shards,
+// owned buckets; ddp: an even slice of the flat parameters).
+struct HeldPiece {
+  int param = 0, bucket = 0;
+  std::int64_t begin = 0, numel = 0;  // within the parameter
+};
 
 std::vector<HeldPiece> held_pieces(const TrainingState& state, int rank) {
   std::int64_t total = 0;
@@ -197,6 +202,8 @@ std::vector<HeldPiece> held_pieces(const TrainingState& state, int rank) {
   }
   return out;
 }
+
+}  // namespace
 
 std::int64_t staged_floats(const TrainingState& state, int rank) {
   if (state.plan.world_size > state.world.size) return 0;
