@@ -151,35 +151,31 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
           for (const std::size_t i : needed) shards->open(i);
 
           host.assign(static_cast<std::size_t>(b.numel), 0.0f);
-          for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
-            shards->read(store.info(id).name, -1, lo, hi,
-                         host.data() + store.info(id).offset + lo - b.offset);
-          });
-          if (has_state) {
-            st.assign(static_cast<std::size_t>(ns) * static_cast<std::size_t>(b.numel), 0.0f);
-            for (int s = 0; s < ns; ++s) {
-              for_each_param_run(store, b, stepped, [&](int id, std::int64_t lo, std::int64_t hi) {
-                shards->read(store.info(id).name, s, lo, hi,
-                             st.data() + s * b.numel + store.info(id).offset + lo - b.offset);
+          if (has_state) st.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
+          // fn(p, which, lo, hi, out) for each run this rank loads: the values (which = -1) into
+          // `host`, then each state `which` into `st`.
+          const auto each_run = [&](auto fn) {
+            for (int which = -1; which < (has_state ? ns : 0); ++which) {
+              float* into = which < 0 ? host.data() : st.data() + which * b.numel;
+              const ElementRange& runs = which < 0 ? params : stepped;
+              for_each_param_run(store, b, runs, [&](int id, std::int64_t lo, std::int64_t hi) {
+                const ParameterInfo& p = store.info(id);
+                fn(p, which, lo, hi, into + p.offset + lo - b.offset);
               });
             }
-          }
+          };
+          each_run([&](const ParameterInfo& p, int which, auto lo, auto hi, float* out) {
+            shards->read(p.name, which, lo, hi, out);
+          });
           // Note [Loaded values]: bucket b's parameters (`host`) and state (`st`) as read, before
           // they reach the device: every value is checked here (checkpoint_values.h), on the
           // rank that read it, inside the agreement, so a bad one is exit 2 on every rank.
-          for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
-            const ParameterInfo& p = store.info(id);
-            check_checkpoint_values(path, p.name, host.data() + p.offset + lo - b.offset, hi - lo,
-                                    lo);
+          each_run([&](const ParameterInfo& p, int which, auto lo, auto hi, float* out) {
+            const auto s = static_cast<std::size_t>(which);
+            check_checkpoint_values(
+                path, which < 0 ? p.name : state_tensor_name(p.name, opt.state_names()[s]), out,
+                hi - lo, lo);
           });
-          for (int s = 0; s < ns && has_state; ++s) {
-            for_each_param_run(store, b, stepped, [&](int id, std::int64_t lo, std::int64_t hi) {
-              const ParameterInfo& p = store.info(id);
-              check_checkpoint_values(
-                  path, "optimizer." + p.name + "." + opt.state_names()[static_cast<std::size_t>(s)],
-                  st.data() + s * b.numel + p.offset + lo - b.offset, hi - lo, lo);
-            });
-          }
           parameters_from_host(state, b, host);
           for (int s = 0; s < ns && has_state; ++s) {
             copy_from_host(st.data() + s * b.numel + (stepped.offset - b.offset),
