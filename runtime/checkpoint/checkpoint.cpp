@@ -184,7 +184,6 @@ void bucket_to_host(const TrainingState& state, const Bucket& b, std::vector<flo
   }
 }
 
-
 void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host) {
   RankOptimizer& opt = state.optimizer;
   const ParameterStore& store = state.store;
