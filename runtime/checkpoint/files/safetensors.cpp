@@ -60,8 +60,6 @@ std::string format_shape(const std::vector<std::int64_t>& shape) {
 
 // --- writer ------------------------------------------------------------------------------------
 
-const std::string SafetensorsWriter::kEmpty;
-
 SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> tensors,
                                      std::map<std::string, std::string> metadata)
     : path_(std::move(path)), tensors_(std::move(tensors)) {
@@ -141,8 +139,8 @@ void SafetensorsWriter::fail_io(const char* what) {
                                    reason));
 }
 
-const std::string& SafetensorsWriter::next_tensor() const {
-  return current_ < tensors_.size() ? tensors_[current_].name : kEmpty;
+std::string SafetensorsWriter::next_tensor() const {
+  return current_ < tensors_.size() ? tensors_[current_].name : std::string();
 }
 
 void SafetensorsWriter::write(const void* data, std::size_t bytes) {

@@ -57,7 +57,7 @@ class SafetensorsWriter {
     write(data, static_cast<std::size_t>(count) * sizeof(float));
   }
   // Name of the tensor the next write() continues (for checks by the caller); "" when all written.
-  const std::string& next_tensor() const;
+  std::string next_tensor() const;
 
   // Checks every declared byte was written, fills in the CRCs, flushes and fsyncs the file, and
   // closes it. Afterwards the file is complete and durable (its directory entry is the caller's).
@@ -76,7 +76,6 @@ class SafetensorsWriter {
   std::uint64_t written_in_current_ = 0;
   std::FILE* file_ = nullptr;
   bool finished_ = false;
-  static const std::string kEmpty;
 };
 
 class SafetensorsReader {
