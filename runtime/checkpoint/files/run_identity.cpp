@@ -63,9 +63,7 @@ std::optional<RunRecord> read_run_record(const std::string& dir) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) unreadable(path, "not JSON");
   if (!j.is_object()) unreadable(path, "not a JSON object");
-  const auto field = [&](const char* key) {
-    return j.contains(key) ? j[key] : nlohmann::json();
-  };
+  const auto field = [&](const char* key) { return j.value(key, nlohmann::json()); };
   if (field("format") != kRunRecordFormat) {
     unreadable(path, fmt::format("no \"format\": \"{}\"", kRunRecordFormat));
   }
