@@ -265,7 +265,6 @@ ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c
     }
   }
 
-  const std::vector<HeldPiece> mine = held_pieces(state, world.rank);
   out.path =
       (fs::path(commit.step_dir) / shard_file_name(world.rank, world.size, generation)).string();
   out.step = state.position.step;
@@ -279,7 +278,7 @@ ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c
                   {"world_size", std::to_string(world.size)},
                   {"config_hash", metadata.at("config_hash")}};
   out.sources.clear();
-  for (const HeldPiece& h : mine) {
+  for (const HeldPiece& h : held_pieces(state, world.rank)) {
     const ParameterInfo& p = store.info(h.param);
     const std::int64_t flat = p.offset + h.begin;
     out.metadata["begin." + p.name] = std::to_string(h.begin);
