@@ -190,13 +190,8 @@ void check_sections(const toml::table& root, const ConfigSource& source) {
   }
 }
 
-const toml::table* section_table(const toml::table& root, std::string_view name) {
-  const toml::node* node = root.get(name);
-  return node != nullptr ? node->as_table() : nullptr;
-}
-
 void read_model(const toml::table& root, ConfigSource& source, ModelSpec& m) {
-  SectionReader r(source, section_table(root, "model"), "model");
+  SectionReader r(source, root, "model");
   r.enumeration("kind", m.kind, kModelKindNames);
   r.integer_array("widths", m.widths);
   r.enumeration("activation", m.activation, kActivationNames);
@@ -214,7 +209,7 @@ void read_model(const toml::table& root, ConfigSource& source, ModelSpec& m) {
 }
 
 void read_data(const toml::table& root, ConfigSource& source, DataConfig& d) {
-  SectionReader r(source, section_table(root, "data"), "data");
+  SectionReader r(source, root, "data");
   r.enumeration("kind", d.kind, kDataKindNames);
   r.string("path", d.path);
   r.string("train_images", d.train_images);
@@ -280,7 +275,7 @@ void check_model_fits_data(const Config& c, const ConfigSource& source) {
 }
 
 void read_optimizer(const toml::table& root, ConfigSource& source, OptimizerConfig& o) {
-  SectionReader r(source, section_table(root, "optimizer"), "optimizer");
+  SectionReader r(source, root, "optimizer");
   r.enumeration("kind", o.kind, kOptimizerKindNames);
   r.number("lr", o.lr, above(0));
   std::vector<float> betas;
@@ -312,7 +307,7 @@ void read_optimizer(const toml::table& root, ConfigSource& source, OptimizerConf
 }
 
 void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig& p) {
-  SectionReader r(source, section_table(root, "parallel"), "parallel");
+  SectionReader r(source, root, "parallel");
   r.enumeration("mode", p.mode, kParallelModeNames);
   r.enumeration("overlap", p.overlap, kOverlapNames);
   r.enumeration("collective", p.collective, kCollectiveNames);
@@ -327,7 +322,7 @@ void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig
 }
 
 void read_precision(const toml::table& root, ConfigSource& source, PrecisionConfig& p) {
-  SectionReader r(source, section_table(root, "precision"), "precision");
+  SectionReader r(source, root, "precision");
   r.enumeration("compute", p.compute, kComputeNames);
   r.enumeration("reduce_dtype", p.reduce_dtype, kReduceDtypeNames);
   r.enumeration("master_weights", p.master_weights, kMasterWeightsNames);
@@ -348,7 +343,7 @@ void read_precision(const toml::table& root, ConfigSource& source, PrecisionConf
 }
 
 void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
-  SectionReader r(source, section_table(root, "train"), "train");
+  SectionReader r(source, root, "train");
   const bool has_steps = r.has("steps"), has_epochs = r.has("epochs");
   r.integer("steps", t.steps, at_least(0));
   r.integer("epochs", t.epochs, at_least(0));
@@ -372,7 +367,7 @@ void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
 }
 
 void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointConfig& c) {
-  SectionReader r(source, section_table(root, "checkpoint"), "checkpoint");
+  SectionReader r(source, root, "checkpoint");
   r.string("dir", c.dir);
   r.integer("every", c.every, at_least(0));
   r.integer("keep", c.keep, at_least(1));
@@ -410,7 +405,7 @@ void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointCo
 }
 
 void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& rt) {
-  SectionReader r(source, section_table(root, "runtime"), "runtime");
+  SectionReader r(source, root, "runtime");
   r.enumeration("device", rt.device, kDeviceNames);
   // An integer >= 1, or "auto": the rank's share of its node's CPUs (World::cpus_per_rank).
   if (const toml::node* node = r.get("threads")) {
@@ -438,7 +433,7 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
 }
 
 void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
-  SectionReader r(source, section_table(root, "bench"), "bench");
+  SectionReader r(source, root, "bench");
   // The names are checked against the train section in check_bench_modes.
   r.string_array("modes", b.modes);
   if (const std::string* mode = first_repeat(b.modes)) {
@@ -456,7 +451,7 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
 }
 
 void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
-  SectionReader r(source, section_table(root, "link"), "link");
+  SectionReader r(source, root, "link");
   // Bounded so every modelled time stays a finite, castable duration (simulated_link.cpp): 0 or
   // 1 kb/s .. 1 Pb/s, and at most 10 s per hop.
   r.number("bandwidth_gbps", l.bandwidth_gbps, closed(0, kMaxLinkBandwidthGbps));
@@ -509,7 +504,7 @@ void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
 }
 
 void read_output(const toml::table& root, ConfigSource& source, OutputConfig& o) {
-  SectionReader r(source, section_table(root, "output"), "output");
+  SectionReader r(source, root, "output");
   r.string("dir", o.dir, /*allow_empty=*/false);
   r.boolean("trace", o.trace);
   r.boolean("overwrite", o.overwrite);

@@ -144,8 +144,8 @@ std::string did_you_mean(std::string_view word, std::span<const std::string> can
   return fmt::format(" (did you mean {}{}{}?)", open, *best, close);
 }
 
-SectionReader::SectionReader(ConfigSource& source, const toml::table* table, std::string section)
-    : source_(source), table_(table), section_(std::move(section)) {
+SectionReader::SectionReader(ConfigSource& source, const toml::table& root, std::string section)
+    : source_(source), table_(root[section].as_table()), section_(std::move(section)) {
   if (table_ != nullptr) source_.record(section_, *table_);
 }
 

@@ -76,8 +76,8 @@ class ConfigSource {
 // the rest as unknown (with a did-you-mean). A missing key leaves the default in place.
 class SectionReader {
  public:
-  // `table` may be null (the section is absent: every read keeps its default).
-  SectionReader(ConfigSource& source, const toml::table* table, std::string section);
+  // The section `section` of `root`; where it is absent, every read keeps its default.
+  SectionReader(ConfigSource& source, const toml::table& root, std::string section);
 
   bool has(std::string_view key) const;
   std::string full_key(std::string_view key) const { return section_ + "." + std::string(key); }
