@@ -32,8 +32,6 @@ struct Range {
   bool contains_integer(std::int64_t v) const;
   std::string describe() const;  // "must be > 0", "must be in [0, 1)"
 };
-// "1024", "0.5", "1.79769e+308": how messages print a bound.
-std::string readable_bound(double v);
 
 inline Range at_least(double lo) { return {lo, Range{}.max, false, false}; }
 inline Range above(double lo) { return {lo, Range{}.max, true, false}; }
@@ -102,14 +100,13 @@ class SectionReader {
     std::string text;
     string(key, text);
     if (!has(key)) return;
-    for (const auto& n : names) {
-      if (n.name == text) {
-        out = n.value;
-        return;
-      }
+    const auto it = std::find_if(std::begin(names), std::end(names),
+                                 [&](const auto& n) { return n.name == text; });
+    if (it == std::end(names)) {
+      fail(key, "expected one of " + enum_choices(std::span<const EnumName<E>>(names)) +
+                    ", got \"" + escaped_excerpt(text) + "\"");
     }
-    fail(key, "expected one of " + enum_choices(std::span<const EnumName<E>>(names)) + ", got \"" +
-                  escaped_excerpt(text) + "\"");
+    out = it->value;
   }
 
   // One name of `names` or an array of them (a sweep): each must be a known name, none twice. An
@@ -165,9 +162,8 @@ class SectionReader {
   std::vector<std::string> known_;
 };
 
-// Names and values as messages print them: "float", "string"; `1.5`, `"abc"`.
+// A node's type as messages name it: "float", "string".
 std::string_view type_name(const toml::node& node);
-std::string describe_value(const toml::node& node);
 // " (did you mean 'lr'?)" when a candidate is a plausible typo of `word`, else "".
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates,
                          std::string_view open = "'", std::string_view close = "'");
