@@ -9,11 +9,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <filesystem>
 #include <string_view>
-#include <system_error>
 
 #include "base/errors.h"
 #include "base/regular_file.h"
@@ -158,13 +154,9 @@ void apply_overrides(toml::table& root, const std::vector<std::string>& override
   for (const FlagOverride& f : flags) apply_value(root, f.key, f.value, f.flag, source);
   // train.steps and train.epochs are alternatives: overriding one replaces the file's other, so
   // `--set train.steps=100` shortens an epochs-based config instead of conflicting with it.
-  if (auto* train = root.get("train") ? root.get("train")->as_table() : nullptr) {
-    if (source.is_override("train.steps") && !source.is_override("train.epochs")) {
-      train->erase("epochs");
-    }
-    if (source.is_override("train.epochs") && !source.is_override("train.steps")) {
-      train->erase("steps");
-    }
+  const bool steps = source.is_override("train.steps"), epochs = source.is_override("train.epochs");
+  if (auto* train = root["train"].as_table(); train != nullptr && steps != epochs) {
+    train->erase(steps ? "epochs" : "steps");
   }
 }
 
@@ -254,24 +246,17 @@ void read_data(const toml::table& root, ConfigSource& source, DataConfig& d) {
 void check_model_fits_data(const Config& c, const ConfigSource& source) {
   const auto& w = c.model.widths;
   if (w.empty()) return;
-  const std::string got = fmt::format("[{}]", fmt::join(w, ", "));
-  if (c.data.kind == DataKind::FashionMnist && (w.front() != 784 || w.back() < 10)) {
-    source.fail("model.widths",
-                fmt::format("data.kind = \"fashion_mnist\" needs 784 inputs and "
-                            "at least 10 outputs (28x28 images, 10 classes), got {}",
-                            got));
-  }
-  if (c.data.kind == DataKind::Spirals && (w.front() != 2 || w.back() < 2)) {
-    source.fail("model.widths", fmt::format("data.kind = \"spirals\" needs 2 inputs and at least "
-                                            "2 outputs (one per class), got {}",
-                                            got));
-  }
-  if (c.data.kind == DataKind::Teacher && c.data.teacher_task == TaskKind::Classification &&
-      w.back() < 2) {
-    source.fail("model.widths", fmt::format("a teacher classification task needs at least 2 "
-                                            "outputs (one per class), got {}",
-                                            got));
-  }
+  const auto require = [&](bool holds, const char* what) {
+    if (!holds) source.fail("model.widths", fmt::format("{}, got [{}]", what, fmt::join(w, ", ")));
+  };
+  require(c.data.kind != DataKind::FashionMnist || (w.front() == 784 && w.back() >= 10),
+          "data.kind = \"fashion_mnist\" needs 784 inputs and at least 10 outputs (28x28 images, "
+          "10 classes)");
+  require(c.data.kind != DataKind::Spirals || (w.front() == 2 && w.back() >= 2),
+          "data.kind = \"spirals\" needs 2 inputs and at least 2 outputs (one per class)");
+  require(c.data.kind != DataKind::Teacher || c.data.teacher_task != TaskKind::Classification ||
+              w.back() >= 2,
+          "a teacher classification task needs at least 2 outputs (one per class)");
 }
 
 void read_optimizer(const toml::table& root, ConfigSource& source, OptimizerConfig& o) {
@@ -618,11 +603,6 @@ std::string read_file(const std::string& path) {
     throw UserError(what + ": give the path of a TOML file");
   }
 }
-
-
-}  // namespace
-
-namespace {
 
 Config read_config(const toml::table& root, ConfigSource& source, const std::string& source_name) {
   Config c;
