@@ -74,12 +74,7 @@ constexpr const char* enum_name(std::span<const EnumName<E>> names, E value) {
 template <class E>
 std::string enum_choices(std::span<const EnumName<E>> names) {
   std::string out;
-  for (const auto& n : names) {
-    if (!out.empty()) out += ", ";
-    out += '"';
-    out += n.name;
-    out += '"';
-  }
+  for (const auto& n : names) out += (out.empty() ? "\"" : ", \"") + std::string(n.name) + '"';
   return out;
 }
 

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <span>
 #include <sstream>
@@ -33,31 +35,19 @@ std::string toml_float(T v) {
 }
 
 std::string toml_string(std::string_view s) {
+  constexpr std::pair<char, const char*> kEscapes[] = {
+      {'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\t', "\\t"}, {'\r', "\\r"}};
   std::string out = "\"";
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
-        } else {
-          out += ch;  // UTF-8 passes through: TOML strings are UTF-8
-        }
+    const auto* escape = std::find_if(std::begin(kEscapes), std::end(kEscapes),
+                                      [&](const auto& e) { return e.first == ch; });
+    if (escape != std::end(kEscapes)) {
+      out += escape->second;
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
+    } else {
+      out += ch;  // UTF-8 passes through: TOML strings are UTF-8
     }
   }
   return out + "\"";
@@ -72,10 +62,8 @@ class TomlWriter {
   void raw(std::string_view key, std::string_view text) {
     out_ += fmt::format("{} = {}\n", key, text);
   }
-  void integer(std::string_view key, std::int64_t v) { raw(key, fmt::format("{}", v)); }
-  void unsigned_integer(std::string_view key, std::uint64_t v) { raw(key, fmt::format("{}", v)); }
-  void number(std::string_view key, float v) { raw(key, toml_float(v)); }
-  void number(std::string_view key, double v) { raw(key, toml_float(v)); }
+  void integer(std::string_view key, std::integral auto v) { raw(key, fmt::format("{}", v)); }
+  void number(std::string_view key, std::floating_point auto v) { raw(key, toml_float(v)); }
   void boolean(std::string_view key, bool v) { raw(key, v ? "true" : "false"); }
   void string(std::string_view key, std::string_view v) { raw(key, toml_string(v)); }
   template <class T, class Format>
@@ -120,7 +108,7 @@ std::string to_toml(const Config& c) {
   w.string("kind", name_of(kModelKindNames, c.model.kind));
   w.array("widths", c.model.widths, as_int);
   w.string("activation", name_of(kActivationNames, c.model.activation));
-  w.unsigned_integer("seed", c.model.seed);
+  w.integer("seed", c.model.seed);
   w.number("layernorm_eps", c.model.layernorm_eps);
 
   const DataConfig& d = c.data;
@@ -136,7 +124,7 @@ std::string to_toml(const Config& c) {
   w.integer("eval_batch_size", d.eval_batch_size);
   w.integer("global_batch_size", d.global_batch_size);
   w.boolean("shuffle", d.shuffle);
-  w.unsigned_integer("seed", d.seed);
+  w.integer("seed", d.seed);
   w.integer("train_samples", d.train_samples);
   w.integer("test_samples", d.test_samples);
   w.number("noise", d.noise);
