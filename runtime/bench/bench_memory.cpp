@@ -8,7 +8,6 @@
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/bench/bench.h"
-#include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/plan/plan_report.h"
