@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "models/model.h"
 #include "runtime/bench/bench_report.h"
 #include "runtime/bench/scaling_model.h"
 #include "runtime/train/plan/bucket_plan.h"
@@ -136,18 +135,14 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
       return v;
     };
     out += spread_header(d);
-    out += spread_row("parameters", column([](const RankMemory& m) { return m.parameters; }),
-                      human_bytes);
-    out += spread_row("gradients", column([](const RankMemory& m) { return m.gradients; }),
-                      human_bytes);
-    out += spread_row("master", column([](const RankMemory& m) { return m.master; }),
-                      human_bytes);
-    out += spread_row("optimizer state",
-                      column([](const RankMemory& m) { return m.state; }), human_bytes);
-    out += spread_row("activations", column([](const RankMemory& m) { return m.activations; }),
-                      human_bytes);
-    out += spread_row("total", column([](const RankMemory& m) { return m.total(); }),
-                      human_bytes);
+    const std::pair<const char*, std::int64_t (*)(const RankMemory&)> rows[] = {
+        {"parameters", [](const RankMemory& m) { return m.parameters; }},
+        {"gradients", [](const RankMemory& m) { return m.gradients; }},
+        {"master", [](const RankMemory& m) { return m.master; }},
+        {"optimizer state", [](const RankMemory& m) { return m.state; }},
+        {"activations", [](const RankMemory& m) { return m.activations; }},
+        {"total", [](const RankMemory& m) { return m.total(); }}};
+    for (const auto& [what, field] : rows) out += spread_row(what, column(field), human_bytes);
   } else {
     out += fmt::format("{:>6}  {:>11}  {:>11}  {:>11}  {:>15}  {:>11}  {:>11}\n", "rank",
                        "parameters", "gradients", "master", "optimizer state", "activations",
@@ -160,8 +155,7 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
                          human_bytes(m.activations), human_bytes(m.total()));
     }
   }
-  out += fmt::format("largest rank: {}\n",
-                     describe_memory(estimate_peak_rank_memory(config, store, plan, mode)));
+  out += fmt::format("largest rank: {}\n", describe_memory(peak));
   return out;
 }
 
@@ -281,36 +275,29 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
 int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
                      const PlanOptions& options) {
   Config config;
+  const int ranks = world_size > 0 ? world_size : world.size;  // --world N, else the job's size
   agree_on_user_errors(world, [&] {
+    const FlagOverride given[] = {{"--link-gbps", "link.bandwidth_gbps", options.link_gbps},
+                                  {"--latency-us", "link.latency_us", options.latency_us},
+                                  {"--node-ranks", "link.node_ranks", options.node_ranks},
+                                  {"--intra-gbps", "link.intra_gbps", options.intra_gbps}};
     std::vector<FlagOverride> flags;
-    if (!options.link_gbps.empty()) {
-      flags.push_back({"--link-gbps", "link.bandwidth_gbps", options.link_gbps});
-    }
-    if (!options.latency_us.empty()) {
-      flags.push_back({"--latency-us", "link.latency_us", options.latency_us});
-    }
-    if (!options.node_ranks.empty()) {
-      flags.push_back({"--node-ranks", "link.node_ranks", options.node_ranks});
-    }
-    if (!options.intra_gbps.empty()) {
-      flags.push_back({"--intra-gbps", "link.intra_gbps", options.intra_gbps});
+    for (const FlagOverride& f : given) {
+      if (!f.value.empty()) flags.push_back(f);
     }
     config = load_config(args.path, args.overrides, flags);
-    const int planned = world_size > 0 ? world_size : world.size;
-    // The split for the planned world (--world N, else this job's size).
-    apply_global_batch(config, planned);
+    apply_global_batch(config, ranks);  // the split for the planned world
     if (options.compute_ms > 0.0 && !config.link.enabled()) {
       throw UserError("plan: --compute-ms predicts step times on a modelled link: give --link-gbps "
                       "(or [link] bandwidth_gbps in the config)");
     }
-    // The prediction is for a cluster of `planned` ranks: the link model's ranks are those, its
+    // The prediction is for a cluster of `ranks` ranks: the link model's ranks are those, its
     // nodes and the shard groups must tile them.
     config.link.ranks = 0;
-    check_link_world(config.link, planned, where_set(config, "link.node_ranks"));
-    check_shard_group(config, planned);
+    check_link_world(config.link, ranks, where_set(config, "link.node_ranks"));
+    check_shard_group(config, ranks);
   }, config.runtime.timeout_s);
   if (!world.is_root()) return 0;
-  const int ranks = world_size > 0 ? world_size : world.size;
   // Laid out, not allocated: a plan for a model too large for this machine still prints.
   const ModePlan mode = make_run_mode_plan(config, ranks);
   const PlannedLayout planned = plan_at(config, mode, ranks);
