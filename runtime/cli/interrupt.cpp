@@ -8,7 +8,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <thread>
 
 #include <fmt/format.h>
@@ -77,13 +76,10 @@ void report_interrupt(const World& world, int signal, std::int64_t step,
   // so a line on stderr could come out before the lines printed before it. On one stream this is
   // the job's last line, also where the launcher's exit code hides the signal (1 after a signal
   // to mpirun): the step and how to resume are there.
-  if (checkpoint.empty()) {
-    fmt::print("zerolap: {}: interrupted at step {}; no checkpoint (checkpoint.dir is not "
-               "set)\n", name, step);
-  } else {
-    fmt::print("zerolap: {}: interrupted at step {}; checkpoint {}; resume with --set "
-               "checkpoint.resume=true\n", name, step, checkpoint);
-  }
+  fmt::print("zerolap: {}: interrupted at step {}; {}\n", name, step,
+             checkpoint.empty() ? "no checkpoint (checkpoint.dir is not set)"
+                                : fmt::format("checkpoint {}; resume with --set "
+                                              "checkpoint.resume=true", checkpoint));
   std::fflush(stdout);
 }
 
