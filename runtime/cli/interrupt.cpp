@@ -25,8 +25,7 @@ const char* g_ending_note = "";
 
 // Only async-signal-safe calls here: write(2) of whole strings.
 void say(const char* text) {
-  const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
-  (void)ignored;
+  [[maybe_unused]] const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
 }
 
 void on_signal(int signal) {
@@ -46,14 +45,16 @@ void on_signal(int signal) {
   _exit(interrupt_exit_code(signal));
 }
 
+// The signal this process received (SIGINT, SIGTERM), 0 when none.
+int received_signal() { return g_signal.load(); }
+
 }  // namespace
 
 InterruptHandlers::InterruptHandlers(const char* first_note, const char* ending_note) {
   g_first_note = first_note;
   g_ending_note = ending_note;
   g_signal.store(0);
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
+  struct sigaction action = {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // a read or wait in progress goes on; the loop checks the flag
@@ -65,8 +66,6 @@ InterruptHandlers::~InterruptHandlers() {
   sigaction(SIGINT, &g_previous_int, nullptr);
   sigaction(SIGTERM, &g_previous_term, nullptr);
 }
-
-int received_signal() { return g_signal.load(); }
 
 void report_interrupt(const World& world, int signal, std::int64_t step,
                       const std::string& checkpoint) {
@@ -119,13 +118,11 @@ StopAgreement::~StopAgreement() {
 
 int StopAgreement::after_step() {
   if (world_.size == 1) return received_signal();
-  int agreed = 0;
   if (request_ != MPI_REQUEST_NULL) {
     wait_with_deadline(request_, WaitLimit{world_.rank, timeout_s_},
                        "agreeing on whether to stop (SIGINT / SIGTERM)");
-    agreed = agreed_;
+    if (agreed_ != 0) return agreed_;  // every rank saw the same result of the same all-reduce
   }
-  if (agreed != 0) return agreed;  // every rank saw the same result of the same all-reduce
   sent_ = received_signal();
   MPI_Iallreduce(&sent_, &agreed_, 1, MPI_INT, MPI_MAX, comm_, &request_);
   return 0;
