@@ -9,15 +9,11 @@
 
 namespace zl {
 
-std::vector<int> modelled_shard_groups(const Config& config) {
-  if (config.parallel.shard_group > 0) return {config.parallel.shard_group};
-  if (config.link.node_ranks > 0) return {config.link.node_ranks};
-  return {};
-}
-
 std::vector<ModePlan> all_mode_plans(const Config& config) {
+  const int group = config.parallel.shard_group > 0 ? config.parallel.shard_group
+                                                    : config.link.node_ranks;  // 0: none
   std::vector<ModePlan> out;
-  for (const Mode& mode : all_modes(modelled_shard_groups(config))) {
+  for (const Mode& mode : all_modes(group > 0 ? std::vector<int>{group} : std::vector<int>{})) {
     out.push_back(make_mode_plan(mode, config.parallel, config.optimizer, config.precision));
     out.back().micro_batches = static_cast<int>(config.train.grad_accum);
   }
