@@ -29,32 +29,19 @@
 namespace zl {
 namespace {
 
-// Worlds larger than this get a distribution over the ranks instead of a row per rank.
 constexpr int kRankRowsShown = 16;
-
-// min / median / max of per-rank values, and the rank holding the max (the lowest such rank).
-struct Spread {
-  std::int64_t min = 0, median = 0, max = 0;
-  int max_rank = 0;
-};
-
-Spread spread_of(const std::vector<std::int64_t>& per_rank) {
-  Spread s;
-  if (per_rank.empty()) return s;
-  std::vector<std::int64_t> sorted = per_rank;
-  std::sort(sorted.begin(), sorted.end());
-  s.min = sorted.front(), s.median = sorted[sorted.size() / 2], s.max = sorted.back();
-  s.max_rank = static_cast<int>(std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin());
-  return s;
-}
 
 using SizeText = std::string (*)(std::int64_t);
 std::string count_text(std::int64_t n) { return fmt::format("{}", n); }
 
+// A row of min / median / max of per-rank values (every rank of a world above kRankRowsShown),
+// and the rank holding the max (the lowest such rank).
 std::string spread_row(const char* what, const std::vector<std::int64_t>& per_rank, SizeText text) {
-  const Spread s = spread_of(per_rank);
-  return fmt::format("  {:<16} {:>12} {:>12} {:>12}  (rank {})\n", what, text(s.min), text(s.median),
-                     text(s.max), s.max_rank);
+  std::vector<std::int64_t> sorted = per_rank;
+  std::sort(sorted.begin(), sorted.end());
+  const auto max_rank = std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin();
+  return fmt::format("  {:<16} {:>12} {:>12} {:>12}  (rank {})\n", what, text(sorted.front()),
+                     text(sorted[sorted.size() / 2]), text(sorted.back()), max_rank);
 }
 
 std::string spread_header(int d) {
@@ -202,13 +189,11 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
         two_tiers ? "MB sent per rank and ms on each tier; last: the last bucket's chain, which "
                     "nothing hides"
                   : "wire MB sent per rank; unhidable: the last bucket's collectives"));
-    if (two_tiers) {
-      out += fmt::format("{:<{}} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "mode", kModeColumn,
-                         "memory", "inter MB", "intra MB", "inter ms", "intra ms", "last ms");
-    } else {
-      out += fmt::format("{:<{}} {:>10} {:>10} {:>10} {:>12}\n", "mode", kModeColumn, "memory",
-                         "comm ms", "wire MB", "unhidable ms");
-    }
+    out += two_tiers ? fmt::format("{:<{}} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "mode",
+                                   kModeColumn, "memory", "inter MB", "intra MB", "inter ms",
+                                   "intra ms", "last ms")
+                     : fmt::format("{:<{}} {:>10} {:>10} {:>10} {:>12}\n", "mode", kModeColumn,
+                                   "memory", "comm ms", "wire MB", "unhidable ms");
     for (const ModePlan& m : modes) {
       const ModePlan at_world = at_ranks(m, ranks);  // the plan command checked the group divides
       const PlannedLayout at = plan_at(config, at_world, ranks);
@@ -217,17 +202,15 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
           human_bytes(estimate_peak_rank_memory(config, at.layout, at.plan, at_world).total());
       const TierComm& inter = c.tier(LinkTier::Inter);
       const TierComm& intra = c.tier(LinkTier::Intra);
-      if (two_tiers) {
-        out += fmt::format("{:<{}} {:>10} {:>8.2f} {:>8.2f} {:>8.3f} {:>8.3f} {:>7.3f}\n",
-                           mode_cell(m, ranks), kModeColumn, memory,
-                           static_cast<double>(inter.wire_bytes) * 1e-6,
-                           static_cast<double>(intra.wire_bytes) * 1e-6, inter.total_s * 1e3,
-                           intra.total_s * 1e3, c.last_s * 1e3);
-      } else {
-        out += fmt::format("{:<{}} {:>10} {:>10.3f} {:>10.2f} {:>12.3f}\n", mode_cell(m, ranks),
-                           kModeColumn, memory, c.total_s * 1e3,
-                           static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
-      }
+      out += two_tiers
+                 ? fmt::format("{:<{}} {:>10} {:>8.2f} {:>8.2f} {:>8.3f} {:>8.3f} {:>7.3f}\n",
+                               mode_cell(m, ranks), kModeColumn, memory,
+                               static_cast<double>(inter.wire_bytes) * 1e-6,
+                               static_cast<double>(intra.wire_bytes) * 1e-6, inter.total_s * 1e3,
+                               intra.total_s * 1e3, c.last_s * 1e3)
+                 : fmt::format("{:<{}} {:>10} {:>10.3f} {:>10.2f} {:>12.3f}\n",
+                               mode_cell(m, ranks), kModeColumn, memory, c.total_s * 1e3,
+                               static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
     }
   }
   // The step at 8, 64 and 512 ranks: for a measured compute time, else its floor (zero compute).
