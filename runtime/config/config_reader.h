@@ -55,8 +55,8 @@ class ConfigSource {
   void note_known(std::string full_key) { known_.push_back(std::move(full_key)); }
   const std::vector<std::string>& known_keys() const { return known_; }
 
-  // The flag for an override ("--set key", "--link-gbps"), else the node's line, else the recorded line of the key or of
-  // its section, else the file name alone.
+  // The flag for an override ("--set key", "--link-gbps"), else the node's line, else the
+  // recorded line of the key or of its section, else the file name alone.
   std::string location(const std::string& full_key, const toml::node* node = nullptr) const;
 
   // Throws UserError "<location>: <full_key>: <what>".
@@ -103,8 +103,8 @@ class SectionReader {
     const auto it = std::find_if(std::begin(names), std::end(names),
                                  [&](const auto& n) { return n.name == text; });
     if (it == std::end(names)) {
-      fail(key, "expected one of " + enum_choices(std::span<const EnumName<E>>(names)) +
-                    ", got \"" + escaped_excerpt(text) + "\"");
+      fail(key,
+           "expected one of " + enum_choices(names) + ", got \"" + escaped_excerpt(text) + "\"");
     }
     out = it->value;
   }
@@ -121,7 +121,7 @@ class SectionReader {
     } else {
       elements.push_back(node);
     }
-    const std::string choices = enum_choices(std::span<const EnumName<E>>(names));
+    const std::string choices = enum_choices(names);
     std::vector<E> values;
     std::vector<std::string_view> seen;
     for (const toml::node* element : elements) {

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
-#include <span>
 #include <sstream>
 #include <string>
 
@@ -19,11 +18,6 @@ namespace zl {
 using namespace config_detail;
 
 namespace {
-
-template <class E, std::size_t N>
-const char* name_of(const EnumName<E> (&names)[N], E value) {
-  return enum_name(std::span<const EnumName<E>>(names), value);
-}
 
 // Shortest round-trip text of the value in its own precision (float 1e-3f -> "0.001", not
 // "0.0010000000474974513"); TOML needs a '.' or an exponent to read it back as a float.
@@ -80,40 +74,38 @@ class TomlWriter {
 
 }  // namespace
 
-const char* to_string(ParallelMode m) { return name_of(kParallelModeNames, m); }
-const char* to_string(Overlap o) { return name_of(kOverlapNames, o); }
-const char* to_string(CheckpointFormat f) { return name_of(kCheckpointFormatNames, f); }
-const char* to_string(CollectiveKind c) { return name_of(kCollectiveNames, c); }
+const char* to_string(ParallelMode m) { return enum_name(kParallelModeNames, m); }
+const char* to_string(Overlap o) { return enum_name(kOverlapNames, o); }
+const char* to_string(CheckpointFormat f) { return enum_name(kCheckpointFormatNames, f); }
+const char* to_string(CollectiveKind c) { return enum_name(kCollectiveNames, c); }
 
-const char* to_string(AssignmentPolicy a) { return name_of(kAssignmentNames, a); }
-const char* to_string(OptimizerKind k) { return name_of(kOptimizerKindNames, k); }
-const char* to_string(Activation a) { return name_of(kActivationNames, a); }
-const char* to_string(DataKind k) { return name_of(kDataKindNames, k); }
-const char* to_string(LrSchedule s) { return name_of(kLrScheduleNames, s); }
-const char* to_string(DeviceChoice d) { return name_of(kDeviceNames, d); }
-const char* to_string(CommPriority p) { return name_of(kCommPriorityNames, p); }
-const char* to_string(ComputePrecision c) { return name_of(kComputeNames, c); }
-const char* to_string(MasterWeights m) { return name_of(kMasterWeightsNames, m); }
-const char* to_string(OnNonfinite o) { return name_of(kOnNonfiniteNames, o); }
+const char* to_string(AssignmentPolicy a) { return enum_name(kAssignmentNames, a); }
+const char* to_string(OptimizerKind k) { return enum_name(kOptimizerKindNames, k); }
+const char* to_string(Activation a) { return enum_name(kActivationNames, a); }
+const char* to_string(DataKind k) { return enum_name(kDataKindNames, k); }
+const char* to_string(LrSchedule s) { return enum_name(kLrScheduleNames, s); }
+const char* to_string(DeviceChoice d) { return enum_name(kDeviceNames, d); }
+const char* to_string(CommPriority p) { return enum_name(kCommPriorityNames, p); }
+const char* to_string(ComputePrecision c) { return enum_name(kComputeNames, c); }
+const char* to_string(MasterWeights m) { return enum_name(kMasterWeightsNames, m); }
+const char* to_string(OnNonfinite o) { return enum_name(kOnNonfiniteNames, o); }
 
 // Keys in the order of the structs in config.h; source_path and key_locations are left out on
 // purpose: the same settings read from another file are the same run (and hash the same).
 std::string to_toml(const Config& c) {
   TomlWriter w;
-  const auto as_int = [](std::int64_t v) { return fmt::format("{}", v); };
   const auto as_float = [](auto v) { return toml_float(v); };
-  const auto as_string = [](const std::string& v) { return toml_string(v); };
 
   w.section("model");
-  w.string("kind", name_of(kModelKindNames, c.model.kind));
-  w.array("widths", c.model.widths, as_int);
-  w.string("activation", name_of(kActivationNames, c.model.activation));
+  w.string("kind", enum_name(kModelKindNames, c.model.kind));
+  w.array("widths", c.model.widths, [](std::int64_t v) { return fmt::format("{}", v); });
+  w.string("activation", enum_name(kActivationNames, c.model.activation));
   w.integer("seed", c.model.seed);
   w.number("layernorm_eps", c.model.layernorm_eps);
 
   const DataConfig& d = c.data;
   w.section("data");
-  w.string("kind", name_of(kDataKindNames, d.kind));
+  w.string("kind", enum_name(kDataKindNames, d.kind));
   w.string("path", d.path);
   w.string("train_images", d.train_images);
   w.string("train_labels", d.train_labels);
@@ -129,7 +121,7 @@ std::string to_toml(const Config& c) {
   w.integer("test_samples", d.test_samples);
   w.number("noise", d.noise);
   w.integer("teacher_hidden", d.teacher_hidden);
-  w.string("teacher_task", name_of(kTaskKindNames, d.teacher_task));
+  w.string("teacher_task", enum_name(kTaskKindNames, d.teacher_task));
 
   const OptimizerConfig& o = c.optimizer;
   w.section("optimizer");
@@ -160,7 +152,7 @@ std::string to_toml(const Config& c) {
 
   w.section("precision");
   w.string("compute", to_string(c.precision.compute));
-  w.string("reduce_dtype", name_of(kReduceDtypeNames, c.precision.reduce_dtype));
+  w.string("reduce_dtype", enum_name(kReduceDtypeNames, c.precision.reduce_dtype));
   w.string("master_weights", to_string(c.precision.master_weights));
 
   const TrainConfig& t = c.train;
@@ -203,7 +195,7 @@ std::string to_toml(const Config& c) {
 
   const BenchConfig& b = c.bench;
   w.section("bench");
-  w.array("modes", b.modes, as_string);
+  w.array("modes", b.modes, toml_string);
   w.array("bucket_cap_mb", b.bucket_cap_mb, as_float);
   w.array("precision", b.precision, [](ComputePrecision p) { return toml_string(to_string(p)); });
   w.integer("warmup", b.warmup);
