@@ -363,8 +363,7 @@ void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointCo
     } else if (const auto* s = node->as_string()) {
       if (s->get().empty()) {
         r.fail("resume",
-               "an empty path; use resume = true for the latest checkpoint in "
-               "checkpoint.dir",
+               "an empty path; use resume = true for the latest checkpoint in checkpoint.dir",
                node);
       }
       c.resume = true;

@@ -76,10 +76,8 @@ std::vector<T> array_of(const SectionReader& r, std::string_view key, const toml
 }  // namespace
 
 bool Range::contains(double v) const {
-  if (std::isnan(v)) return false;
-  const bool lo_ok = min_exclusive ? v > min : v >= min;
-  const bool hi_ok = max_exclusive ? v < max : v <= max;
-  return lo_ok && hi_ok;
+  // NaN compares false with every bound, so it is in no range.
+  return (min_exclusive ? v > min : v >= min) && (max_exclusive ? v < max : v <= max);
 }
 
 bool Range::contains_integer(std::int64_t v) const {
@@ -227,9 +225,7 @@ void SectionReader::number(std::string_view key, float& out, Range range) {
   const double v = checked_number(key, *node);
   // The range applies to the float the run will use: lr = 1e-50 is 0 in float and rejected.
   const float f = static_cast<float>(v);
-  if (!std::isfinite(f)) {
-    fail(key, fmt::format("must be a finite 32-bit float (got {})", v), node);
-  }
+  if (!std::isfinite(f)) fail(key, fmt::format("must be a finite 32-bit float (got {})", v), node);
   if (!range.contains(f)) fail(key, fmt::format("{} (got {})", range.describe(), v), node);
   out = f;
 }
