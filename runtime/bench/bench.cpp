@@ -146,8 +146,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     const CommSpans spans = comm_spans(trainer.mode_plan(), config.link, world.size);
     const LinkTier flat = flat_link_span(config.link, world.size).tier;
     const std::pair<CommRole, const CommStats*> by_role[] = {
-        {CommRole::Reduce, &stats.reduce},
-        {CommRole::Broadcast, &stats.broadcast},
+        {CommRole::Reduce, &stats.reduce}, {CommRole::Broadcast, &stats.broadcast},
         {CommRole::Replica, &stats.replica}};
     for (const auto& [role, c] : by_role) {
       f.comm_busy_s += c->busy_seconds;

@@ -100,10 +100,8 @@ std::vector<GemmLimit> model_gemm_shapes(const Config& config) {
   }
   std::vector<GemmLimit> out;
   for (const auto& [key, count] : shapes) {
-    GemmLimit g;
-    std::tie(g.pass, g.m, g.n, g.k) = key;
-    g.count = count;
-    out.push_back(g);
+    const auto& [pass, m, n, k] = key;
+    out.push_back({pass, m, n, k, count});
   }
   return out;
 }

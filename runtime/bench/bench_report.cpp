@@ -189,15 +189,12 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   // Narrow: the mark right after /ideal; a row of the longest mode name
   // (zero2/after_backward/reduce_scatter_allgather, 45 columns) ends at column 97.
   const auto mark = [&](std::size_t i) { return noisy[i].empty() ? "" : wide ? " *" : "*"; };
-  if (wide) {
-    out += fmt::format("{:<5} {} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
-                       "{:>6}\n",
-                       "prec", mode("mode"), "cap", "step", "p10-p90", "samples/s", "x ddp",
-                       "compute", "comm", "exposed", "hidden", "ideal", "/ideal");
-  } else {
-    out += fmt::format("{} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"), "step",
-                       "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
-  }
+  out += wide ? fmt::format("{:<5} {} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} "
+                            "{:>8} {:>6}\n",
+                            "prec", mode("mode"), "cap", "step", "p10-p90", "samples/s", "x ddp",
+                            "compute", "comm", "exposed", "hidden", "ideal", "/ideal")
+              : fmt::format("{} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"),
+                            "step", "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const BenchRow& r = rep.rows[i];
     const double hidden = hidden_share(r.exposed_comm_s, r.comm_model_s);
@@ -263,9 +260,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
       const BenchRow& r = rep.rows[i];
       out += row_group(rep.rows, i);
       out += fmt::format("{} {:>7.2f} {:>8.2f} {:>6.2f} {:>5.2f} {:>6.2f} {:>6.2f} {:>7.2f}\n",
-                         mode(r.mode), r.forward_s * 1e3,
-                         r.backward_s * 1e3, r.optimizer_s * 1e3, r.wait_s * 1e3,
-                         r.reduction_s * 1e3, r.broadcast_s * 1e3, r.exposed_comm_s * 1e3);
+                         mode(r.mode), r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3,
+                         r.wait_s * 1e3, r.reduction_s * 1e3, r.broadcast_s * 1e3,
+                         r.exposed_comm_s * 1e3);
     }
     out += wrap_lines(fmt::format(
         "\nper rank (max over ranks): the bytes sent per step{}, the state (parameters + "
