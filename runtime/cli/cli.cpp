@@ -85,8 +85,6 @@ int run_cli(int argc, char** argv) {
   plan->add_option("--world", plan_world, "Plan for this many ranks (default: the job's size)")
       ->check(CLI::Range(1, static_cast<int>(kMaxWorldSize)));
   PlanOptions plan_options;
-  // These are their config twins' values (checked as link.bandwidth_gbps, link.latency_us,
-  // link.node_ranks and link.intra_gbps).
   plan->add_option("--link-gbps", plan_options.link_gbps,
                    "Model a link of this bandwidth (Gb/s): per-mode memory and communication per "
                    "step (overrides link.bandwidth_gbps, and has its range)")

@@ -27,7 +27,6 @@ int run_training(Trainer& trainer) {
   const World& world = trainer.world();
   const bool quiet = trainer.options().quiet;
   const std::int64_t total_steps = trainer.total_steps();
-  const std::int64_t steps_per_epoch = trainer.steps_per_epoch();
   MetricsWriter metrics;
   if (world.is_root() && trainer.options().write_outputs) {
     // Opened here, after a resume has set the step: a resumed run keeps the rows up to its step.
@@ -56,7 +55,7 @@ int run_training(Trainer& trainer) {
                                          config.data.global_batch_size > 0
                                              ? " (data.global_batch_size)"
                                              : ""),
-               steps_per_epoch, trainer.mode_plan().name(),
+               trainer.steps_per_epoch(), trainer.mode_plan().name(),
                trainer.mode_plan().replicas > 1
                    ? fmt::format(" ({} groups of {} ranks)", trainer.mode_plan().replicas,
                                  config.parallel.shard_group)
