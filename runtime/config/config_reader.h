@@ -123,7 +123,6 @@ class SectionReader {
     }
     const std::string choices = enum_choices(names);
     std::vector<E> values;
-    std::vector<std::string_view> seen;
     for (const toml::node* element : elements) {
       const auto* text = element->as_string();
       if (text == nullptr) type_error(key, *element, "one of " + choices + " or a list of them");
@@ -133,10 +132,9 @@ class SectionReader {
         fail(key, "expected one of " + choices + ", got \"" + escaped_excerpt(text->get()) + "\"",
              element);
       }
-      if (std::find(seen.begin(), seen.end(), it->name) != seen.end()) {
+      if (std::find(values.begin(), values.end(), it->value) != values.end()) {
         fail(key, "\"" + text->get() + "\" is listed twice", element);
       }
-      seen.push_back(it->name);
       values.push_back(it->value);
     }
     out = std::move(values);
