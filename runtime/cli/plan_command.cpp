@@ -116,11 +116,6 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   std::vector<RankMemory> ranks;
   for (int r = 0; r < d; ++r) ranks.push_back(estimate_rank_memory(config, store, plan, mode, r));
   if (d > kRankRowsShown) {
-    const auto column = [&](std::int64_t (*field)(const RankMemory&)) {
-      std::vector<std::int64_t> v;
-      for (const RankMemory& m : ranks) v.push_back(field(m));
-      return v;
-    };
     out += spread_header(d);
     const std::pair<const char*, std::int64_t (*)(const RankMemory&)> rows[] = {
         {"parameters", [](const RankMemory& m) { return m.parameters; }},
@@ -129,7 +124,11 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
         {"optimizer state", [](const RankMemory& m) { return m.state; }},
         {"activations", [](const RankMemory& m) { return m.activations; }},
         {"total", [](const RankMemory& m) { return m.total(); }}};
-    for (const auto& [what, field] : rows) out += spread_row(what, column(field), human_bytes);
+    for (const auto& [what, field] : rows) {
+      std::vector<std::int64_t> column;
+      for (const RankMemory& m : ranks) column.push_back(field(m));
+      out += spread_row(what, column, human_bytes);
+    }
   } else {
     out += fmt::format("{:>6}  {:>11}  {:>11}  {:>11}  {:>15}  {:>11}  {:>11}\n", "rank",
                        "parameters", "gradients", "master", "optimizer state", "activations",
