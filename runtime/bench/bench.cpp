@@ -492,10 +492,8 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       bench_clock.span("bench",
                        fmt::format("{} {} @ {:g} MiB", precision_name, run.mode->name(), run.cap),
                        run_begin_us, bench_clock.now_us(),
-                       {{"precision", precision_name},
-                        {"mode", run.mode->name()},
-                        {"bucket_cap_mb", run.cap},
-                        {"round", round + 1}});
+                       {{"precision", precision_name}, {"mode", run.mode->name()},
+                        {"bucket_cap_mb", run.cap}, {"round", round + 1}});
       const RunFigures alone =
           timed_run(run_config(config, *run.precision, *run.mode, run.cap, true), world, true,
                     bench_clock, nullptr);
