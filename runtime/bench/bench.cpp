@@ -3,8 +3,6 @@
 #include "runtime/bench/bench.h"
 
 #include <algorithm>
-#include <array>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +15,6 @@
 #include "base/errors.h"
 #include "runtime/bench/bench_report.h"
 #include "runtime/train/plan/bucket_plan.h"
-#include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/plan/shard_layout.h"
 #include "base/clock.h"
 #include "runtime/comm/compute_only_communicator.h"
@@ -149,8 +146,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     const CommSpans spans = comm_spans(trainer.mode_plan(), config.link, world.size);
     const LinkTier flat = flat_link_span(config.link, world.size).tier;
     const std::pair<CommRole, const CommStats*> by_role[] = {
-        {CommRole::Reduce, &stats.reduce},
-        {CommRole::Broadcast, &stats.broadcast},
+        {CommRole::Reduce, &stats.reduce}, {CommRole::Broadcast, &stats.broadcast},
         {CommRole::Replica, &stats.replica}};
     for (const auto& [role, c] : by_role) {
       f.comm_busy_s += c->busy_seconds;
@@ -277,10 +273,6 @@ struct RoundTotals {
   }
 };
 
-ModePlan mode_plan_of(const Mode& mode, const Config& config) {
-  return bench_mode_plan(mode, config, config.precision, 1);
-}
-
 // Note [Ideal step] (bench.h), and the scaling model's step (Note [Scaling model]), both from the
 // collectives' times the limits measured on each communicator's shape and the row's compute
 // time: each tier's collectives and the last bucket's chain across them.
@@ -321,7 +313,7 @@ std::vector<Mode> bench_modes(const Config& config) {
   // Interleaved cannot clip or skip a step: the default list leaves it out then. A listed mode is
   // one of all_modes() and can run the config (config validation, check_bench_modes).
   auto runs = [&](const Mode& m) {
-    const ModePlan mode = mode_plan_of(m, config);
+    const ModePlan mode = bench_mode_plan(m, config, config.precision, 1);
     return (mode.can_clip || config.train.clip_grad_norm <= 0.0f) &&
            (mode.schedule != ScheduleKind::ZeroInterleaved ||
             config.train.on_nonfinite == OnNonfinite::Stop);
@@ -454,25 +446,6 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     std::fflush(stdout);
   }
 
-  std::vector<CollectiveSize> sizes;
-  for (const PrecisionConfig& precision : precisions) {
-    for (double cap : caps) {
-      for (const auto& m : modes) {
-        const ModePlan mode_plan = bench_mode_plan(m, config, precision, world.size);
-        const BucketPlan plan = plan_for(config, mode_plan, cap, world.size).plan;
-        // Each on its communicator's shape: the world, a shard group, the replicas.
-        const CommSpans spans = comm_spans(mode_plan, config.link, world.size);
-        for (const ProgramEntry& c : collective_program(mode_plan, plan)) {
-          const CommPlace& place = spans.place(c.comm);
-          sizes.push_back(
-              {collective_name(c.op), c.dtype, c.bytes(), place.members, place.stride});
-        }
-      }
-    }
-  }
-  report.limits = measure_limits(config, world, precisions, sizes);
-  check_bench_study_device(config, modes, world.size, report.limits.device);  // auto is resolved
-
   // Every run once per round, rounds outermost; a row pools its rounds (Note [Bench rounds]).
   struct PlannedRun {
     const PrecisionConfig* precision;
@@ -485,6 +458,21 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       for (const auto& mode : modes) runs.push_back({&precision, cap, &mode});
     }
   }
+
+  std::vector<CollectiveSize> sizes;
+  for (const PlannedRun& run : runs) {
+    const ModePlan mode_plan = bench_mode_plan(*run.mode, config, *run.precision, world.size);
+    const BucketPlan plan = plan_for(config, mode_plan, run.cap, world.size).plan;
+    // Each on its communicator's shape: the world, a shard group, the replicas.
+    const CommSpans spans = comm_spans(mode_plan, config.link, world.size);
+    for (const ProgramEntry& c : collective_program(mode_plan, plan)) {
+      const CommPlace& place = spans.place(c.comm);
+      sizes.push_back({collective_name(c.op), c.dtype, c.bytes(), place.members, place.stride});
+    }
+  }
+  report.limits = measure_limits(config, world, precisions, sizes);
+  check_bench_study_device(config, modes, world.size, report.limits.device);  // auto is resolved
+
   std::vector<RoundTotals> totals(runs.size());  // over the rounds the rows pool
   const std::int64_t rounds = config.bench.rounds;
   Tracer bench_clock(world.rank, config.output.trace);  // the bench's trace timeline
@@ -504,10 +492,8 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       bench_clock.span("bench",
                        fmt::format("{} {} @ {:g} MiB", precision_name, run.mode->name(), run.cap),
                        run_begin_us, bench_clock.now_us(),
-                       {{"precision", precision_name},
-                        {"mode", run.mode->name()},
-                        {"bucket_cap_mb", run.cap},
-                        {"round", round + 1}});
+                       {{"precision", precision_name}, {"mode", run.mode->name()},
+                        {"bucket_cap_mb", run.cap}, {"round", round + 1}});
       const RunFigures alone =
           timed_run(run_config(config, *run.precision, *run.mode, run.cap, true), world, true,
                     bench_clock, nullptr);

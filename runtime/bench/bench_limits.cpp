@@ -4,7 +4,6 @@
 #include "runtime/bench/bench_limits.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -101,10 +100,8 @@ std::vector<GemmLimit> model_gemm_shapes(const Config& config) {
   }
   std::vector<GemmLimit> out;
   for (const auto& [key, count] : shapes) {
-    GemmLimit g;
-    std::tie(g.pass, g.m, g.n, g.k) = key;
-    g.count = count;
-    out.push_back(g);
+    const auto& [pass, m, n, k] = key;
+    out.push_back({pass, m, n, k, count});
   }
   return out;
 }
@@ -268,34 +265,19 @@ void measure_on(Communicator& comm, int members, int stride, LinkSpan span, cons
         default: comm.broadcast(buf.raw(), n, s.dtype, 0).wait(); break;
       }
     });
-    CollectiveLimit c;
-    c.op = s.op;
-    c.dtype = s.dtype;
-    c.bytes = s.bytes;
-    c.tier = span.tier;
-    c.ranks = span.ranks;
-    c.members = members;
-    c.stride = stride;
-    c.seconds = seconds;
-    c.algbw_gbps = static_cast<double>(s.bytes) / seconds * 1e-9;
     // The wire bytes are the span's ranks' (link.ranks sets them: Note [Link model]).
-    c.busbw_gbps = static_cast<double>(wire_bytes(op, s.bytes, span.ranks)) / seconds * 1e-9;
-    out.collectives.push_back(c);
+    out.collectives.push_back(
+        {.op = s.op, .dtype = s.dtype, .bytes = s.bytes, .seconds = seconds,
+         .algbw_gbps = static_cast<double>(s.bytes) / seconds * 1e-9,
+         .busbw_gbps = static_cast<double>(wire_bytes(op, s.bytes, span.ranks)) / seconds * 1e-9,
+         .tier = span.tier, .ranks = span.ranks, .members = members, .stride = stride});
   }
 }
 
 // Sorted, without repeats.
 std::vector<CollectiveSize> distinct(std::vector<CollectiveSize> sizes) {
-  const auto key = [](const CollectiveSize& s) {
-    return std::tie(s.op, s.dtype, s.bytes, s.members, s.stride);
-  };
-  std::sort(sizes.begin(), sizes.end(),
-            [&](const CollectiveSize& a, const CollectiveSize& b) { return key(a) < key(b); });
-  sizes.erase(std::unique(sizes.begin(), sizes.end(),
-                          [&](const CollectiveSize& a, const CollectiveSize& b) {
-                            return key(a) == key(b);
-                          }),
-              sizes.end());
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   return sizes;
 }
 

@@ -1,13 +1,13 @@
 // The machine's limits, measured in the bench's own run so the modes can be read against them:
 // GEMM throughput at the model's shapes, memory bandwidth (STREAM's add on the rank's threads,
 // all ranks at once since they share the memory bus), the fused optimizer's throughput against
-// that bandwidth,
-// and the time of each collective at each bucket size and dtype (through the [link] model when
-// it is on, on each of its tiers). The GEMM and the optimizer are measured once per precision of
-// the bench, in that precision's kernels and bytes per element. Every function here is
-// collective: all ranks call it with the same arguments.
+// that bandwidth, and the time of each collective at each bucket size and dtype (through the
+// [link] model when it is on, on each of its tiers). The GEMM and the optimizer are measured once
+// per precision of the bench, in that precision's kernels and bytes per element. Every function
+// here is collective: all ranks call it with the same arguments.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -88,6 +88,7 @@ struct CollectiveSize {
   // The communicator: `members` ranks `stride` apart, 0 for the world (collective_program.h's
   // CommPlace).
   int members = 0, stride = 1;
+  auto operator<=>(const CollectiveSize&) const = default;  // by op, dtype, bytes, communicator
 };
 
 // Measures every limit for `config`'s model in each of `precisions` and the given collective

@@ -8,7 +8,6 @@
 #include "base/errors.h"
 #include "models/model.h"
 #include "runtime/bench/bench.h"
-#include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/plan/plan_report.h"
@@ -48,8 +47,7 @@ void check_bench_memory(const Config& config, const World& world) {
   // runtime.memory_limit_mb holds for the bench's own buffers too (each run's trainer checks only
   // its run), and is checked here, before the bench measures or allocates anything.
   if (config.runtime.memory_limit_mb > 0) {
-    const auto limit =
-        static_cast<std::int64_t>(config.runtime.memory_limit_mb * 1024.0 * 1024.0);
+    const auto limit = static_cast<std::int64_t>(config.runtime.memory_limit_mb * 1024.0 * 1024.0);
     if (need.total() > limit) {
       throw UserError(fmt::format(
           "{}: the bench needs an estimated {} on one rank, above runtime.memory_limit_mb = {:g} "

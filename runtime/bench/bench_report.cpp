@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -24,45 +23,28 @@ std::int64_t max_of(const std::vector<std::int64_t>& v) {
 
 // The scalar fields of a row, in CSV column order (the JSON rows hold these and the vectors).
 nlohmann::ordered_json row_scalars(const BenchRow& r) {
-  nlohmann::ordered_json j;
-  j["precision"] = r.precision;
-  j["reduce_dtype"] = r.reduce_dtype;
-  j["master_weights"] = r.master_weights;
-  j["mode"] = r.mode;
-  j["bucket_cap_mb"] = r.bucket_cap_mb;
-  j["buckets"] = r.buckets;
-  j["samples_per_step"] = r.samples_per_step;
-  j["step_s"] = r.step_s;
-  j["step_median_s"] = r.step_median_s;
-  j["step_p10_s"] = r.step_p10_s;
-  j["step_p90_s"] = r.step_p90_s;
-  j["samples_per_s"] = r.samples_per_s;
-  j["speedup_vs_ddp"] = r.speedup_vs_ddp ? nlohmann::ordered_json(*r.speedup_vs_ddp) : nullptr;
-  j["forward_s"] = r.forward_s;
-  j["backward_s"] = r.backward_s;
-  j["finish_backward_s"] = r.finish_backward_s;
-  j["optimizer_s"] = r.optimizer_s;
-  j["wait_s"] = r.wait_s;
-  j["comm_busy_s"] = r.comm_busy_s;
-  j["compute_s"] = r.compute_s;
-  j["compute_forward_s"] = r.compute_forward_s;
-  j["compute_backward_s"] = r.compute_backward_s;
-  j["compute_optimizer_s"] = r.compute_optimizer_s;
-  j["reduction_s"] = r.reduction_s;
-  j["broadcast_s"] = r.broadcast_s;
-  j["comm_s"] = r.comm_s;
-  j["hidden_comm_s"] = r.hidden_comm_s;
-  j["exposed_comm_s"] = r.exposed_comm_s;
-  j["idle_s"] = r.idle_s;
-  j["comm_overhead_s"] = r.comm_overhead_s;
-  j["phases_vs_step"] = r.phases_vs_step;
-  j["comm_model_s"] = r.comm_model_s;
-  j["nonoverlap_comm_s"] = r.nonoverlap_comm_s;
-  j["ideal_step_s"] = r.ideal_step_s;
-  j["predicted_step_s"] = r.predicted_step_s;
-  j["vs_ideal"] = r.vs_ideal;
-  j["wire_bytes_per_step"] = r.wire_bytes_per_step;
-  j["payload_bytes_per_step"] = r.payload_bytes_per_step;
+  nlohmann::ordered_json j{
+      {"precision", r.precision}, {"reduce_dtype", r.reduce_dtype},
+      {"master_weights", r.master_weights}, {"mode", r.mode}, {"bucket_cap_mb", r.bucket_cap_mb},
+      {"buckets", r.buckets}, {"samples_per_step", r.samples_per_step},
+      {"step_s", r.step_s}, {"step_median_s", r.step_median_s}, {"step_p10_s", r.step_p10_s},
+      {"step_p90_s", r.step_p90_s}, {"samples_per_s", r.samples_per_s},
+      {"speedup_vs_ddp", r.speedup_vs_ddp ? nlohmann::ordered_json(*r.speedup_vs_ddp) : nullptr},
+      {"forward_s", r.forward_s}, {"backward_s", r.backward_s},
+      {"finish_backward_s", r.finish_backward_s}, {"optimizer_s", r.optimizer_s},
+      {"wait_s", r.wait_s}, {"comm_busy_s", r.comm_busy_s},
+      {"compute_s", r.compute_s}, {"compute_forward_s", r.compute_forward_s},
+      {"compute_backward_s", r.compute_backward_s},
+      {"compute_optimizer_s", r.compute_optimizer_s},
+      {"reduction_s", r.reduction_s}, {"broadcast_s", r.broadcast_s}, {"comm_s", r.comm_s},
+      {"hidden_comm_s", r.hidden_comm_s}, {"exposed_comm_s", r.exposed_comm_s},
+      {"idle_s", r.idle_s}, {"comm_overhead_s", r.comm_overhead_s},
+      {"phases_vs_step", r.phases_vs_step},
+      {"comm_model_s", r.comm_model_s}, {"nonoverlap_comm_s", r.nonoverlap_comm_s},
+      {"ideal_step_s", r.ideal_step_s}, {"predicted_step_s", r.predicted_step_s},
+      {"vs_ideal", r.vs_ideal},
+      {"wire_bytes_per_step", r.wire_bytes_per_step},
+      {"payload_bytes_per_step", r.payload_bytes_per_step}};
   for (const LinkTier tier : {LinkTier::Inter, LinkTier::Intra}) {
     const BenchRow::TierFigures& t = r.tiers[static_cast<std::size_t>(tier)];
     const std::string name = to_string(tier);
@@ -96,10 +78,6 @@ std::string csv_cell(const nlohmann::ordered_json& v) {
   return v.dump();
 }
 
-}  // namespace
-
-namespace {
-
 // The narrow tables have no precision or bucket-cap column (the mode names need the room): a line
 // names the precision and the cap where either changes.
 std::string row_group(const std::vector<BenchRow>& rows, std::size_t i) {
@@ -113,6 +91,35 @@ std::string row_group(const std::vector<BenchRow>& rows, std::size_t i) {
                             : fmt::format("bf16 (reduce_dtype {}, master_weights {})",
                                           r.reduce_dtype, r.master_weights);
   return fmt::format("{}, bucket_cap_mb {:g}:\n", precision, r.bucket_cap_mb);
+}
+
+// Share of `comm_model_s` (the collectives timed alone) that did not lengthen the step.
+double hidden_share(double exposed_s, double comm_model_s) {
+  return comm_model_s > 0.0 ? std::clamp(1.0 - exposed_s / comm_model_s, 0.0, 1.0) : 1.0;
+}
+
+// With two tiers: per row each tier's communication timed alone, its exposed part on the
+// timeline and the share hidden (BenchRow::tiers). Fits 100 columns with the longest mode name.
+template <typename ModeColumn>
+std::string tier_table(const BenchReport& rep, const ModeColumn& mode) {
+  std::string out = wrap_lines(fmt::format(
+      "\nper tier of the link (nodes of {} ranks): each tier's collectives of a step timed alone "
+      "(comm), the part of them no compute covered (exposed) and the share hidden",
+      rep.link.node_ranks));
+  out += fmt::format("{} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6}\n", mode("mode"), "inter", "exposed",
+                     "hidden", "intra", "exposed", "hidden");
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    const BenchRow& r = rep.rows[i];
+    out += row_group(rep.rows, i);
+    out += mode(r.mode);
+    for (const BenchRow::TierFigures& t : r.tiers) {
+      out += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
+                         t.exposed_comm_s * 1e3,
+                         hidden_share(t.exposed_comm_s, t.comm_model_s) * 100.0);
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -155,39 +162,6 @@ std::string noise_reason(const BenchRow& r) {
   return fmt::format("{}", fmt::join(why, "; "));  // no comma: it is a CSV cell
 }
 
-namespace {
-
-// Share of `comm_model_s` (the collectives timed alone) that did not lengthen the step.
-double hidden_share(double exposed_s, double comm_model_s) {
-  return comm_model_s > 0.0 ? std::clamp(1.0 - exposed_s / comm_model_s, 0.0, 1.0) : 1.0;
-}
-
-// With two tiers: per row each tier's communication timed alone, its exposed part on the
-// timeline and the share hidden (BenchRow::tiers). Fits 100 columns with the longest mode name.
-template <typename ModeColumn>
-std::string tier_table(const BenchReport& rep, const ModeColumn& mode) {
-  std::string out = wrap_lines(fmt::format(
-      "\nper tier of the link (nodes of {} ranks): each tier's collectives of a step timed alone "
-      "(comm), the part of them no compute covered (exposed) and the share hidden",
-      rep.link.node_ranks));
-  out += fmt::format("{} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6}\n", mode("mode"), "inter", "exposed",
-                     "hidden", "intra", "exposed", "hidden");
-  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
-    const BenchRow& r = rep.rows[i];
-    out += row_group(rep.rows, i);
-    out += mode(r.mode);
-    for (const BenchRow::TierFigures& t : r.tiers) {
-      out += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
-                         t.exposed_comm_s * 1e3,
-                         hidden_share(t.exposed_comm_s, t.comm_model_s) * 100.0);
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   const bool wide = width == TableWidth::Wide;
   const bool two_tiers = rep.link.node_ranks > 0;
@@ -215,18 +189,14 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   // Narrow: the mark right after /ideal; a row of the longest mode name
   // (zero2/after_backward/reduce_scatter_allgather, 45 columns) ends at column 97.
   const auto mark = [&](std::size_t i) { return noisy[i].empty() ? "" : wide ? " *" : "*"; };
-  if (wide) {
-    out += fmt::format("{:<5} {} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>8} "
-                       "{:>6}\n",
-                       "prec", mode("mode"), "cap", "step", "p10-p90", "samples/s", "x ddp",
-                       "compute", "comm", "exposed", "hidden", "ideal", "/ideal");
-  } else {
-    out += fmt::format("{} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"), "step",
-                       "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
-  }
+  out += wide ? fmt::format("{:<5} {} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} "
+                            "{:>8} {:>6}\n",
+                            "prec", mode("mode"), "cap", "step", "p10-p90", "samples/s", "x ddp",
+                            "compute", "comm", "exposed", "hidden", "ideal", "/ideal")
+              : fmt::format("{} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"),
+                            "step", "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const BenchRow& r = rep.rows[i];
-    // Share of the mode's communication (timed alone) that did not lengthen the step.
     const double hidden = hidden_share(r.exposed_comm_s, r.comm_model_s);
     const std::string speedup = r.speedup_vs_ddp ? fmt::format("{:.2f}", *r.speedup_vs_ddp) : "-";
     if (wide) {
@@ -290,9 +260,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
       const BenchRow& r = rep.rows[i];
       out += row_group(rep.rows, i);
       out += fmt::format("{} {:>7.2f} {:>8.2f} {:>6.2f} {:>5.2f} {:>6.2f} {:>6.2f} {:>7.2f}\n",
-                         mode(r.mode), r.forward_s * 1e3,
-                         r.backward_s * 1e3, r.optimizer_s * 1e3, r.wait_s * 1e3,
-                         r.reduction_s * 1e3, r.broadcast_s * 1e3, r.exposed_comm_s * 1e3);
+                         mode(r.mode), r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3,
+                         r.wait_s * 1e3, r.reduction_s * 1e3, r.broadcast_s * 1e3,
+                         r.exposed_comm_s * 1e3);
     }
     out += wrap_lines(fmt::format(
         "\nper rank (max over ranks): the bytes sent per step{}, the state (parameters + "
@@ -371,14 +341,11 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
 }
 
 nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
-  nlohmann::ordered_json j;
-  j["config"] = rep.config_path;
-  j["effective_config"] = rep.effective_config;  // which config these results are of
-  j["world_size"] = rep.world_size;
-  j["parameters"] = rep.parameters;
-  j["warmup"] = rep.warmup;
-  j["steps"] = rep.steps;
-  j["rounds"] = rep.rounds;
+  nlohmann::ordered_json j{
+      {"config", rep.config_path},
+      {"effective_config", rep.effective_config},  // which config these results are of
+      {"world_size", rep.world_size}, {"parameters", rep.parameters}, {"warmup", rep.warmup},
+      {"steps", rep.steps}, {"rounds", rep.rounds}};
   j["simulated_link"] = rep.link_label.empty()
                             ? nlohmann::ordered_json(nullptr)
                             : nlohmann::ordered_json{{"bandwidth_gbps", rep.link.bandwidth_gbps},
@@ -392,21 +359,17 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   j["device"] = device_name(rep.device);
   j["peak_rss_per_mode"] = rep.peak_rss_per_mode;
   const BenchLimits& l = rep.limits;
-  nlohmann::ordered_json limits;
-  limits["device"] = device_name(l.device);
-  limits["device_summary"] = l.device_summary;
-  limits["collectives_local"] = l.collectives_local;
-  limits["triad_gbps"] = l.triad_gbps;
-  limits["precisions"] = nlohmann::ordered_json::array();
+  nlohmann::ordered_json limits{{"device", device_name(l.device)},
+                                {"device_summary", l.device_summary},
+                                {"collectives_local", l.collectives_local},
+                                {"triad_gbps", l.triad_gbps},
+                                {"precisions", nlohmann::ordered_json::array()}};
   for (const PrecisionLimits& p : l.precisions) {
-    nlohmann::ordered_json pj;
-    pj["precision"] = p.precision;
-    pj["gemm_kernel"] = p.gemm_kernel;
-    pj["gemm_step_s"] = p.gemm_step_s;
-    pj["optimizer_gbps"] = p.optimizer_gbps;
-    pj["optimizer_bytes_per_element"] = p.optimizer_bytes_per_element;
-    pj["optimizer_vs_triad"] = p.optimizer_vs_triad;
-    pj["gemm"] = nlohmann::ordered_json::array();
+    nlohmann::ordered_json pj{{"precision", p.precision}, {"gemm_kernel", p.gemm_kernel},
+                              {"gemm_step_s", p.gemm_step_s}, {"optimizer_gbps", p.optimizer_gbps},
+                              {"optimizer_bytes_per_element", p.optimizer_bytes_per_element},
+                              {"optimizer_vs_triad", p.optimizer_vs_triad},
+                              {"gemm", nlohmann::ordered_json::array()}};
     for (const GemmLimit& g : p.gemm) {
       pj["gemm"].push_back({{"pass", g.pass}, {"m", g.m}, {"n", g.n}, {"k", g.k},
                             {"count", g.count}, {"gflops", g.gflops}});
@@ -425,15 +388,13 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
   j["results"] = nlohmann::ordered_json::array();
   for (const BenchRow& r : rep.rows) {
     nlohmann::ordered_json row = row_scalars(r);
-    row["state_bytes"] = r.state_bytes;
-    row["planned_state_bytes"] = r.planned_state_bytes;
-    row["optimizer_state_bytes"] = r.optimizer_state_bytes;
-    row["planned_optimizer_state_bytes"] = r.planned_optimizer_state_bytes;
-    row["peak_rss_bytes"] = r.peak_rss_bytes;
-    row["step_times_s"] = r.step_times_s;
-    row["bucket_reduction_s"] = r.bucket_reduction_s;
-    row["bucket_step_s"] = r.bucket_step_s;
-    row["bucket_broadcast_s"] = r.bucket_broadcast_s;
+    row.update(nlohmann::ordered_json{
+        {"state_bytes", r.state_bytes}, {"planned_state_bytes", r.planned_state_bytes},
+        {"optimizer_state_bytes", r.optimizer_state_bytes},
+        {"planned_optimizer_state_bytes", r.planned_optimizer_state_bytes},
+        {"peak_rss_bytes", r.peak_rss_bytes}, {"step_times_s", r.step_times_s},
+        {"bucket_reduction_s", r.bucket_reduction_s}, {"bucket_step_s", r.bucket_step_s},
+        {"bucket_broadcast_s", r.bucket_broadcast_s}});
     j["results"].push_back(std::move(row));
   }
   return j;
@@ -441,27 +402,16 @@ nlohmann::ordered_json bench_to_json(const BenchReport& rep) {
 
 std::string bench_to_csv(const BenchReport& rep) {
   std::string out;
-  bool header = true;
   for (const BenchRow& r : rep.rows) {
     nlohmann::ordered_json row = row_scalars(r);
     row["simulated_link"] = rep.link_label;
-    if (header) {
-      std::string names;
-      for (const auto& [key, value] : row.items()) {
-        if (!names.empty()) names += ',';
-        names += key;
-      }
-      out += names + "\n";
-      header = false;
-    }
-    std::string cells;
-    bool first = true;
+    std::vector<std::string> names, cells;
     for (const auto& [key, value] : row.items()) {
-      if (!first) cells += ',';
-      cells += csv_cell(value);
-      first = false;
+      names.push_back(key);
+      cells.push_back(csv_cell(value));
     }
-    out += cells + "\n";
+    if (out.empty()) out += fmt::format("{}\n", fmt::join(names, ","));  // the header, once
+    out += fmt::format("{}\n", fmt::join(cells, ","));
   }
   return out;
 }

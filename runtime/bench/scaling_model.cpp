@@ -2,21 +2,18 @@
 #include "runtime/bench/scaling_model.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "base/errors.h"
 #include "runtime/comm/link/simulated_link.h"
 
 namespace zl {
 
-std::vector<int> modelled_shard_groups(const Config& config) {
-  if (config.parallel.shard_group > 0) return {config.parallel.shard_group};
-  if (config.link.node_ranks > 0) return {config.link.node_ranks};
-  return {};
-}
-
 std::vector<ModePlan> all_mode_plans(const Config& config) {
+  const int group = config.parallel.shard_group > 0 ? config.parallel.shard_group
+                                                    : config.link.node_ranks;  // 0: none
   std::vector<ModePlan> out;
-  for (const Mode& mode : all_modes(modelled_shard_groups(config))) {
+  for (const Mode& mode : all_modes(group > 0 ? std::vector<int>{group} : std::vector<int>{})) {
     out.push_back(make_mode_plan(mode, config.parallel, config.optimizer, config.precision));
     out.back().micro_batches = static_cast<int>(config.train.grad_accum);
   }
@@ -64,10 +61,22 @@ ParameterFlops parameter_flops(const ParameterStore& store) {
   return out;
 }
 
-double sum(const std::vector<double>& x) {
-  double s = 0.0;
-  for (const double v : x) s += v;
-  return s;
+double sum(const std::vector<double>& x) { return std::accumulate(x.begin(), x.end(), 0.0); }
+
+// P_t of Note [Scaling model]: how far into backward tier t's pipeline can start. Its first
+// reduction waits until its bucket is full (that micro-batch's backward up to the bucket, after
+// the earlier micro-batches' whole backward) and that bucket's reductions before it in the chain,
+// on the other tiers, are done.
+double pipeline_start_s(const TierComm& t, const ComputeShares& shares, double backward_s,
+                        int micro_batches) {
+  if (t.first_reduced_bucket < 0) return 0.0;
+  double filled = 0.0;
+  const int buckets = static_cast<int>(shares.bucket_backward.size());
+  for (int b = 0; b <= t.first_reduced_bucket && b < buckets; ++b) {
+    filled += shares.bucket_backward[static_cast<std::size_t>(b)];
+  }
+  return backward_s * (t.first_reduced_micro_batch + filled) / std::max(micro_batches, 1) +
+         t.lead_s;
 }
 
 }  // namespace
@@ -93,36 +102,12 @@ ComputeShares compute_shares(const ParameterStore& store, const BucketPlan& plan
   return out;
 }
 
-namespace {
-
-// P_t of Note [Scaling model]: how far into backward tier t's pipeline can start. Its first
-// reduction waits until its bucket is full (that micro-batch's backward up to the bucket, after
-// the earlier micro-batches' whole backward) and that bucket's reductions before it in the chain,
-// on the other tiers, are done.
-double pipeline_start_s(const TierComm& t, const ComputeShares& shares, double backward_s,
-                        int micro_batches) {
-  if (t.first_reduced_bucket < 0) return 0.0;
-  double filled = 0.0;
-  const int buckets = static_cast<int>(shares.bucket_backward.size());
-  for (int b = 0; b <= t.first_reduced_bucket && b < buckets; ++b) {
-    filled += shares.bucket_backward[static_cast<std::size_t>(b)];
-  }
-  return backward_s * (t.first_reduced_micro_batch + filled) / std::max(micro_batches, 1) +
-         t.lead_s;
-}
-
-// max_t (C_t - L_t): the slower tier's collectives that some schedule could overlap with compute,
-// each tier on its own link (the ideal step's).
-double overlappable_s(const ModeComm& c) {
-  double e = 0.0;
-  for (const TierComm& t : c.tiers) e = std::max(e, t.total_s - t.last_s);
-  return e;
-}
-
-}  // namespace
-
 double ideal_step_s(const ModeComm& c, double compute_s) {
-  return std::max(compute_s, overlappable_s(c)) + c.last_s;
+  // max_t (C_t - L_t): the slower tier's collectives that some schedule could overlap with
+  // compute, each tier on its own link.
+  double overlappable = 0.0;
+  for (const TierComm& t : c.tiers) overlappable = std::max(overlappable, t.total_s - t.last_s);
+  return std::max(compute_s, overlappable) + c.last_s;
 }
 
 double predicted_step_s(const ModePlan& mode, const ModeComm& c, double compute_s,

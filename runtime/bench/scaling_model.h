@@ -64,11 +64,8 @@
 
 namespace zl {
 
-// The shard groups `zerolap plan` models hybrid rows for: parallel.shard_group when set, else
-// link.node_ranks (a group per modelled node) when set, else none.
-std::vector<int> modelled_shard_groups(const Config& config);
-
-// The ModePlan of every mode of all_modes(modelled_shard_groups(config)) (runtime/config/mode.h),
+// The ModePlan of every mode of all_modes() (runtime/config/mode.h), hybrid rows for the shard
+// group parallel.shard_group when set, else link.node_ranks (a group per modelled node) when set,
 // for `config`'s optimizer, precision, stage-3 options and train.grad_accum: what `zerolap plan`
 // models. Their replicas are 1: at_ranks() sets them for a world.
 std::vector<ModePlan> all_mode_plans(const Config& config);

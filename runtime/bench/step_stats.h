@@ -4,7 +4,6 @@
 // reads this instead of reaching into the communicators, the optimizer and the tracer itself.
 #pragma once
 
-#include <cstdint>
 #include <vector>
 
 #include <nlohmann/json.hpp>

@@ -17,7 +17,6 @@
 #include "runtime/comm/link/simulated_link.h"
 #include "runtime/config/config.h"
 #include "runtime/config/global_batch.h"
-#include "runtime/trace/metrics.h"
 #include "runtime/train/run/startup_facts.h"
 
 namespace zl {

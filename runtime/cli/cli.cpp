@@ -4,11 +4,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <exception>
-#include <optional>
 
 #include "base/errors.h"
 #include "runtime/cli/commands.h"
@@ -85,8 +85,6 @@ int run_cli(int argc, char** argv) {
   plan->add_option("--world", plan_world, "Plan for this many ranks (default: the job's size)")
       ->check(CLI::Range(1, static_cast<int>(kMaxWorldSize)));
   PlanOptions plan_options;
-  // These are their config twins' values (checked as link.bandwidth_gbps, link.latency_us,
-  // link.node_ranks and link.intra_gbps).
   plan->add_option("--link-gbps", plan_options.link_gbps,
                    "Model a link of this bandwidth (Gb/s): per-mode memory and communication per "
                    "step (overrides link.bandwidth_gbps, and has its range)")
@@ -132,12 +130,11 @@ int run_cli(int argc, char** argv) {
   consolidate->add_flag("--no-optimizer", consolidate_no_optimizer,
                         "Only the parameters (no optimizer.<param>.<state> tensors)");
 
+  const CLI::App* const commands[] = {train, plan, bench, inspect, consolidate};
   // An unknown first word is named (CLI11 would only say that a subcommand is required).
   const auto is_command = [&](const char* word) {
-    for (const CLI::App* sub : {train, plan, bench, inspect, consolidate}) {
-      if (sub->get_name() == word) return true;
-    }
-    return false;
+    return std::any_of(std::begin(commands), std::end(commands),
+                       [&](const CLI::App* sub) { return sub->get_name() == word; });
   };
   // Every rank of a launch parses the same line before MPI starts: one says what it finds (the
   // launcher's rank 0, or a process started alone), as after MPI_Init.
@@ -159,7 +156,7 @@ int run_cli(int argc, char** argv) {
       return speaks ? app.exit(e) : 0;
     }
     std::string command = "zerolap";
-    for (const CLI::App* sub : {train, plan, bench, inspect, consolidate}) {
+    for (const CLI::App* sub : commands) {
       if (sub->parsed()) command += " " + sub->get_name();
     }
     if (speaks) {

@@ -72,11 +72,13 @@ std::optional<double> busy_seconds(const std::string& proc_stat, const std::vect
   return total / ticks_per_s;
 }
 
+namespace {
+
+// Whether the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT: then they manage how OpenMP threads
+// wait, and zerolap keeps the team at runtime.threads.
 bool user_sets_openmp_wait() {
   return std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr;
 }
-
-namespace {
 
 std::vector<int> affinity_cpus() {
   cpu_set_t mask;

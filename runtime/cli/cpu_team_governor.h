@@ -30,10 +30,6 @@ int next_team_size(int current, int full, int cpus, double available_cpus);
 std::optional<double> busy_seconds(const std::string& proc_stat, const std::vector<int>& cpus,
                                    double ticks_per_s);
 
-// Whether the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT: then they manage how OpenMP threads
-// wait, and zerolap keeps the team at runtime.threads.
-bool user_sets_openmp_wait();
-
 struct GovernorOptions {
   int full = 1;              // runtime.threads resolved: the team it never exceeds
   int cpus = 1;              // the CPUs of the rank's affinity mask, which `sample` measures

@@ -4,6 +4,7 @@
 // checkpoint directory, or its `latest` pointer, stands for the checkpoint `latest` names.
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -80,13 +81,8 @@ int run_inspect_command(const std::string& given_path, const World& world) {
     }
     if (const auto config = file.metadata().find(multi_line_key); config != file.metadata().end()) {
       fmt::print("\nconfig of the run that wrote it:\n");
-      std::size_t begin = 0;
-      const std::string& text = config->second;
-      while (begin < text.size()) {
-        const std::size_t end = std::min(text.find('\n', begin), text.size());
-        fmt::print("  {}\n", shown(std::string_view(text).substr(begin, end - begin), 1000));
-        begin = end + 1;
-      }
+      std::istringstream lines(config->second);
+      for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", shown(line, 1000));
     }
     std::fflush(stdout);
   });

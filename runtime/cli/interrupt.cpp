@@ -8,7 +8,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <thread>
 
 #include <fmt/format.h>
@@ -26,8 +25,7 @@ const char* g_ending_note = "";
 
 // Only async-signal-safe calls here: write(2) of whole strings.
 void say(const char* text) {
-  const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
-  (void)ignored;
+  [[maybe_unused]] const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
 }
 
 void on_signal(int signal) {
@@ -47,14 +45,16 @@ void on_signal(int signal) {
   _exit(interrupt_exit_code(signal));
 }
 
+// The signal this process received (SIGINT, SIGTERM), 0 when none.
+int received_signal() { return g_signal.load(); }
+
 }  // namespace
 
 InterruptHandlers::InterruptHandlers(const char* first_note, const char* ending_note) {
   g_first_note = first_note;
   g_ending_note = ending_note;
   g_signal.store(0);
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
+  struct sigaction action = {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // a read or wait in progress goes on; the loop checks the flag
@@ -67,8 +67,6 @@ InterruptHandlers::~InterruptHandlers() {
   sigaction(SIGTERM, &g_previous_term, nullptr);
 }
 
-int received_signal() { return g_signal.load(); }
-
 void report_interrupt(const World& world, int signal, std::int64_t step,
                       const std::string& checkpoint) {
   if (!world.is_root()) return;
@@ -77,13 +75,10 @@ void report_interrupt(const World& world, int signal, std::int64_t step,
   // so a line on stderr could come out before the lines printed before it. On one stream this is
   // the job's last line, also where the launcher's exit code hides the signal (1 after a signal
   // to mpirun): the step and how to resume are there.
-  if (checkpoint.empty()) {
-    fmt::print("zerolap: {}: interrupted at step {}; no checkpoint (checkpoint.dir is not "
-               "set)\n", name, step);
-  } else {
-    fmt::print("zerolap: {}: interrupted at step {}; checkpoint {}; resume with --set "
-               "checkpoint.resume=true\n", name, step, checkpoint);
-  }
+  fmt::print("zerolap: {}: interrupted at step {}; {}\n", name, step,
+             checkpoint.empty() ? "no checkpoint (checkpoint.dir is not set)"
+                                : fmt::format("checkpoint {}; resume with --set "
+                                              "checkpoint.resume=true", checkpoint));
   std::fflush(stdout);
 }
 
@@ -123,13 +118,11 @@ StopAgreement::~StopAgreement() {
 
 int StopAgreement::after_step() {
   if (world_.size == 1) return received_signal();
-  int agreed = 0;
   if (request_ != MPI_REQUEST_NULL) {
     wait_with_deadline(request_, WaitLimit{world_.rank, timeout_s_},
                        "agreeing on whether to stop (SIGINT / SIGTERM)");
-    agreed = agreed_;
+    if (agreed_ != 0) return agreed_;  // every rank saw the same result of the same all-reduce
   }
-  if (agreed != 0) return agreed;  // every rank saw the same result of the same all-reduce
   sent_ = received_signal();
   MPI_Iallreduce(&sent_, &agreed_, 1, MPI_INT, MPI_MAX, comm_, &request_);
   return 0;

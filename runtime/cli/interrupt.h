@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <exception>
-
 #include <string>
 
 #include "runtime/comm/world.h"
@@ -26,9 +25,6 @@ class InterruptHandlers {
   InterruptHandlers(const InterruptHandlers&) = delete;
   InterruptHandlers& operator=(const InterruptHandlers&) = delete;
 };
-
-// The signal this process received (SIGINT, SIGTERM), 0 when none.
-int received_signal();
 
 // The exit code of a run stopped by `signal`: 130 for SIGINT, 143 for SIGTERM (128 + signal).
 inline int interrupt_exit_code(int signal) { return 128 + signal; }

@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "models/model.h"
 #include "runtime/bench/bench_report.h"
 #include "runtime/bench/scaling_model.h"
 #include "runtime/train/plan/bucket_plan.h"
@@ -30,32 +29,19 @@
 namespace zl {
 namespace {
 
-// Worlds larger than this get a distribution over the ranks instead of a row per rank.
 constexpr int kRankRowsShown = 16;
-
-// min / median / max of per-rank values, and the rank holding the max (the lowest such rank).
-struct Spread {
-  std::int64_t min = 0, median = 0, max = 0;
-  int max_rank = 0;
-};
-
-Spread spread_of(const std::vector<std::int64_t>& per_rank) {
-  Spread s;
-  if (per_rank.empty()) return s;
-  std::vector<std::int64_t> sorted = per_rank;
-  std::sort(sorted.begin(), sorted.end());
-  s.min = sorted.front(), s.median = sorted[sorted.size() / 2], s.max = sorted.back();
-  s.max_rank = static_cast<int>(std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin());
-  return s;
-}
 
 using SizeText = std::string (*)(std::int64_t);
 std::string count_text(std::int64_t n) { return fmt::format("{}", n); }
 
+// A row of min / median / max of per-rank values (every rank of a world above kRankRowsShown),
+// and the rank holding the max (the lowest such rank).
 std::string spread_row(const char* what, const std::vector<std::int64_t>& per_rank, SizeText text) {
-  const Spread s = spread_of(per_rank);
-  return fmt::format("  {:<16} {:>12} {:>12} {:>12}  (rank {})\n", what, text(s.min), text(s.median),
-                     text(s.max), s.max_rank);
+  std::vector<std::int64_t> sorted = per_rank;
+  std::sort(sorted.begin(), sorted.end());
+  const auto max_rank = std::max_element(per_rank.begin(), per_rank.end()) - per_rank.begin();
+  return fmt::format("  {:<16} {:>12} {:>12} {:>12}  (rank {})\n", what, text(sorted.front()),
+                     text(sorted[sorted.size() / 2]), text(sorted.back()), max_rank);
 }
 
 std::string spread_header(int d) {
@@ -130,24 +116,19 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   std::vector<RankMemory> ranks;
   for (int r = 0; r < d; ++r) ranks.push_back(estimate_rank_memory(config, store, plan, mode, r));
   if (d > kRankRowsShown) {
-    const auto column = [&](std::int64_t (*field)(const RankMemory&)) {
-      std::vector<std::int64_t> v;
-      for (const RankMemory& m : ranks) v.push_back(field(m));
-      return v;
-    };
     out += spread_header(d);
-    out += spread_row("parameters", column([](const RankMemory& m) { return m.parameters; }),
-                      human_bytes);
-    out += spread_row("gradients", column([](const RankMemory& m) { return m.gradients; }),
-                      human_bytes);
-    out += spread_row("master", column([](const RankMemory& m) { return m.master; }),
-                      human_bytes);
-    out += spread_row("optimizer state",
-                      column([](const RankMemory& m) { return m.state; }), human_bytes);
-    out += spread_row("activations", column([](const RankMemory& m) { return m.activations; }),
-                      human_bytes);
-    out += spread_row("total", column([](const RankMemory& m) { return m.total(); }),
-                      human_bytes);
+    const std::pair<const char*, std::int64_t (*)(const RankMemory&)> rows[] = {
+        {"parameters", [](const RankMemory& m) { return m.parameters; }},
+        {"gradients", [](const RankMemory& m) { return m.gradients; }},
+        {"master", [](const RankMemory& m) { return m.master; }},
+        {"optimizer state", [](const RankMemory& m) { return m.state; }},
+        {"activations", [](const RankMemory& m) { return m.activations; }},
+        {"total", [](const RankMemory& m) { return m.total(); }}};
+    for (const auto& [what, field] : rows) {
+      std::vector<std::int64_t> column;
+      for (const RankMemory& m : ranks) column.push_back(field(m));
+      out += spread_row(what, column, human_bytes);
+    }
   } else {
     out += fmt::format("{:>6}  {:>11}  {:>11}  {:>11}  {:>15}  {:>11}  {:>11}\n", "rank",
                        "parameters", "gradients", "master", "optimizer state", "activations",
@@ -160,8 +141,7 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
                          human_bytes(m.activations), human_bytes(m.total()));
     }
   }
-  out += fmt::format("largest rank: {}\n",
-                     describe_memory(estimate_peak_rank_memory(config, store, plan, mode)));
+  out += fmt::format("largest rank: {}\n", describe_memory(peak));
   return out;
 }
 
@@ -208,13 +188,11 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
         two_tiers ? "MB sent per rank and ms on each tier; last: the last bucket's chain, which "
                     "nothing hides"
                   : "wire MB sent per rank; unhidable: the last bucket's collectives"));
-    if (two_tiers) {
-      out += fmt::format("{:<{}} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "mode", kModeColumn,
-                         "memory", "inter MB", "intra MB", "inter ms", "intra ms", "last ms");
-    } else {
-      out += fmt::format("{:<{}} {:>10} {:>10} {:>10} {:>12}\n", "mode", kModeColumn, "memory",
-                         "comm ms", "wire MB", "unhidable ms");
-    }
+    out += two_tiers ? fmt::format("{:<{}} {:>10} {:>8} {:>8} {:>8} {:>8} {:>7}\n", "mode",
+                                   kModeColumn, "memory", "inter MB", "intra MB", "inter ms",
+                                   "intra ms", "last ms")
+                     : fmt::format("{:<{}} {:>10} {:>10} {:>10} {:>12}\n", "mode", kModeColumn,
+                                   "memory", "comm ms", "wire MB", "unhidable ms");
     for (const ModePlan& m : modes) {
       const ModePlan at_world = at_ranks(m, ranks);  // the plan command checked the group divides
       const PlannedLayout at = plan_at(config, at_world, ranks);
@@ -223,17 +201,15 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
           human_bytes(estimate_peak_rank_memory(config, at.layout, at.plan, at_world).total());
       const TierComm& inter = c.tier(LinkTier::Inter);
       const TierComm& intra = c.tier(LinkTier::Intra);
-      if (two_tiers) {
-        out += fmt::format("{:<{}} {:>10} {:>8.2f} {:>8.2f} {:>8.3f} {:>8.3f} {:>7.3f}\n",
-                           mode_cell(m, ranks), kModeColumn, memory,
-                           static_cast<double>(inter.wire_bytes) * 1e-6,
-                           static_cast<double>(intra.wire_bytes) * 1e-6, inter.total_s * 1e3,
-                           intra.total_s * 1e3, c.last_s * 1e3);
-      } else {
-        out += fmt::format("{:<{}} {:>10} {:>10.3f} {:>10.2f} {:>12.3f}\n", mode_cell(m, ranks),
-                           kModeColumn, memory, c.total_s * 1e3,
-                           static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
-      }
+      out += two_tiers
+                 ? fmt::format("{:<{}} {:>10} {:>8.2f} {:>8.2f} {:>8.3f} {:>8.3f} {:>7.3f}\n",
+                               mode_cell(m, ranks), kModeColumn, memory,
+                               static_cast<double>(inter.wire_bytes) * 1e-6,
+                               static_cast<double>(intra.wire_bytes) * 1e-6, inter.total_s * 1e3,
+                               intra.total_s * 1e3, c.last_s * 1e3)
+                 : fmt::format("{:<{}} {:>10} {:>10.3f} {:>10.2f} {:>12.3f}\n",
+                               mode_cell(m, ranks), kModeColumn, memory, c.total_s * 1e3,
+                               static_cast<double>(c.wire_bytes) * 1e-6, c.last_s * 1e3);
     }
   }
   // The step at 8, 64 and 512 ranks: for a measured compute time, else its floor (zero compute).
@@ -281,36 +257,29 @@ std::string scaling_tables(const Config& config, const ParameterStore& store, in
 int run_plan_command(const ConfigArgs& args, int world_size, const World& world,
                      const PlanOptions& options) {
   Config config;
+  const int ranks = world_size > 0 ? world_size : world.size;  // --world N, else the job's size
   agree_on_user_errors(world, [&] {
+    const FlagOverride given[] = {{"--link-gbps", "link.bandwidth_gbps", options.link_gbps},
+                                  {"--latency-us", "link.latency_us", options.latency_us},
+                                  {"--node-ranks", "link.node_ranks", options.node_ranks},
+                                  {"--intra-gbps", "link.intra_gbps", options.intra_gbps}};
     std::vector<FlagOverride> flags;
-    if (!options.link_gbps.empty()) {
-      flags.push_back({"--link-gbps", "link.bandwidth_gbps", options.link_gbps});
-    }
-    if (!options.latency_us.empty()) {
-      flags.push_back({"--latency-us", "link.latency_us", options.latency_us});
-    }
-    if (!options.node_ranks.empty()) {
-      flags.push_back({"--node-ranks", "link.node_ranks", options.node_ranks});
-    }
-    if (!options.intra_gbps.empty()) {
-      flags.push_back({"--intra-gbps", "link.intra_gbps", options.intra_gbps});
+    for (const FlagOverride& f : given) {
+      if (!f.value.empty()) flags.push_back(f);
     }
     config = load_config(args.path, args.overrides, flags);
-    const int planned = world_size > 0 ? world_size : world.size;
-    // The split for the planned world (--world N, else this job's size).
-    apply_global_batch(config, planned);
+    apply_global_batch(config, ranks);  // the split for the planned world
     if (options.compute_ms > 0.0 && !config.link.enabled()) {
       throw UserError("plan: --compute-ms predicts step times on a modelled link: give --link-gbps "
                       "(or [link] bandwidth_gbps in the config)");
     }
-    // The prediction is for a cluster of `planned` ranks: the link model's ranks are those, its
+    // The prediction is for a cluster of `ranks` ranks: the link model's ranks are those, its
     // nodes and the shard groups must tile them.
     config.link.ranks = 0;
-    check_link_world(config.link, planned, where_set(config, "link.node_ranks"));
-    check_shard_group(config, planned);
+    check_link_world(config.link, ranks, where_set(config, "link.node_ranks"));
+    check_shard_group(config, ranks);
   }, config.runtime.timeout_s);
   if (!world.is_root()) return 0;
-  const int ranks = world_size > 0 ? world_size : world.size;
   // Laid out, not allocated: a plan for a model too large for this machine still prints.
   const ModePlan mode = make_run_mode_plan(config, ranks);
   const PlannedLayout planned = plan_at(config, mode, ranks);

@@ -24,17 +24,6 @@
 #include "runtime/train/run/trainer.h"
 
 namespace zl {
-namespace {
-
-// Rank 0: output.dir/config.toml, the effective config (RuntimeFailure, exit 1, when the write
-// fails).
-void write_effective_config(const Config& config) {
-  ensure_output_dir(config.output.dir);
-  write_whole_file((std::filesystem::path(config.output.dir) / "config.toml").string(),
-                   to_toml(config), "the effective config");
-}
-
-}  // namespace
 
 int run_train_command(const ConfigArgs& args, const World& world) {
   fault_stop_point("startup", world.rank);
@@ -70,7 +59,11 @@ int run_train_command(const ConfigArgs& args, const World& world) {
         [&] {
           if (!world.is_root()) return;
           claim_run_outputs(config, claim, trainer->options().quiet);
-          write_effective_config(config);
+          // output.dir/config.toml, the effective config (RuntimeFailure, exit 1, when the write
+          // fails).
+          ensure_output_dir(config.output.dir);
+          write_whole_file((std::filesystem::path(config.output.dir) / "config.toml").string(),
+                           to_toml(config), "the effective config");
           apply_checkpoint_removals(config, claim, trainer->options().quiet);
         },
         config.runtime.timeout_s);

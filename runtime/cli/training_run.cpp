@@ -27,7 +27,6 @@ int run_training(Trainer& trainer) {
   const World& world = trainer.world();
   const bool quiet = trainer.options().quiet;
   const std::int64_t total_steps = trainer.total_steps();
-  const std::int64_t steps_per_epoch = trainer.steps_per_epoch();
   MetricsWriter metrics;
   if (world.is_root() && trainer.options().write_outputs) {
     // Opened here, after a resume has set the step: a resumed run keeps the rows up to its step.
@@ -56,7 +55,7 @@ int run_training(Trainer& trainer) {
                                          config.data.global_batch_size > 0
                                              ? " (data.global_batch_size)"
                                              : ""),
-               steps_per_epoch, trainer.mode_plan().name(),
+               trainer.steps_per_epoch(), trainer.mode_plan().name(),
                trainer.mode_plan().replicas > 1
                    ? fmt::format(" ({} groups of {} ranks)", trainer.mode_plan().replicas,
                                  config.parallel.shard_group)
@@ -66,6 +65,12 @@ int run_training(Trainer& trainer) {
                config.link.enabled() ? "; " + link_label(config.link) : std::string());
     std::fflush(stdout);
   }
+  auto row_at = [&](std::int64_t step) {
+    MetricsRow row;
+    row.step = step;
+    row.epoch = static_cast<std::int64_t>(epochs());  // whole epochs consumed, as checkpoints say
+    return row;
+  };
   auto emit = [&](MetricsRow row, const std::string& line) {
     row.elapsed_s = elapsed();
     if (!world.is_root()) return;
@@ -100,9 +105,7 @@ int run_training(Trainer& trainer) {
       const auto sums = trainer.sum_over_ranks(
           {window.loss_sum, window.correct, window.samples, trainer.window_check_value()});
       trainer.check_window(sums[0], sums[3], window_first_step, step);
-      MetricsRow row;
-      row.step = step;
-      row.epoch = static_cast<std::int64_t>(epochs());  // whole epochs consumed, as checkpoints say
+      MetricsRow row = row_at(step);
       // Steps skipped as non-finite are not in the sums (window.steps counts the others).
       // A window whose every step was skipped has no loss: its cells stay empty, not 0.
       const auto counted = static_cast<double>(window.steps);
@@ -131,22 +134,23 @@ int run_training(Trainer& trainer) {
     }
     if (config.train.eval_every > 0 && step % config.train.eval_every == 0 && !last) {
       const EvalResult e = trainer.evaluate();
-      MetricsRow row;
-      row.step = step;
-      row.epoch = static_cast<std::int64_t>(epochs());
+      MetricsRow row = row_at(step);
       row.test_loss = e.loss;
       if (classification) row.test_accuracy = e.accuracy;
       emit(row, fmt::format("eval  step {}  test_loss {:.4f}{}", step, e.loss,
                             classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
       window_start = Clock::now();  // evaluation time is not training throughput
     }
-    const bool saves = checkpoint_due(config.checkpoint, step, total_steps) &&
-                       skips.state_changed_since_checkpoint();
-    if (saves) {
-      // Checked per window: the parameters must be finite before they become a checkpoint.
+    // Checked per window: the parameters must be finite before they become a checkpoint.
+    const auto save_checked = [&] {
       trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
                            std::min(window_first_step, step), step);
       checkpoints.save(trainer.state());
+    };
+    const bool saves = checkpoint_due(config.checkpoint, step, total_steps) &&
+                       skips.state_changed_since_checkpoint();
+    if (saves) {
+      save_checked();
       skips.checkpoint_written();
       window_start = Clock::now();  // checkpoint time is not training throughput
     }
@@ -155,11 +159,7 @@ int run_training(Trainer& trainer) {
       if (!config.checkpoint.dir.empty()) {
         // The step the run stops at is in a checkpoint, for the resume the message names (a due
         // one that only skipped steps preceded wrote none above).
-        if (!saves) {
-          trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
-                               std::min(window_first_step, step), step);
-          checkpoints.save(trainer.state());
-        }
+        if (!saves) save_checked();
         checkpoints.finish();  // the interrupt's checkpoint is complete before the exit
         path = checkpoints.path_of(step);
       }
@@ -173,9 +173,7 @@ int run_training(Trainer& trainer) {
   checkpoints.finish();  // the final checkpoint is complete before the evaluation and the exit
   const EvalResult e = trainer.evaluate();
   const std::int64_t step = trainer.step();
-  MetricsRow row;
-  row.step = step;
-  row.epoch = static_cast<std::int64_t>(epochs());
+  MetricsRow row = row_at(step);
   const bool final_finite = std::isfinite(e.loss);
   if (final_finite) row.test_loss = e.loss;  // a non-finite loss leaves its cell empty
   if (classification) row.test_accuracy = e.accuracy;

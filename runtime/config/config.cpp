@@ -9,11 +9,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <filesystem>
 #include <string_view>
-#include <system_error>
 
 #include "base/errors.h"
 #include "base/regular_file.h"
@@ -158,13 +154,9 @@ void apply_overrides(toml::table& root, const std::vector<std::string>& override
   for (const FlagOverride& f : flags) apply_value(root, f.key, f.value, f.flag, source);
   // train.steps and train.epochs are alternatives: overriding one replaces the file's other, so
   // `--set train.steps=100` shortens an epochs-based config instead of conflicting with it.
-  if (auto* train = root.get("train") ? root.get("train")->as_table() : nullptr) {
-    if (source.is_override("train.steps") && !source.is_override("train.epochs")) {
-      train->erase("epochs");
-    }
-    if (source.is_override("train.epochs") && !source.is_override("train.steps")) {
-      train->erase("steps");
-    }
+  const bool steps = source.is_override("train.steps"), epochs = source.is_override("train.epochs");
+  if (auto* train = root["train"].as_table(); train != nullptr && steps != epochs) {
+    train->erase(steps ? "epochs" : "steps");
   }
 }
 
@@ -190,13 +182,8 @@ void check_sections(const toml::table& root, const ConfigSource& source) {
   }
 }
 
-const toml::table* section_table(const toml::table& root, std::string_view name) {
-  const toml::node* node = root.get(name);
-  return node != nullptr ? node->as_table() : nullptr;
-}
-
 void read_model(const toml::table& root, ConfigSource& source, ModelSpec& m) {
-  SectionReader r(source, section_table(root, "model"), "model");
+  SectionReader r(source, root, "model");
   r.enumeration("kind", m.kind, kModelKindNames);
   r.integer_array("widths", m.widths);
   r.enumeration("activation", m.activation, kActivationNames);
@@ -214,7 +201,7 @@ void read_model(const toml::table& root, ConfigSource& source, ModelSpec& m) {
 }
 
 void read_data(const toml::table& root, ConfigSource& source, DataConfig& d) {
-  SectionReader r(source, section_table(root, "data"), "data");
+  SectionReader r(source, root, "data");
   r.enumeration("kind", d.kind, kDataKindNames);
   r.string("path", d.path);
   r.string("train_images", d.train_images);
@@ -259,28 +246,21 @@ void read_data(const toml::table& root, ConfigSource& source, DataConfig& d) {
 void check_model_fits_data(const Config& c, const ConfigSource& source) {
   const auto& w = c.model.widths;
   if (w.empty()) return;
-  const std::string got = fmt::format("[{}]", fmt::join(w, ", "));
-  if (c.data.kind == DataKind::FashionMnist && (w.front() != 784 || w.back() < 10)) {
-    source.fail("model.widths",
-                fmt::format("data.kind = \"fashion_mnist\" needs 784 inputs and "
-                            "at least 10 outputs (28x28 images, 10 classes), got {}",
-                            got));
-  }
-  if (c.data.kind == DataKind::Spirals && (w.front() != 2 || w.back() < 2)) {
-    source.fail("model.widths", fmt::format("data.kind = \"spirals\" needs 2 inputs and at least "
-                                            "2 outputs (one per class), got {}",
-                                            got));
-  }
-  if (c.data.kind == DataKind::Teacher && c.data.teacher_task == TaskKind::Classification &&
-      w.back() < 2) {
-    source.fail("model.widths", fmt::format("a teacher classification task needs at least 2 "
-                                            "outputs (one per class), got {}",
-                                            got));
-  }
+  const auto require = [&](bool holds, const char* what) {
+    if (!holds) source.fail("model.widths", fmt::format("{}, got [{}]", what, fmt::join(w, ", ")));
+  };
+  require(c.data.kind != DataKind::FashionMnist || (w.front() == 784 && w.back() >= 10),
+          "data.kind = \"fashion_mnist\" needs 784 inputs and at least 10 outputs (28x28 images, "
+          "10 classes)");
+  require(c.data.kind != DataKind::Spirals || (w.front() == 2 && w.back() >= 2),
+          "data.kind = \"spirals\" needs 2 inputs and at least 2 outputs (one per class)");
+  require(c.data.kind != DataKind::Teacher || c.data.teacher_task != TaskKind::Classification ||
+              w.back() >= 2,
+          "a teacher classification task needs at least 2 outputs (one per class)");
 }
 
 void read_optimizer(const toml::table& root, ConfigSource& source, OptimizerConfig& o) {
-  SectionReader r(source, section_table(root, "optimizer"), "optimizer");
+  SectionReader r(source, root, "optimizer");
   r.enumeration("kind", o.kind, kOptimizerKindNames);
   r.number("lr", o.lr, above(0));
   std::vector<float> betas;
@@ -312,7 +292,7 @@ void read_optimizer(const toml::table& root, ConfigSource& source, OptimizerConf
 }
 
 void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig& p) {
-  SectionReader r(source, section_table(root, "parallel"), "parallel");
+  SectionReader r(source, root, "parallel");
   r.enumeration("mode", p.mode, kParallelModeNames);
   r.enumeration("overlap", p.overlap, kOverlapNames);
   r.enumeration("collective", p.collective, kCollectiveNames);
@@ -327,7 +307,7 @@ void read_parallel(const toml::table& root, ConfigSource& source, ParallelConfig
 }
 
 void read_precision(const toml::table& root, ConfigSource& source, PrecisionConfig& p) {
-  SectionReader r(source, section_table(root, "precision"), "precision");
+  SectionReader r(source, root, "precision");
   r.enumeration("compute", p.compute, kComputeNames);
   r.enumeration("reduce_dtype", p.reduce_dtype, kReduceDtypeNames);
   r.enumeration("master_weights", p.master_weights, kMasterWeightsNames);
@@ -348,7 +328,7 @@ void read_precision(const toml::table& root, ConfigSource& source, PrecisionConf
 }
 
 void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
-  SectionReader r(source, section_table(root, "train"), "train");
+  SectionReader r(source, root, "train");
   const bool has_steps = r.has("steps"), has_epochs = r.has("epochs");
   r.integer("steps", t.steps, at_least(0));
   r.integer("epochs", t.epochs, at_least(0));
@@ -372,7 +352,7 @@ void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
 }
 
 void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointConfig& c) {
-  SectionReader r(source, section_table(root, "checkpoint"), "checkpoint");
+  SectionReader r(source, root, "checkpoint");
   r.string("dir", c.dir);
   r.integer("every", c.every, at_least(0));
   r.integer("keep", c.keep, at_least(1));
@@ -383,8 +363,7 @@ void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointCo
     } else if (const auto* s = node->as_string()) {
       if (s->get().empty()) {
         r.fail("resume",
-               "an empty path; use resume = true for the latest checkpoint in "
-               "checkpoint.dir",
+               "an empty path; use resume = true for the latest checkpoint in checkpoint.dir",
                node);
       }
       c.resume = true;
@@ -410,7 +389,7 @@ void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointCo
 }
 
 void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& rt) {
-  SectionReader r(source, section_table(root, "runtime"), "runtime");
+  SectionReader r(source, root, "runtime");
   r.enumeration("device", rt.device, kDeviceNames);
   // An integer >= 1, or "auto": the rank's share of its node's CPUs (World::cpus_per_rank).
   if (const toml::node* node = r.get("threads")) {
@@ -438,7 +417,7 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
 }
 
 void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
-  SectionReader r(source, section_table(root, "bench"), "bench");
+  SectionReader r(source, root, "bench");
   // The names are checked against the train section in check_bench_modes.
   r.string_array("modes", b.modes);
   if (const std::string* mode = first_repeat(b.modes)) {
@@ -456,7 +435,7 @@ void read_bench(const toml::table& root, ConfigSource& source, BenchConfig& b) {
 }
 
 void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
-  SectionReader r(source, section_table(root, "link"), "link");
+  SectionReader r(source, root, "link");
   // Bounded so every modelled time stays a finite, castable duration (simulated_link.cpp): 0 or
   // 1 kb/s .. 1 Pb/s, and at most 10 s per hop.
   r.number("bandwidth_gbps", l.bandwidth_gbps, closed(0, kMaxLinkBandwidthGbps));
@@ -509,7 +488,7 @@ void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
 }
 
 void read_output(const toml::table& root, ConfigSource& source, OutputConfig& o) {
-  SectionReader r(source, section_table(root, "output"), "output");
+  SectionReader r(source, root, "output");
   r.string("dir", o.dir, /*allow_empty=*/false);
   r.boolean("trace", o.trace);
   r.boolean("overwrite", o.overwrite);
@@ -623,11 +602,6 @@ std::string read_file(const std::string& path) {
     throw UserError(what + ": give the path of a TOML file");
   }
 }
-
-
-}  // namespace
-
-namespace {
 
 Config read_config(const toml::table& root, ConfigSource& source, const std::string& source_name) {
   Config c;

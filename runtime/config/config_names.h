@@ -3,7 +3,6 @@
 // accepted in one direction and spelled differently in the other. Internal to runtime/config*.
 #pragma once
 
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -62,8 +61,8 @@ inline constexpr EnumName<MasterWeights> kMasterWeightsNames[] = {
 
 // The name of `value`; "?" only if a table misses an enumerator (a bug the round-trip test
 // catches).
-template <class E>
-constexpr const char* enum_name(std::span<const EnumName<E>> names, E value) {
+template <class E, std::size_t N>
+constexpr const char* enum_name(const EnumName<E> (&names)[N], E value) {
   for (const auto& n : names) {
     if (n.value == value) return n.name.data();  // every name is a NUL-terminated literal
   }
@@ -71,15 +70,10 @@ constexpr const char* enum_name(std::span<const EnumName<E>> names, E value) {
 }
 
 // The allowed names for messages: "relu", "gelu", "tanh", "identity".
-template <class E>
-std::string enum_choices(std::span<const EnumName<E>> names) {
+template <class E, std::size_t N>
+std::string enum_choices(const EnumName<E> (&names)[N]) {
   std::string out;
-  for (const auto& n : names) {
-    if (!out.empty()) out += ", ";
-    out += '"';
-    out += n.name;
-    out += '"';
-  }
+  for (const auto& n : names) out += (out.empty() ? "\"" : ", \"") + std::string(n.name) + '"';
   return out;
 }
 

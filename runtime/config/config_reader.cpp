@@ -4,25 +4,11 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 
 namespace zl::config_detail {
 
-bool Range::contains(double v) const {
-  if (std::isnan(v)) return false;
-  const bool lo_ok = min_exclusive ? v > min : v >= min;
-  const bool hi_ok = max_exclusive ? v < max : v <= max;
-  return lo_ok && hi_ok;
-}
-
-bool Range::contains_integer(std::int64_t v) const {
-  // long double holds every int64 exactly (64-bit or wider mantissa), as it does each bound.
-  static_assert(std::numeric_limits<long double>::digits >= 64, "int64 bounds need exact compares");
-  const long double x = static_cast<long double>(v);
-  const long double lo = min, hi = max;
-  return (min_exclusive ? x > lo : x >= lo) && (max_exclusive ? x < hi : x <= hi);
-}
+namespace {
 
 // A bound as a reader wants it: integers exactly up to 2^53, else 6 significant digits
 // ("1.79769e+308", never all 309 digits of DBL_MAX).
@@ -31,6 +17,75 @@ std::string readable_bound(double v) {
     return fmt::format("{}", static_cast<std::int64_t>(v));
   }
   return fmt::format("{:.6g}", v);
+}
+
+// A value as messages print it: `1.5`, `"abc"`.
+std::string describe_value(const toml::node& node) {
+  if (auto v = node.as_integer()) return fmt::format("{}", v->get());
+  if (auto v = node.as_floating_point()) {
+    std::string s = fmt::format("{}", v->get());
+    if (s.find_first_of(".en") == std::string::npos) s += ".0";  // 64.0, not 64, for a float
+    return s;
+  }
+  if (auto v = node.as_boolean()) return v->get() ? "true" : "false";
+  if (auto v = node.as_string()) return fmt::format("\"{}\"", escaped_excerpt(v->get()));
+  return std::string(type_name(node));
+}
+
+// Optimal-string-alignment distance: Levenshtein plus adjacent transpositions ("widht").
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The values of an array of `T` (`what`: "integers", "strings"), each passed to `check(value,
+// index, node)` in order: UserError at `key` when the node or an element has another type.
+template <class T, class Check>
+std::vector<T> array_of(const SectionReader& r, std::string_view key, const toml::node& node,
+                        std::string_view what, Check&& check) {
+  const auto* arr = node.as_array();
+  if (arr == nullptr) {
+    r.fail(key, fmt::format("expected an array of {}, got {}", what, type_name(node)), &node);
+  }
+  std::vector<T> values;
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const toml::node& element = *arr->get(i);
+    const auto* v = element.as<T>();
+    if (v == nullptr) {
+      r.fail(key, fmt::format("expected an array of {}, got {} at index {}", what,
+                              type_name(element), i),
+             &element);
+    }
+    check(v->get(), i, element);
+    values.push_back(v->get());
+  }
+  return values;
+}
+
+}  // namespace
+
+bool Range::contains(double v) const {
+  // NaN compares false with every bound, so it is in no range.
+  return (min_exclusive ? v > min : v >= min) && (max_exclusive ? v < max : v <= max);
+}
+
+bool Range::contains_integer(std::int64_t v) const {
+  // long double holds every int64 exactly (64-bit or wider mantissa), as it does each bound.
+  static_assert(std::numeric_limits<long double>::digits >= 64, "int64 bounds need exact compares");
+  const long double x = static_cast<long double>(v);
+  const long double lo = min, hi = max;
+  return (min_exclusive ? x > lo : x >= lo) && (max_exclusive ? x < hi : x <= hi);
 }
 
 std::string Range::describe() const {
@@ -68,63 +123,12 @@ void ConfigSource::fail(const std::string& full_key, std::string_view what,
 }
 
 std::string_view type_name(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::table:
-      return "table";
-    case toml::node_type::array:
-      return "array";
-    case toml::node_type::string:
-      return "string";
-    case toml::node_type::integer:
-      return "integer";
-    case toml::node_type::floating_point:
-      return "float";
-    case toml::node_type::boolean:
-      return "boolean";
-    case toml::node_type::date:
-      return "date";
-    case toml::node_type::time:
-      return "time";
-    case toml::node_type::date_time:
-      return "date-time";
-    case toml::node_type::none:
-      break;
-  }
-  return "nothing";
+  // Indexed by toml::node_type, whose order (none first, date_time last) this relies on.
+  static_assert(static_cast<int>(toml::node_type::date_time) == 9);
+  static constexpr std::string_view kNames[] = {"nothing", "table", "array", "string", "integer",
+                                                "float", "boolean", "date", "time", "date-time"};
+  return kNames[static_cast<std::size_t>(node.type())];
 }
-
-std::string describe_value(const toml::node& node) {
-  if (auto v = node.as_integer()) return fmt::format("{}", v->get());
-  if (auto v = node.as_floating_point()) {
-    std::string s = fmt::format("{}", v->get());
-    if (s.find_first_of(".en") == std::string::npos) s += ".0";  // 64.0, not 64, for a float
-    return s;
-  }
-  if (auto v = node.as_boolean()) return v->get() ? "true" : "false";
-  if (auto v = node.as_string()) return fmt::format("\"{}\"", escaped_excerpt(v->get()));
-  return std::string(type_name(node));
-}
-
-namespace {
-
-// Optimal-string-alignment distance: Levenshtein plus adjacent transpositions ("widht").
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-}  // namespace
 
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates,
                          std::string_view open, std::string_view close) {
@@ -144,8 +148,8 @@ std::string did_you_mean(std::string_view word, std::span<const std::string> can
   return fmt::format(" (did you mean {}{}{}?)", open, *best, close);
 }
 
-SectionReader::SectionReader(ConfigSource& source, const toml::table* table, std::string section)
-    : source_(source), table_(table), section_(std::move(section)) {
+SectionReader::SectionReader(ConfigSource& source, const toml::table& root, std::string section)
+    : source_(source), table_(root[section].as_table()), section_(std::move(section)) {
   if (table_ != nullptr) source_.record(section_, *table_);
 }
 
@@ -221,9 +225,7 @@ void SectionReader::number(std::string_view key, float& out, Range range) {
   const double v = checked_number(key, *node);
   // The range applies to the float the run will use: lr = 1e-50 is 0 in float and rejected.
   const float f = static_cast<float>(v);
-  if (!std::isfinite(f)) {
-    fail(key, fmt::format("must be a finite 32-bit float (got {})", v), node);
-  }
+  if (!std::isfinite(f)) fail(key, fmt::format("must be a finite 32-bit float (got {})", v), node);
   if (!range.contains(f)) fail(key, fmt::format("{} (got {})", range.describe(), v), node);
   out = f;
 }
@@ -246,44 +248,18 @@ void SectionReader::string(std::string_view key, std::string& out, bool allow_em
 }
 
 void SectionReader::integer_array(std::string_view key, std::vector<std::int64_t>& out) {
-  const auto* node = get(key);
-  if (node == nullptr) return;
-  const auto* arr = node->as_array();
-  if (arr == nullptr)
-    fail(key, fmt::format("expected an array of integers, got {}", type_name(*node)), node);
-  std::vector<std::int64_t> values;
-  for (std::size_t i = 0; i < arr->size(); ++i) {
-    const auto& element = *arr->get(i);
-    const auto* v = element.as_integer();
-    if (v == nullptr) {
-      fail(key,
-           fmt::format("expected an array of integers, got {} at index {}", type_name(element), i),
-           &element);
-    }
-    values.push_back(v->get());
+  if (const auto* node = get(key)) {
+    out = array_of<std::int64_t>(*this, key, *node, "integers", [](auto&&...) {});
   }
-  out = std::move(values);
 }
 
 void SectionReader::string_array(std::string_view key, std::vector<std::string>& out) {
-  const auto* node = get(key);
-  if (node == nullptr) return;
-  const auto* arr = node->as_array();
-  if (arr == nullptr)
-    fail(key, fmt::format("expected an array of strings, got {}", type_name(*node)), node);
-  std::vector<std::string> values;
-  for (std::size_t i = 0; i < arr->size(); ++i) {
-    const auto& element = *arr->get(i);
-    const auto* v = element.as_string();
-    if (v == nullptr) {
-      fail(key,
-           fmt::format("expected an array of strings, got {} at index {}", type_name(element), i),
-           &element);
-    }
-    if (v->get().empty()) fail(key, fmt::format("element {} must not be empty", i), &element);
-    values.push_back(v->get());
+  if (const auto* node = get(key)) {
+    out = array_of<std::string>(
+        *this, key, *node, "strings", [&](const std::string& v, std::size_t i, const toml::node& e) {
+          if (v.empty()) fail(key, fmt::format("element {} must not be empty", i), &e);
+        });
   }
-  out = std::move(values);
 }
 
 template <class T>

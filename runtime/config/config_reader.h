@@ -32,8 +32,6 @@ struct Range {
   bool contains_integer(std::int64_t v) const;
   std::string describe() const;  // "must be > 0", "must be in [0, 1)"
 };
-// "1024", "0.5", "1.79769e+308": how messages print a bound.
-std::string readable_bound(double v);
 
 inline Range at_least(double lo) { return {lo, Range{}.max, false, false}; }
 inline Range above(double lo) { return {lo, Range{}.max, true, false}; }
@@ -57,8 +55,8 @@ class ConfigSource {
   void note_known(std::string full_key) { known_.push_back(std::move(full_key)); }
   const std::vector<std::string>& known_keys() const { return known_; }
 
-  // The flag for an override ("--set key", "--link-gbps"), else the node's line, else the recorded line of the key or of
-  // its section, else the file name alone.
+  // The flag for an override ("--set key", "--link-gbps"), else the node's line, else the
+  // recorded line of the key or of its section, else the file name alone.
   std::string location(const std::string& full_key, const toml::node* node = nullptr) const;
 
   // Throws UserError "<location>: <full_key>: <what>".
@@ -76,8 +74,8 @@ class ConfigSource {
 // the rest as unknown (with a did-you-mean). A missing key leaves the default in place.
 class SectionReader {
  public:
-  // `table` may be null (the section is absent: every read keeps its default).
-  SectionReader(ConfigSource& source, const toml::table* table, std::string section);
+  // The section `section` of `root`; where it is absent, every read keeps its default.
+  SectionReader(ConfigSource& source, const toml::table& root, std::string section);
 
   bool has(std::string_view key) const;
   std::string full_key(std::string_view key) const { return section_ + "." + std::string(key); }
@@ -102,14 +100,13 @@ class SectionReader {
     std::string text;
     string(key, text);
     if (!has(key)) return;
-    for (const auto& n : names) {
-      if (n.name == text) {
-        out = n.value;
-        return;
-      }
+    const auto it = std::find_if(std::begin(names), std::end(names),
+                                 [&](const auto& n) { return n.name == text; });
+    if (it == std::end(names)) {
+      fail(key,
+           "expected one of " + enum_choices(names) + ", got \"" + escaped_excerpt(text) + "\"");
     }
-    fail(key, "expected one of " + enum_choices(std::span<const EnumName<E>>(names)) + ", got \"" +
-                  escaped_excerpt(text) + "\"");
+    out = it->value;
   }
 
   // One name of `names` or an array of them (a sweep): each must be a known name, none twice. An
@@ -124,9 +121,8 @@ class SectionReader {
     } else {
       elements.push_back(node);
     }
-    const std::string choices = enum_choices(std::span<const EnumName<E>>(names));
+    const std::string choices = enum_choices(names);
     std::vector<E> values;
-    std::vector<std::string_view> seen;
     for (const toml::node* element : elements) {
       const auto* text = element->as_string();
       if (text == nullptr) type_error(key, *element, "one of " + choices + " or a list of them");
@@ -136,10 +132,9 @@ class SectionReader {
         fail(key, "expected one of " + choices + ", got \"" + escaped_excerpt(text->get()) + "\"",
              element);
       }
-      if (std::find(seen.begin(), seen.end(), it->name) != seen.end()) {
+      if (std::find(values.begin(), values.end(), it->value) != values.end()) {
         fail(key, "\"" + text->get() + "\" is listed twice", element);
       }
-      seen.push_back(it->name);
       values.push_back(it->value);
     }
     out = std::move(values);
@@ -165,9 +160,8 @@ class SectionReader {
   std::vector<std::string> known_;
 };
 
-// Names and values as messages print them: "float", "string"; `1.5`, `"abc"`.
+// A node's type as messages name it: "float", "string".
 std::string_view type_name(const toml::node& node);
-std::string describe_value(const toml::node& node);
 // " (did you mean 'lr'?)" when a candidate is a plausible typo of `word`, else "".
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates,
                          std::string_view open = "'", std::string_view close = "'");

@@ -2,41 +2,32 @@
 #include "runtime/config/config_sizes.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "base/checked_size.h"
 #include "runtime/config/config_limits.h"
 
 namespace zl::config_detail {
-namespace {
-
-// An upper bound of the activation elements one sample keeps (Note [Activation estimate] in
-// runtime/train/plan/memory_estimate.cpp counts at most 8 per width), checked.
-CheckedSize activation_elements_bound(const ModelSpec& spec) {
-  CheckedSize widths;
-  for (const std::int64_t w : spec.widths) widths += CheckedSize(w);
-  return widths * CheckedSize(8);
-}
-
-void check_bytes(const ConfigSource& source, const std::string& key, std::int64_t value,
-                 CheckedSize bytes, const char* what) {
-  if (bytes.fits(kMaxDerivedBytes)) return;
-  source.fail(
-      key, fmt::format("= {} needs {} than 2^52 bytes (4 PiB) of {} with these "
-                       "model.widths, more than zerolap computes with; lower {}",
-                       value, bytes.ok() ? "more" : "far more (it overflows a 64-bit count)", what,
-                       key));
-}
-
-}  // namespace
 
 void check_derived_sizes(const Config& c, const ConfigSource& source) {
   const ModelSpec& m = c.model;
   if (m.widths.empty()) return;
-  const CheckedSize per_sample = activation_elements_bound(m) * CheckedSize(4);
-  check_bytes(source, "data.batch_size", c.data.batch_size,
-              per_sample * CheckedSize(c.data.batch_size), "activations per rank");
-  check_bytes(source, "data.eval_batch_size", c.data.eval_batch_size,
+  const auto check_bytes = [&](const std::string& key, std::int64_t value, CheckedSize bytes,
+                               const char* what) {
+    if (bytes.fits(kMaxDerivedBytes)) return;
+    source.fail(key, fmt::format("= {} needs {} than 2^52 bytes (4 PiB) of {} with these "
+                                 "model.widths, more than zerolap computes with; lower {}",
+                                 value,
+                                 bytes.ok() ? "more" : "far more (it overflows a 64-bit count)",
+                                 what, key));
+  };
+  // An upper bound of the activation bytes one sample keeps (Note [Activation estimate] in
+  // runtime/train/plan/memory_estimate.cpp counts at most 8 elements per width), checked.
+  CheckedSize widths;
+  for (const std::int64_t w : m.widths) widths += CheckedSize(w);
+  const CheckedSize per_sample = widths * CheckedSize(8) * CheckedSize(4);
+  check_bytes("data.batch_size", c.data.batch_size, per_sample * CheckedSize(c.data.batch_size),
+              "activations per rank");
+  check_bytes("data.eval_batch_size", c.data.eval_batch_size,
               per_sample * CheckedSize(c.data.eval_batch_size), "evaluation activations per rank");
   // The generated sets' own bounds (data/dataset.h), checked here to name the key.
   const auto at_most = [&](const std::string& key, std::int64_t value, CheckedSize size,

@@ -4,8 +4,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <concepts>
 #include <cstdint>
-#include <span>
 #include <sstream>
 #include <string>
 
@@ -18,11 +19,6 @@ using namespace config_detail;
 
 namespace {
 
-template <class E, std::size_t N>
-const char* name_of(const EnumName<E> (&names)[N], E value) {
-  return enum_name(std::span<const EnumName<E>>(names), value);
-}
-
 // Shortest round-trip text of the value in its own precision (float 1e-3f -> "0.001", not
 // "0.0010000000474974513"); TOML needs a '.' or an exponent to read it back as a float.
 template <class T>
@@ -33,31 +29,19 @@ std::string toml_float(T v) {
 }
 
 std::string toml_string(std::string_view s) {
+  constexpr std::pair<char, const char*> kEscapes[] = {
+      {'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\t', "\\t"}, {'\r', "\\r"}};
   std::string out = "\"";
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
-        } else {
-          out += ch;  // UTF-8 passes through: TOML strings are UTF-8
-        }
+    const auto* escape = std::find_if(std::begin(kEscapes), std::end(kEscapes),
+                                      [&](const auto& e) { return e.first == ch; });
+    if (escape != std::end(kEscapes)) {
+      out += escape->second;
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
+    } else {
+      out += ch;  // UTF-8 passes through: TOML strings are UTF-8
     }
   }
   return out + "\"";
@@ -72,10 +56,8 @@ class TomlWriter {
   void raw(std::string_view key, std::string_view text) {
     out_ += fmt::format("{} = {}\n", key, text);
   }
-  void integer(std::string_view key, std::int64_t v) { raw(key, fmt::format("{}", v)); }
-  void unsigned_integer(std::string_view key, std::uint64_t v) { raw(key, fmt::format("{}", v)); }
-  void number(std::string_view key, float v) { raw(key, toml_float(v)); }
-  void number(std::string_view key, double v) { raw(key, toml_float(v)); }
+  void integer(std::string_view key, std::integral auto v) { raw(key, fmt::format("{}", v)); }
+  void number(std::string_view key, std::floating_point auto v) { raw(key, toml_float(v)); }
   void boolean(std::string_view key, bool v) { raw(key, v ? "true" : "false"); }
   void string(std::string_view key, std::string_view v) { raw(key, toml_string(v)); }
   template <class T, class Format>
@@ -92,40 +74,38 @@ class TomlWriter {
 
 }  // namespace
 
-const char* to_string(ParallelMode m) { return name_of(kParallelModeNames, m); }
-const char* to_string(Overlap o) { return name_of(kOverlapNames, o); }
-const char* to_string(CheckpointFormat f) { return name_of(kCheckpointFormatNames, f); }
-const char* to_string(CollectiveKind c) { return name_of(kCollectiveNames, c); }
+const char* to_string(ParallelMode m) { return enum_name(kParallelModeNames, m); }
+const char* to_string(Overlap o) { return enum_name(kOverlapNames, o); }
+const char* to_string(CheckpointFormat f) { return enum_name(kCheckpointFormatNames, f); }
+const char* to_string(CollectiveKind c) { return enum_name(kCollectiveNames, c); }
 
-const char* to_string(AssignmentPolicy a) { return name_of(kAssignmentNames, a); }
-const char* to_string(OptimizerKind k) { return name_of(kOptimizerKindNames, k); }
-const char* to_string(Activation a) { return name_of(kActivationNames, a); }
-const char* to_string(DataKind k) { return name_of(kDataKindNames, k); }
-const char* to_string(LrSchedule s) { return name_of(kLrScheduleNames, s); }
-const char* to_string(DeviceChoice d) { return name_of(kDeviceNames, d); }
-const char* to_string(CommPriority p) { return name_of(kCommPriorityNames, p); }
-const char* to_string(ComputePrecision c) { return name_of(kComputeNames, c); }
-const char* to_string(MasterWeights m) { return name_of(kMasterWeightsNames, m); }
-const char* to_string(OnNonfinite o) { return name_of(kOnNonfiniteNames, o); }
+const char* to_string(AssignmentPolicy a) { return enum_name(kAssignmentNames, a); }
+const char* to_string(OptimizerKind k) { return enum_name(kOptimizerKindNames, k); }
+const char* to_string(Activation a) { return enum_name(kActivationNames, a); }
+const char* to_string(DataKind k) { return enum_name(kDataKindNames, k); }
+const char* to_string(LrSchedule s) { return enum_name(kLrScheduleNames, s); }
+const char* to_string(DeviceChoice d) { return enum_name(kDeviceNames, d); }
+const char* to_string(CommPriority p) { return enum_name(kCommPriorityNames, p); }
+const char* to_string(ComputePrecision c) { return enum_name(kComputeNames, c); }
+const char* to_string(MasterWeights m) { return enum_name(kMasterWeightsNames, m); }
+const char* to_string(OnNonfinite o) { return enum_name(kOnNonfiniteNames, o); }
 
 // Keys in the order of the structs in config.h; source_path and key_locations are left out on
 // purpose: the same settings read from another file are the same run (and hash the same).
 std::string to_toml(const Config& c) {
   TomlWriter w;
-  const auto as_int = [](std::int64_t v) { return fmt::format("{}", v); };
   const auto as_float = [](auto v) { return toml_float(v); };
-  const auto as_string = [](const std::string& v) { return toml_string(v); };
 
   w.section("model");
-  w.string("kind", name_of(kModelKindNames, c.model.kind));
-  w.array("widths", c.model.widths, as_int);
-  w.string("activation", name_of(kActivationNames, c.model.activation));
-  w.unsigned_integer("seed", c.model.seed);
+  w.string("kind", enum_name(kModelKindNames, c.model.kind));
+  w.array("widths", c.model.widths, [](std::int64_t v) { return fmt::format("{}", v); });
+  w.string("activation", enum_name(kActivationNames, c.model.activation));
+  w.integer("seed", c.model.seed);
   w.number("layernorm_eps", c.model.layernorm_eps);
 
   const DataConfig& d = c.data;
   w.section("data");
-  w.string("kind", name_of(kDataKindNames, d.kind));
+  w.string("kind", enum_name(kDataKindNames, d.kind));
   w.string("path", d.path);
   w.string("train_images", d.train_images);
   w.string("train_labels", d.train_labels);
@@ -136,12 +116,12 @@ std::string to_toml(const Config& c) {
   w.integer("eval_batch_size", d.eval_batch_size);
   w.integer("global_batch_size", d.global_batch_size);
   w.boolean("shuffle", d.shuffle);
-  w.unsigned_integer("seed", d.seed);
+  w.integer("seed", d.seed);
   w.integer("train_samples", d.train_samples);
   w.integer("test_samples", d.test_samples);
   w.number("noise", d.noise);
   w.integer("teacher_hidden", d.teacher_hidden);
-  w.string("teacher_task", name_of(kTaskKindNames, d.teacher_task));
+  w.string("teacher_task", enum_name(kTaskKindNames, d.teacher_task));
 
   const OptimizerConfig& o = c.optimizer;
   w.section("optimizer");
@@ -172,7 +152,7 @@ std::string to_toml(const Config& c) {
 
   w.section("precision");
   w.string("compute", to_string(c.precision.compute));
-  w.string("reduce_dtype", name_of(kReduceDtypeNames, c.precision.reduce_dtype));
+  w.string("reduce_dtype", enum_name(kReduceDtypeNames, c.precision.reduce_dtype));
   w.string("master_weights", to_string(c.precision.master_weights));
 
   const TrainConfig& t = c.train;
@@ -215,7 +195,7 @@ std::string to_toml(const Config& c) {
 
   const BenchConfig& b = c.bench;
   w.section("bench");
-  w.array("modes", b.modes, as_string);
+  w.array("modes", b.modes, toml_string);
   w.array("bucket_cap_mb", b.bucket_cap_mb, as_float);
   w.array("precision", b.precision, [](ComputePrecision p) { return toml_string(to_string(p)); });
   w.integer("warmup", b.warmup);

@@ -1,6 +1,7 @@
 // The split of data.global_batch_size over a world size (see global_batch.h).
 #include "runtime/config/global_batch.h"
 
+#include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,10 +20,8 @@ std::string working_world_sizes(std::int64_t global) {
   for (std::int64_t w = 1; w <= global && w <= kMaxWorldSize; ++w) {
     if (global % w == 0) sizes.push_back(w);
   }
-  std::string text;
-  for (std::size_t i = 0; i < sizes.size() && i < kSizesShown; ++i) {
-    text += (i ? ", " : "") + std::to_string(sizes[i]);
-  }
+  const auto shown = static_cast<std::ptrdiff_t>(std::min(sizes.size(), kSizesShown));
+  std::string text = fmt::format("{}", fmt::join(sizes.begin(), sizes.begin() + shown, ", "));
   if (sizes.size() > kSizesShown) text += fmt::format(" ... {}", sizes.back());
   return text;
 }

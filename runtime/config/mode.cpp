@@ -2,7 +2,6 @@
 // Note [Mode value] in mode.h).
 #include "runtime/config/mode.h"
 
-#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
