@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <stdexcept>
 
 #include "base/errors.h"
 #include "runtime/comm/timed_mpi.h"

@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <limits>
 
 #include <fmt/format.h>
 

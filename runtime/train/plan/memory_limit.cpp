@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "runtime/config/config_limits.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/plan_report.h"
 #include "runtime/train/plan/shard_layout.h"

@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"

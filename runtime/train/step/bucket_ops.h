@@ -10,7 +10,6 @@
 // state (forward_waits_for, wait_for_bucket) is the main thread's alone.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -2,8 +2,6 @@
 // Note [Parameter gathers]).
 #include "runtime/train/step/parameter_gather.h"
 
-#include <algorithm>
-
 #include "base/bf16.h"
 #include "base/errors.h"
 #include "base/tracer.h"
