@@ -226,15 +226,11 @@ Work MpiCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, Red
 }
 
 Work MpiCommunicator::all_gather(void* buf, std::int64_t n, DType dtype, const ExecContext*) {
-  return gather_shards(nullptr, buf, n, dtype);
+  return all_gather_from(nullptr, buf, n, dtype);
 }
 
 Work MpiCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                                       const ExecContext*) {
-  return gather_shards(shard, buf, n, dtype);
-}
-
-Work MpiCommunicator::gather_shards(const void* shard, void* buf, std::int64_t n, DType dtype) {
   const int count = checked_count(shard_numel(n, size_, name_), name_);
   const std::int64_t bytes = n * dtype_size(dtype);
   const auto* whole = static_cast<const char*>(buf);

@@ -49,6 +49,7 @@ class MpiCommunicator final : public Communicator {
                       const ExecContext* issuing_stream = nullptr) override;
   Work all_gather(void* buf, std::int64_t n, DType dtype,
                   const ExecContext* issuing_stream = nullptr) override;
+  // shard == nullptr: in place (all_gather).
   Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                        const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
@@ -69,8 +70,6 @@ class MpiCommunicator final : public Communicator {
   void wait_request(MPI_Request& request, const char* what, std::int64_t bytes);
   Work submit(CollectiveOp op, std::int64_t payload_bytes, std::string label,
               std::function<void()> issue_and_wait);
-  // all_gather (shard == nullptr: in place) and all_gather_from.
-  Work gather_shards(const void* shard, void* buf, std::int64_t n, DType dtype);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -403,16 +403,11 @@ Work NcclCommunicator::all_gather(void* buf, std::int64_t n, DType dtype,
                                   const ExecContext* issuing_stream) {
   const std::int64_t shard = shard_numel(n, size_, name_);
   const void* mine = static_cast<const char*>(buf) + rank_ * shard * dtype_size(dtype);
-  return gather(mine, buf, n, dtype, issuing_stream);
+  return all_gather_from(mine, buf, n, dtype, issuing_stream);
 }
 
 Work NcclCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                                        const ExecContext* issuing_stream) {
-  return gather(shard, buf, n, dtype, issuing_stream);
-}
-
-Work NcclCommunicator::gather(const void* shard, void* buf, std::int64_t n, DType dtype,
-                              const ExecContext* issuing_stream) {
   const std::int64_t count = shard_numel(n, size_, name_);
   return enqueue(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
                  issuer_of(issuing_stream), [&](cudaStream_t s) {

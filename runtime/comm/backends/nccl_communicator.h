@@ -58,6 +58,7 @@ class NcclCommunicator final : public Communicator {
                       const ExecContext* issuing_stream = nullptr) override;
   Work all_gather(void* buf, std::int64_t n, DType dtype,
                   const ExecContext* issuing_stream = nullptr) override;
+  // ncclAllGather of `shard` into buf (all_gather: the rank's shard inside buf).
   Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                        const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
@@ -82,10 +83,6 @@ class NcclCommunicator final : public Communicator {
   struct Event;   // an owned cudaEvent_t
 
  private:
-  // ncclAllGather of `shard` into buf: all_gather passes the rank's shard inside buf (NCCL's
-  // in-place form), all_gather_from a buffer of its own.
-  Work gather(const void* shard, void* buf, std::int64_t n, DType dtype,
-              const ExecContext* issuing_stream);
   // Enqueues `launch` on the comm stream (behind the work issued so far on `issuer`, unless null)
   // between two timing events; returns a Work on the second. on_complete runs on the host once,
   // when the Work is first seen complete.
