@@ -56,9 +56,7 @@ class Schedule {
   virtual ~Schedule() = default;
 
   // Main thread, right after bucket b's collective was started, with this step's scalars.
-  virtual void after_collective_started(int bucket, const StepScalars& scalars) {
-    (void)bucket, (void)scalars;
-  }
+  virtual void after_collective_started(int /*bucket*/, const StepScalars& /*scalars*/) {}
   // After the final micro-batch's backward, every collective started. On return the step is
   // issued (in ddp and zero/none also complete), or, when the verdict came before the steps and
   // is not finite, nothing was stepped or broadcast.
