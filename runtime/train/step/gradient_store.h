@@ -45,7 +45,6 @@ class GradientStore {
 
   // The dtype the collectives move (reduce_dtype).
   DType wire_dtype() const { return wire_dtype_; }
-  GradientStoreKind kind() const { return kind_; }
   // The dtype of the reduced gradients the step and the norm read: the wire's, or fp32 for the
   // stage-2 shard (accumulated in fp32).
   DType dtype() const { return kind_ == GradientStoreKind::ShardPool ? DType::F32 : wire_dtype_; }

@@ -94,7 +94,6 @@ class RankOptimizer {
 
   // Master weights (bf16 parameters only; an fp32 store's parameters are their own masters).
   bool has_masters() const { return has_masters_; }
-  MasterWeights master_weights() const { return master_weights_; }
   std::int64_t master_bytes() const;  // allocated on this rank: ModePlan::master_bytes
   // out (the parameter's numel, host) = its fp32 master: the fp32 master, or the bf16 parameter
   // joined with its remainder (for an fp32 store: the parameter). Only on a rank that steps the
