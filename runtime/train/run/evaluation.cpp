@@ -18,9 +18,7 @@ EvalResult evaluate_test_split(const EvalParts& parts) {
   double loss_sum = 0.0, correct = 0.0;
   std::vector<std::int64_t> indices;
   ParamUseHook hook;
-  if (parts.gather) {
-    hook = [&parts](int param_id) { parts.gather->before_eval_read(param_id); };
-  }
+  if (parts.gather) hook = [&parts](int param_id) { parts.gather->before_eval_read(param_id); };
   for (std::int64_t begin = shard.begin; begin < shard.end; begin += parts.eval_batch_size) {
     const std::int64_t batch = std::min(parts.eval_batch_size, shard.end - begin);
     indices.resize(static_cast<std::size_t>(batch));

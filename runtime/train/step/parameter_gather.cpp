@@ -96,12 +96,10 @@ void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
   if (bucket != current_) {
     // The buckets behind this one in the pass are done (Note [Parameter gathers]).
     const int count = static_cast<int>(plan_.buckets.size());
-    if (pass == Pass::Forward) {
-      if (mode_.reshard_after_forward) {
-        for (int b = bucket + 1; b < count; ++b) release(b);
-      }
-    } else {
+    if (pass == Pass::Backward) {
       for (int b = 0; b < bucket; ++b) release(b);
+    } else if (mode_.reshard_after_forward) {
+      for (int b = bucket + 1; b < count; ++b) release(b);
     }
     current_ = bucket;
     // This pass reads bucket b: forward reads every bucket, backward those with

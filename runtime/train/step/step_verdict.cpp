@@ -76,12 +76,10 @@ std::string describe_nonfinite(const StepVerdict& v, std::int64_t step) {
                                 v.loss_limit, fmt::join(too_large, ", ")));
   }
   if (!v.grad_ranks.empty()) {
-    std::vector<std::string> where;
-    for (const int r : v.grad_ranks) where.push_back(fmt::format("{}", r));
     parts.push_back(fmt::format("the gradient norm is not finite ({} in the reduced gradient "
                                 "held by rank{} {})",
                                 v.grad_shares.front(), v.grad_ranks.size() == 1 ? "" : "s",
-                                fmt::join(where, ", ")));
+                                fmt::join(v.grad_ranks, ", ")));
   }
   return fmt::format("step {}: {}", step, fmt::join(parts, "; "));
 }
