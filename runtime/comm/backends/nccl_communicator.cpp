@@ -200,10 +200,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   timed_bcast(&id, sizeof(id), MPI_BYTE, 0, parent, WaitLimit{rank_, timeout_s_},
               fmt::format("broadcasting the NCCL id of communicator '{}'", name_));
 
-  shared_ = std::make_shared<Shared>();
-  shared_->name = name_;
-  shared_->rank = rank_;
-  shared_->timeout_s = timeout_s_;
+  shared_ = std::make_shared<Shared>(Shared{.name = name_, .rank = rank_, .timeout_s = timeout_s_});
   // The init waits for every peer; polled, it has a deadline (Note [Non-blocking NCCL]).
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
