@@ -225,10 +225,6 @@ Work MpiCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, Red
                 });
 }
 
-Work MpiCommunicator::all_gather(void* buf, std::int64_t n, DType dtype, const ExecContext*) {
-  return all_gather_from(nullptr, buf, n, dtype);
-}
-
 Work MpiCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                                       const ExecContext*) {
   const int count = checked_count(shard_numel(n, size_, name_), name_);

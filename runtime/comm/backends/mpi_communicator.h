@@ -48,7 +48,9 @@ class MpiCommunicator final : public Communicator {
   Work reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
                       const ExecContext* issuing_stream = nullptr) override;
   Work all_gather(void* buf, std::int64_t n, DType dtype,
-                  const ExecContext* issuing_stream = nullptr) override;
+                  const ExecContext* = nullptr) override {
+    return all_gather_from(nullptr, buf, n, dtype);
+  }
   // shard == nullptr: in place (all_gather).
   Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                        const ExecContext* issuing_stream = nullptr) override;

@@ -265,10 +265,6 @@ void NcclCommunicator::check_usable() const {
   }
 }
 
-ExecContext NcclCommunicator::exec() const {
-  return ExecContext{DeviceKind::Cuda, stream_, nullptr};
-}
-
 cudaStream_t NcclCommunicator::issuer_of(const ExecContext* issuing_stream) const {
   return issuing_stream != nullptr ? static_cast<cudaStream_t>(issuing_stream->stream)
                                    : compute_stream_;

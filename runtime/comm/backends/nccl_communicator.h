@@ -68,7 +68,7 @@ class NcclCommunicator final : public Communicator {
   void synchronize() override;
   // The comm stream. No cuBLAS handle: callbacks run element-wise kernels (the fused optimizer
   // step), never a GEMM.
-  ExecContext exec() const override;
+  ExecContext exec() const override { return ExecContext{DeviceKind::Cuda, stream_, nullptr}; }
 
   // busy_seconds is GPU time between events around each collective (harvested once complete);
   // trace spans are host *enqueue* times: the host never sees a CUDA collective run.

@@ -106,10 +106,6 @@ int ModePlan::master_bytes_per_element() const {
   return master_weights == MasterWeights::Fp32 ? 4 : 2;
 }
 
-std::int64_t ModePlan::master_bytes(const BucketPlan& plan, int rank) const {
-  return stepped_numel(plan, rank) * master_bytes_per_element();
-}
-
 StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
                          const ParameterStore& store) {
   StepBalance out;

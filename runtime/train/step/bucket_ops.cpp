@@ -69,10 +69,6 @@ void BucketOps::publish(int bucket, const ExecContext* issuing_stream) {
       });
 }
 
-void BucketOps::wait_publishes() {
-  for (auto& w : broadcast_work_) w.wait();
-}
-
 void BucketOps::skip_publishes() {
   if (publishes()) {
     program_.skip(CommRole::Broadcast, mode_.parameter_collective,

@@ -70,10 +70,6 @@ BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& rang
   return {};
 }
 
-std::int64_t GradientStore::pool_bytes() const {
-  return (pool_ ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
-}
-
 std::int64_t GradientStore::bytes() const {
   if (kind_ == GradientStoreKind::ShardPool) {
     return pool_->shard_bytes() + pool_->pool_bytes() + replica_wire_.bytes();

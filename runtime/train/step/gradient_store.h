@@ -69,7 +69,9 @@ class GradientStore {
   // RankMemory::gradients counts.
   std::int64_t bytes() const;
   // The part of bytes() that is stage 2's pool and the replica buffer (RankMemory::gradient_pool).
-  std::int64_t pool_bytes() const;
+  std::int64_t pool_bytes() const {
+    return (pool_ ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
+  }
 
  private:
   ParameterStore& store_;

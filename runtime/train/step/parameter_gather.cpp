@@ -71,22 +71,6 @@ ParameterGather::ParameterGather(const ModePlan& mode, const BucketPlan& plan,
   resident_.resize(plan.buckets.size());
 }
 
-void ParameterGather::emit(StepEvent::Kind kind, int bucket) {
-  if (observer_) observer_->on_step_event({.kind = kind, .bucket = bucket});
-}
-
-void ParameterGather::before_forward_read(int param_id) {
-  read(param_id, Pass::Forward, InProgram::Yes);
-}
-
-void ParameterGather::before_backward_read(int param_id) {
-  read(param_id, Pass::Backward, InProgram::Yes);
-}
-
-void ParameterGather::before_eval_read(int param_id) {
-  read(param_id, Pass::Forward, InProgram::No);
-}
-
 void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
   const int bucket = plan_.bucket_of_param[static_cast<std::size_t>(param_id)];
   if (pass != pass_) {

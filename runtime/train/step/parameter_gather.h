@@ -70,12 +70,12 @@ class ParameterGather {
 
   // The param-use hook of forward: parameter `param_id` is gathered (waiting for its bucket's
   // gather, prefetching the next ones) and bound when this returns.
-  void before_forward_read(int param_id);
+  void before_forward_read(int param_id) { read(param_id, Pass::Forward, InProgram::Yes); }
   // The before-read hook of backward, the same in backward order.
-  void before_backward_read(int param_id);
+  void before_backward_read(int param_id) { read(param_id, Pass::Backward, InProgram::Yes); }
   // The param-use hook of an evaluation's forward: as before_forward_read, outside the step's
   // collective program.
-  void before_eval_read(int param_id);
+  void before_eval_read(int param_id) { read(param_id, Pass::Forward, InProgram::No); }
   // After a step's last backward, and after a forward that no backward follows (evaluation):
   // every gather buffer released, every parameter unbound.
   void release_all();
@@ -108,7 +108,9 @@ class ParameterGather {
   void release(int bucket);
   // Releases buckets [0, end) and starts the next pass as a forward.
   void release_below(int end);
-  void emit(StepEvent::Kind kind, int bucket);
+  void emit(StepEvent::Kind kind, int bucket) {
+    if (observer_) observer_->on_step_event({.kind = kind, .bucket = bucket});
+  }
 
   const ModePlan& mode_;
   const BucketPlan& plan_;

@@ -133,8 +133,4 @@ void Reducer::end_backward() {
   active_ = false;
 }
 
-void Reducer::wait_collectives(const ExecContext& exec) const {
-  for (const auto& w : work_) w.stream_wait(exec);
-}
-
 }  // namespace zl
