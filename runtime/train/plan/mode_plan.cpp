@@ -102,8 +102,7 @@ std::int64_t ModePlan::state_bytes(const BucketPlan& plan, int rank) const {
 }
 
 int ModePlan::master_bytes_per_element() const {
-  if (param_dtype == DType::F32) return 0;
-  return master_weights == MasterWeights::Fp32 ? 4 : 2;
+  return param_dtype == DType::F32 ? 0 : master_weights == MasterWeights::Fp32 ? 4 : 2;
 }
 
 StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,

@@ -71,10 +71,7 @@ BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& rang
 }
 
 std::int64_t GradientStore::bytes() const {
-  if (kind_ == GradientStoreKind::ShardPool) {
-    return pool_->shard_bytes() + pool_->pool_bytes() + replica_wire_.bytes();
-  }
-  return bf16_.bytes();
+  return pool_ ? pool_->shard_bytes() + pool_bytes() : bf16_.bytes();
 }
 
 }  // namespace zl

@@ -62,8 +62,7 @@ StepVerdict agree_on_step(double local_loss, double local_grad_sum_sq, GradShare
 }
 
 std::string describe_nonfinite(const StepVerdict& v, std::int64_t step) {
-  std::vector<std::string> parts;
-  std::vector<std::string> nonfinite, too_large;
+  std::vector<std::string> parts, nonfinite, too_large;
   for (std::size_t i = 0; i < v.loss_ranks.size(); ++i) {
     const std::string where = fmt::format("{:.4g} on rank {}", v.losses[i], v.loss_ranks[i]);
     (std::isfinite(v.losses[i]) ? too_large : nonfinite).push_back(where);
