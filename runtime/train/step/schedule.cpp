@@ -1,4 +1,4 @@
-// The four schedules (see schedule.h); each is only an order of the shared primitives.
+// The schedules (see schedule.h; ddp runs zero/none's): each only orders the shared primitives.
 #include "runtime/train/step/schedule.h"
 
 #include <cmath>

@@ -1,8 +1,8 @@
-// The schedules: one small unit per ModePlan::schedule that decides *when* the shared primitives
-// run - wait for a bucket's collective, step_bucket, publish, and the next forward's
-// per-layer wait (bucket_ops.h). No schedule has step or broadcast logic of its own; the step
-// that calls them is runtime/train/run/train_step.cpp. (`parallel.overlap` is the config's name for
-// zero's schedule.)
+// The schedules: one small unit per ModePlan::schedule (ddp shares zero/none's) that decides
+// *when* the shared primitives run - wait for a bucket's collective, step_bucket, publish, and the
+// next forward's per-layer wait (bucket_ops.h). No schedule has step or broadcast logic of its
+// own; the step that calls them is runtime/train/run/train_step.cpp. (`parallel.overlap` is the
+// config's name for zero's schedule.)
 //
 //   ddp                 after backward: wait for every collective, every rank steps every bucket.
 //   zero/none           after backward: wait for every collective, step owned buckets, broadcast
