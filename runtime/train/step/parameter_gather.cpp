@@ -35,12 +35,6 @@ ParameterShards::ParameterShards(const ModePlan& mode, const BucketPlan& plan,
   }
 }
 
-std::int64_t ParameterShards::bytes() const {
-  std::int64_t bytes = 0;
-  for (const DeviceBuffer& s : buckets) bytes += s.bytes();
-  return bytes;
-}
-
 double ParameterShards::sum_of_squares(const ExecContext& exec) const {
   double sum = 0.0;
   for (const DeviceBuffer& s : buckets) {
@@ -184,12 +178,6 @@ void ParameterGather::gather_pass() {
     wait(b);
     release(b);
   }
-}
-
-std::int64_t ParameterGather::gather_bytes() const {
-  std::int64_t bytes = 0;
-  for (const DeviceBuffer& s : buffers_) bytes += s.bytes();
-  return bytes;
 }
 
 std::vector<float> ParameterGather::full_parameters() {

@@ -35,6 +35,7 @@
 #include "runtime/train/step/bucket_ops.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/step/rank_optimizer.h"
 #include "runtime/train/step/step_observer.h"
 
 namespace zl {
@@ -50,7 +51,8 @@ struct ParameterShards {
   ParameterShards(const ModePlan& mode, const BucketPlan& plan, const ParameterStore& store,
                   int rank, std::span<const float> initial_fp32);
   void* at(int bucket) const { return buckets[static_cast<std::size_t>(bucket)].raw(); }
-  std::int64_t bytes() const;  // allocated: RankMemory::parameters less the gather buffers
+  // Allocated: RankMemory::parameters less the gather buffers.
+  std::int64_t bytes() const { return total_bytes(buckets); }
   // The sum of squares of the shards (the per-window divergence check: summed over ranks it
   // covers every parameter once). Reads back to the host: call with nothing in flight.
   double sum_of_squares(const ExecContext& exec) const;
@@ -89,7 +91,7 @@ class ParameterGather {
   void gather_pass();
 
   // Allocated bytes of the gather buffers (RankMemory::gather_buffers).
-  std::int64_t gather_bytes() const;
+  std::int64_t gather_bytes() const { return total_bytes(buffers_); }
   // Collective (every rank, nothing in flight): the whole flat layout as fp32 on the host, each
   // bucket all-gathered into a gather buffer in turn (tests).
   std::vector<float> full_parameters();

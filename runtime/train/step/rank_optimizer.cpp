@@ -229,12 +229,6 @@ void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
   }
 }
 
-std::int64_t RankOptimizer::master_bytes() const {
-  std::int64_t bytes = 0;
-  for (const auto& buf : masters_) bytes += buf.bytes();
-  return bytes;
-}
-
 float* RankOptimizer::param_state(int param_id, int which) {
   const int bucket = plan_.bucket_of_param.at(static_cast<std::size_t>(param_id));
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
@@ -254,9 +248,7 @@ float* RankOptimizer::state_at(int bucket, int which, std::int64_t element) {
 
 std::int64_t RankOptimizer::state_bytes() const {
   std::int64_t bytes = 0;
-  for (const auto& buffers : state_) {
-    for (const auto& buf : buffers) bytes += buf.size() * static_cast<std::int64_t>(sizeof(float));
-  }
+  for (const auto& buffers : state_) bytes += total_bytes(buffers);
   return bytes;
 }
 
