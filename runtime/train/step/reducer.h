@@ -106,7 +106,6 @@ class Reducer {
   Communicator* replica_;
   ProgramCheck& program_;
   CollectiveOp op_;
-  bool pools_;  // stages 2 and 3: every micro-batch reduces (Note [Gradient pool])
   ExecContext compute_;
   Tracer* tracer_;
   StepObserver* observer_ = nullptr;
