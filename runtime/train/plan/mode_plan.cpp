@@ -8,12 +8,8 @@
 namespace zl {
 
 int state_floats_per_element(const OptimizerConfig& optimizer) {
-  switch (optimizer.kind) {
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW: return 2;
-    case OptimizerKind::Sgd: return optimizer.momentum != 0.0f ? 1 : 0;
-  }
-  return 0;
+  if (optimizer.kind != OptimizerKind::Sgd) return 2;  // Adam and AdamW
+  return optimizer.momentum != 0.0f ? 1 : 0;
 }
 
 ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
