@@ -9,14 +9,11 @@ namespace zl {
 GradientStore::GradientStore(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
                              int rank, Tracer* tracer)
     : store_(store), kind_(mode.gradient_store), wire_dtype_(mode.reduce_dtype) {
-  switch (kind_) {
-    case GradientStoreKind::Fp32: break;
-    case GradientStoreKind::Bf16Wire:
-      bf16_ = DeviceBuffer(store.device(), store.total_numel(), DType::BF16);
-      break;
-    case GradientStoreKind::ShardPool:
-      pool_ = std::make_unique<GradientPool>(mode, plan, store, rank, tracer);
-      break;
+  if (kind_ == GradientStoreKind::Bf16Wire) {
+    bf16_ = DeviceBuffer(store.device(), store.total_numel(), DType::BF16);
+  }
+  if (kind_ == GradientStoreKind::ShardPool) {
+    pool_ = std::make_unique<GradientPool>(mode, plan, store, rank, tracer);
   }
   if (const std::int64_t n = mode.replica_wire_numel(plan); n > 0) {
     replica_wire_ = DeviceBuffer(store.device(), n, DType::BF16);
