@@ -166,15 +166,6 @@ int DeviceLink::claim_slot() {
   return next_slot_++;
 }
 
-SimulatedLinkCommunicator::SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
-                                                     std::shared_ptr<SimulatedLink> link,
-                                                     LinkSpan span)
-    : link_(std::move(link)), span_(span), inner_(std::move(inner)) {
-  ZL_CHECK(span_.ranks <= 1 || span_.tier == link_->tier(),
-           "communicator {} timed {} on the rank's {} link", inner_->name(), to_string(span_.tier),
-           to_string(link_->tier()));
-}
-
 Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_bytes,
                                          const char* label,
                                          const std::function<void()>& collective) {

@@ -160,9 +160,10 @@ class DeviceLink {
 class SimulatedLinkCommunicator final : public Communicator {
  public:
   // `span`: the inner communicator's place on the modelled machine (link_span); its tier is the
-  // link's.
+  // link's (with_simulated_link, which makes every one of these, checks it).
   SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
-                            std::shared_ptr<SimulatedLink> link, LinkSpan span);
+                            std::shared_ptr<SimulatedLink> link, LinkSpan span)
+      : link_(std::move(link)), span_(span), inner_(std::move(inner)) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
