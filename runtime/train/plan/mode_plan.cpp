@@ -47,11 +47,9 @@ ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
   switch (mode.overlap) {
     case Overlap::None: m.schedule = ScheduleKind::ZeroNone; break;
     case Overlap::AfterBackward: m.schedule = ScheduleKind::ZeroAfterBackward; break;
-    case Overlap::Interleaved:
-      m.schedule = ScheduleKind::ZeroInterleaved;
-      m.can_clip = false;
-      break;
+    case Overlap::Interleaved: m.schedule = ScheduleKind::ZeroInterleaved; break;
   }
+  m.can_clip = m.schedule != ScheduleKind::ZeroInterleaved;
   return m;
 }
 
