@@ -262,14 +262,4 @@ Work MpiCommunicator::then(std::function<void(const ExecContext& stream)> fn) {
 
 void MpiCommunicator::synchronize() { stream_->synchronize(); }
 
-CommStats MpiCommunicator::stats() const {
-  std::lock_guard lock(stats_mutex_);
-  return stats_;
-}
-
-void MpiCommunicator::reset_stats() {
-  std::lock_guard lock(stats_mutex_);
-  stats_ = CommStats{};
-}
-
 }  // namespace zl

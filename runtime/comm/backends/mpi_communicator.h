@@ -63,8 +63,14 @@ class MpiCommunicator final : public Communicator {
   void synchronize() override;
   ExecContext exec() const override { return ExecContext{}; }
 
-  CommStats stats() const override;
-  void reset_stats() override;
+  CommStats stats() const override {
+    std::lock_guard lock(stats_mutex_);
+    return stats_;
+  }
+  void reset_stats() override {
+    std::lock_guard lock(stats_mutex_);
+    stats_ = CommStats{};
+  }
   void set_tracer(Tracer* tracer) override { tracer_ = tracer; }
 
  private:

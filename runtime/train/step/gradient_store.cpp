@@ -33,11 +33,6 @@ ReplicaOperand GradientStore::replica_operand(const Bucket& b, const ElementRang
                         .widened = static_cast<float*>(const_cast<void*>(g.data))};
 }
 
-GradientPool& GradientStore::pool() {
-  ZL_CHECK(kind_ == GradientStoreKind::ShardPool, "no gradient pool without stage 2 or 3");
-  return *pool_;
-}
-
 void* GradientStore::prepare(const Bucket& b, const ExecContext& exec) {
   switch (kind_) {
     case GradientStoreKind::Fp32: return store_.grad() + b.offset;

@@ -15,6 +15,7 @@
 
 #include "base/device_buffer.h"
 #include "base/dtype.h"
+#include "base/errors.h"
 #include "base/exec_context.h"
 #include "kernels/elementwise.h"
 #include "models/parameter_store.h"
@@ -63,7 +64,10 @@ class GradientStore {
   ReplicaOperand replica_operand(const Bucket& b, const ElementRange& shard);
   // Stage 2's pool (kind ShardPool; an InternalError otherwise): the grad-write hook and each
   // backward's start go to it.
-  GradientPool& pool();
+  GradientPool& pool() {
+    ZL_CHECK(kind_ == GradientStoreKind::ShardPool, "no gradient pool without stage 2 or 3");
+    return *pool_;
+  }
   // Bytes allocated here: the bf16 buffer (reduce_dtype = "bf16"), or stage 2's shards and pool
   // (and the replica all-reduce's bf16 buffer); with the store's fp32 gradients, what
   // RankMemory::gradients counts.

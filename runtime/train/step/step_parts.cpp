@@ -38,11 +38,6 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
   }
 }
 
-ParameterGather& StepParts::gather() const {
-  ZL_CHECK(mode.gathers_parameters(), "{} gathers no parameters", mode.name());
-  return *gather_;
-}
-
 void StepParts::set_observer(StepObserver* observer) {
   reducer.set_observer(observer);
   buckets.set_observer(observer);
