@@ -89,8 +89,7 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
       bytes += store.info(order[last]).numel * static_cast<std::int64_t>(sizeof(float));
       ++last;
     }
-    const bool over = current_bytes + bytes > cap_bytes(plan.buckets.size());
-    if (!current.param_ids.empty() && over) {
+    if (!current.param_ids.empty() && current_bytes + bytes > cap_bytes(plan.buckets.size())) {
       plan.buckets.push_back(std::move(current));
       current = Bucket{};
       current_bytes = 0;
