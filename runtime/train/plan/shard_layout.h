@@ -15,8 +15,6 @@
 // is in no checkpoint (those store parameters by name).
 #pragma once
 
-#include <cstdint>
-
 #include "models/parameter_store.h"
 #include "runtime/config/config.h"
 #include "runtime/train/plan/bucket_plan.h"
