@@ -58,15 +58,14 @@ double total_length(const std::vector<Interval>& disjoint) {
 
 namespace {
 
-// Gradient collectives, and those that distribute stepped parameters (broadcast, all-gather).
-bool is_reduction(const std::string& name) {
-  return name == "all_reduce" || name == "reduce" || name == "reduce_scatter";
-}
+// The collectives that distribute stepped parameters (broadcast, all-gather), and every
+// collective: those, the gradients' and the norm's.
 bool is_parameter_collective(const std::string& name) {
   return name == "broadcast" || name == "all_gather";
 }
 bool is_collective(const std::string& name) {
-  return is_reduction(name) || is_parameter_collective(name) || name == "all_reduce_f64";
+  return is_parameter_collective(name) || name == "all_reduce" || name == "reduce" ||
+         name == "reduce_scatter" || name == "all_reduce_f64";
 }
 
 // Per stream, in begin order, the collective spans not nested in an earlier one of that stream.
