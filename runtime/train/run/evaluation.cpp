@@ -53,11 +53,10 @@ EvalResult evaluate_test_split(const EvalParts& parts) {
   fault_stop_point("evaluation", rank);
   std::vector<double> sums{loss_sum, correct, static_cast<double>(shard.end - shard.begin)};
   parts.comm.all_reduce_f64(sums.data(), static_cast<std::int64_t>(sums.size())).wait();
-  EvalResult r;
-  r.samples = static_cast<std::int64_t>(sums[2]);
-  r.loss = r.samples > 0 ? sums[0] / sums[2] : 0.0;
-  r.accuracy = classification && r.samples > 0 ? sums[1] / sums[2] : 0.0;
-  return r;
+  const auto samples = static_cast<std::int64_t>(sums[2]);
+  return EvalResult{.loss = samples > 0 ? sums[0] / sums[2] : 0.0,
+                    .accuracy = classification && samples > 0 ? sums[1] / sums[2] : 0.0,
+                    .samples = samples};
 }
 
 }  // namespace zl
