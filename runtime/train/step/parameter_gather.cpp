@@ -161,16 +161,6 @@ void ParameterGather::release_below(int end) {
   pass_ = Pass::Forward;
 }
 
-void ParameterGather::release_all() {
-  release_below(static_cast<int>(resident_.size()));
-  micro_ = 0;
-}
-
-void ParameterGather::release_for_next_micro_batch() {
-  release_below(static_cast<int>(resident_.size()) - 1);  // all but the first in forward
-  ++micro_;
-}
-
 void ParameterGather::gather_pass() {
   release_all();
   for (int b = static_cast<int>(resident_.size()) - 1; b >= 0; --b) {

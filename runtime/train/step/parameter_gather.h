@@ -80,12 +80,18 @@ class ParameterGather {
   void before_eval_read(int param_id) { read(param_id, Pass::Forward, InProgram::No); }
   // After a step's last backward, and after a forward that no backward follows (evaluation):
   // every gather buffer released, every parameter unbound.
-  void release_all();
+  void release_all() {
+    release_below(static_cast<int>(resident_.size()));
+    micro_ = 0;
+  }
   // After an earlier micro-batch's backward: the parameters change only in the step, so the last
   // bucket - the first the next forward reads, and the last backward reads or prefetches - stays
   // gathered if backward (or, without reshard_after_forward, forward) left it so; the others are
   // released.
-  void release_for_next_micro_batch();
+  void release_for_next_micro_batch() {
+    release_below(static_cast<int>(resident_.size()) - 1);  // all but the first in forward
+    ++micro_;
+  }
   // The gathers of one forward without its compute: every bucket in forward order, each released
   // at once (evaluation on a rank with fewer batches than another; invariant 1).
   void gather_pass();
