@@ -147,7 +147,6 @@ void check_mpi(int code, const char* expr, const char* file, int line) {
                                    line, std::string(text, static_cast<std::size_t>(len))));
 }
 
-
 void agree_on_user_errors(const World& world, const std::function<void()>& fn,
                           const double& timeout_s) {
   std::string message;
