@@ -27,17 +27,9 @@ CollectiveOp collective_op_named(const std::string& name) {
 }
 
 std::int64_t wire_bytes(CollectiveOp op, std::int64_t payload, int world) {
-  if (world <= 1) return 0;
+  if (world <= 1 || op == CollectiveOp::HostTask) return 0;
   const double share = static_cast<double>(world - 1) / world;
-  switch (op) {
-    case CollectiveOp::AllReduce: return static_cast<std::int64_t>(2.0 * share * payload);
-    case CollectiveOp::Reduce:
-    case CollectiveOp::Broadcast:
-    case CollectiveOp::ReduceScatter:
-    case CollectiveOp::AllGather: return static_cast<std::int64_t>(share * payload);
-    case CollectiveOp::HostTask: return 0;
-  }
-  return 0;
+  return static_cast<std::int64_t>((op == CollectiveOp::AllReduce ? 2.0 : 1.0) * share * payload);
 }
 
 void check_reduce_op(DType dtype, ReduceOp op, const std::string& comm) {

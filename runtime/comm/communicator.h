@@ -59,10 +59,7 @@ class WorkImpl {
   // Orders later work on `exec` after this operation. The default blocks the calling thread,
   // which is right on the CPU: there the thread that issues the work *is* its stream. CUDA
   // backends make exec.stream wait for an event instead, so the host never blocks.
-  virtual void stream_wait(const ExecContext& exec) {
-    (void)exec;
-    wait();
-  }
+  virtual void stream_wait(const ExecContext& /*exec*/) { wait(); }
 };
 
 class Work {
@@ -180,9 +177,7 @@ class Communicator {
   // backend whose collectives run on a device stream delays each one's completion there, timed
   // for `span` (link_span), and returns true; the others return false (the link then wraps them
   // in host tasks).
-  virtual bool model_link_on_stream(std::shared_ptr<DeviceLink> link, LinkSpan span) {
-    (void)link;
-    (void)span;
+  virtual bool model_link_on_stream(std::shared_ptr<DeviceLink> /*link*/, LinkSpan /*span*/) {
     return false;
   }
 };

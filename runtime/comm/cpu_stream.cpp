@@ -9,11 +9,6 @@ void Completion::wait() {
   if (error_) std::rethrow_exception(error_);
 }
 
-bool Completion::is_done() {
-  std::lock_guard lock(mutex_);
-  return done_;
-}
-
 void Completion::signal(std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);

@@ -18,7 +18,10 @@ namespace zl {
 class Completion {
  public:
   void wait();  // blocks until signalled; rethrows the task's error
-  bool is_done();
+  bool is_done() {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
   void signal(std::exception_ptr error);
 
  private:

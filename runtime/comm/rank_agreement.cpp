@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <stdexcept>
 
 #include "base/errors.h"
 #include "runtime/comm/timed_mpi.h"
@@ -105,10 +104,7 @@ std::string describe_disagreement(const std::vector<std::vector<RankFact>>& fact
       }
       auto it = std::find_if(groups.begin(), groups.end(),
                              [&](const auto& g) { return g.first == value; });
-      if (it == groups.end()) {
-        groups.push_back({value, {}});
-        it = groups.end() - 1;
-      }
+      if (it == groups.end()) it = groups.insert(it, {value, {}});
       it->second.push_back(static_cast<int>(r));
     }
     if (groups.size() < 2) continue;

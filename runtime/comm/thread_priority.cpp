@@ -19,9 +19,7 @@ std::string make_current_thread_realtime() {
   param.sched_priority = sched_get_priority_min(SCHED_FIFO);
   const int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
   if (rc == 0) return {};
-  if (rc == EPERM) {
-    return "SCHED_FIFO is not permitted (it needs CAP_SYS_NICE or `ulimit -r` >= 1)";
-  }
+  if (rc == EPERM) return "SCHED_FIFO is not permitted (it needs CAP_SYS_NICE or `ulimit -r` >= 1)";
   return fmt::format("pthread_setschedparam(SCHED_FIFO) failed: {}",
                      std::generic_category().message(rc));
 }

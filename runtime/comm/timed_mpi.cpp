@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <string>
 #include <vector>
 
 #include "base/poll.h"

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <memory>
-#include <string>
 
 #include <fmt/format.h>
 

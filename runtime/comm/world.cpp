@@ -37,6 +37,17 @@ int cpus_per_rank(MPI_Comm node_comm, int local_size) {
   return std::max(1, CPU_COUNT(&mine) / std::max(1, sharing));
 }
 
+// "zerolap: error: <message>" on stderr, naming this rank where `name_rank`.
+void print_error(const World& world, bool name_rank, const std::string& message) {
+  if (name_rank) {
+    std::fprintf(stderr, "zerolap: error on rank %d of %d: %s\n", world.rank, world.size,
+                 message.c_str());
+  } else {
+    std::fprintf(stderr, "zerolap: error: %s\n", message.c_str());
+  }
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 World describe_world(MPI_Comm comm) {
@@ -116,13 +127,7 @@ MpiSession::~MpiSession() {
 }
 
 void abort_job(const World& world, int exit_code, const std::string& message) {
-  if (world.size > 1) {
-    std::fprintf(stderr, "zerolap: error on rank %d of %d: %s\n", world.rank, world.size,
-                 message.c_str());
-  } else {
-    std::fprintf(stderr, "zerolap: error: %s\n", message.c_str());
-  }
-  std::fflush(stderr);
+  print_error(world, world.size > 1, message);
   std::fflush(stdout);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -142,14 +147,6 @@ void check_mpi(int code, const char* expr, const char* file, int line) {
                                    line, std::string(text, static_cast<std::size_t>(len))));
 }
 
-}  // namespace zl
-
-namespace zl {
-
-void agree_on_user_errors(const World& world, const std::function<void()>& fn) {
-  agree_on_user_errors(world, fn, CommOptions{}.timeout_s);
-}
-
 void agree_on_user_errors(const World& world, const std::function<void()>& fn,
                           const double& timeout_s) {
   std::string message;
@@ -166,17 +163,9 @@ void agree_on_user_errors(const World& world, const std::function<void()>& fn,
                     WaitLimit{world.rank, timeout_s}, "the start-up check for bad input");
   }
   if (lowest == world.size) return;
-  if (lowest == world.rank) {
-    // Rank 0 reports what every rank finds (the config, the world); a message only a later rank
-    // found (a node-local file) names that rank.
-    if (world.rank == 0) {
-      std::fprintf(stderr, "zerolap: error: %s\n", message.c_str());
-    } else {
-      std::fprintf(stderr, "zerolap: error on rank %d of %d: %s\n", world.rank, world.size,
-                   message.c_str());
-    }
-    std::fflush(stderr);
-  }
+  // Rank 0 reports what every rank finds (the config, the world); a message only a later rank
+  // found (a node-local file) names that rank.
+  if (lowest == world.rank) print_error(world, world.rank != 0, message);
   throw ReportedUserError(message.empty() ? "bad input reported by another rank" : message);
 }
 

@@ -83,11 +83,10 @@ class ReportedUserError : public std::runtime_error {
 // The exchange waits at most `timeout_s` (a stopped peer: RuntimeFailure naming the rank, exit 1),
 // read after fn returns, so fn may be what sets it: `agree_on_user_errors(world, [&] { config =
 // load_config(...); }, config.runtime.timeout_s)` waits as the loaded config says, or the
-// default where this rank could not load it.
+// default where this rank could not load it. Without `timeout_s`: the default runtime.timeout_s
+// (300 s).
 void agree_on_user_errors(const World& world, const std::function<void()>& fn,
-                          const double& timeout_s);
-// The same, waiting the default runtime.timeout_s (300 s).
-void agree_on_user_errors(const World& world, const std::function<void()>& fn);
+                          const double& timeout_s = CommOptions{}.timeout_s);
 
 // Runs `fn` and ends the whole job where a failure is caught (UserError: exit 2, anything else:
 // exit 1), *before* the caller's objects are destroyed: a Trainer's destructor would otherwise

@@ -22,9 +22,7 @@ namespace zl {
 void ensure_output_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
-  }
+  if (ec) throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
 }
 
 const char* MetricsWriter::header() {
@@ -95,11 +93,7 @@ MetricsWriter::~MetricsWriter() {
   if (file_) std::fclose(file_);
 }
 
-MetricsWriter::MetricsWriter(MetricsWriter&& other) noexcept
-    : file_(std::exchange(other.file_, nullptr)),
-      path_(std::move(other.path_)),
-      kept_elapsed_s_(other.kept_elapsed_s_),
-      kept_test_step_(other.kept_test_step_) {}
+MetricsWriter::MetricsWriter(MetricsWriter&& other) noexcept { *this = std::move(other); }
 
 MetricsWriter& MetricsWriter::operator=(MetricsWriter&& other) noexcept {
   if (this != &other) {
@@ -118,11 +112,9 @@ std::string cell(const std::optional<double>& v) { return v ? fmt::format("{:.7g
 
 void MetricsWriter::write(const MetricsRow& r) {
   if (!file_) return;
-  const std::string line =
-      fmt::format("{},{},{},{},{},{},{},{},{},{:.3f}\n", r.step, r.epoch, cell(r.train_loss),
+  put(fmt::format("{},{},{},{},{},{},{},{},{},{:.3f}\n", r.step, r.epoch, cell(r.train_loss),
                   cell(r.train_accuracy), cell(r.test_loss), cell(r.test_accuracy),
-                  cell(r.samples_per_s), cell(r.lr), cell(r.grad_norm), r.elapsed_s);
-  put(line);
+                  cell(r.samples_per_s), cell(r.lr), cell(r.grad_norm), r.elapsed_s));
 }
 
 }  // namespace zl

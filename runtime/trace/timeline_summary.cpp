@@ -58,15 +58,14 @@ double total_length(const std::vector<Interval>& disjoint) {
 
 namespace {
 
-// Gradient collectives, and those that distribute stepped parameters (broadcast, all-gather).
-bool is_reduction(const std::string& name) {
-  return name == "all_reduce" || name == "reduce" || name == "reduce_scatter";
-}
+// The collectives that distribute stepped parameters (broadcast, all-gather), and every
+// collective: those, the gradients' and the norm's.
 bool is_parameter_collective(const std::string& name) {
   return name == "broadcast" || name == "all_gather";
 }
 bool is_collective(const std::string& name) {
-  return is_reduction(name) || is_parameter_collective(name) || name == "all_reduce_f64";
+  return is_parameter_collective(name) || name == "all_reduce" || name == "reduce" ||
+         name == "reduce_scatter" || name == "all_reduce_f64";
 }
 
 // Per stream, in begin order, the collective spans not nested in an earlier one of that stream.
@@ -90,13 +89,23 @@ std::vector<TimelineSpan> outermost_collectives(const std::vector<TimelineSpan>&
   return out;
 }
 
+Interval clipped(const TimelineSpan& s, double window_s) {
+  return Interval{std::clamp(s.begin_s, 0.0, window_s), std::clamp(s.end_s, 0.0, window_s)};
+}
+
 // The compute of a window: forward and backward without the compute stream's waits, optimizer.
 struct ComputeBusy {
   std::vector<Interval> waits, forward, backward, optimizer, compute;
 };
-ComputeBusy compute_busy(const std::vector<Interval>& forward, const std::vector<Interval>& backward,
-                         const std::vector<Interval>& optimizer,
-                         const std::vector<Interval>& wait) {
+ComputeBusy compute_busy(const std::vector<TimelineSpan>& spans, double window_s) {
+  std::vector<Interval> forward, backward, optimizer, wait;
+  for (const TimelineSpan& s : spans) {
+    const Interval i = clipped(s, window_s);
+    if (s.name == "forward") forward.push_back(i);
+    if (s.name == "backward") backward.push_back(i);
+    if (s.name == "wait") wait.push_back(i);
+    if (s.name == "optimizer") optimizer.push_back(i);
+  }
   ComputeBusy b;
   b.waits = interval_union(wait);
   b.forward = interval_difference(interval_union(forward), b.waits);
@@ -110,28 +119,17 @@ ComputeBusy compute_busy(const std::vector<Interval>& forward, const std::vector
   return b;
 }
 
-Interval clipped(const TimelineSpan& s, double window_s) {
-  return Interval{std::clamp(s.begin_s, 0.0, window_s), std::clamp(s.end_s, 0.0, window_s)};
-}
-
 }  // namespace
 
 CommCoverage comm_coverage(const std::vector<TimelineSpan>& spans,
                            const std::vector<std::string>& streams, double window_s) {
-  std::vector<Interval> forward, backward, optimizer, wait, comm;
-  for (const TimelineSpan& s : spans) {
-    const Interval i = clipped(s, window_s);
-    if (s.name == "forward") forward.push_back(i);
-    if (s.name == "backward") backward.push_back(i);
-    if (s.name == "wait") wait.push_back(i);
-    if (s.name == "optimizer") optimizer.push_back(i);
-  }
+  std::vector<Interval> comm;
   for (const TimelineSpan& s : outermost_collectives(spans)) {
     if (std::find(streams.begin(), streams.end(), s.stream) != streams.end()) {
       comm.push_back(clipped(s, window_s));
     }
   }
-  const std::vector<Interval> compute = compute_busy(forward, backward, optimizer, wait).compute;
+  const std::vector<Interval> compute = compute_busy(spans, window_s).compute;
   const std::vector<Interval> comm_union = interval_union(comm);
   CommCoverage out;
   out.comm_s = total_length(comm_union);
@@ -148,24 +146,17 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
   out.bucket_reduction_s.assign(n, 0.0);
   out.bucket_step_s.assign(n, 0.0);
   out.bucket_broadcast_s.assign(n, 0.0);
-  const auto clip = [&](const TimelineSpan& s) { return clipped(s, window_s); };
 
-  std::vector<Interval> forward, backward, optimizer, wait, reductions, broadcasts;
   for (const TimelineSpan& s : spans) {
-    const Interval i = clip(s);
-    if (s.name == "forward") forward.push_back(i);
-    if (s.name == "backward") backward.push_back(i);
-    if (s.name == "wait") wait.push_back(i);
-    if (s.name == "optimizer") {
-      optimizer.push_back(i);
-      if (s.bucket >= 0 && static_cast<std::size_t>(s.bucket) < n) {
-        out.bucket_step_s[static_cast<std::size_t>(s.bucket)] += i.end - i.begin;
-      }
+    if (s.name == "optimizer" && s.bucket >= 0 && static_cast<std::size_t>(s.bucket) < n) {
+      const Interval i = clipped(s, window_s);
+      out.bucket_step_s[static_cast<std::size_t>(s.bucket)] += i.end - i.begin;
     }
   }
+  std::vector<Interval> reductions, broadcasts;
   std::map<std::string, int> issued;  // per stream: reductions / broadcasts seen so far
   for (const TimelineSpan& s : outermost_collectives(spans)) {
-    const Interval i = clip(s);
+    const Interval i = clipped(s, window_s);
     const bool broadcast = is_parameter_collective(s.name);
     (broadcast ? broadcasts : reductions).push_back(i);
     if (s.name == "all_reduce_f64" || n == 0) continue;
@@ -175,11 +166,7 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
     (broadcast ? out.bucket_broadcast_s : out.bucket_reduction_s)[b] += i.end - i.begin;
   }
 
-  const ComputeBusy busy = compute_busy(forward, backward, optimizer, wait);
-  const auto& waits = busy.waits;
-  const auto& forward_busy = busy.forward;
-  const auto& backward_busy = busy.backward;
-  const auto& optimizer_busy = busy.optimizer;
+  const ComputeBusy busy = compute_busy(spans, window_s);
   const auto& compute = busy.compute;
   const auto reduction_union = interval_union(reductions);
   const auto broadcast_union = interval_union(broadcasts);
@@ -189,10 +176,10 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
   std::vector<Interval> everything = compute;
   everything.insert(everything.end(), comm.begin(), comm.end());
 
-  out.forward_s = total_length(forward_busy);
-  out.backward_s = total_length(backward_busy);
-  out.optimizer_s = total_length(optimizer_busy);
-  out.wait_s = total_length(waits);
+  out.forward_s = total_length(busy.forward);
+  out.backward_s = total_length(busy.backward);
+  out.optimizer_s = total_length(busy.optimizer);
+  out.wait_s = total_length(busy.waits);
   out.compute_s = total_length(compute);
   out.reduction_s = total_length(reduction_union);
   out.broadcast_s = total_length(broadcast_union);

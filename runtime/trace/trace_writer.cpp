@@ -1,10 +1,7 @@
 // write_trace / merge_trace_events: gathering and merging Chrome trace events (see trace_writer.h).
 #include "runtime/trace/trace_writer.h"
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include <fmt/format.h>

@@ -2,7 +2,6 @@
 // communicator backend of a device (see device.h).
 #include "runtime/comm/backends/device.h"
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>

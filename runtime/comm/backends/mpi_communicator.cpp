@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -226,16 +225,8 @@ Work MpiCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, Red
                 });
 }
 
-Work MpiCommunicator::all_gather(void* buf, std::int64_t n, DType dtype, const ExecContext*) {
-  return gather_shards(nullptr, buf, n, dtype);
-}
-
 Work MpiCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                                       const ExecContext*) {
-  return gather_shards(shard, buf, n, dtype);
-}
-
-Work MpiCommunicator::gather_shards(const void* shard, void* buf, std::int64_t n, DType dtype) {
   const int count = checked_count(shard_numel(n, size_, name_), name_);
   const std::int64_t bytes = n * dtype_size(dtype);
   const auto* whole = static_cast<const char*>(buf);
@@ -270,15 +261,5 @@ Work MpiCommunicator::then(std::function<void(const ExecContext& stream)> fn) {
 }
 
 void MpiCommunicator::synchronize() { stream_->synchronize(); }
-
-CommStats MpiCommunicator::stats() const {
-  std::lock_guard lock(stats_mutex_);
-  return stats_;
-}
-
-void MpiCommunicator::reset_stats() {
-  std::lock_guard lock(stats_mutex_);
-  stats_ = CommStats{};
-}
 
 }  // namespace zl

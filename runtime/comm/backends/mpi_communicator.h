@@ -48,7 +48,10 @@ class MpiCommunicator final : public Communicator {
   Work reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
                       const ExecContext* issuing_stream = nullptr) override;
   Work all_gather(void* buf, std::int64_t n, DType dtype,
-                  const ExecContext* issuing_stream = nullptr) override;
+                  const ExecContext* = nullptr) override {
+    return all_gather_from(nullptr, buf, n, dtype);
+  }
+  // shard == nullptr: in place (all_gather).
   Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                        const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
@@ -60,8 +63,14 @@ class MpiCommunicator final : public Communicator {
   void synchronize() override;
   ExecContext exec() const override { return ExecContext{}; }
 
-  CommStats stats() const override;
-  void reset_stats() override;
+  CommStats stats() const override {
+    std::lock_guard lock(stats_mutex_);
+    return stats_;
+  }
+  void reset_stats() override {
+    std::lock_guard lock(stats_mutex_);
+    stats_ = CommStats{};
+  }
   void set_tracer(Tracer* tracer) override { tracer_ = tracer; }
 
  private:
@@ -69,8 +78,6 @@ class MpiCommunicator final : public Communicator {
   void wait_request(MPI_Request& request, const char* what, std::int64_t bytes);
   Work submit(CollectiveOp op, std::int64_t payload_bytes, std::string label,
               std::function<void()> issue_and_wait);
-  // all_gather (shard == nullptr: in place) and all_gather_from.
-  Work gather_shards(const void* shard, void* buf, std::int64_t n, DType dtype);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -200,10 +200,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   timed_bcast(&id, sizeof(id), MPI_BYTE, 0, parent, WaitLimit{rank_, timeout_s_},
               fmt::format("broadcasting the NCCL id of communicator '{}'", name_));
 
-  shared_ = std::make_shared<Shared>();
-  shared_->name = name_;
-  shared_->rank = rank_;
-  shared_->timeout_s = timeout_s_;
+  shared_ = std::make_shared<Shared>(Shared{.name = name_, .rank = rank_, .timeout_s = timeout_s_});
   // The init waits for every peer; polled, it has a deadline (Note [Non-blocking NCCL]).
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -266,10 +263,6 @@ void NcclCommunicator::check_usable() const {
     throw RuntimeFailure(fmt::format(
         "rank {}: NCCL communicator '{}' was aborted after an earlier failure", rank_, name_));
   }
-}
-
-ExecContext NcclCommunicator::exec() const {
-  return ExecContext{DeviceKind::Cuda, stream_, nullptr};
 }
 
 cudaStream_t NcclCommunicator::issuer_of(const ExecContext* issuing_stream) const {
@@ -403,16 +396,11 @@ Work NcclCommunicator::all_gather(void* buf, std::int64_t n, DType dtype,
                                   const ExecContext* issuing_stream) {
   const std::int64_t shard = shard_numel(n, size_, name_);
   const void* mine = static_cast<const char*>(buf) + rank_ * shard * dtype_size(dtype);
-  return gather(mine, buf, n, dtype, issuing_stream);
+  return all_gather_from(mine, buf, n, dtype, issuing_stream);
 }
 
 Work NcclCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                                        const ExecContext* issuing_stream) {
-  return gather(shard, buf, n, dtype, issuing_stream);
-}
-
-Work NcclCommunicator::gather(const void* shard, void* buf, std::int64_t n, DType dtype,
-                              const ExecContext* issuing_stream) {
   const std::int64_t count = shard_numel(n, size_, name_);
   return enqueue(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
                  issuer_of(issuing_stream), [&](cudaStream_t s) {

@@ -58,6 +58,7 @@ class NcclCommunicator final : public Communicator {
                       const ExecContext* issuing_stream = nullptr) override;
   Work all_gather(void* buf, std::int64_t n, DType dtype,
                   const ExecContext* issuing_stream = nullptr) override;
+  // ncclAllGather of `shard` into buf (all_gather: the rank's shard inside buf).
   Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
                        const ExecContext* issuing_stream = nullptr) override;
   Work all_reduce_f64(double* buf, std::int64_t n) override;
@@ -67,7 +68,7 @@ class NcclCommunicator final : public Communicator {
   void synchronize() override;
   // The comm stream. No cuBLAS handle: callbacks run element-wise kernels (the fused optimizer
   // step), never a GEMM.
-  ExecContext exec() const override;
+  ExecContext exec() const override { return ExecContext{DeviceKind::Cuda, stream_, nullptr}; }
 
   // busy_seconds is GPU time between events around each collective (harvested once complete);
   // trace spans are host *enqueue* times: the host never sees a CUDA collective run.
@@ -82,10 +83,6 @@ class NcclCommunicator final : public Communicator {
   struct Event;   // an owned cudaEvent_t
 
  private:
-  // ncclAllGather of `shard` into buf: all_gather passes the rank's shard inside buf (NCCL's
-  // in-place form), all_gather_from a buffer of its own.
-  Work gather(const void* shard, void* buf, std::int64_t n, DType dtype,
-              const ExecContext* issuing_stream);
   // Enqueues `launch` on the comm stream (behind the work issued so far on `issuer`, unless null)
   // between two timing events; returns a Work on the second. on_complete runs on the host once,
   // when the Work is first seen complete.

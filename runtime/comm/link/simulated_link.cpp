@@ -166,18 +166,9 @@ int DeviceLink::claim_slot() {
   return next_slot_++;
 }
 
-SimulatedLinkCommunicator::SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
-                                                     std::shared_ptr<SimulatedLink> link,
-                                                     LinkSpan span)
-    : link_(std::move(link)), span_(span), inner_(std::move(inner)) {
-  ZL_CHECK(span_.ranks <= 1 || span_.tier == link_->tier(),
-           "communicator {} timed {} on the rank's {} link", inner_->name(), to_string(span_.tier),
-           to_string(link_->tier()));
-}
-
-template <typename Issue>
 Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_bytes,
-                                         const char* label, Issue&& collective) {
+                                         const char* label,
+                                         const std::function<void()>& collective) {
   // Both host tasks run on the inner stream, in order around the real collective, so the shared
   // timing state needs no lock.
   struct Timing {
@@ -237,47 +228,6 @@ Work SimulatedLinkCommunicator::modelled(CollectiveOp op, std::int64_t payload_b
                      {"tier", to_string(span_.tier)}});
     }
   });
-}
-
-Work SimulatedLinkCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, ReduceOp op,
-                                           const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::AllReduce, n * dtype_size(dtype), "all_reduce",
-                  [&] { inner_->all_reduce(buf, n, dtype, op, issuing_stream); });
-}
-
-Work SimulatedLinkCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root,
-                                       ReduceOp op, const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::Reduce, n * dtype_size(dtype), "reduce",
-                  [&] { inner_->reduce(buf, n, dtype, root, op, issuing_stream); });
-}
-
-Work SimulatedLinkCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int root,
-                                          const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::Broadcast, n * dtype_size(dtype), "broadcast",
-                  [&] { inner_->broadcast(buf, n, dtype, root, issuing_stream); });
-}
-
-Work SimulatedLinkCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype,
-                                               ReduceOp op, const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::ReduceScatter, n * dtype_size(dtype), "reduce_scatter",
-                  [&] { inner_->reduce_scatter(buf, n, dtype, op, issuing_stream); });
-}
-
-Work SimulatedLinkCommunicator::all_gather(void* buf, std::int64_t n, DType dtype,
-                                           const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
-                  [&] { inner_->all_gather(buf, n, dtype, issuing_stream); });
-}
-
-Work SimulatedLinkCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n,
-                                                DType dtype, const ExecContext* issuing_stream) {
-  return modelled(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
-                  [&] { inner_->all_gather_from(shard, buf, n, dtype, issuing_stream); });
-}
-
-Work SimulatedLinkCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
-  return modelled(CollectiveOp::AllReduce, n * 8, "all_reduce_f64",
-                  [&] { inner_->all_reduce_f64(buf, n); });
 }
 
 CommStats SimulatedLinkCommunicator::stats() const {

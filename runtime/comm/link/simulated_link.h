@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -159,9 +160,10 @@ class DeviceLink {
 class SimulatedLinkCommunicator final : public Communicator {
  public:
   // `span`: the inner communicator's place on the modelled machine (link_span); its tier is the
-  // link's.
+  // link's (with_simulated_link, which makes every one of these, checks it).
   SimulatedLinkCommunicator(std::unique_ptr<Communicator> inner,
-                            std::shared_ptr<SimulatedLink> link, LinkSpan span);
+                            std::shared_ptr<SimulatedLink> link, LinkSpan span)
+      : link_(std::move(link)), span_(span), inner_(std::move(inner)) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -171,18 +173,39 @@ class SimulatedLinkCommunicator final : public Communicator {
   using Communicator::broadcast;
   using Communicator::reduce;
   Work all_reduce(void* buf, std::int64_t n, DType dtype, ReduceOp op,
-                  const ExecContext* issuing_stream = nullptr) override;
+                  const ExecContext* issuing_stream = nullptr) override {
+    return modelled(CollectiveOp::AllReduce, n * dtype_size(dtype), "all_reduce",
+                    [&] { inner_->all_reduce(buf, n, dtype, op, issuing_stream); });
+  }
   Work reduce(void* buf, std::int64_t n, DType dtype, int root, ReduceOp op,
-              const ExecContext* issuing_stream = nullptr) override;
+              const ExecContext* issuing_stream = nullptr) override {
+    return modelled(CollectiveOp::Reduce, n * dtype_size(dtype), "reduce",
+                    [&] { inner_->reduce(buf, n, dtype, root, op, issuing_stream); });
+  }
   Work broadcast(void* buf, std::int64_t n, DType dtype, int root,
-                 const ExecContext* issuing_stream = nullptr) override;
+                 const ExecContext* issuing_stream = nullptr) override {
+    return modelled(CollectiveOp::Broadcast, n * dtype_size(dtype), "broadcast",
+                    [&] { inner_->broadcast(buf, n, dtype, root, issuing_stream); });
+  }
   Work reduce_scatter(void* buf, std::int64_t n, DType dtype, ReduceOp op,
-                      const ExecContext* issuing_stream = nullptr) override;
+                      const ExecContext* issuing_stream = nullptr) override {
+    return modelled(CollectiveOp::ReduceScatter, n * dtype_size(dtype), "reduce_scatter",
+                    [&] { inner_->reduce_scatter(buf, n, dtype, op, issuing_stream); });
+  }
   Work all_gather(void* buf, std::int64_t n, DType dtype,
-                  const ExecContext* issuing_stream = nullptr) override;
+                  const ExecContext* issuing_stream = nullptr) override {
+    return modelled(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
+                    [&] { inner_->all_gather(buf, n, dtype, issuing_stream); });
+  }
   Work all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
-                       const ExecContext* issuing_stream = nullptr) override;
-  Work all_reduce_f64(double* buf, std::int64_t n) override;
+                       const ExecContext* issuing_stream = nullptr) override {
+    return modelled(CollectiveOp::AllGather, n * dtype_size(dtype), "all_gather",
+                    [&] { inner_->all_gather_from(shard, buf, n, dtype, issuing_stream); });
+  }
+  Work all_reduce_f64(double* buf, std::int64_t n) override {
+    return modelled(CollectiveOp::AllReduce, n * 8, "all_reduce_f64",
+                    [&] { inner_->all_reduce_f64(buf, n); });
+  }
   Work then(std::function<void(const ExecContext& stream)> fn) override {
     return inner_->then(std::move(fn));
   }
@@ -202,8 +225,8 @@ class SimulatedLinkCommunicator final : public Communicator {
  private:
   // Brackets `collective` (which issues the real operation on the inner communicator) with a
   // host task that reserves the link and one that sleeps until the reservation ends.
-  template <typename Issue>
-  Work modelled(CollectiveOp op, std::int64_t payload_bytes, const char* label, Issue&& collective);
+  Work modelled(CollectiveOp op, std::int64_t payload_bytes, const char* label,
+                const std::function<void()>& collective);
 
   std::shared_ptr<SimulatedLink> link_;
   LinkSpan span_;

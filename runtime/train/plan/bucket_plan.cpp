@@ -25,10 +25,6 @@ std::int64_t BucketPlan::largest_bucket_numel() const {
 
 namespace {
 
-void assign_round_robin(std::vector<Bucket>& buckets, int world_size) {
-  for (auto& b : buckets) b.assigned_rank = b.index % world_size;
-}
-
 // Largest bucket first onto the least-loaded rank (ties: lower rank, then lower bucket index), so
 // the per-rank optimizer-state sizes differ by at most one bucket.
 void assign_greedy(std::vector<Bucket>& buckets, int world_size) {
@@ -93,8 +89,7 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
       bytes += store.info(order[last]).numel * static_cast<std::int64_t>(sizeof(float));
       ++last;
     }
-    const bool over = current_bytes + bytes > cap_bytes(plan.buckets.size());
-    if (!current.param_ids.empty() && over) {
+    if (!current.param_ids.empty() && current_bytes + bytes > cap_bytes(plan.buckets.size())) {
       plan.buckets.push_back(std::move(current));
       current = Bucket{};
       current_bytes = 0;
@@ -124,10 +119,10 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
     ZL_CHECK(plan.buckets[i].numel > 0, "bucket {} is empty", i);
   }
 
-  if (assignment == AssignmentPolicy::RoundRobin) {
-    assign_round_robin(plan.buckets, world_size);
-  } else {
+  if (assignment == AssignmentPolicy::Greedy) {
     assign_greedy(plan.buckets, world_size);
+  } else {
+    for (auto& b : plan.buckets) b.assigned_rank = b.index % world_size;
   }
   return plan;
 }

@@ -47,17 +47,15 @@ std::vector<ProgramEntry> program_of(const ModePlan& mode, const BucketPlan& pla
   // Publishes after the step, in bucket order (Note [Tail broadcast order] swaps the last two
   // buckets' publishes in interleaved mode).
   if (mode.broadcast_after_step) {
-    std::vector<int> order;
-    for (const Bucket& b : plan.buckets) order.push_back(b.index);
-    const auto n = order.size();
-    if (mode.schedule == ScheduleKind::ZeroInterleaved && n >= 2) {
-      std::swap(order[n - 1], order[n - 2]);
+    std::vector<const Bucket*> order;
+    for (const Bucket& b : plan.buckets) order.push_back(&b);
+    if (mode.schedule == ScheduleKind::ZeroInterleaved && order.size() >= 2) {
+      std::iter_swap(order.end() - 1, order.end() - 2);
     }
-    for (const int index : order) {
-      const Bucket& b = plan.buckets[static_cast<std::size_t>(index)];
-      add(CommRole::Broadcast, mode.parameter_collective, b, mode.micro_batches - 1,
+    for (const Bucket* b : order) {
+      add(CommRole::Broadcast, mode.parameter_collective, *b, mode.micro_batches - 1,
           mode.param_dtype,
-          mode.parameter_collective == CollectiveOp::Broadcast ? b.assigned_rank : -1);
+          mode.parameter_collective == CollectiveOp::Broadcast ? b->assigned_rank : -1);
     }
   }
   if (mode.gathers_parameters()) {

@@ -102,12 +102,10 @@ void check_memory_fits(const RankMemory& need, const Config& config, DeviceKind 
       need.eval_activations ? "data.eval_batch_size (the evaluation batch per rank)"
                             : "data.batch_size (or keep the global batch with train.grad_accum)";
   const std::string model_key = "model.widths";
-  std::string fix;
-  if (need.activations >= model_part) {
-    fix = "lower " + batch_key + (model_part > per_rank ? " and " + model_key : "");
-  } else {
-    fix = "lower " + model_key + (need.activations > per_rank ? " and " + batch_key : "");
-  }
+  const std::string fix =
+      need.activations >= model_part
+          ? "lower " + batch_key + (model_part > per_rank ? " and " + model_key : "")
+          : "lower " + model_key + (need.activations > per_rank ? " and " + batch_key : "");
   const std::string where =
       on_gpu ? fmt::format("the GPU has {} free", human_bytes(have))
              : fmt::format("this node has {} available (MemAvailable){}", human_bytes(have),

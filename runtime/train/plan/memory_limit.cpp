@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
-#include "runtime/config/config_limits.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/plan_report.h"
 #include "runtime/train/plan/shard_layout.h"
@@ -59,29 +58,22 @@ void check_memory_limit(const Config& config, int world) {
   };
   Config all = config;
   std::vector<std::string> all_keys;
-  if (config.parallel.zero_stage < 3) {
+  const auto trade = [&](const std::string& keys, const auto& apply) {
     Config c = config;
-    set_stage3(c);
-    consider(kStage3Keys, c);
-    set_stage3(all);
-    all_keys.emplace_back(kStage3Keys);
-  }
-  if (config.precision.compute != ComputePrecision::Bf16) {
-    Config c = config;
-    c.precision.compute = ComputePrecision::Bf16;
-    consider("precision.compute = \"bf16\"", c);
-    all.precision.compute = ComputePrecision::Bf16;
-    all_keys.emplace_back("precision.compute = \"bf16\"");
-  }
-  {
-    // Smaller buckets: smaller gather buffers (stage 3) and gradient pool (stage 2).
-    Config c = config;
-    c.parallel.bucket_cap_mb = config.parallel.bucket_cap_mb / 4;
-    const std::string keys = fmt::format("parallel.bucket_cap_mb = {:g}", c.parallel.bucket_cap_mb);
+    apply(c);
     consider(keys, c);
-    all.parallel.bucket_cap_mb = c.parallel.bucket_cap_mb;
+    apply(all);
     all_keys.push_back(keys);
+  };
+  if (config.parallel.zero_stage < 3) trade(kStage3Keys, set_stage3);
+  if (config.precision.compute != ComputePrecision::Bf16) {
+    trade("precision.compute = \"bf16\"",
+          [](Config& c) { c.precision.compute = ComputePrecision::Bf16; });
   }
+  // Smaller buckets: smaller gather buffers (stage 3) and gradient pool (stage 2).
+  const double cap_mb = config.parallel.bucket_cap_mb / 4;
+  trade(fmt::format("parallel.bucket_cap_mb = {:g}", cap_mb),
+        [cap_mb](Config& c) { c.parallel.bucket_cap_mb = cap_mb; });
   if (fits.empty()) consider(fmt::format("{}", fmt::join(all_keys, ", ")), all);
   if (const int w = ranks_that_fit(config, world, limit); w > 0) {
     fits.push_back(fmt::format("{} ranks ({} on the largest rank)", w,

@@ -8,12 +8,8 @@
 namespace zl {
 
 int state_floats_per_element(const OptimizerConfig& optimizer) {
-  switch (optimizer.kind) {
-    case OptimizerKind::Adam:
-    case OptimizerKind::AdamW: return 2;
-    case OptimizerKind::Sgd: return optimizer.momentum != 0.0f ? 1 : 0;
-  }
-  return 0;
+  if (optimizer.kind != OptimizerKind::Sgd) return 2;  // Adam and AdamW
+  return optimizer.momentum != 0.0f ? 1 : 0;
 }
 
 ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
@@ -51,11 +47,9 @@ ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
   switch (mode.overlap) {
     case Overlap::None: m.schedule = ScheduleKind::ZeroNone; break;
     case Overlap::AfterBackward: m.schedule = ScheduleKind::ZeroAfterBackward; break;
-    case Overlap::Interleaved:
-      m.schedule = ScheduleKind::ZeroInterleaved;
-      m.can_clip = false;
-      break;
+    case Overlap::Interleaved: m.schedule = ScheduleKind::ZeroInterleaved; break;
   }
+  m.can_clip = m.schedule != ScheduleKind::ZeroInterleaved;
   return m;
 }
 
@@ -102,12 +96,7 @@ std::int64_t ModePlan::state_bytes(const BucketPlan& plan, int rank) const {
 }
 
 int ModePlan::master_bytes_per_element() const {
-  if (param_dtype == DType::F32) return 0;
-  return master_weights == MasterWeights::Fp32 ? 4 : 2;
-}
-
-std::int64_t ModePlan::master_bytes(const BucketPlan& plan, int rank) const {
-  return stepped_numel(plan, rank) * master_bytes_per_element();
+  return param_dtype == DType::F32 ? 0 : master_weights == MasterWeights::Fp32 ? 4 : 2;
 }
 
 StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,

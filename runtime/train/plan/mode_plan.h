@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
@@ -120,7 +119,9 @@ struct ModePlan {
   std::int64_t state_bytes(const BucketPlan& plan, int rank) const;
   // Master-weight bytes `rank` allocates (bf16 only: 4 or 2 per stepped element; fp32: 0, the
   // parameters are the masters).
-  std::int64_t master_bytes(const BucketPlan& plan, int rank) const;
+  std::int64_t master_bytes(const BucketPlan& plan, int rank) const {
+    return stepped_numel(plan, rank) * master_bytes_per_element();
+  }
   int master_bytes_per_element() const;
 };
 

@@ -46,9 +46,7 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
                      "optimizer state");
   for (int r = 0; r < plan.world_size; ++r) {
     int count = 0;
-    for (const auto& b : plan.buckets) {
-      count += mode.element_shards || b.assigned_rank == r ? 1 : 0;
-    }
+    for (const auto& b : plan.buckets) count += mode.element_shards || b.assigned_rank == r;
     // Owned: assigned buckets, or (element shards) rank r's shard of each. ddp keeps the full
     // optimizer state on every rank; zero only the owned elements'.
     const std::int64_t owned =

@@ -6,23 +6,24 @@
 
 namespace zl {
 
-std::int64_t bucket_alignment(const ModePlan& mode, int world) {
-  ZL_CHECK(world >= 1, "world size {}", world);
-  if (!mode.element_shards) return ParameterStore::kAlignFloats;
-  return ParameterStore::kAlignFloats * world;
+namespace {
+
+// The layout padding of `mode` for the buckets of `unpadded` (a plan of the unpadded layout):
+// after each bucket's last parameter, rounded up to kAlignFloats x the world with element shards;
+// else empty, kAlignFloats (each parameter's own alignment: no extra).
+LayoutPadding shard_layout_padding(const ModePlan& mode, const BucketPlan& unpadded) {
+  LayoutPadding padding;
+  padding.multiple = ParameterStore::kAlignFloats * (mode.element_shards ? unpadded.world_size : 1);
+  if (!mode.element_shards) return padding;
+  for (const Bucket& b : unpadded.buckets) padding.after.push_back(b.param_ids.back());
+  return padding;
 }
+
+}  // namespace
 
 int planned_ranks(const Config& config, const ModePlan& mode, int world) {
   if (mode.mode.shard_group > 0) return mode.mode.shard_group;
   return mode.element_shards && config.link.ranks > world ? config.link.ranks : world;
-}
-
-LayoutPadding shard_layout_padding(const ModePlan& mode, const BucketPlan& unpadded) {
-  LayoutPadding padding;
-  padding.multiple = bucket_alignment(mode, unpadded.world_size);
-  if (!mode.element_shards) return padding;
-  for (const Bucket& b : unpadded.buckets) padding.after.push_back(b.param_ids.back());
-  return padding;
 }
 
 PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,

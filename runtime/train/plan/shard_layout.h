@@ -15,8 +15,6 @@
 // is in no checkpoint (those store parameters by name).
 #pragma once
 
-#include <cstdint>
-
 #include "models/parameter_store.h"
 #include "runtime/config/config.h"
 #include "runtime/train/plan/bucket_plan.h"
@@ -24,18 +22,10 @@
 
 namespace zl {
 
-// Elements every bucket of `mode` is padded to a multiple of, on `world` ranks: kAlignFloats *
-// world with element shards, else kAlignFloats (each parameter's own alignment: no extra).
-std::int64_t bucket_alignment(const ModePlan& mode, int world);
-
 // The ranks a run of `mode` on `world` real ranks lays out and steps for: the shard group
 // (hybrid sharding: shards inside a group), link.ranks = N above `world` with element shards
 // (the timing study, runtime/comm/link/shard_study.h), else `world`.
 int planned_ranks(const Config& config, const ModePlan& mode, int world);
-
-// The layout padding of `mode` for the buckets of `unpadded` (a plan of the unpadded layout):
-// after each bucket's last parameter, rounded up to bucket_alignment. Empty without element shards.
-LayoutPadding shard_layout_padding(const ModePlan& mode, const BucketPlan& unpadded);
 
 // A model's layout as a run of `mode` on `world` ranks allocates it, and its bucket plan.
 struct PlannedLayout {

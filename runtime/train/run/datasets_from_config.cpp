@@ -26,19 +26,16 @@ DatasetSplits load_datasets(const Config& config) {
       splits = make_spirals(s);
       break;
     }
-    case DataKind::Teacher: {
-      TeacherSpec s;
-      s.input_dim = widths.front();
-      s.hidden_dim = d.teacher_hidden;
-      s.output_dim = widths.back();
-      s.task = d.teacher_task;
-      s.train_samples = d.train_samples;
-      s.test_samples = d.test_samples;
-      s.noise = d.noise;
-      s.seed = d.seed;
-      splits = make_teacher(s);
+    case DataKind::Teacher:
+      splits = make_teacher(TeacherSpec{.input_dim = widths.front(),
+                                        .hidden_dim = d.teacher_hidden,
+                                        .output_dim = widths.back(),
+                                        .task = d.teacher_task,
+                                        .train_samples = d.train_samples,
+                                        .test_samples = d.test_samples,
+                                        .noise = d.noise,
+                                        .seed = d.seed});
       break;
-    }
   }
   const Dataset& train = splits.train;
   if (train.feature_dim != widths.front()) {

@@ -18,9 +18,7 @@ EvalResult evaluate_test_split(const EvalParts& parts) {
   double loss_sum = 0.0, correct = 0.0;
   std::vector<std::int64_t> indices;
   ParamUseHook hook;
-  if (parts.gather) {
-    hook = [&parts](int param_id) { parts.gather->before_eval_read(param_id); };
-  }
+  if (parts.gather) hook = [&parts](int param_id) { parts.gather->before_eval_read(param_id); };
   for (std::int64_t begin = shard.begin; begin < shard.end; begin += parts.eval_batch_size) {
     const std::int64_t batch = std::min(parts.eval_batch_size, shard.end - begin);
     indices.resize(static_cast<std::size_t>(batch));
@@ -55,11 +53,10 @@ EvalResult evaluate_test_split(const EvalParts& parts) {
   fault_stop_point("evaluation", rank);
   std::vector<double> sums{loss_sum, correct, static_cast<double>(shard.end - shard.begin)};
   parts.comm.all_reduce_f64(sums.data(), static_cast<std::int64_t>(sums.size())).wait();
-  EvalResult r;
-  r.samples = static_cast<std::int64_t>(sums[2]);
-  r.loss = r.samples > 0 ? sums[0] / sums[2] : 0.0;
-  r.accuracy = classification && r.samples > 0 ? sums[1] / sums[2] : 0.0;
-  return r;
+  const auto samples = static_cast<std::int64_t>(sums[2]);
+  return EvalResult{.loss = samples > 0 ? sums[0] / sums[2] : 0.0,
+                    .accuracy = classification && samples > 0 ? sums[1] / sums[2] : 0.0,
+                    .samples = samples};
 }
 
 }  // namespace zl

@@ -45,11 +45,7 @@ std::vector<RankFact> config_facts(const Config& config) {
   std::vector<RankFact> facts;
   facts.push_back({"build version", ZEROLAP_VERSION, ""});
   for (auto& [key, value] : result_entries(config)) {
-    if (std::find(kDataLocationKeys.begin(), kDataLocationKeys.end(), key) !=
-        kDataLocationKeys.end()) {
-      continue;
-    }
-    facts.push_back({key, value, ""});
+    if (std::ranges::count(kDataLocationKeys, key) == 0) facts.push_back({key, value, ""});
   }
   // Note [Collective schedule keys]: keys that do not change what a run computes, but decide which
   // collectives a rank issues and when: a checkpoint is a gather at every checkpoint.every-th

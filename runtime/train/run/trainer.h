@@ -45,7 +45,6 @@ class Trainer {
   std::vector<double> sum_over_ranks(std::vector<double> values);  // collective, on the host
 
   // The per-window divergence check (divergence_window.h) with this run's StepCheck.
-  StepCheck step_check() const { return step_options_.step_check; }
   double window_check_value();
   void check_window(double loss_sum, double check_value, std::int64_t first_step,
                     std::int64_t last_step) const;

@@ -75,36 +75,6 @@ const Config& agreed(const Config& config, const World& world) {
   return config;
 }
 
-}  // namespace
-
-void check_trainable(const Config& config, const ModePlan& mode, int world, DeviceKind device) {
-  const int ranks = planned_ranks(config, mode, world);
-  if (ranks <= world) return;
-  const std::string study = fmt::format(
-      "{}: link.ranks = {} above the {} real ranks with parallel.collective = "
-      "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would own "
-      "among {}; the parameters are not trained)",
-      where_set(config, "link.ranks"), ranks, world, ranks);
-  // The study's collectives move a part of each bucket; the CPU's link model (a host task per
-  // collective, shard_study.h) times the whole bucket, but the device's delays the comm stream by
-  // the bytes the rank issues, and would time only the part. Both reasons in one message.
-  const bool cuda = device == DeviceKind::Cuda, checkpoints = !config.checkpoint.dir.empty();
-  if (cuda && checkpoints) {
-    throw UserError(study + ", so it writes no checkpoints, and it runs on the CPU only: set "
-                            "runtime.device = \"cpu\" and unset checkpoint.dir, or unset "
-                            "link.ranks");
-  }
-  if (checkpoints) {
-    throw UserError(study + ", so it writes no checkpoints: unset checkpoint.dir or link.ranks");
-  }
-  if (cuda) {
-    throw UserError(study + ", which runs on the CPU only: set runtime.device = \"cpu\", or unset "
-                            "link.ranks");
-  }
-}
-
-namespace {
-
 // On the CPU, every collective of the step fits one MPI call (kMaxMpiCount elements per rank);
 // otherwise UserError naming the bucket's largest parameter and what would fit. A bucket never
 // splits a layer, so a layer above it is refused, not a run that fails at its first collective.
@@ -135,6 +105,32 @@ void check_collective_counts(const Config& config, const ModePlan& mode,
 }
 
 }  // namespace
+
+void check_trainable(const Config& config, const ModePlan& mode, int world, DeviceKind device) {
+  const int ranks = planned_ranks(config, mode, world);
+  if (ranks <= world) return;
+  const std::string study = fmt::format(
+      "{}: link.ranks = {} above the {} real ranks with parallel.collective = "
+      "\"reduce_scatter_allgather\" is a timing study (each rank steps only the shard it would own "
+      "among {}; the parameters are not trained)",
+      where_set(config, "link.ranks"), ranks, world, ranks);
+  // The study's collectives move a part of each bucket; the CPU's link model (a host task per
+  // collective, shard_study.h) times the whole bucket, but the device's delays the comm stream by
+  // the bytes the rank issues, and would time only the part. Both reasons in one message.
+  const bool cuda = device == DeviceKind::Cuda, checkpoints = !config.checkpoint.dir.empty();
+  if (cuda && checkpoints) {
+    throw UserError(study + ", so it writes no checkpoints, and it runs on the CPU only: set "
+                            "runtime.device = \"cpu\" and unset checkpoint.dir, or unset "
+                            "link.ranks");
+  }
+  if (checkpoints) {
+    throw UserError(study + ", so it writes no checkpoints: unset checkpoint.dir or link.ranks");
+  }
+  if (cuda) {
+    throw UserError(study + ", which runs on the CPU only: set runtime.device = \"cpu\", or unset "
+                            "link.ranks");
+  }
+}
 
 TrainerSetup::TrainerSetup(const Config& config, const World& world, const TrainerOptions& options)
     : device(agreed(config, world).runtime.device, world, config.runtime.timeout_s),
@@ -254,16 +250,13 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
   if (config.link.enabled()) {
     const RankLinks links = make_rank_links(config.link, config.runtime.timeout_s);
     const CommSpans spans = comm_spans(mode, config.link, world.size);  // as plan and bench time
-    reduce_comm = with_simulated_link(std::move(reduce_comm), links, spans.of(CommRole::Reduce));
-    broadcast_comm =
-        with_simulated_link(std::move(broadcast_comm), links, spans.of(CommRole::Broadcast));
-    if (replica_comm) {
-      replica_comm =
-          with_simulated_link(std::move(replica_comm), links, spans.of(CommRole::Replica));
-    }
-    if (world_comm) {
-      world_comm = with_simulated_link(std::move(world_comm), links,
-                                       flat_link_span(config.link, world.size));
+    const std::pair<std::unique_ptr<Communicator>*, LinkSpan> timed[] = {
+        {&reduce_comm, spans.of(CommRole::Reduce)},
+        {&broadcast_comm, spans.of(CommRole::Broadcast)},
+        {&replica_comm, spans.of(CommRole::Replica)},
+        {&world_comm, flat_link_span(config.link, world.size)}};
+    for (const auto& [comm, span] : timed) {
+      if (*comm) *comm = with_simulated_link(std::move(*comm), links, span);
     }
   }
   if (options.wrap_comm) {

@@ -69,15 +69,10 @@ void BucketOps::publish(int bucket, const ExecContext* issuing_stream) {
       });
 }
 
-void BucketOps::wait_publishes() {
-  for (auto& w : broadcast_work_) w.wait();
-}
-
 void BucketOps::skip_publishes() {
-  if (publishes()) {
-    program_.skip(CommRole::Broadcast, mode_.parameter_collective,
-                  static_cast<int>(plan_.buckets.size()));
-  }
+  if (!publishes()) return;
+  program_.skip(CommRole::Broadcast, mode_.parameter_collective,
+                static_cast<int>(plan_.buckets.size()));
 }
 
 void BucketOps::wait_for_bucket(int b) {
@@ -97,9 +92,8 @@ void BucketOps::wait_for_bucket(int b) {
 }
 
 void BucketOps::wait_for_all_parameters() {
-  for (std::size_t b = 0; b < next_forward_.size(); ++b) {
-    if (next_forward_[b] == NextForward::WaitsForBroadcast) wait_for_bucket(static_cast<int>(b));
-  }
+  // wait_for_bucket passes over the buckets that wait for nothing.
+  for (std::size_t b = 0; b < next_forward_.size(); ++b) wait_for_bucket(static_cast<int>(b));
 }
 
 template <class T>

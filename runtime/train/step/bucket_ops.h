@@ -10,7 +10,6 @@
 // state (forward_waits_for, wait_for_bucket) is the main thread's alone.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -64,7 +63,9 @@ class BucketOps {
   // parameters in their dtype: 2 bytes per element for bf16, which the bf16 step wrote there.
   void publish(int bucket, const ExecContext* issuing_stream = nullptr);
   // Blocks until every bucket's publish completed.
-  void wait_publishes();
+  void wait_publishes() {
+    for (auto& w : broadcast_work_) w.wait();
+  }
   // A skipped step publishes nothing: its publishes leave the collective program of this step.
   void skip_publishes();
 

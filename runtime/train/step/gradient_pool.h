@@ -54,7 +54,6 @@ class GradientPool {
   void before_grad_write(int param_id, const ExecContext& compute);
   // Bucket b's collective buffer, ready on `compute` (bf16 wire: the cast of the fp32 buffer).
   void* prepare(const Bucket& b, const ExecContext& compute);
-  DType wire_dtype() const { return wire_dtype_; }
   // Right after bucket b's reduce-scatter was issued on `comm`: on its stream, adds the received
   // shard into this rank's gradient shard and frees the buffer. The returned Work completes then.
   Work accumulate_and_release(const Bucket& b, Communicator& comm);

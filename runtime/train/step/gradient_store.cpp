@@ -9,14 +9,11 @@ namespace zl {
 GradientStore::GradientStore(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
                              int rank, Tracer* tracer)
     : store_(store), kind_(mode.gradient_store), wire_dtype_(mode.reduce_dtype) {
-  switch (kind_) {
-    case GradientStoreKind::Fp32: break;
-    case GradientStoreKind::Bf16Wire:
-      bf16_ = DeviceBuffer(store.device(), store.total_numel(), DType::BF16);
-      break;
-    case GradientStoreKind::ShardPool:
-      pool_ = std::make_unique<GradientPool>(mode, plan, store, rank, tracer);
-      break;
+  if (kind_ == GradientStoreKind::Bf16Wire) {
+    bf16_ = DeviceBuffer(store.device(), store.total_numel(), DType::BF16);
+  }
+  if (kind_ == GradientStoreKind::ShardPool) {
+    pool_ = std::make_unique<GradientPool>(mode, plan, store, rank, tracer);
   }
   if (const std::int64_t n = mode.replica_wire_numel(plan); n > 0) {
     replica_wire_ = DeviceBuffer(store.device(), n, DType::BF16);
@@ -34,11 +31,6 @@ ReplicaOperand GradientStore::replica_operand(const Bucket& b, const ElementRang
   return ReplicaOperand{.data = replica_wire_.raw(),
                         .dtype = DType::BF16,
                         .widened = static_cast<float*>(const_cast<void*>(g.data))};
-}
-
-GradientPool& GradientStore::pool() {
-  ZL_CHECK(kind_ == GradientStoreKind::ShardPool, "no gradient pool without stage 2 or 3");
-  return *pool_;
 }
 
 void* GradientStore::prepare(const Bucket& b, const ExecContext& exec) {
@@ -70,15 +62,8 @@ BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& rang
   return {};
 }
 
-std::int64_t GradientStore::pool_bytes() const {
-  return (pool_ ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
-}
-
 std::int64_t GradientStore::bytes() const {
-  if (kind_ == GradientStoreKind::ShardPool) {
-    return pool_->shard_bytes() + pool_->pool_bytes() + replica_wire_.bytes();
-  }
-  return bf16_.bytes();
+  return pool_ ? pool_->shard_bytes() + pool_bytes() : bf16_.bytes();
 }
 
 }  // namespace zl

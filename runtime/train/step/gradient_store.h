@@ -15,6 +15,7 @@
 
 #include "base/device_buffer.h"
 #include "base/dtype.h"
+#include "base/errors.h"
 #include "base/exec_context.h"
 #include "kernels/elementwise.h"
 #include "models/parameter_store.h"
@@ -45,7 +46,6 @@ class GradientStore {
 
   // The dtype the collectives move (reduce_dtype).
   DType wire_dtype() const { return wire_dtype_; }
-  GradientStoreKind kind() const { return kind_; }
   // The dtype of the reduced gradients the step and the norm read: the wire's, or fp32 for the
   // stage-2 shard (accumulated in fp32).
   DType dtype() const { return kind_ == GradientStoreKind::ShardPool ? DType::F32 : wire_dtype_; }
@@ -64,13 +64,18 @@ class GradientStore {
   ReplicaOperand replica_operand(const Bucket& b, const ElementRange& shard);
   // Stage 2's pool (kind ShardPool; an InternalError otherwise): the grad-write hook and each
   // backward's start go to it.
-  GradientPool& pool();
+  GradientPool& pool() {
+    ZL_CHECK(kind_ == GradientStoreKind::ShardPool, "no gradient pool without stage 2 or 3");
+    return *pool_;
+  }
   // Bytes allocated here: the bf16 buffer (reduce_dtype = "bf16"), or stage 2's shards and pool
   // (and the replica all-reduce's bf16 buffer); with the store's fp32 gradients, what
   // RankMemory::gradients counts.
   std::int64_t bytes() const;
   // The part of bytes() that is stage 2's pool and the replica buffer (RankMemory::gradient_pool).
-  std::int64_t pool_bytes() const;
+  std::int64_t pool_bytes() const {
+    return (pool_ ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
+  }
 
  private:
   ParameterStore& store_;

@@ -2,8 +2,6 @@
 // Note [Parameter gathers]).
 #include "runtime/train/step/parameter_gather.h"
 
-#include <algorithm>
-
 #include "base/bf16.h"
 #include "base/errors.h"
 #include "base/tracer.h"
@@ -37,12 +35,6 @@ ParameterShards::ParameterShards(const ModePlan& mode, const BucketPlan& plan,
   }
 }
 
-std::int64_t ParameterShards::bytes() const {
-  std::int64_t bytes = 0;
-  for (const DeviceBuffer& s : buckets) bytes += s.bytes();
-  return bytes;
-}
-
 double ParameterShards::sum_of_squares(const ExecContext& exec) const {
   double sum = 0.0;
   for (const DeviceBuffer& s : buckets) {
@@ -73,22 +65,6 @@ ParameterGather::ParameterGather(const ModePlan& mode, const BucketPlan& plan,
   resident_.resize(plan.buckets.size());
 }
 
-void ParameterGather::emit(StepEvent::Kind kind, int bucket) {
-  if (observer_) observer_->on_step_event({.kind = kind, .bucket = bucket});
-}
-
-void ParameterGather::before_forward_read(int param_id) {
-  read(param_id, Pass::Forward, InProgram::Yes);
-}
-
-void ParameterGather::before_backward_read(int param_id) {
-  read(param_id, Pass::Backward, InProgram::Yes);
-}
-
-void ParameterGather::before_eval_read(int param_id) {
-  read(param_id, Pass::Forward, InProgram::No);
-}
-
 void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
   const int bucket = plan_.bucket_of_param[static_cast<std::size_t>(param_id)];
   if (pass != pass_) {
@@ -98,12 +74,10 @@ void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
   if (bucket != current_) {
     // The buckets behind this one in the pass are done (Note [Parameter gathers]).
     const int count = static_cast<int>(plan_.buckets.size());
-    if (pass == Pass::Forward) {
-      if (mode_.reshard_after_forward) {
-        for (int b = bucket + 1; b < count; ++b) release(b);
-      }
-    } else {
+    if (pass == Pass::Backward) {
       for (int b = 0; b < bucket; ++b) release(b);
+    } else if (mode_.reshard_after_forward) {
+      for (int b = bucket + 1; b < count; ++b) release(b);
     }
     current_ = bucket;
     // This pass reads bucket b: forward reads every bucket, backward those with
@@ -187,16 +161,6 @@ void ParameterGather::release_below(int end) {
   pass_ = Pass::Forward;
 }
 
-void ParameterGather::release_all() {
-  release_below(static_cast<int>(resident_.size()));
-  micro_ = 0;
-}
-
-void ParameterGather::release_for_next_micro_batch() {
-  release_below(static_cast<int>(resident_.size()) - 1);  // all but the first in forward
-  ++micro_;
-}
-
 void ParameterGather::gather_pass() {
   release_all();
   for (int b = static_cast<int>(resident_.size()) - 1; b >= 0; --b) {
@@ -204,12 +168,6 @@ void ParameterGather::gather_pass() {
     wait(b);
     release(b);
   }
-}
-
-std::int64_t ParameterGather::gather_bytes() const {
-  std::int64_t bytes = 0;
-  for (const DeviceBuffer& s : buffers_) bytes += s.bytes();
-  return bytes;
 }
 
 std::vector<float> ParameterGather::full_parameters() {

@@ -35,6 +35,7 @@
 #include "runtime/train/step/bucket_ops.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/plan/mode_plan.h"
+#include "runtime/train/step/rank_optimizer.h"
 #include "runtime/train/step/step_observer.h"
 
 namespace zl {
@@ -50,7 +51,8 @@ struct ParameterShards {
   ParameterShards(const ModePlan& mode, const BucketPlan& plan, const ParameterStore& store,
                   int rank, std::span<const float> initial_fp32);
   void* at(int bucket) const { return buckets[static_cast<std::size_t>(bucket)].raw(); }
-  std::int64_t bytes() const;  // allocated: RankMemory::parameters less the gather buffers
+  // Allocated: RankMemory::parameters less the gather buffers.
+  std::int64_t bytes() const { return total_bytes(buckets); }
   // The sum of squares of the shards (the per-window divergence check: summed over ranks it
   // covers every parameter once). Reads back to the host: call with nothing in flight.
   double sum_of_squares(const ExecContext& exec) const;
@@ -70,26 +72,32 @@ class ParameterGather {
 
   // The param-use hook of forward: parameter `param_id` is gathered (waiting for its bucket's
   // gather, prefetching the next ones) and bound when this returns.
-  void before_forward_read(int param_id);
+  void before_forward_read(int param_id) { read(param_id, Pass::Forward, InProgram::Yes); }
   // The before-read hook of backward, the same in backward order.
-  void before_backward_read(int param_id);
+  void before_backward_read(int param_id) { read(param_id, Pass::Backward, InProgram::Yes); }
   // The param-use hook of an evaluation's forward: as before_forward_read, outside the step's
   // collective program.
-  void before_eval_read(int param_id);
+  void before_eval_read(int param_id) { read(param_id, Pass::Forward, InProgram::No); }
   // After a step's last backward, and after a forward that no backward follows (evaluation):
   // every gather buffer released, every parameter unbound.
-  void release_all();
+  void release_all() {
+    release_below(static_cast<int>(resident_.size()));
+    micro_ = 0;
+  }
   // After an earlier micro-batch's backward: the parameters change only in the step, so the last
   // bucket - the first the next forward reads, and the last backward reads or prefetches - stays
   // gathered if backward (or, without reshard_after_forward, forward) left it so; the others are
   // released.
-  void release_for_next_micro_batch();
+  void release_for_next_micro_batch() {
+    release_below(static_cast<int>(resident_.size()) - 1);  // all but the first in forward
+    ++micro_;
+  }
   // The gathers of one forward without its compute: every bucket in forward order, each released
   // at once (evaluation on a rank with fewer batches than another; invariant 1).
   void gather_pass();
 
   // Allocated bytes of the gather buffers (RankMemory::gather_buffers).
-  std::int64_t gather_bytes() const;
+  std::int64_t gather_bytes() const { return total_bytes(buffers_); }
   // Collective (every rank, nothing in flight): the whole flat layout as fp32 on the host, each
   // bucket all-gathered into a gather buffer in turn (tests).
   std::vector<float> full_parameters();
@@ -108,7 +116,9 @@ class ParameterGather {
   void release(int bucket);
   // Releases buckets [0, end) and starts the next pass as a forward.
   void release_below(int end);
-  void emit(StepEvent::Kind kind, int bucket);
+  void emit(StepEvent::Kind kind, int bucket) {
+    if (observer_) observer_->on_step_event({.kind = kind, .bucket = bucket});
+  }
 
   const ModePlan& mode_;
   const BucketPlan& plan_;

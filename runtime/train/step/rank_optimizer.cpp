@@ -122,17 +122,14 @@ void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecCont
   float* m = buffers[0].data();  // Adam's m or SGD's momentum buffer; null for plain SGD
   if (has_masters_) {
     const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
-    Bf16OptimizerSlice slice;
-    slice.grad = g_data;
-    slice.grad_dtype = grad.dtype;
-    slice.param = param_at<Bf16>(bucket, 0);
-    slice.master_weights = master_weights_;
-    if (master_weights_ == MasterWeights::Fp32) {
-      slice.master = master.data();
-    } else {
-      slice.remainder = remainders_of(master);
-    }
-    slice.m = m;
+    const bool fp32_master = master_weights_ == MasterWeights::Fp32;
+    Bf16OptimizerSlice slice{.grad = g_data,
+                             .grad_dtype = grad.dtype,
+                             .param = param_at<Bf16>(bucket, 0),
+                             .master_weights = master_weights_,
+                             .master = fp32_master ? master.data() : nullptr,
+                             .remainder = fp32_master ? nullptr : remainders_of(master),
+                             .m = m};
     if (adam) {
       slice.v = buffers[1].data();
       adam_step_bf16(exec, slice, n, make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
@@ -232,12 +229,6 @@ void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
   }
 }
 
-std::int64_t RankOptimizer::master_bytes() const {
-  std::int64_t bytes = 0;
-  for (const auto& buf : masters_) bytes += buf.bytes();
-  return bytes;
-}
-
 float* RankOptimizer::param_state(int param_id, int which) {
   const int bucket = plan_.bucket_of_param.at(static_cast<std::size_t>(param_id));
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
@@ -257,9 +248,7 @@ float* RankOptimizer::state_at(int bucket, int which, std::int64_t element) {
 
 std::int64_t RankOptimizer::state_bytes() const {
   std::int64_t bytes = 0;
-  for (const auto& buffers : state_) {
-    for (const auto& buf : buffers) bytes += buf.size() * static_cast<std::int64_t>(sizeof(float));
-  }
+  for (const auto& buffers : state_) bytes += total_bytes(buffers);
   return bytes;
 }
 

@@ -44,6 +44,13 @@ struct BucketGradient {
   DType dtype = DType::F32;
 };
 
+// Bytes allocated by `buffers` together.
+inline std::int64_t total_bytes(const std::vector<DeviceBuffer>& buffers) {
+  std::int64_t bytes = 0;
+  for (const DeviceBuffer& b : buffers) bytes += b.bytes();
+  return bytes;
+}
+
 // Learning rate at step t (from 1): linear warm-up over warmup_steps, then constant or cosine
 // decay towards min_lr as torch's CosineAnnealingLR (step t after warm-up at progress
 // (t - warmup - 1) / (total_steps - warmup): lr first, min_lr reached after the last step).
@@ -94,8 +101,8 @@ class RankOptimizer {
 
   // Master weights (bf16 parameters only; an fp32 store's parameters are their own masters).
   bool has_masters() const { return has_masters_; }
-  MasterWeights master_weights() const { return master_weights_; }
-  std::int64_t master_bytes() const;  // allocated on this rank: ModePlan::master_bytes
+  // Allocated on this rank: ModePlan::master_bytes.
+  std::int64_t master_bytes() const { return total_bytes(masters_); }
   // out (the parameter's numel, host) = its fp32 master: the fp32 master, or the bf16 parameter
   // joined with its remainder (for an fp32 store: the parameter). Only on a rank that steps the
   // parameter's bucket (InternalError otherwise); blocking, call with nothing in flight.

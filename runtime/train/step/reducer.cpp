@@ -18,7 +18,6 @@ Reducer::Reducer(const ModePlan& mode, const BucketPlan& plan, GradientStore& bu
       replica_(replica),
       program_(program),
       op_(mode.bucket_collective),
-      pools_(mode.pools_gradients()),
       compute_(compute),
       tracer_(tracer) {
   ZL_CHECK(op_ == CollectiveOp::AllReduce || op_ == CollectiveOp::Reduce ||
@@ -34,10 +33,10 @@ Reducer::Reducer(const ModePlan& mode, const BucketPlan& plan, GradientStore& bu
 
 void Reducer::begin_backward(MicroBatch micro) {
   final_ = micro.last();
-  active_ = final_ || pools_;
+  active_ = final_ || mode_.pools_gradients();
   micro_ = static_cast<int>(micro.index);
   if (!active_) return;
-  if (pools_) {
+  if (mode_.pools_gradients()) {
     buffer_.pool().begin_backward(micro.first() ? Accumulate::Overwrite : Accumulate::Add);
   }
   for (const auto& b : plan_.buckets) {
@@ -49,7 +48,7 @@ void Reducer::begin_backward(MicroBatch micro) {
 Accumulate Reducer::backward_accumulate(MicroBatch micro) const {
   // Stage 2: each micro-batch's gradients go to the shard through the pool, whose buffers are
   // another bucket's before.
-  if (pools_ || micro.first()) return Accumulate::Overwrite;
+  if (mode_.pools_gradients() || micro.first()) return Accumulate::Overwrite;
   return Accumulate::Add;
 }
 
@@ -131,10 +130,6 @@ void Reducer::end_backward() {
            "gradient)",
            next_, plan_.buckets.size());
   active_ = false;
-}
-
-void Reducer::wait_collectives(const ExecContext& exec) const {
-  for (const auto& w : work_) w.stream_wait(exec);
 }
 
 }  // namespace zl

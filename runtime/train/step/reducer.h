@@ -91,7 +91,9 @@ class Reducer {
   const Work& collective(int bucket) const { return work_[static_cast<std::size_t>(bucket)]; }
   // Orders `exec` after every bucket's collective (CPU: blocks until they completed; CUDA: the
   // stream waits for their events and the host moves on).
-  void wait_collectives(const ExecContext& exec) const;
+  void wait_collectives(const ExecContext& exec) const {
+    for (const auto& w : work_) w.stream_wait(exec);
+  }
 
  private:
   // Hybrid sharding: bucket b's reduced shard summed with its replicas' after `in_group`.
@@ -104,7 +106,6 @@ class Reducer {
   Communicator* replica_;
   ProgramCheck& program_;
   CollectiveOp op_;
-  bool pools_;  // stages 2 and 3: every micro-batch reduces (Note [Gradient pool])
   ExecContext compute_;
   Tracer* tracer_;
   StepObserver* observer_ = nullptr;

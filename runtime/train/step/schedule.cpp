@@ -1,4 +1,4 @@
-// The four schedules (see schedule.h); each is only an order of the shared primitives.
+// The schedules (see schedule.h; ddp runs zero/none's): each only orders the shared primitives.
 #include "runtime/train/step/schedule.h"
 
 #include <cmath>
@@ -9,22 +9,7 @@
 namespace zl {
 namespace {
 
-class DdpSchedule final : public Schedule {
- public:
-  using Schedule::Schedule;
-  StepVerdict after_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
-    parts_.reducer.wait_collectives(parts_.buckets.compute());
-    const StepVerdict verdict = check(scalars, step_loss);
-    if (!verdict.finite) return verdict;
-    const StepScalars s = clipped(scalars, verdict);
-    BucketOps& buckets = parts_.buckets;
-    for (const auto& b : parts_.plan.buckets) {  // every rank owns every bucket
-      buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
-    }
-    return verdict;
-  }
-};
-
+// Also ddp's: there every rank owns every bucket, and nothing is published (or skipped).
 class ZeroNoneSchedule final : public Schedule {
  public:
   using Schedule::Schedule;
@@ -177,7 +162,7 @@ StepScalars Schedule::clipped(const StepScalars& scalars, const StepVerdict& ver
 
 std::unique_ptr<Schedule> make_schedule(ScheduleKind kind, ScheduleParts parts) {
   switch (kind) {
-    case ScheduleKind::Ddp: return std::make_unique<DdpSchedule>(parts);
+    case ScheduleKind::Ddp:
     case ScheduleKind::ZeroNone: return std::make_unique<ZeroNoneSchedule>(parts);
     case ScheduleKind::ZeroAfterBackward: return std::make_unique<ZeroAfterBackwardSchedule>(parts);
     case ScheduleKind::ZeroInterleaved: return std::make_unique<ZeroInterleavedSchedule>(parts);

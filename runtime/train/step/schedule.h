@@ -1,8 +1,8 @@
-// The schedules: one small unit per ModePlan::schedule that decides *when* the shared primitives
-// run - wait for a bucket's collective, step_bucket, publish, and the next forward's
-// per-layer wait (bucket_ops.h). No schedule has step or broadcast logic of its own; the step
-// that calls them is runtime/train/run/train_step.cpp. (`parallel.overlap` is the config's name for
-// zero's schedule.)
+// The schedules: one small unit per ModePlan::schedule (ddp shares zero/none's) that decides
+// *when* the shared primitives run - wait for a bucket's collective, step_bucket, publish, and the
+// next forward's per-layer wait (bucket_ops.h). No schedule has step or broadcast logic of its
+// own; the step that calls them is runtime/train/run/train_step.cpp. (`parallel.overlap` is the
+// config's name for zero's schedule.)
 //
 //   ddp                 after backward: wait for every collective, every rank steps every bucket.
 //   zero/none           after backward: wait for every collective, step owned buckets, broadcast
@@ -56,9 +56,7 @@ class Schedule {
   virtual ~Schedule() = default;
 
   // Main thread, right after bucket b's collective was started, with this step's scalars.
-  virtual void after_collective_started(int bucket, const StepScalars& scalars) {
-    (void)bucket, (void)scalars;
-  }
+  virtual void after_collective_started(int /*bucket*/, const StepScalars& /*scalars*/) {}
   // After the final micro-batch's backward, every collective started. On return the step is
   // issued (in ddp and zero/none also complete), or, when the verdict came before the steps and
   // is not finite, nothing was stepped or broadcast.

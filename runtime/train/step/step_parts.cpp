@@ -31,19 +31,11 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
                                                         .options = options,
                                                         .grad_shares = shares,
                                                         .share_ranks = plan.world_size});
-  switch (mode.parameters) {
-    case ParameterSource::Resident: break;
-    case ParameterSource::Gathered:
-      ZL_CHECK(shards, "{} gathers parameter shards, and none were given", mode.name());
-      gather_ = std::make_unique<ParameterGather>(mode, plan, store, *shards, buckets,
-                                                  comms.broadcast, program, compute, tracer);
-      break;
+  if (mode.gathers_parameters()) {
+    ZL_CHECK(shards, "{} gathers parameter shards, and none were given", mode.name());
+    gather_ = std::make_unique<ParameterGather>(mode, plan, store, *shards, buckets,
+                                                comms.broadcast, program, compute, tracer);
   }
-}
-
-ParameterGather& StepParts::gather() const {
-  ZL_CHECK(mode.gathers_parameters(), "{} gathers no parameters", mode.name());
-  return *gather_;
 }
 
 void StepParts::set_observer(StepObserver* observer) {

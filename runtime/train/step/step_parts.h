@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "base/errors.h"
 #include "models/parameter_store.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/plan/bucket_plan.h"
@@ -50,7 +51,10 @@ struct StepParts {
   // Waits until every collective, step and broadcast issued so far completed.
   void synchronize();
   // The stage-3 gather (ModePlan::gathers_parameters; an InternalError in other modes).
-  ParameterGather& gather() const;
+  ParameterGather& gather() const {
+    ZL_CHECK(mode.gathers_parameters(), "{} gathers no parameters", mode.name());
+    return *gather_;
+  }
   // Tests: events of each step in the order they happen (null: none).
   void set_observer(StepObserver* observer);
 

@@ -62,8 +62,7 @@ StepVerdict agree_on_step(double local_loss, double local_grad_sum_sq, GradShare
 }
 
 std::string describe_nonfinite(const StepVerdict& v, std::int64_t step) {
-  std::vector<std::string> parts;
-  std::vector<std::string> nonfinite, too_large;
+  std::vector<std::string> parts, nonfinite, too_large;
   for (std::size_t i = 0; i < v.loss_ranks.size(); ++i) {
     const std::string where = fmt::format("{:.4g} on rank {}", v.losses[i], v.loss_ranks[i]);
     (std::isfinite(v.losses[i]) ? too_large : nonfinite).push_back(where);
@@ -76,12 +75,10 @@ std::string describe_nonfinite(const StepVerdict& v, std::int64_t step) {
                                 v.loss_limit, fmt::join(too_large, ", ")));
   }
   if (!v.grad_ranks.empty()) {
-    std::vector<std::string> where;
-    for (const int r : v.grad_ranks) where.push_back(fmt::format("{}", r));
     parts.push_back(fmt::format("the gradient norm is not finite ({} in the reduced gradient "
                                 "held by rank{} {})",
                                 v.grad_shares.front(), v.grad_ranks.size() == 1 ? "" : "s",
-                                fmt::join(where, ", ")));
+                                fmt::join(v.grad_ranks, ", ")));
   }
   return fmt::format("step {}: {}", step, fmt::join(parts, "; "));
 }
