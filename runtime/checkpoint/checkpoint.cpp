@@ -400,8 +400,7 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
   // The file's name of a parameter's slice of the staging: its master under its own name, then
   // its state.
   const auto slice_name = [&](const ParameterInfo& p, std::int64_t slice) {
-    const std::int64_t s = slice - (masters ? 1 : 0);
-    return s < 0 ? p.name : state_tensor_name(p.name, states[static_cast<std::size_t>(s)]);
+    return tensor_name(p.name, states, static_cast<int>(slice) - (masters ? 1 : 0));
   };
 
   std::unique_ptr<SafetensorsWriter> writer;

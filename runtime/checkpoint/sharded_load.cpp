@@ -171,10 +171,8 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
           // they reach the device: every value is checked here (checkpoint_values.h), on the
           // rank that read it, inside the agreement, so a bad one is exit 2 on every rank.
           each_run([&](const ParameterInfo& p, int which, auto lo, auto hi, float* out) {
-            const auto s = static_cast<std::size_t>(which);
-            check_checkpoint_values(
-                path, which < 0 ? p.name : state_tensor_name(p.name, opt.state_names()[s]), out,
-                hi - lo, lo);
+            check_checkpoint_values(path, tensor_name(p.name, opt.state_names(), which), out,
+                                    hi - lo, lo);
           });
           parameters_from_host(state, b, host);
           for (int s = 0; s < ns && has_state; ++s) {

@@ -131,6 +131,12 @@ std::string state_tensor_name(const std::string& param, const std::string& state
   return fmt::format("optimizer.{}.{}", param, state);
 }
 
+std::string tensor_name(const std::string& param, const std::vector<std::string>& states,
+                        int which) {
+  if (which < 0) return param;
+  return state_tensor_name(param, states[static_cast<std::size_t>(which)]);
+}
+
 std::string checkpoint_file_name(std::int64_t step) {
   return fmt::format("{}{:08d}{}", kNamePrefix, step, kNameSuffix);
 }

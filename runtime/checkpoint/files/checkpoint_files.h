@@ -38,6 +38,10 @@ inline constexpr int kFaultExitCode = 86;
 // The optimizer-state tensor of a parameter, named as torch.optim's state_dict:
 // "optimizer.<param>.<state>".
 std::string state_tensor_name(const std::string& param, const std::string& state);
+// The tensor of a parameter's value (which = -1: the parameter's own name) or of its state
+// states[which] (state_tensor_name).
+std::string tensor_name(const std::string& param, const std::vector<std::string>& states,
+                        int which);
 
 // Suffix of a file being written; pruning removes those a crash left behind.
 inline constexpr const char* kCheckpointTempSuffix = ".tmp";

@@ -52,7 +52,7 @@ const SafetensorsReader& ShardSet::open(std::size_t i) {
   }
   for (const ShardPiece& p : s.pieces) {
     for (int which = -1; which < static_cast<int>(m_.state_names.size()); ++which) {
-      const std::string name = tensor_name(p.name, which);
+      const std::string name = tensor_name(p.name, m_.state_names, which);
       const TensorEntry* t = reader->find(name);
       if (!t || t->dtype != "F32" || t->shape != std::vector<std::int64_t>{p.numel} ||
           value("begin." + p.name) != std::to_string(p.begin)) {
@@ -78,7 +78,7 @@ void ShardSet::shards_of(const std::string& name, std::int64_t lo, std::int64_t 
 
 void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::int64_t hi,
                     float* out) {
-  const std::string tensor = tensor_name(param, which);
+  const std::string tensor = tensor_name(param, m_.state_names, which);
   for (const auto& [shard, p] : by_param_.at(param)) {
     const std::int64_t a = std::max(lo, p->begin), b = std::min(hi, p->begin + p->numel);
     if (a >= b) continue;
@@ -87,11 +87,6 @@ void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::i
     r.read_data(t->begin + static_cast<std::uint64_t>(a - p->begin) * sizeof(float), out + (a - lo),
                 static_cast<std::size_t>(b - a) * sizeof(float));
   }
-}
-
-std::string ShardSet::tensor_name(const std::string& param, int which) const {
-  if (which < 0) return param;
-  return state_tensor_name(param, m_.state_names[static_cast<std::size_t>(which)]);
 }
 
 }  // namespace zl

@@ -31,9 +31,6 @@ class ShardSet {
   void read(const std::string& param, int which, std::int64_t lo, std::int64_t hi, float* out);
 
  private:
-  // The tensor of parameter `param`'s value (which = -1) or of its state `which`.
-  std::string tensor_name(const std::string& param, int which) const;
-
   const Manifest& m_;
   std::string path_;
   std::vector<std::unique_ptr<SafetensorsReader>> readers_;
