@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/dtype.h"
 #include "base/exec_context.h"
@@ -44,6 +45,13 @@ class DeviceBuffer {
   DeviceKind device_ = DeviceKind::Cpu;
   DType dtype_ = DType::F32;
 };
+
+// Bytes allocated by `buffers` together.
+inline std::int64_t total_bytes(const std::vector<DeviceBuffer>& buffers) {
+  std::int64_t bytes = 0;
+  for (const DeviceBuffer& b : buffers) bytes += b.bytes();
+  return bytes;
+}
 
 // Copies between host memory and a buffer of either kind (blocking; not for the step path).
 void copy_bytes_to_host(const void* src, DeviceKind src_device, void* host_dst, std::int64_t bytes);

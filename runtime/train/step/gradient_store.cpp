@@ -63,7 +63,8 @@ BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& rang
 }
 
 std::int64_t GradientStore::bytes() const {
-  return pool_ ? pool_->shard_bytes() + pool_bytes() : bf16_.bytes();
+  if (kind_ == GradientStoreKind::ShardPool) return pool_->shard_bytes() + pool_bytes();
+  return bf16_.bytes();
 }
 
 }  // namespace zl

@@ -35,7 +35,6 @@
 #include "runtime/train/step/bucket_ops.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/plan/mode_plan.h"
-#include "runtime/train/step/rank_optimizer.h"
 #include "runtime/train/step/step_observer.h"
 
 namespace zl {

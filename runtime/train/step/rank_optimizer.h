@@ -44,13 +44,6 @@ struct BucketGradient {
   DType dtype = DType::F32;
 };
 
-// Bytes allocated by `buffers` together.
-inline std::int64_t total_bytes(const std::vector<DeviceBuffer>& buffers) {
-  std::int64_t bytes = 0;
-  for (const DeviceBuffer& b : buffers) bytes += b.bytes();
-  return bytes;
-}
-
 // Learning rate at step t (from 1): linear warm-up over warmup_steps, then constant or cosine
 // decay towards min_lr as torch's CosineAnnealingLR (step t after warm-up at progress
 // (t - warmup - 1) / (total_steps - warmup): lr first, min_lr reached after the last step).
