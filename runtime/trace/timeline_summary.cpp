@@ -58,11 +58,11 @@ double total_length(const std::vector<Interval>& disjoint) {
 
 namespace {
 
-// The collectives that distribute stepped parameters (broadcast, all-gather), and every
-// collective: those, the gradients' and the norm's.
+// The collectives that distribute stepped parameters (broadcast, all-gather).
 bool is_parameter_collective(const std::string& name) {
   return name == "broadcast" || name == "all_gather";
 }
+// Every collective: those, the gradients' and the gradient norm's.
 bool is_collective(const std::string& name) {
   return is_parameter_collective(name) || name == "all_reduce" || name == "reduce" ||
          name == "reduce_scatter" || name == "all_reduce_f64";
