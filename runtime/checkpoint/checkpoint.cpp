@@ -85,12 +85,37 @@ void bcast_floats(float* data, std::int64_t n, const CheckpointComm& comm) {
   }
 }
 
-// The ranks holding bucket b's optimizer state: all of them in ddp, the assigned rank in zero;
-// with element shards every rank holds its shard (kShards).
-constexpr int kShards = -2;
+// The rank holding bucket b's optimizer state: the assigned rank in zero's bucket modes, else
+// kEveryRank: every rank holds what it steps of it (ddp: all of it; element shards: its shard).
 int state_holder(const TrainingState& state, const Bucket& b) {
-  if (state.mode.element_shards) return kShards;
-  return state.mode.sharded_state ? b.assigned_rank : kEveryRank;
+  const bool owned = state.mode.sharded_state && !state.mode.element_shards;
+  return owned ? b.assigned_rank : kEveryRank;
+}
+
+// Slices per bucket in the gathered staging: the masters (masters_in_file), then the state tensors.
+std::int64_t gathered_slices(const TrainingState& state) {
+  return (masters_in_file(state) ? 1 : 0) +
+         static_cast<std::int64_t>(state.optimizer.state_names().size());
+}
+
+// The masters (masters_in_file) and state of the elements of bucket b this rank steps (stepped(b):
+// the whole bucket, or its shard) -> `out`, laid out [slice][stepped(b).numel]: the fp32 masters
+// first, then each state tensor.
+void stepped_to_host(const TrainingState& state, const Bucket& b, std::vector<float>& out) {
+  RankOptimizer& opt = state.optimizer;
+  const ElementRange& mine = opt.stepped(b.index);
+  const bool masters = masters_in_file(state);
+  out.assign(static_cast<std::size_t>(gathered_slices(state) * mine.numel), 0.0f);
+  if (masters) {
+    ZL_CHECK(opt.has_masters() || state.store.param_dtype() == DType::F32,
+             "bucket {}: a bf16 run's stepping rank without masters", b.index);
+    opt.read_master_range(b.index, mine, out.data());
+  }
+  const auto ns = static_cast<int>(opt.state_names().size());
+  for (int s = 0; s < ns; ++s) {
+    copy_to_host(opt.state_at(b.index, s, mine.offset), state.store.device(),
+                 out.data() + ((masters ? 1 : 0) + s) * mine.numel, mine.numel);
+  }
 }
 
 // Note [Shards in checkpoints]: with element shards rank r holds shard r of every bucket's masters
@@ -103,20 +128,13 @@ int state_holder(const TrainingState& state, const Bucket& b) {
 // padding in a shard is zero both ways and never reaches the file.
 void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t slices,
                    std::vector<float>& host, const CheckpointComm& comm) {
-  RankOptimizer& opt = state.optimizer;
-  const ElementRange& shard = opt.stepped(b.index);
+  const ElementRange& shard = state.optimizer.stepped(b.index);
   const int shard_ranks = state.plan.world_size;  // the first shard group
   ZL_CHECK(shard.numel * shard_ranks == b.numel, "bucket {}: shard of {} elements on {} ranks",
            b.index, shard.numel, shard_ranks);
   if (state.world.rank >= shard_ranks) return;  // a replica: the first group sends these bits
-  const bool masters = masters_in_file(state);
-  std::vector<float> mine(static_cast<std::size_t>(slices * shard.numel));
-  if (masters) opt.read_master_range(b.index, shard, mine.data());
-  const auto ns = static_cast<int>(opt.state_names().size());
-  for (int s = 0; s < ns; ++s) {
-    copy_to_host(opt.state_at(b.index, s, shard.offset), state.store.device(),
-                 mine.data() + ((masters ? 1 : 0) + s) * shard.numel, shard.numel);
-  }
+  std::vector<float> mine;
+  stepped_to_host(state, b, mine);
   // Rank by rank, slice by slice, straight into place, in messages MPI's int counts can hold (a
   // shard may have more elements); MPI keeps one sender's messages in order.
   if (!state.world.is_root()) {
@@ -138,64 +156,9 @@ void gather_shards(const TrainingState& state, const Bucket& b, std::int64_t sli
   }
 }
 
-// This rank's shard of bucket b's state from the bucket's staging [state][b.numel].
-void shard_state_from_host(const TrainingState& state, const Bucket& b,
-                           const std::vector<float>& host) {
-  RankOptimizer& opt = state.optimizer;
-  const ElementRange& shard = opt.stepped(b.index);
-  const auto ns = static_cast<int>(opt.state_names().size());
-  for (int s = 0; s < ns; ++s) {
-    copy_from_host(host.data() + s * b.numel + (shard.offset - b.offset),
-                   opt.state_at(b.index, s, shard.offset), state.store.device(), shard.numel);
-  }
-}
-
 // Element of parameter `id` within its bucket's slice.
 std::int64_t within(const ParameterStore& store, const Bucket& b, int id) {
   return store.info(id).offset - b.offset;
-}
-
-// Slices per bucket in the gathered staging: the masters (bf16), then the state tensors.
-std::int64_t gathered_slices(const TrainingState& state) {
-  return (masters_in_file(state) ? 1 : 0) +
-         static_cast<std::int64_t>(state.optimizer.state_names().size());
-}
-
-// Bucket b's masters (bf16 only) and state -> host staging laid out [slice][b.numel]: the fp32
-// masters first, then each state tensor (padding stays zero).
-void bucket_to_host(const TrainingState& state, const Bucket& b, std::vector<float>& host) {
-  RankOptimizer& opt = state.optimizer;
-  const ParameterStore& store = state.store;
-  const auto ns = static_cast<int>(opt.state_names().size());
-  const int first_state = masters_in_file(state) ? 1 : 0;
-  host.assign(static_cast<std::size_t>(gathered_slices(state) * b.numel), 0.0f);
-  if (first_state == 1) {
-    ZL_CHECK(opt.has_masters(), "bucket {}: a bf16 run's stepping rank without masters", b.index);
-    for (const int id : b.param_ids) opt.read_master(id, host.data() + within(store, b, id));
-  }
-  for (int s = 0; s < ns; ++s) {
-    for (const int id : b.param_ids) {
-      const float* tensor = opt.param_state(id, s);
-      ZL_CHECK(tensor != nullptr, "state {} of parameter {} is not on this rank", s, id);
-      copy_to_host(tensor, store.device(),
-                   host.data() + (first_state + s) * b.numel + within(store, b, id),
-                   store.info(id).numel);
-    }
-  }
-}
-
-void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host) {
-  RankOptimizer& opt = state.optimizer;
-  const ParameterStore& store = state.store;
-  const auto ns = static_cast<int>(opt.state_names().size());
-  for (int s = 0; s < ns; ++s) {
-    for (const int id : b.param_ids) {
-      float* tensor = opt.param_state(id, s);
-      ZL_CHECK(tensor != nullptr, "state {} of parameter {} is not on this rank", s, id);
-      copy_from_host(host.data() + s * b.numel + within(store, b, id), tensor, store.device(),
-                     store.info(id).numel);
-    }
-  }
 }
 
 // Note [A shared checkpoint.dir]: in the sharded format every rank writes its shard into
@@ -299,6 +262,16 @@ void parameters_from_host(const TrainingState& state, const Bucket& b,
   ZL_CHECK(opt.has_masters(), "bucket {}: a bf16 run's stepping rank without masters", b.index);
   if (state.mode.element_shards) return write_master_shard();
   for (const int id : b.param_ids) opt.write_master(id, host.data() + within(store, b, id));
+}
+
+void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host) {
+  RankOptimizer& opt = state.optimizer;
+  const ElementRange& mine = opt.stepped(b.index);
+  const auto ns = static_cast<int>(opt.state_names().size());
+  for (int s = 0; s < ns; ++s) {
+    copy_from_host(host.data() + s * b.numel + (mine.offset - b.offset),
+                   opt.state_at(b.index, s, mine.offset), state.store.device(), mine.numel);
+  }
 }
 
 std::map<std::string, std::string> checkpoint_metadata(const TrainingState& state) {
@@ -433,11 +406,11 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
   for (const Bucket& b : state.plan.buckets) {
     if (slices == 0) break;
     const int holder = state_holder(state, b);
-    const int source = holder == kEveryRank || holder == kShards ? 0 : holder;
-    if (holder == kShards) {
+    const int source = holder == kEveryRank ? 0 : holder;
+    if (state.mode.element_shards) {
       gather_shards(state, b, slices, host, comm);
-    } else if (world.rank == source) {
-      bucket_to_host(state, b, host);
+    } else if (world.rank == source) {  // it steps the whole bucket
+      stepped_to_host(state, b, host);
       if (source != 0) send_floats(host.data(), slices * b.numel, 0, comm);
     }
     if (!world.is_root()) continue;
@@ -593,21 +566,14 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
         }
       }
     }
-    if (holder == kEveryRank || holder == kShards) {
+    if (holder == kEveryRank) {
       bcast_floats(host.data(), ns * b.numel, comm);
-      if (holder == kShards) {
-        shard_state_from_host(state, b, host);
-      } else {
-        state_from_host(state, b, host);
-      }
-    } else if (holder == 0) {
-      if (world.is_root()) state_from_host(state, b, host);
-    } else if (world.is_root()) {
+    } else if (holder != 0 && world.is_root()) {
       send_floats(host.data(), ns * b.numel, holder, comm);
-    } else if (world.rank == holder) {
+    } else if (holder != 0 && world.rank == holder) {
       recv_floats(host.data(), ns * b.numel, 0, comm);
-      state_from_host(state, b, host);
     }
+    if (holder == kEveryRank || world.rank == holder) state_from_host(state, b, host);
   }
 
   // Only rank 0 opened the file; the metadata feeds rank 0's notes alone.

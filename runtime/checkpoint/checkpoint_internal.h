@@ -1,7 +1,7 @@
 // What the single-file and the sharded checkpoint code share (runtime/checkpoint only; defined in
 // checkpoint.cpp): the run's facts as __metadata__, the finite check of what is written, a
-// bucket's parameters restored from their fp32 values (masters or not), a bucket's elements as
-// runs of parameters, and where a run continues after a load.
+// bucket's parameters restored from their fp32 values (masters or not) and its state from host
+// staging, a bucket's elements as runs of parameters, and where a run continues after a load.
 #pragma once
 
 #include <mpi.h>
@@ -61,6 +61,9 @@ bool masters_in_file(const TrainingState& state);
 // reads only this rank's shard of them): Note [Masters in checkpoints] in checkpoint.cpp.
 void parameters_from_host(const TrainingState& state, const Bucket& b,
                           const std::vector<float>& host);
+// The state of the elements of bucket b this rank steps (stepped(b): the whole bucket, or its
+// shard) from the bucket's staging `host`, laid out [state][b.numel].
+void state_from_host(const TrainingState& state, const Bucket& b, const std::vector<float>& host);
 
 // Elements [r.offset, +r.numel) of bucket b's flat buffer, as fn(id, lo, hi): elements [lo, hi)
 // of parameter `id` (the padding around parameters is not in any file).

@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "base/device_buffer.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
@@ -175,10 +174,7 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
                                     hi - lo, lo);
           });
           parameters_from_host(state, b, host);
-          for (int s = 0; s < ns && has_state; ++s) {
-            copy_from_host(st.data() + s * b.numel + (stepped.offset - b.offset),
-                           opt.state_at(b.index, s, stepped.offset), store.device(), stepped.numel);
-          }
+          if (has_state) state_from_host(state, b, st);
         }
       },
       timeout_s);
