@@ -114,50 +114,32 @@ std::int64_t shard_floats(const StagedShard& shard) {
   return floats;
 }
 
-// Hands the writer a shard's data and ends the process at the fault point "during_write" once
-// half of it is on disk: a shard cut short, as a kill in the middle of the write leaves it.
-class ShardSink {
- public:
-  ShardSink(SafetensorsWriter& writer, std::int64_t floats, std::int64_t step)
-      : writer_(writer), half_(floats / 2), step_(step) {}
-  void write(const float* values, std::int64_t n) {
-    if (!faulted_ && written_ + n >= half_) {
-      const std::int64_t first = half_ - written_;
-      writer_.write_floats(values, first);
-      fault_point();
-      values += first;
-      n -= first;
-      written_ += first;
-    }
-    writer_.write_floats(values, n);
-    written_ += n;
-  }
-  // For a shard with no data.
-  void finish() {
-    if (!faulted_) fault_point();
-  }
-
- private:
-  void fault_point() {
-    faulted_ = true;
-    checkpoint_fault_point("during_write", step_);
-  }
-  SafetensorsWriter& writer_;
-  const std::int64_t half_, step_;
-  std::int64_t written_ = 0;
-  bool faulted_ = false;
-};
-
-// Writes `shard`'s file from the data `fill(sink)` writes, fsyncs it and its directory entry, and
-// returns its size and CRC32. RuntimeFailure naming the rank and the file.
+// Writes `shard`'s file from the data `fill(write)` hands write(values, n), fsyncs it and its
+// directory entry, and returns its size and CRC32. RuntimeFailure naming the rank and the file.
+// Once half of the data is written, the fault point "during_write" may end the process: a shard
+// cut short, as a kill in the middle of the write leaves it.
 template <typename Fill>
 WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
   try {
     {
       SafetensorsWriter writer(shard.path, shard.tensors, shard.metadata);
-      ShardSink sink(writer, shard_floats(shard), shard.step);
-      fill(sink);
-      sink.finish();
+      const std::int64_t half = shard_floats(shard) / 2;
+      std::int64_t written = 0;
+      bool faulted = false;
+      fill([&](const float* values, std::int64_t n) {
+        if (!faulted && written + n >= half) {
+          const std::int64_t first = half - written;
+          writer.write_floats(values, first);
+          faulted = true;
+          checkpoint_fault_point("during_write", shard.step);
+          values += first;
+          n -= first;
+          written += first;
+        }
+        writer.write_floats(values, n);
+        written += n;
+      });
+      if (!faulted) checkpoint_fault_point("during_write", shard.step);  // a shard with no data
       writer.finish();
     }
     sync_directory(fs::path(shard.path).parent_path().string());
@@ -312,8 +294,8 @@ void copy_shard(const TrainingState& state, StagedShard& shard) {
 }
 
 WrittenShard write_shard(const StagedShard& shard) {
-  return write_shard_file(shard, [&](ShardSink& sink) {
-    sink.write(shard.data.data(), static_cast<std::int64_t>(shard.data.size()));
+  return write_shard_file(shard, [&](const auto& write) {
+    write(shard.data.data(), static_cast<std::int64_t>(shard.data.size()));
   });
 }
 
@@ -344,9 +326,9 @@ WrittenShard write_shard_in_place(const TrainingState& state, const StagedShard&
   each_chunk([&](const TensorSpec& t, std::int64_t from, std::int64_t n, const float* values) {
     require_finite(values, from, n, t.name, state);
   });
-  return write_shard_file(shard, [&](ShardSink& sink) {
+  return write_shard_file(shard, [&](const auto& write) {
     each_chunk([&](const TensorSpec&, std::int64_t, std::int64_t n, const float* values) {
-      sink.write(values, n);
+      write(values, n);
     });
   });
 }
