@@ -131,9 +131,17 @@ std::optional<std::string> sharded_manifest_of(const std::string& path) {
   return std::nullopt;
 }
 
-std::string shard_path(const std::string& manifest_path, const std::string& file) {
+std::string existing_shard_path(const std::string& manifest_path, const ShardEntry& s) {
   const fs::path parent = fs::path(manifest_path).parent_path();
-  return ((parent.empty() ? fs::path(".") : parent) / file).string();
+  const std::string file = ((parent.empty() ? fs::path(".") : parent) / s.file).string();
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): the "
+                    "checkpoint is incomplete; resume from an earlier one",
+                    file, s.rank, manifest_path));
+  }
+  return file;
 }
 
 std::string manifest_to_json(const Manifest& m) {
@@ -256,14 +264,8 @@ void write_manifest(const std::string& dir, const Manifest& m) {
 }
 
 void verify_shard(const std::string& manifest_path, const ShardEntry& s) {
-  const std::string file = shard_path(manifest_path, s.file);
+  const std::string file = existing_shard_path(manifest_path, s);
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
-    throw UserError(
-        fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): the "
-                    "checkpoint is incomplete; resume from an earlier one",
-                    file, s.rank, manifest_path));
-  }
   const std::uint64_t bytes = fs::file_size(file, ec);
   if (ec || bytes != s.bytes) {
     throw UserError(

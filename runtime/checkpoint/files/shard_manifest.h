@@ -70,7 +70,8 @@ void write_manifest(const std::string& dir, const Manifest& m);
 // Size and CRC32 of shard `s` of the manifest at `manifest_path` against the manifest: UserError
 // naming the file when it is missing, truncated or differs (another checkpoint's shard).
 void verify_shard(const std::string& manifest_path, const ShardEntry& s);
-// `file` relative to the manifest's directory.
-std::string shard_path(const std::string& manifest_path, const std::string& file);
+// The file of shard `s` (beside the manifest at `manifest_path`). UserError naming it when it is
+// missing.
+std::string existing_shard_path(const std::string& manifest_path, const ShardEntry& s);
 
 }  // namespace zl

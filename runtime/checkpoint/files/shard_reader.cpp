@@ -23,14 +23,8 @@ ShardSet::ShardSet(const Manifest& m, std::string manifest_path)
 const SafetensorsReader& ShardSet::open(std::size_t i) {
   if (readers_[i]) return *readers_[i];
   const ShardEntry& s = m_.shards[i];
-  const std::string file = shard_path(path_, s.file);
+  const std::string file = existing_shard_path(path_, s);
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
-    throw UserError(
-        fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): "
-                    "the checkpoint is incomplete; resume from an earlier one",
-                    file, s.rank, path_));
-  }
   if (fs::file_size(file, ec) != s.bytes) {
     throw UserError(
         fmt::format("checkpoint shard '{}' is truncated or another checkpoint's: "
