@@ -141,18 +141,19 @@ std::string checkpoint_file_name(std::int64_t step) {
   return fmt::format("{}{:08d}{}", kNamePrefix, step, kNameSuffix);
 }
 
-std::int64_t checkpoint_step_of(const std::string& name) {
-  const std::size_t prefix = std::strlen(kNamePrefix), suffix = std::strlen(kNameSuffix);
-  if (name.size() <= prefix + suffix || name.rfind(kNamePrefix, 0) != 0 ||
-      name.compare(name.size() - suffix, suffix, kNameSuffix) != 0) {
+std::int64_t step_in_name(const std::string& name, const char* suffix) {
+  const std::size_t prefix = std::strlen(kNamePrefix), tail = std::strlen(suffix);
+  if (name.size() <= prefix + tail || !name.starts_with(kNamePrefix) || !name.ends_with(suffix)) {
     return -1;
   }
   std::int64_t step = -1;
   const char* first = name.data() + prefix;
-  const char* last = name.data() + name.size() - suffix;
+  const char* last = name.data() + name.size() - tail;
   const auto [end, ec] = std::from_chars(first, last, step);
   return ec == std::errc() && end == last ? step : -1;
 }
+
+std::int64_t checkpoint_step_of(const std::string& name) { return step_in_name(name, kNameSuffix); }
 
 bool checkpoint_due(const CheckpointConfig& config, std::int64_t step, std::int64_t total_steps) {
   if (config.dir.empty()) return false;

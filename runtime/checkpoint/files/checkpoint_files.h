@@ -50,6 +50,9 @@ inline constexpr const char* kCheckpointTempSuffix = ".tmp";
 std::string checkpoint_file_name(std::int64_t step);
 // The step of a checkpoint_file_name, or -1 for another name.
 std::int64_t checkpoint_step_of(const std::string& file_name);
+// The step of a name "step_<step><suffix>" (checkpoint_step_of, sharded_step_of), or -1 for
+// another name.
+std::int64_t step_in_name(const std::string& name, const char* suffix);
 
 // True when checkpoint.dir is set and `step` is a multiple of checkpoint.every or the last step.
 bool checkpoint_due(const CheckpointConfig& config, std::int64_t step, std::int64_t total_steps);

@@ -26,7 +26,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kDirPrefix = "step_";
 constexpr std::int64_t kMaxManifestBytes = std::int64_t{256} << 20;
 constexpr std::size_t kCrcChunk = std::size_t{4} << 20;
 
@@ -107,17 +106,9 @@ std::int64_t ManifestParameter::numel() const {
   return n;
 }
 
-std::string sharded_dir_name(std::int64_t step) {
-  return fmt::format("{}{:08d}", kDirPrefix, step);
-}
+std::string sharded_dir_name(std::int64_t step) { return fmt::format("step_{:08d}", step); }
 
-std::int64_t sharded_step_of(const std::string& name) {
-  const std::size_t prefix = std::strlen(kDirPrefix);
-  if (name.size() <= prefix || name.rfind(kDirPrefix, 0) != 0) return -1;
-  std::int64_t step = -1;
-  const auto [end, ec] = std::from_chars(name.data() + prefix, name.data() + name.size(), step);
-  return ec == std::errc() && end == name.data() + name.size() ? step : -1;
-}
+std::int64_t sharded_step_of(const std::string& name) { return step_in_name(name, ""); }
 
 std::string shard_file_name(int rank, int world, std::int64_t generation) {
   return fmt::format("shard_{:05d}_of_{:05d}.g{}.safetensors", rank, world, generation);
