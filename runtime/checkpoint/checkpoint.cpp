@@ -458,8 +458,8 @@ std::string save_checkpoint(const TrainingState& state) {
     if (!state.quiet) {
       std::error_code ec;
       const auto bytes = fs::file_size(path, ec);
-      fmt::print("zerolap: checkpoint step {} -> {} ({:.1f} MB, {:.2f} s)\n", state.position.step, path,
-                 ec ? 0.0 : static_cast<double>(bytes) / 1e6,
+      fmt::print("zerolap: checkpoint step {} -> {} ({:.1f} MB, {:.2f} s)\n", state.position.step,
+                 path, ec ? 0.0 : static_cast<double>(bytes) / 1e6,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       std::fflush(stdout);
     }
@@ -547,7 +547,8 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
     host.assign(static_cast<std::size_t>(b.numel), 0.0f);
     if (world.is_root()) {
       for (const int id : b.param_ids) {
-        file->read_f32(store.info(id).name, store.info(id).shape, host.data() + within(store, b, id));
+        file->read_f32(store.info(id).name, store.info(id).shape,
+                       host.data() + within(store, b, id));
       }
     }
     bcast_floats(host.data(), b.numel, comm);

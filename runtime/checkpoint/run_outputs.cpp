@@ -169,11 +169,10 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
     owner = fmt::format("run {} (its {}{}{})", escaped_excerpt(s.record->run_id), kRunRecordName,
                         why.empty() ? "" : "; ", why);
   } else {
+    const bool outputs = s.key == std::string("output.dir");
     owner = fmt::format("a run that recorded no identity (no {}: written by an older zerolap or "
                         "by hand{})",
-                        kRunRecordName,
-                        s.key == std::string("output.dir") ? legacy_config_note(s.dir, launch.config)
-                                                           : "");
+                        kRunRecordName, outputs ? legacy_config_note(s.dir, launch.config) : "");
   }
   // A file named as a checkpoint that cannot be read (damaged, a FIFO): say what it is.
   for (const DirCheckpoint& c : s.checkpoints) {
@@ -204,8 +203,8 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
   } else if (start.resumed) {
     choices = fmt::format("a new directory for this run (--set {}=DIR)", s.key);
   } else {
-    choices = fmt::format("resume that run (--set checkpoint.resume=true, with its checkpoint.dir), "
-                          "a new directory (--set {}=DIR)",
+    choices = fmt::format("resume that run (--set checkpoint.resume=true, with its "
+                          "checkpoint.dir), a new directory (--set {}=DIR)",
                           s.key);
   }
   throw UserError(fmt::format(

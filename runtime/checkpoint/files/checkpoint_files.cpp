@@ -204,10 +204,10 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
 
   const std::string kind = meta("optimizer");
   if (kind != to_string(optimizer.kind)) {
-    fail(file, fmt::format("written with optimizer.kind = \"{}\", the config has \"{}\": optimizer "
-                           "state does not convert between kinds; set optimizer.kind = \"{}\" to "
-                           "resume from it",
-                           escaped_excerpt(kind), to_string(optimizer.kind), escaped_excerpt(kind)));
+    fail(file, fmt::format("written with optimizer.kind = \"{0}\", the config has \"{1}\": "
+                           "optimizer state does not convert between kinds; set optimizer.kind = "
+                           "\"{0}\" to resume from it",
+                           escaped_excerpt(kind), to_string(optimizer.kind)));
   }
   const std::string states = fmt::format("{}", fmt::join(state_names, ","));
   if (meta("optimizer_state") != states) {
@@ -288,7 +288,8 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   if (!fs::exists(pointer, ec)) return std::nullopt;
   // A pointer holds one file name: read without blocking (a FIFO named `latest` must not hang the
   // job), at most kMaxPointerBytes, and echoed in messages only as a bounded, escaped excerpt.
-  const std::string text = read_small_file(pointer.string(), "checkpoint pointer", kMaxPointerBytes);
+  const std::string text =
+      read_small_file(pointer.string(), "checkpoint pointer", kMaxPointerBytes);
   std::string name = text;
   while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
   const bool printable = std::all_of(name.begin(), name.end(), [](char c) {

@@ -27,7 +27,8 @@ std::vector<DirCheckpoint> list_checkpoints(const std::string& dir) {
     }
     if (step >= 0) found.push_back({step, name, checkpoint_run_id(entry.path().string())});
   }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.step < b.step; });
   return found;
 }
 
@@ -41,7 +42,8 @@ std::vector<std::string> checkpoints_to_prune(const std::vector<DirCheckpoint>& 
   }
   std::sort(own.begin(), own.end(), [](const auto* a, const auto* b) { return a->step > b->step; });
   std::vector<std::string> gone;
-  for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0)); i < own.size(); ++i) {
+  const auto kept = static_cast<std::size_t>(std::max<std::int64_t>(keep, 0));
+  for (std::size_t i = kept; i < own.size(); ++i) {
     if (own[i]->name == latest_name || own[i]->step == protected_step) continue;
     gone.push_back(own[i]->name);
   }

@@ -41,8 +41,8 @@ std::string new_run_id() {
   gmtime_r(&now, &utc);
   std::random_device device;
   // random_device may be deterministic on some platforms: mix in the clock and the pid as well.
-  std::seed_seq seq{device(), device(),
-                    static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()),
+  const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::seed_seq seq{device(), device(), static_cast<unsigned>(ticks),
                     static_cast<unsigned>(::getpid())};
   std::mt19937 rng(seq);
   return fmt::format("{:04d}{:02d}{:02d}-{:02d}{:02d}{:02d}-{:08x}", utc.tm_year + 1900,
@@ -70,7 +70,9 @@ std::optional<RunRecord> read_run_record(const std::string& dir) {
   for (const char* key : {"run_id", "command", "config"}) {
     if (!field(key).is_string()) unreadable(path, fmt::format("\"{}\" is not a string", key));
   }
-  if (!field("world_size").is_number_integer()) unreadable(path, "\"world_size\" is not an integer");
+  if (!field("world_size").is_number_integer()) {
+    unreadable(path, "\"world_size\" is not an integer");
+  }
   RunRecord record{field("run_id").get<std::string>(), field("command").get<std::string>(),
                    field("world_size").get<std::int64_t>(), field("config").get<std::string>()};
   if (record.run_id.empty()) unreadable(path, "\"run_id\" is empty");

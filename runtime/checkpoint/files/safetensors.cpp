@@ -71,7 +71,8 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
              format_shape(t.shape));
     ZL_CHECK(t.name != "__metadata__" && !header.contains(t.name), "tensor name {}", t.name);
     const auto bytes = static_cast<std::uint64_t>(t.numel() * size);
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     tensor_bytes_.push_back(bytes);
     offset += bytes;
     metadata[tensor_crc_key(t.name)] = kCrcPlaceholder;
@@ -91,7 +92,9 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
     ZL_CHECK(pos != std::string::npos, "placeholder of {}", key);
     return 8 + pos + pattern.size() - 1 - std::strlen(kCrcPlaceholder);
   };
-  for (const TensorSpec& t : tensors_) crc_positions_.push_back(placeholder_at(tensor_crc_key(t.name)));
+  for (const TensorSpec& t : tensors_) {
+    crc_positions_.push_back(placeholder_at(tensor_crc_key(t.name)));
+  }
   data_crc_position_ = placeholder_at(kDataCrcKey);
 
   file_ = open_for_writing(path_, "wb", "checkpoint file");
@@ -217,7 +220,9 @@ void SafetensorsReader::open_and_validate() {
   if (!S_ISREG(st.st_mode)) {
     fail(fmt::format("not a regular file (it is {})", file_type_name(st.st_mode)));
   }
-  if (const int flags = ::fcntl(fd_, F_GETFL); flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  if (const int flags = ::fcntl(fd_, F_GETFL); flags >= 0) {
+    ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  }
   const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
   if (file_bytes < 8) {
     fail(fmt::format("truncated: {} bytes, shorter than the 8-byte header length of a "
@@ -249,7 +254,9 @@ void SafetensorsReader::open_and_validate() {
     if (name == "__metadata__") {
       if (!value.is_object()) fail("corrupt header: __metadata__ is not an object");
       for (const auto& [key, v] : value.items()) {
-        if (!v.is_string()) fail(fmt::format("corrupt header: metadata '{}' is not a string", escaped_excerpt(key)));
+        if (!v.is_string()) {
+          fail(fmt::format("corrupt header: metadata '{}' is not a string", escaped_excerpt(key)));
+        }
         metadata_[key] = v.get<std::string>();
       }
       continue;
@@ -263,7 +270,9 @@ void SafetensorsReader::open_and_validate() {
     t.name = name;
     if (!value["dtype"].is_string()) fail(where + ": dtype is not a string");
     t.dtype = value["dtype"].get<std::string>();
-    if (dtype_size(t.dtype) == 0) fail(fmt::format("{}: unknown dtype '{}'", where, escaped_excerpt(t.dtype)));
+    if (dtype_size(t.dtype) == 0) {
+      fail(fmt::format("{}: unknown dtype '{}'", where, escaped_excerpt(t.dtype)));
+    }
     if (!value["shape"].is_array()) fail(where + ": shape is not an array");
     for (const auto& d : value["shape"]) {
       if (!d.is_number_unsigned()) fail(where + ": shape has a negative or non-integer entry");
@@ -310,10 +319,11 @@ void SafetensorsReader::open_and_validate() {
     index_[t.name] = i;
   }
   if (expected != data_bytes_) {
+    const std::string last =
+        tensors_.empty() ? "" : fmt::format(" ('{}')", escaped_excerpt(tensors_.back().name));
     fail(fmt::format("{} bytes after the last tensor{}: the file was appended to or its header "
                      "damaged",
-                     data_bytes_ - expected,
-                     tensors_.empty() ? "" : fmt::format(" ('{}')", escaped_excerpt(tensors_.back().name))));
+                     data_bytes_ - expected, last));
   }
 }
 
@@ -333,9 +343,10 @@ void SafetensorsReader::read_data(std::uint64_t begin, void* out, std::size_t by
     const ssize_t n = ::pread(fd_, p, std::min<std::size_t>(bytes, 1u << 30),
                               static_cast<off_t>(position));
     if (n <= 0) {
+      const std::string why = n == 0 ? "end of file" : std::strerror(errno);
       fail(fmt::format("cannot read bytes at data offset {}: {} (was the file changed or "
                        "truncated while reading?)",
-                       position - 8 - header_bytes_, n == 0 ? "end of file" : std::strerror(errno)));
+                       position - 8 - header_bytes_, why));
     }
     p += n;
     position += static_cast<std::uint64_t>(n);

@@ -41,9 +41,9 @@ std::string format_shape(const std::vector<std::int64_t>& shape);  // "[256, 784
 
 class SafetensorsWriter {
  public:
-  // Creates `path` (truncating it) and writes the header; the data of `tensors` follows in the given
-  // order, contiguous. Metadata values are strings, as the format requires. Throws UserError when
-  // the file cannot be created.
+  // Creates `path` (truncating it) and writes the header; the data of `tensors` follows in the
+  // given order, contiguous. Metadata values are strings, as the format requires. Throws
+  // UserError when the file cannot be created.
   SafetensorsWriter(std::string path, std::vector<TensorSpec> tensors,
                     std::map<std::string, std::string> metadata);
   // Not finished (an exception on the way): closes and removes the partial file.
