@@ -24,6 +24,11 @@ namespace zl {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// A piece and a parameter as JSON objects whose keys are their fields' names: renaming a field
+// changes the file format.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ShardPiece, name, begin, numel)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ManifestParameter, name, shape)
+
 namespace {
 
 constexpr std::int64_t kMaxManifestBytes = std::int64_t{256} << 20;
@@ -36,26 +41,18 @@ constexpr std::size_t kCrcChunk = std::size_t{4} << 20;
 json body_json(const Manifest& m) {
   json shards = json::array();
   for (const ShardEntry& s : m.shards) {
-    json pieces = json::array();
-    for (const ShardPiece& p : s.pieces) {
-      pieces.push_back({{"name", p.name}, {"begin", p.begin}, {"numel", p.numel}});
-    }
     shards.push_back({{"file", s.file},
                       {"rank", s.rank},
                       {"bytes", s.bytes},
                       {"crc32", crc_hex(s.crc32)},
-                      {"pieces", std::move(pieces)}});
-  }
-  json params = json::array();
-  for (const ManifestParameter& p : m.parameters) {
-    params.push_back({{"name", p.name}, {"shape", p.shape}});
+                      {"pieces", s.pieces}});
   }
   return {{"format", kShardedFormat},
           {"format_version", kShardedFormatVersion},
           {"step", m.step},
           {"generation", m.generation},
           {"world_size", m.world_size},
-          {"parameters", std::move(params)},
+          {"parameters", m.parameters},
           {"optimizer_state", m.state_names},
           {"metadata", m.metadata},
           {"shards", std::move(shards)}};
@@ -167,10 +164,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     m.step = body.at("step").get<std::int64_t>();
     m.generation = body.at("generation").get<std::int64_t>();
     m.world_size = body.at("world_size").get<int>();
-    for (const json& p : body.at("parameters")) {
-      m.parameters.push_back(
-          {p.at("name").get<std::string>(), p.at("shape").get<std::vector<std::int64_t>>()});
-    }
+    for (const json& p : body.at("parameters")) m.parameters.push_back(p.get<ManifestParameter>());
     m.state_names = body.at("optimizer_state").get<std::vector<std::string>>();
     m.metadata = body.at("metadata").get<std::map<std::string, std::string>>();
     for (const json& s : body.at("shards")) {
@@ -179,10 +173,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
       e.rank = s.at("rank").get<int>();
       e.bytes = s.at("bytes").get<std::uint64_t>();
       e.crc32 = parse_crc(s.at("crc32").get<std::string>(), path, "a shard's crc32");
-      for (const json& p : s.at("pieces")) {
-        e.pieces.push_back({p.at("name").get<std::string>(), p.at("begin").get<std::int64_t>(),
-                            p.at("numel").get<std::int64_t>()});
-      }
+      for (const json& p : s.at("pieces")) e.pieces.push_back(p.get<ShardPiece>());
       m.shards.push_back(std::move(e));
     }
   } catch (const json::exception& e) {
