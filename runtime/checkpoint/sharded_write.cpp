@@ -196,7 +196,7 @@ std::int64_t staged_floats(const TrainingState& state, int rank) {
 }
 
 ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c, MPI_Comm comm,
-                        const WaitLimit& limit, StagedShard& out) {
+                           const WaitLimit& limit, StagedShard& out) {
   const World& world = state.world;
   ParameterStore& store = state.store;
   if (state.plan.world_size > world.size) {
