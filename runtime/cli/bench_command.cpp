@@ -7,7 +7,6 @@
 
 #include "base/writable_dir.h"
 #include "runtime/bench/bench.h"
-#include "runtime/bench/bench_memory.h"
 #include "runtime/bench/bench_report.h"
 #include "runtime/checkpoint/directory_lock.h"
 #include "runtime/checkpoint/run_outputs.h"
