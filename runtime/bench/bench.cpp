@@ -140,7 +140,7 @@ bool reset_peak_rss() {
 struct RunFigures {
   double total_s = 0.0;
   std::vector<double> step_s;
-  PhaseSeconds phases;
+  double finish_backward_s = 0.0;  // the main thread's time in the mode's schedule
   TimelineSummary timeline;  // the streams' own spans (Note [Exposed communication])
   double comm_busy_s = 0.0;
   std::int64_t wire_bytes = 0, payload_bytes = 0, peak_rss = 0;
@@ -184,7 +184,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     f.total_s = seconds_since(start);
 
     const StepStats stats = recorder.stop();
-    f.phases = stats.host;
+    f.finish_backward_s = stats.finish_backward_s;
     f.timeline = summarize_timeline(stats.timeline, static_cast<int>(trainer.plan().buckets.size()),
                                     f.total_s);
     // Each communicator's tier is its span's (the link it occupies); comm.world (a hybrid row's
@@ -266,7 +266,7 @@ struct RoundTotals {
     f[kStep] = real.total_s;
     f[kForward] = t.forward_s;
     f[kBackward] = t.backward_s;
-    f[kFinishBackward] = real.phases.finish_backward;
+    f[kFinishBackward] = real.finish_backward_s;
     f[kOptimizer] = t.optimizer_s;
     f[kCommBusy] = real.comm_busy_s;
     f[kCompute] = alone.total_s;
