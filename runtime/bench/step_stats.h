@@ -1,7 +1,7 @@
 // StepStats: what a Trainer's steps did between start() and stop(), in one snapshot, for the
 // bench: the main thread's time in the mode's schedule (through the Trainer's PhaseObserver), the
-// communicators' counters, the streams' timeline and the trace events. The bench
-// reads this instead of reaching into the communicators, the optimizer and the tracer itself.
+// communicators' counters, the streams' timeline and the trace events. The bench reads this
+// instead of reaching into the communicators, the optimizer and the tracer itself.
 #pragma once
 
 #include <vector>
