@@ -26,6 +26,8 @@
 #include "runtime/trace/trace_writer.h"
 #include "runtime/bench/step_stats.h"
 #include "runtime/train/plan/collective_program.h"
+#include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/plan_report.h"
 #include "runtime/train/run/trainer.h"
 
 namespace zl {
@@ -63,6 +65,32 @@ double percentile(std::vector<double> values, double p) {
   return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
 }
 
+// The precisions of bench.precision (precision.compute when empty), each a whole [precision]: a
+// bf16 entry takes reduce_dtype and master_weights from the config, fp32 and tf32 use fp32 for
+// both (the config refuses bf16 wire or remainders without bf16 compute).
+std::vector<PrecisionConfig> bench_precisions(const Config& config) {
+  if (config.bench.precision.empty()) return {config.precision};
+  std::vector<PrecisionConfig> out;
+  for (ComputePrecision compute : config.bench.precision) {
+    PrecisionConfig p;  // fp32 wire and masters: the only ones fp32 and tf32 accept
+    p.compute = compute;
+    if (compute == ComputePrecision::Bf16) {
+      // The config accepts bf16 wire or remainders only with compute = "bf16": else fp32 here.
+      p.reduce_dtype = config.precision.reduce_dtype;
+      p.master_weights = config.precision.master_weights;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+// `config` computing in `precision`: [precision] and the model's storage type.
+Config with_precision(Config config, const PrecisionConfig& precision) {
+  config.precision = precision;
+  config.model.dtype = precision.compute == ComputePrecision::Bf16 ? DType::BF16 : DType::F32;
+  return config;
+}
+
 // The config of one run: the precision, mode and cap overridden, exactly warmup + steps steps, no
 // checkpoints; the compute-only twin runs without the link model and untraced.
 Config run_config(const Config& base, const PrecisionConfig& precision, const Mode& mode,
@@ -90,11 +118,29 @@ Config run_config(const Config& base, const PrecisionConfig& precision, const Mo
   return c;
 }
 
+// Resident-memory high-water mark of this process (VmHWM) in bytes, and its reset (false where
+// the kernel refuses /proc/self/clear_refs).
+std::int64_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "... kB"
+  }
+  return 0;
+}
+
+bool reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";  // resets the high-water mark to the current RSS (Linux >= 4.0)
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
 // What one timed run measured on this rank (times are totals over the timed steps).
 struct RunFigures {
   double total_s = 0.0;
   std::vector<double> step_s;
-  PhaseSeconds phases;
+  double finish_backward_s = 0.0;  // the main thread's time in the mode's schedule
   TimelineSummary timeline;  // the streams' own spans (Note [Exposed communication])
   double comm_busy_s = 0.0;
   std::int64_t wire_bytes = 0, payload_bytes = 0, peak_rss = 0;
@@ -138,7 +184,7 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     f.total_s = seconds_since(start);
 
     const StepStats stats = recorder.stop();
-    f.phases = stats.host;
+    f.finish_backward_s = stats.finish_backward_s;
     f.timeline = summarize_timeline(stats.timeline, static_cast<int>(trainer.plan().buckets.size()),
                                     f.total_s);
     // Each communicator's tier is its span's (the link it occupies); comm.world (a hybrid row's
@@ -220,7 +266,7 @@ struct RoundTotals {
     f[kStep] = real.total_s;
     f[kForward] = t.forward_s;
     f[kBackward] = t.backward_s;
-    f[kFinishBackward] = real.phases.finish_backward;
+    f[kFinishBackward] = real.finish_backward_s;
     f[kOptimizer] = t.optimizer_s;
     f[kCommBusy] = real.comm_busy_s;
     f[kCompute] = alone.total_s;
@@ -298,6 +344,12 @@ PlannedLayout plan_for(const Config& config, const ModePlan& mode, double cap_mb
                      planned_ranks(config, mode, world_size), cap_mb);
 }
 
+// The caps of bench.bucket_cap_mb (parallel.bucket_cap_mb when empty).
+std::vector<double> bench_caps(const Config& config) {
+  return config.bench.bucket_cap_mb.empty() ? std::vector<double>{config.parallel.bucket_cap_mb}
+                                            : config.bench.bucket_cap_mb;
+}
+
 }  // namespace
 
 ModePlan bench_mode_plan(const Mode& mode, const Config& config,
@@ -370,42 +422,47 @@ void check_bench_study_device(const Config& config, const std::vector<Mode>& mod
       fmt::join(study, ", "), study.size() == 1 ? "it" : "them"));
 }
 
-std::vector<PrecisionConfig> bench_precisions(const Config& config) {
-  if (config.bench.precision.empty()) return {config.precision};
-  std::vector<PrecisionConfig> out;
-  for (ComputePrecision compute : config.bench.precision) {
-    PrecisionConfig p;  // fp32 wire and masters: the only ones fp32 and tf32 accept
-    p.compute = compute;
-    if (compute == ComputePrecision::Bf16) {
-      // The config accepts bf16 wire or remainders only with compute = "bf16": else fp32 here.
-      p.reduce_dtype = config.precision.reduce_dtype;
-      p.master_weights = config.precision.master_weights;
+void check_bench_memory(const Config& config, const World& world) {
+  const ParameterStore layout = Model::parameter_layout(config.model);
+  // The largest run's estimate (the trainer checks each run itself, on its device; here the runs
+  // are counted on the host, where a CPU run allocates them beside the bench's own buffers).
+  RankMemory need;
+  for (const PrecisionConfig& precision : bench_precisions(config)) {
+    const Config c = with_precision(config, precision);
+    for (const double cap : bench_caps(config)) {
+      for (const Mode& m : bench_modes(config)) {
+        // The run's own layout and buckets (element shards pad them; link.ranks shrinks shards).
+        const ModePlan mode = bench_mode_plan(m, c, precision, world.size);
+        const PlannedLayout planned = plan_for(c, mode, cap, world.size);
+        const RankMemory e = estimate_peak_rank_memory(c, planned.layout, planned.plan, mode);
+        if (e.total() > need.total()) need = e;
+      }
     }
-    out.push_back(p);
   }
-  return out;
-}
-
-Config with_precision(Config config, const PrecisionConfig& precision) {
-  config.precision = precision;
-  config.model.dtype = precision.compute == ComputePrecision::Bf16 ? DType::BF16 : DType::F32;
-  return config;
-}
-
-std::int64_t peak_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "... kB"
+  // The bench's fp32 CPU copy of the model, and its optimizer measurement: parameters, gradients,
+  // two moments and a master of at least 8M elements (bench_limits.cpp), held while it runs.
+  const std::int64_t numel = layout.total_numel();
+  const std::int64_t measured = std::max<std::int64_t>(numel, std::int64_t{8} << 20);
+  const std::int64_t own = numel * 4 + 5 * measured * 4;
+  need.parameters += numel * 4 + measured * 4;
+  need.gradients += measured * 4;
+  need.state += 3 * measured * 4;
+  // runtime.memory_limit_mb holds for the bench's own buffers too (each run's trainer checks only
+  // its run), and is checked here, before the bench measures or allocates anything.
+  if (config.runtime.memory_limit_mb > 0) {
+    const auto limit = static_cast<std::int64_t>(config.runtime.memory_limit_mb * 1024.0 * 1024.0);
+    if (need.total() > limit) {
+      throw UserError(fmt::format(
+          "{}: the bench needs an estimated {} on one rank, above runtime.memory_limit_mb = {:g} "
+          "({}): its largest run, and the bench's own {} (a CPU copy of the model and the "
+          "optimizer measurement's buffers); raise runtime.memory_limit_mb, or bench a smaller "
+          "model.widths",
+          where_set(config, "runtime.memory_limit_mb"), describe_memory(need),
+          config.runtime.memory_limit_mb, human_bytes(limit), human_bytes(own)));
+    }
   }
-  return 0;
-}
-
-bool reset_peak_rss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";  // resets the high-water mark to the current RSS (Linux >= 4.0)
-  clear.flush();
-  return static_cast<bool>(clear);
+  check_memory_fits(need, config, DeviceKind::Cpu, available_memory(DeviceKind::Cpu),
+                    world.local_size);
 }
 
 BenchReport run_bench(const Config& config, const World& world, const BenchOptions& options) {
@@ -413,9 +470,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   const WaitLimit limit{world.rank, config.runtime.timeout_s};
   const std::vector<Mode> modes = bench_modes(config);
   check_bench_shard_groups(config, world.size);  // before anything is measured
-  const std::vector<double> caps = config.bench.bucket_cap_mb.empty()
-                                       ? std::vector<double>{config.parallel.bucket_cap_mb}
-                                       : config.bench.bucket_cap_mb;
+  const std::vector<double> caps = bench_caps(config);
   const std::vector<PrecisionConfig> precisions = bench_precisions(config);
   const bool root_prints = options.progress && world.is_root();
   const ParameterStore layout = Model::parameter_layout(config.model);  // not allocated

@@ -53,12 +53,12 @@ void check_bench_shard_groups(const Config& config, int world);
 void check_bench_study_device(const Config& config, const std::vector<Mode>& modes, int world,
                               DeviceKind device);
 
-// The precisions of bench.precision (precision.compute when empty), each a whole [precision]: a
-// bf16 entry takes reduce_dtype and master_weights from the config, fp32 and tf32 use fp32 for
-// both (the config refuses bf16 wire or remainders without bf16 compute).
-std::vector<PrecisionConfig> bench_precisions(const Config& config);
-// `config` computing in `precision`: [precision] and the model's storage type.
-Config with_precision(Config config, const PrecisionConfig& precision);
+// The bench's memory check, before it allocates anything: the CPU copy of the model the bench
+// keeps for its figures, the buffers its optimizer measurement times, and the largest run of its
+// modes x bucket caps x precisions. Throws UserError (exit 2) naming the estimate and the key to
+// change when the bench would not fit this node's memory (MemAvailable shared by the node's
+// ranks) or runtime.memory_limit_mb. Rank-local.
+void check_bench_memory(const Config& config, const World& world);
 
 // One row of the results: one mode at one bucket cap in one precision. Times are seconds per step,
 // the maximum over ranks; per-rank figures are vectors indexed by rank.
@@ -172,10 +172,5 @@ struct BenchOptions {
 
 // Runs the whole bench (collective); writes output.dir/trace.json when output.trace is set.
 BenchReport run_bench(const Config& config, const World& world, const BenchOptions& options = {});
-
-// Resident-memory high-water mark of this process (VmHWM) in bytes, and its reset (false where
-// the kernel refuses /proc/self/clear_refs).
-std::int64_t peak_rss_bytes();
-bool reset_peak_rss();
 
 }  // namespace zl

@@ -10,7 +10,7 @@ void StepStatsRecorder::start() {
   comms.reduce.reset_stats();
   comms.broadcast.reset_stats();
   if (comms.replica) comms.replica->reset_stats();
-  phases_ = PhaseSeconds{};
+  finish_backward_s_ = 0.0;
   Tracer& tracer = trainer_.tracer();
   tracer.clear();
   tracer.reset_origin();
@@ -20,11 +20,7 @@ void StepStatsRecorder::start() {
 }
 
 void StepStatsRecorder::on_phase(StepPhase phase, double seconds) {
-  switch (phase) {
-    case StepPhase::Forward: phases_.forward += seconds; break;
-    case StepPhase::Backward: phases_.backward += seconds; break;
-    case StepPhase::AfterBackward: phases_.finish_backward += seconds; break;
-  }
+  if (phase == StepPhase::AfterBackward) finish_backward_s_ += seconds;
 }
 
 StepStats StepStatsRecorder::stop() {
@@ -32,7 +28,7 @@ StepStats StepStatsRecorder::stop() {
   Tracer& tracer = trainer_.tracer();
   tracer.timeline().stop();
   StepStats s;
-  s.host = phases_;
+  s.finish_backward_s = finish_backward_s_;
   const StepComms comms = trainer_.comms();
   s.reduce = comms.reduce.stats();
   s.broadcast = comms.broadcast.stats();

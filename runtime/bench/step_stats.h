@@ -1,7 +1,7 @@
 // StepStats: what a Trainer's steps did between start() and stop(), in one snapshot, for the
-// bench: the main thread's phase times (through the Trainer's PhaseObserver), the communicators'
-// counters, the optimizer's host time, the streams' timeline and the trace events. The bench
-// reads this instead of reaching into the communicators, the optimizer and the tracer itself.
+// bench: the main thread's time in the mode's schedule (through the Trainer's PhaseObserver), the
+// communicators' counters, the streams' timeline and the trace events. The bench reads this
+// instead of reaching into the communicators, the optimizer and the tracer itself.
 #pragma once
 
 #include <vector>
@@ -16,14 +16,10 @@
 
 namespace zl {
 
-// Wall time of the phases of Trainer::train_step on the main thread, summed over steps. Overlap
-// modes: forward includes waits for broadcasts, finish_backward the mode's schedule.
-struct PhaseSeconds {
-  double forward = 0.0, backward = 0.0, finish_backward = 0.0;
-};
-
 struct StepStats {
-  PhaseSeconds host;              // main-thread wall time of the phases
+  // Main-thread wall time of the mode's schedule after backward (StepPhase::AfterBackward),
+  // summed over steps; forward and backward are the timeline's.
+  double finish_backward_s = 0.0;
   // The communicators' counters (replica: hybrid sharding's, zero without it).
   CommStats reduce, broadcast, replica;
   RankMemory allocated;  // Trainer::allocated_memory()
@@ -48,7 +44,7 @@ class StepStatsRecorder final : public PhaseObserver {
 
  private:
   Trainer& trainer_;
-  PhaseSeconds phases_;
+  double finish_backward_s_ = 0.0;
   double timeline_origin_us_ = 0.0;
 };
 

@@ -7,7 +7,6 @@
 
 #include "base/writable_dir.h"
 #include "runtime/bench/bench.h"
-#include "runtime/bench/bench_memory.h"
 #include "runtime/bench/bench_report.h"
 #include "runtime/checkpoint/directory_lock.h"
 #include "runtime/checkpoint/run_outputs.h"
@@ -51,7 +50,6 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
     apply_global_batch(config, world.size);  // the split for this world (global_batch.h)
     // Modelled nodes of whole ranks.
     check_link_world(config.link, world.size, where_set(config, "link.node_ranks"));
-    bench_modes(config);  // spelling of bench.modes, before any rank starts measuring
     check_bench_shard_groups(config, world.size);  // hsdp<stage>/<overlap>@G: G divides world
     check_bench_memory(config, world);  // before the bench allocates its model and buffers
     if (world.is_root()) {  // not after minutes of measuring

@@ -18,7 +18,7 @@
 namespace zl {
 namespace {
 
-std::atomic<int> g_signal{0};
+std::atomic<int> g_signal{0};  // the signal this process received (SIGINT, SIGTERM), 0: none
 struct sigaction g_previous_int, g_previous_term;
 const char* g_first_note = nullptr;  // InterruptHandlers' notes
 const char* g_ending_note = "";
@@ -44,9 +44,6 @@ void on_signal(int signal) {
   say("\n");
   _exit(interrupt_exit_code(signal));
 }
-
-// The signal this process received (SIGINT, SIGTERM), 0 when none.
-int received_signal() { return g_signal.load(); }
 
 }  // namespace
 
@@ -83,7 +80,7 @@ void report_interrupt(const World& world, int signal, std::int64_t step,
 }
 
 int agree_on_signal(const World& world, double timeout_s) {
-  const int mine = received_signal();
+  const int mine = g_signal.load();
   if (world.size == 1) return mine;
   int agreed = 0;
   timed_allreduce(&mine, &agreed, 1, MPI_INT, MPI_MAX, world.comm, WaitLimit{world.rank, timeout_s},
@@ -117,13 +114,13 @@ StopAgreement::~StopAgreement() {
 }
 
 int StopAgreement::after_step() {
-  if (world_.size == 1) return received_signal();
+  if (world_.size == 1) return g_signal.load();
   if (request_ != MPI_REQUEST_NULL) {
     wait_with_deadline(request_, WaitLimit{world_.rank, timeout_s_},
                        "agreeing on whether to stop (SIGINT / SIGTERM)");
     if (agreed_ != 0) return agreed_;  // every rank saw the same result of the same all-reduce
   }
-  sent_ = received_signal();
+  sent_ = g_signal.load();
   MPI_Iallreduce(&sent_, &agreed_, 1, MPI_INT, MPI_MAX, comm_, &request_);
   return 0;
 }

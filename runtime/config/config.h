@@ -240,7 +240,6 @@ const char* to_string(CheckpointFormat f);
 const char* to_string(CollectiveKind c);
 const char* to_string(AssignmentPolicy a);
 const char* to_string(OptimizerKind k);
-const char* to_string(Activation a);
 const char* to_string(DataKind k);
 const char* to_string(LrSchedule s);
 const char* to_string(DeviceChoice d);

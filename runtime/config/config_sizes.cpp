@@ -37,11 +37,10 @@ void check_derived_sizes(const Config& c, const ConfigSource& source) {
                                  "may have; lower {}",
                                  value, limit, what, to_string(c.data.kind), key));
   };
+  const std::pair<const char*, std::int64_t> samples[] = {
+      {"data.train_samples", c.data.train_samples}, {"data.test_samples", c.data.test_samples}};
   if (c.data.kind == DataKind::Spirals) {
-    at_most("data.train_samples", c.data.train_samples, c.data.train_samples, kMaxSyntheticSamples,
-            "samples");
-    at_most("data.test_samples", c.data.test_samples, c.data.test_samples, kMaxSyntheticSamples,
-            "samples");
+    for (const auto& [key, n] : samples) at_most(key, n, n, kMaxSyntheticSamples, "samples");
   }
   if (c.data.kind == DataKind::Teacher) {
     const std::int64_t in = m.widths.front(), out = m.widths.back();
@@ -53,12 +52,10 @@ void check_derived_sizes(const Config& c, const ConfigSource& source) {
     }
     at_most("data.teacher_hidden", c.data.teacher_hidden, c.data.teacher_hidden, kMaxTeacherHidden,
             "hidden units");
-    at_most("data.train_samples", c.data.train_samples,
-            CheckedSize(c.data.train_samples) * CheckedSize(in), kMaxSyntheticSamples,
-            "input values (samples x model.widths[0])");
-    at_most("data.test_samples", c.data.test_samples,
-            CheckedSize(c.data.test_samples) * CheckedSize(in), kMaxSyntheticSamples,
-            "input values (samples x model.widths[0])");
+    for (const auto& [key, n] : samples) {
+      at_most(key, n, CheckedSize(n) * CheckedSize(in), kMaxSyntheticSamples,
+              "input values (samples x model.widths[0])");
+    }
   }
 }
 

@@ -81,7 +81,6 @@ const char* to_string(CollectiveKind c) { return enum_name(kCollectiveNames, c);
 
 const char* to_string(AssignmentPolicy a) { return enum_name(kAssignmentNames, a); }
 const char* to_string(OptimizerKind k) { return enum_name(kOptimizerKindNames, k); }
-const char* to_string(Activation a) { return enum_name(kActivationNames, a); }
 const char* to_string(DataKind k) { return enum_name(kDataKindNames, k); }
 const char* to_string(LrSchedule s) { return enum_name(kLrScheduleNames, s); }
 const char* to_string(DeviceChoice d) { return enum_name(kDeviceNames, d); }
