@@ -19,9 +19,7 @@ void StepStatsRecorder::start() {
   trainer_.set_phase_observer(this);
 }
 
-void StepStatsRecorder::on_phase(StepPhase phase, double seconds) {
-  if (phase == StepPhase::AfterBackward) finish_backward_s_ += seconds;
-}
+void StepStatsRecorder::on_after_backward(double seconds) { finish_backward_s_ += seconds; }
 
 StepStats StepStatsRecorder::stop() {
   trainer_.set_phase_observer(nullptr);

@@ -17,7 +17,7 @@
 namespace zl {
 
 struct StepStats {
-  // Main-thread wall time of the mode's schedule after backward (StepPhase::AfterBackward),
+  // Main-thread wall time of the mode's schedule after backward (PhaseObserver),
   // summed over steps; forward and backward are the timeline's.
   double finish_backward_s = 0.0;
   // The communicators' counters (replica: hybrid sharding's, zero without it).
@@ -40,7 +40,7 @@ class StepStatsRecorder final : public PhaseObserver {
   // timeline's device marks must have been reached.
   StepStats stop();
 
-  void on_phase(StepPhase phase, double seconds) override;
+  void on_after_backward(double seconds) override;
 
  private:
   Trainer& trainer_;

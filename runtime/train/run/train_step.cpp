@@ -54,13 +54,11 @@ void Trainer::train_step() {
     setup_.sampler->batch_indices(position_.cursor / per_epoch, position_.cursor % per_epoch,
                                   world_.rank, indices_);
     ++position_.cursor;
-    auto start = Clock::now();
     {
       TraceSpan span(&tracer_, kMainTraceThread, "forward", {{"step", step}, {"micro_batch", micro}});
       TimelineScope timed(&tracer_.timeline(), setup_.compute, "compute", "forward");
       forward_micro_batch(step);
     }
-    end_phase(StepPhase::Forward, start);
 
     // 2. Backward. Earlier micro-batches only accumulate gradients. In the final one, the reducer
     //    starts each bucket's collective once its gradients are final, and the schedule follows
@@ -68,7 +66,6 @@ void Trainer::train_step() {
     //    behind its collective).
     //    Stage 2 reduce-scatters every micro-batch into the rank's gradient shard instead
     //    (Note [Gradient pool]).
-    start = Clock::now();
     const MicroBatch batch{.index = micro, .count = grad_accum};
     if (batch.last()) {
       // Gradients hold the sum over ranks and micro-batches of per-micro-batch mean gradients:
@@ -94,7 +91,6 @@ void Trainer::train_step() {
       }
     }
     parts_->reducer.end_backward();
-    end_phase(StepPhase::Backward, start);
   }
 
   // 3. After backward: the schedule steps and broadcasts what backward did not, and every rank
@@ -106,7 +102,7 @@ void Trainer::train_step() {
     verdict = parts_->schedule->after_backward(scalars_,
                                                [this] { return loss_window_.step_loss(); });
   }
-  end_phase(StepPhase::AfterBackward, start);
+  if (phase_observer_) phase_observer_->on_after_backward(seconds_since(start));
 
   // 4. A step that is not finite stops the run, or is skipped: every rank left its parameters and
   //    optimizer state as they were, and the optimizer's step count goes back, so the skip leaves
@@ -163,10 +159,6 @@ void Trainer::forward_micro_batch(std::int64_t step) {
   } else {
     loss_window_.add_regression(out.output, in.targets, out.grad_output);
   }
-}
-
-void Trainer::end_phase(StepPhase phase, std::chrono::steady_clock::time_point start) {
-  if (phase_observer_) phase_observer_->on_phase(phase, seconds_since(start));
 }
 
 }  // namespace zl

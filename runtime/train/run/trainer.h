@@ -12,7 +12,6 @@
 // one batch of A*B (floor(floor(N/B)/A) = floor(N/(A*B)); tested across epoch boundaries).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -79,14 +78,13 @@ class Trainer {
   ParameterGather* parameter_gather() { return parts_->gather_.get(); }
   const ProgramCheck& program_check() const { return parts_->program; }
   void set_step_observer(StepObserver* observer) { parts_->set_observer(observer); }
-  // The bench: the main thread's time in each phase of a step (null: none).
+  // The bench: the main thread's time in the schedule after backward (null: none).
   void set_phase_observer(PhaseObserver* observer) { phase_observer_ = observer; }
 
  private:
   // train_step.cpp: the parts of a step.
   void forward_micro_batch(std::int64_t step);
   void gradient_ready(int param_id);
-  void end_phase(StepPhase phase, std::chrono::steady_clock::time_point start);
 
   Config config_;
   World world_;

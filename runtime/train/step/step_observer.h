@@ -1,6 +1,6 @@
 // Observers of a training step. StepObserver: what a step did to each bucket, in the order it
 // happened, for tests that check where steps run relative to collectives. PhaseObserver: the
-// main thread's wall time in each phase of a step, for the bench. Both optional: with none the
+// main thread's wall time in the mode's schedule after backward, for the bench. Both optional: with none the
 // step pays one null test per event and issues nothing extra.
 #pragma once
 
@@ -34,16 +34,12 @@ class StepObserver {
   virtual void on_step_event(const StepEvent& event) = 0;
 };
 
-// The phases of Trainer::train_step on the main thread. Forward includes the per-layer waits for
-// broadcasts; AfterBackward is the mode's schedule after the final backward (ddp and zero/none
-// wait for the collectives there).
-enum class StepPhase { Forward, Backward, AfterBackward };
-
 class PhaseObserver {
  public:
   virtual ~PhaseObserver() = default;
-  // Main thread, once per phase of each micro-batch (AfterBackward: once per step).
-  virtual void on_phase(StepPhase phase, double seconds) = 0;
+  // Main thread, once per step: the wall time of the mode's schedule after the final backward
+  // (ddp and zero/none wait for the collectives there). Forward and backward are the timeline's.
+  virtual void on_after_backward(double seconds) = 0;
 };
 
 }  // namespace zl
