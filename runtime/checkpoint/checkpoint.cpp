@@ -177,7 +177,7 @@ void require_shared_checkpoint_dir(const TrainingState& state) {
   timed_bcast(&token, 1, MPI_UINT64_T, 0, world.comm, wait_limit(state),
               "broadcasting the shared checkpoint.dir check's file name");
   const std::string text = fmt::format("{:016x}", token);
-  const fs::path probe = fs::path(dir) / fmt::format(".zerolap_shared_check_{}", text);
+  const fs::path probe = fs::path(dir) / (kSharedDirCheckPrefix + text);
   // The agreement orders the write before every read.
   agree_on_user_errors(world, [&] {
     if (world.is_root()) write_whole_file(probe.string(), text, "shared checkpoint.dir check");

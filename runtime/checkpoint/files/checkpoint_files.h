@@ -45,6 +45,9 @@ std::string tensor_name(const std::string& param, const std::vector<std::string>
 
 // Suffix of a file being written; pruning removes those a crash left behind.
 inline constexpr const char* kCheckpointTempSuffix = ".tmp";
+// Prefix of the files of the start-up check that every rank shares a sharded checkpoint.dir
+// (Note [A shared checkpoint.dir]); pruning removes those a kill left behind.
+inline constexpr const char* kSharedDirCheckPrefix = ".zerolap_shared_check_";
 
 // "step_00000120.safetensors": zero-padded so names sort in step order.
 std::string checkpoint_file_name(std::int64_t step);

@@ -75,6 +75,10 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t p
                       checkpoint_step_of(name.substr(0, name.size() - suffix)) >= 0;
     if (temp) {
       fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
+    } else if (name.starts_with(kSharedDirCheckPrefix)) {
+      // Left by a run killed during its start-up check; this run's check ended before training,
+      // and the directory's lock keeps other runs from checking now (directory_lock.h).
+      fs::remove(entry.path(), ec);
     } else if (sharded_step_of(name) >= 0 && entry.is_directory(ec) &&
                !fs::exists(entry.path() / kManifestName, ec)) {
       // A sharded write that crashed before its manifest (no write is in flight while pruning:

@@ -36,7 +36,8 @@ std::vector<std::string> checkpoints_to_prune(const std::vector<DirCheckpoint>& 
 // Deletes checkpoint `name` of `dir` as a whole. RuntimeFailure naming it when that fails.
 void remove_checkpoint(const std::string& dir, const std::string& name);
 
-// Deletes what checkpoints_to_prune says for run `run_id`, and temp files left by crashed writes.
+// Deletes what checkpoints_to_prune says for run `run_id`, and temp files left by crashed writes
+// and killed start-up checks.
 void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t protected_step,
                        const std::string& run_id);
 

@@ -156,6 +156,16 @@ TEST_CASE("latest pointer and pruning keep the newest checkpoints", "[checkpoint
   CHECK_FALSE(fs::exists(dir / (checkpoint_file_name(10) + ".tmp")));
   CHECK(fs::exists(dir / kLatestPointerName));
 
+  // A run killed during its start-up check of a shared checkpoint.dir leaves the check's files;
+  // the next run's pruning removes them (the directory's lock says no other run is checking).
+  const std::string probe = std::string(kSharedDirCheckPrefix) + "00000000deadbeef";
+  for (const std::string& name : {probe, probe + ".r1"}) std::ofstream(dir / name) << "x";
+  std::ofstream(dir / ".zerolap_notes") << "a user's file";
+  prune_checkpoints(dir.string(), 2, -1, "run-a");
+  CHECK_FALSE(fs::exists(dir / probe));
+  CHECK_FALSE(fs::exists(dir / (probe + ".r1")));
+  CHECK(fs::exists(dir / ".zerolap_notes"));
+
   fs::remove(dir / checkpoint_file_name(4));
   CHECK_THROWS_WITH(latest_checkpoint(dir.string()),
                     Contains("latest") && Contains(checkpoint_file_name(4)) &&
