@@ -24,11 +24,6 @@ void ensure_output_dir(const std::string& dir) {
   if (ec) throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
 }
 
-const char* MetricsWriter::header() {
-  return "step,epoch,train_loss,train_accuracy,test_loss,test_accuracy,samples_per_s,lr,"
-         "grad_norm,elapsed_s";
-}
-
 MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step) {
   std::vector<std::string> kept;  // data rows of the earlier run up to resumed_step
   std::error_code ec;

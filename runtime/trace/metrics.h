@@ -31,7 +31,10 @@ class MetricsWriter {
   MetricsWriter(const std::string& path, std::int64_t resumed_step);
 
   void write(const MetricsRow& row);
-  static const char* header();
+  static const char* header() {
+    return "step,epoch,train_loss,train_accuracy,test_loss,test_accuracy,samples_per_s,lr,"
+           "grad_norm,elapsed_s";
+  }
 
   // Of the rows kept from the run resumed: the last one's elapsed_s (0 when none), which this
   // run's elapsed_s continues from so the column never goes back; and whether that row has a
