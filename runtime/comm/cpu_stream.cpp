@@ -41,8 +41,6 @@ std::shared_ptr<Completion> CpuStream::enqueue(std::function<void()> task) {
   return done;
 }
 
-void CpuStream::synchronize() { enqueue([] {})->wait(); }
-
 void CpuStream::run() {
   for (;;) {
     Task task;

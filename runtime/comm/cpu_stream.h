@@ -39,7 +39,8 @@ class CpuStream {
   CpuStream& operator=(const CpuStream&) = delete;
 
   std::shared_ptr<Completion> enqueue(std::function<void()> task);
-  void synchronize();  // waits for everything enqueued so far; rethrows a poisoned stream's error
+  // Waits for everything enqueued so far; rethrows a poisoned stream's error.
+  void synchronize() { enqueue([] {})->wait(); }
   const std::string& name() const { return name_; }
   bool on_stream_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 

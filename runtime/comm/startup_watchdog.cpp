@@ -18,8 +18,6 @@ StartupWatchdog::StartupWatchdog(double timeout_s) : timeout_s_(timeout_s) {
   if (timeout_s_ > 0) thread_ = std::thread([this] { watch(); });
 }
 
-StartupWatchdog::~StartupWatchdog() { done(); }
-
 void StartupWatchdog::done() {
   {
     const std::lock_guard<std::mutex> lock(mutex_);

@@ -15,7 +15,7 @@ class StartupWatchdog {
  public:
   // timeout_s <= 0: no watchdog (a test main that initialised MPI itself).
   explicit StartupWatchdog(double timeout_s);
-  ~StartupWatchdog();  // done()
+  ~StartupWatchdog() { done(); }
   StartupWatchdog(const StartupWatchdog&) = delete;
   StartupWatchdog& operator=(const StartupWatchdog&) = delete;
 

@@ -68,10 +68,6 @@ World describe_world(MPI_Comm comm) {
   return w;
 }
 
-int cpu_threads(int requested, const World& world) {
-  return requested == kAutoThreads ? world.cpus_per_rank : requested;
-}
-
 void set_mpi_defaults() {
   // Note [Nonblocking collective algorithms]: Open MPI's libnbc runs its default segmented chain
   // algorithms for MPI_Ireduce/MPI_Ibcast one segment per progress call, so a multi-MiB reduce

@@ -55,7 +55,9 @@ World describe_world(MPI_Comm comm = MPI_COMM_WORLD);
 
 // CPU GEMM threads per rank: `requested` (runtime.threads), or world.cpus_per_rank where it is
 // kAutoThreads (runtime/comm/comm_options.h).
-int cpu_threads(int requested, const World& world);
+inline int cpu_threads(int requested, const World& world) {
+  return requested == kAutoThreads ? world.cpus_per_rank : requested;
+}
 
 // Ends the whole job: prints `message` prefixed with the rank, then MPI_Abort(exit_code) so no
 // other rank is left waiting in a collective. Safe to call from any thread.

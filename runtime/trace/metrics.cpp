@@ -10,7 +10,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -23,11 +22,6 @@ void ensure_output_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
-}
-
-const char* MetricsWriter::header() {
-  return "step,epoch,train_loss,train_accuracy,test_loss,test_accuracy,samples_per_s,lr,"
-         "grad_norm,elapsed_s";
 }
 
 MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step) {
@@ -44,7 +38,7 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step)
       if (!line.empty() && step <= resumed_step) kept.push_back(line);
     }
   }
-  file_ = open_for_writing(path, "w", "metrics file");
+  file_.reset(open_for_writing(path, "w", "metrics file"));
   if (!file_) {
     throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
                                 std::strerror(errno)));
@@ -69,7 +63,7 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step)
 // takes what fits in its last page) the file is cut back to where the text began, so it always
 // ends with a whole row. The run then ends (RuntimeFailure, exit 1) naming the file.
 void MetricsWriter::put(const std::string& text) {
-  const int fd = fileno(file_);
+  const int fd = fileno(file_.get());
   const off_t before = ::lseek(fd, 0, SEEK_CUR);
   std::size_t done = 0;
   int error = 0;
@@ -87,23 +81,6 @@ void MetricsWriter::put(const std::string& text) {
   if (before >= 0 && ::ftruncate(fd, before) == 0) ::lseek(fd, before, SEEK_SET);
   throw RuntimeFailure(
       fmt::format("cannot write metrics file '{}': {} (disk full?)", path_, reason));
-}
-
-MetricsWriter::~MetricsWriter() {
-  if (file_) std::fclose(file_);
-}
-
-MetricsWriter::MetricsWriter(MetricsWriter&& other) noexcept { *this = std::move(other); }
-
-MetricsWriter& MetricsWriter::operator=(MetricsWriter&& other) noexcept {
-  if (this != &other) {
-    if (file_) std::fclose(file_);
-    file_ = std::exchange(other.file_, nullptr);
-    kept_elapsed_s_ = other.kept_elapsed_s_;
-    kept_test_step_ = other.kept_test_step_;
-    path_ = std::move(other.path_);
-  }
-  return *this;
 }
 
 namespace {

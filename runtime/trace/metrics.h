@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -28,14 +29,12 @@ class MetricsWriter {
   // the rows up to that step and appends after them: rows a crashed run logged past its last
   // checkpoint are dropped, since the resumed run logs those steps again.
   MetricsWriter(const std::string& path, std::int64_t resumed_step);
-  ~MetricsWriter();
-  MetricsWriter(const MetricsWriter&) = delete;
-  MetricsWriter& operator=(const MetricsWriter&) = delete;
-  MetricsWriter(MetricsWriter&& other) noexcept;
-  MetricsWriter& operator=(MetricsWriter&& other) noexcept;
 
   void write(const MetricsRow& row);
-  static const char* header();
+  static const char* header() {
+    return "step,epoch,train_loss,train_accuracy,test_loss,test_accuracy,samples_per_s,lr,"
+           "grad_norm,elapsed_s";
+  }
 
   // Of the rows kept from the run resumed: the last one's elapsed_s (0 when none), which this
   // run's elapsed_s continues from so the column never goes back; and whether that row has a
@@ -46,7 +45,10 @@ class MetricsWriter {
  private:
   void put(const std::string& text);  // RuntimeFailure naming the file when it cannot be written
 
-  std::FILE* file_ = nullptr;
+  struct CloseFile {
+    void operator()(std::FILE* file) const { std::fclose(file); }
+  };
+  std::unique_ptr<std::FILE, CloseFile> file_;
   std::string path_;
   double kept_elapsed_s_ = 0.0;
   std::int64_t kept_test_step_ = -1;

@@ -2,6 +2,7 @@
 #include "runtime/trace/timeline_summary.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <string>
 
@@ -89,6 +90,13 @@ std::vector<TimelineSpan> outermost_collectives(const std::vector<TimelineSpan>&
   return out;
 }
 
+// The union of the points of several sets of intervals.
+std::vector<Interval> union_of(std::initializer_list<std::vector<Interval>> sets) {
+  std::vector<Interval> all;
+  for (const std::vector<Interval>& set : sets) all.insert(all.end(), set.begin(), set.end());
+  return interval_union(std::move(all));
+}
+
 Interval clipped(const TimelineSpan& s, double window_s) {
   return Interval{std::clamp(s.begin_s, 0.0, window_s), std::clamp(s.end_s, 0.0, window_s)};
 }
@@ -112,10 +120,7 @@ ComputeBusy compute_busy(const std::vector<TimelineSpan>& spans, double window_s
   // ZeRO stage 2's backward waits for a pool buffer (Note [Gradient pool]) the same way.
   b.backward = interval_difference(interval_union(backward), b.waits);
   b.optimizer = interval_union(optimizer);
-  std::vector<Interval> all = b.forward;
-  all.insert(all.end(), b.backward.begin(), b.backward.end());
-  all.insert(all.end(), b.optimizer.begin(), b.optimizer.end());
-  b.compute = interval_union(all);
+  b.compute = union_of({b.forward, b.backward, b.optimizer});
   return b;
 }
 
@@ -170,11 +175,7 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
   const auto& compute = busy.compute;
   const auto reduction_union = interval_union(reductions);
   const auto broadcast_union = interval_union(broadcasts);
-  std::vector<Interval> all_comm = reduction_union;
-  all_comm.insert(all_comm.end(), broadcast_union.begin(), broadcast_union.end());
-  const auto comm = interval_union(all_comm);
-  std::vector<Interval> everything = compute;
-  everything.insert(everything.end(), comm.begin(), comm.end());
+  const auto comm = union_of({reduction_union, broadcast_union});
 
   out.forward_s = total_length(busy.forward);
   out.backward_s = total_length(busy.backward);
@@ -186,7 +187,7 @@ TimelineSummary summarize_timeline(const std::vector<TimelineSpan>& spans, int b
   out.comm_s = total_length(comm);
   out.hidden_comm_s = total_length(interval_intersection(comm, compute));
   out.exposed_comm_s = total_length(interval_difference(comm, compute));
-  out.idle_s = std::max(0.0, window_s - total_length(interval_union(everything)));
+  out.idle_s = std::max(0.0, window_s - total_length(union_of({compute, comm})));
   return out;
 }
 

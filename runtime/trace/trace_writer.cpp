@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -24,21 +25,18 @@ nlohmann::json merge_trace_events(const std::vector<TraceSource>& sources, int r
   };
   nlohmann::json spans = nlohmann::json::array();
   for (const TraceSource& source : sources) {
-    std::vector<int> remap;  // this source's tid -> merged tid
+    std::map<int, int> remap;  // this source's tid -> merged tid
     for (const auto& e : source.events) {
       if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name") {
-        const int tid = e.at("tid").get<int>();
-        if (tid >= static_cast<int>(remap.size())) remap.resize(static_cast<std::size_t>(tid) + 1, -1);
-        remap[static_cast<std::size_t>(tid)] = thread_id(e.at("args").at("name").get<std::string>());
+        remap[e.at("tid").get<int>()] = thread_id(e.at("args").at("name").get<std::string>());
       }
     }
     for (const auto& e : source.events) {
       if (e.value("ph", "") == "M") continue;
       nlohmann::json copy = e;
       const int tid = e.value("tid", 0);
-      copy["tid"] = tid < static_cast<int>(remap.size()) && remap[static_cast<std::size_t>(tid)] >= 0
-                        ? remap[static_cast<std::size_t>(tid)]
-                        : thread_id(fmt::format("thread {}", tid));
+      const auto named = remap.find(tid);
+      copy["tid"] = named != remap.end() ? named->second : thread_id(fmt::format("thread {}", tid));
       copy["pid"] = rank;
       copy["ts"] = e.value("ts", 0.0) + source.offset_us;
       spans.push_back(std::move(copy));

@@ -260,6 +260,4 @@ Work MpiCommunicator::then(std::function<void(const ExecContext& stream)> fn) {
       stream_->enqueue([fn = std::move(fn)] { fn(ExecContext{}); })));
 }
 
-void MpiCommunicator::synchronize() { stream_->synchronize(); }
-
 }  // namespace zl

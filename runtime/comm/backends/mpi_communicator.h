@@ -60,7 +60,7 @@ class MpiCommunicator final : public Communicator {
   Work no_op(const ExecContext* = nullptr) override {
     return then([](const ExecContext&) {});
   }
-  void synchronize() override;
+  void synchronize() override { stream_->synchronize(); }
   ExecContext exec() const override { return ExecContext{}; }
 
   CommStats stats() const override {

@@ -13,7 +13,6 @@
 
 #include "runtime/comm/backends/nccl_check.h"
 #include "base/errors.h"
-#include "runtime/comm/backends/device.h"
 #include "runtime/comm/link/simulated_link.h"
 #include "base/poll.h"
 #include "runtime/comm/timed_mpi.h"
@@ -204,13 +203,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   // The init waits for every peer; polled, it has a deadline (Note [Non-blocking NCCL]).
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  const ncclResult_t issued =
-      ncclCommInitRankConfig(&shared_->comm, size_, id, rank_, &config);
-  if (issued != ncclSuccess && issued != ncclInProgress) {
-    if (shared_->comm != nullptr) ncclCommAbort(shared_->comm);
-    shared_->comm = nullptr;
-    ZL_NCCL_CHECK(issued);
-  }
+  const ncclResult_t issued = ncclCommInitRankConfig(&shared_->comm, size_, id, rank_, &config);
+  if (issued != ncclSuccess && issued != ncclInProgress) shared_->abort();  // settle() throws it
   shared_->settle(issued, "the init (ncclCommInitRankConfig)");
 
   // After the init, whose failure throws out of this constructor: no destructor runs to free
@@ -457,28 +451,28 @@ bool NcclCommunicator::model_link_on_stream(std::shared_ptr<DeviceLink> link, Li
   return true;
 }
 
+Work NcclCommunicator::record_done(const char* what) {
+  auto done = std::make_shared<Event>(false);
+  ZL_CUDA_CHECK(cudaEventRecord(done->event, stream_));
+  return Work(std::make_shared<NcclWork>(shared_, std::move(done), what, nullptr));
+}
+
 Work NcclCommunicator::then(std::function<void(const ExecContext& stream)> fn) {
   check_usable();
   // fn runs now and enqueues its work on (or after) this stream (Note [Callbacks on CUDA]).
   fn(exec());
-  auto done = std::make_shared<Event>(false);
-  ZL_CUDA_CHECK(cudaEventRecord(done->event, stream_));
-  return Work(std::make_shared<NcclWork>(shared_, std::move(done), "callback", nullptr));
+  return record_done("callback");
 }
 
 Work NcclCommunicator::no_op(const ExecContext* issuing_stream) {
   check_usable();
   follow(issuer_of(issuing_stream));
-  auto done = std::make_shared<Event>(false);
-  ZL_CUDA_CHECK(cudaEventRecord(done->event, stream_));
-  return Work(std::make_shared<NcclWork>(shared_, std::move(done), "no-op", nullptr));
+  return record_done("no-op");
 }
 
 void NcclCommunicator::synchronize() {
   check_usable();
-  Event done(false);
-  ZL_CUDA_CHECK(cudaEventRecord(done.event, stream_));
-  shared_->wait(done.event, "synchronize");
+  record_done("synchronize").wait();
 }
 
 CommStats NcclCommunicator::stats() const {

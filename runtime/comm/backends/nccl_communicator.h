@@ -93,6 +93,9 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t issuer_of(const ExecContext* issuing_stream) const;
   // Makes the comm stream wait for the work enqueued so far on `issuer` (none: null or itself).
   void follow(cudaStream_t issuer);
+  // A Work that completes once everything enqueued on the comm stream so far has; `what` names
+  // it in a failed wait.
+  Work record_done(const char* what);
   void harvest_timings() const;  // finished collectives' GPU time into stats_; stats_mutex_ held
   void check_usable() const;
 

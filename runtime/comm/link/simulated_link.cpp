@@ -25,15 +25,12 @@ namespace {
 // steady clock's range (~292 years of nanoseconds), so a reservation never overflows it.
 constexpr double kMaxModelledWaitS = 1e9;
 
-}  // namespace
-
-int modelled_ranks(const LinkConfig& link, int world) { return link.ranks > 0 ? link.ranks : world; }
-
+// The bandwidth of a tier's link in Gb/s.
 double tier_bandwidth_gbps(const LinkConfig& link, LinkTier tier) {
   return tier == LinkTier::Intra ? link.intra_gbps : link.bandwidth_gbps;
 }
 
-const char* to_string(LinkTier tier) { return tier == LinkTier::Intra ? "intra" : "inter"; }
+}  // namespace
 
 std::string describe_tier(const LinkConfig& link, LinkTier tier) {
   return fmt::format("link.latency_us = {}, link.{} = {}", link.latency_us,
@@ -75,10 +72,6 @@ LinkSpan link_span(const LinkConfig& link, int world, int members, int stride) {
   span.tier =
       link.node_ranks > 0 && link.node_ranks % block == 0 ? LinkTier::Intra : LinkTier::Inter;
   return span;
-}
-
-LinkSpan flat_link_span(const LinkConfig& link, int world) {
-  return link_span(link, world, world, 1);
 }
 
 void check_link_world(const LinkConfig& link, int world, const std::string& source) {

@@ -33,7 +33,9 @@
 namespace zl {
 
 // The ranks the link model times a job of `world` ranks as: link.ranks, or `world` when 0.
-int modelled_ranks(const LinkConfig& link, int world);
+inline int modelled_ranks(const LinkConfig& link, int world) {
+  return link.ranks > 0 ? link.ranks : world;
+}
 
 // Note [Link model]: seconds a collective of `payload` bytes S (the whole buffer, all shards)
 // takes on a communicator of span {p, tier}, with the bandwidth-optimal ring/chain algorithms
@@ -63,8 +65,10 @@ double modelled_seconds(const LinkConfig& link, CollectiveOp op, std::int64_t pa
 // A group of the whole world (members = world, stride 1) is the flat communicator.
 // Preconditions (InternalError): members x stride divides world, and G divides M.
 LinkSpan link_span(const LinkConfig& link, int world, int members, int stride);
-// link_span(link, world, world, 1): the span of a communicator of every rank.
-LinkSpan flat_link_span(const LinkConfig& link, int world);
+// The span of a communicator of every rank.
+inline LinkSpan flat_link_span(const LinkConfig& link, int world) {
+  return link_span(link, world, world, 1);
+}
 
 // The world-dependent check of [link], for the commands that know the world size at start-up:
 // link.node_ranks must divide the modelled ranks (modelled_ranks), or nodes would hold part of a
@@ -72,11 +76,9 @@ LinkSpan flat_link_span(const LinkConfig& link, int world);
 // numbers.
 void check_link_world(const LinkConfig& link, int world, const std::string& source);
 
-// The bandwidth of a tier in Gb/s and the keys that set it, for messages:
-// "link.latency_us = 5, link.intra_gbps = 3600".
-double tier_bandwidth_gbps(const LinkConfig& link, LinkTier tier);
+// The keys that set a tier's link, for messages: "link.latency_us = 5, link.intra_gbps = 3600".
 std::string describe_tier(const LinkConfig& link, LinkTier tier);
-const char* to_string(LinkTier tier);  // "inter", "intra"
+inline const char* to_string(LinkTier tier) { return tier == LinkTier::Intra ? "intra" : "inter"; }
 
 // "simulated link: 10 Gb/s, 5 us"; with two tiers "simulated link: 400 Gb/s between nodes of 8
 // ranks, 3600 Gb/s inside, 5 us"; ", timed as 64 ranks" with link.ranks. Empty when the link is
