@@ -211,7 +211,9 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
     }
     f.allocated = stats.allocated;
     f.peak_rss = peak_rss_bytes();
-    if (trace && !stats.trace_events.empty()) trace->push_back({stats.trace_events, trace_offset_us});
+    if (trace && !stats.trace_events.empty()) {
+      trace->push_back({stats.trace_events, trace_offset_us});
+    }
   });
   return f;
 }

@@ -1,13 +1,14 @@
 // `zerolap bench`: every precision x bucket cap x overlap mode of a config, measured side by side
-// in one launch, next to the machine's limits in each precision (runtime/bench/bench_limits.h). Collective: every rank calls
-// run_bench with the same config; rank 0 gets the complete report (other ranks a partial one).
+// in one launch, next to the machine's limits in each precision (runtime/bench/bench_limits.h).
+// Collective: every rank calls run_bench with the same config; rank 0 gets the complete report
+// (other ranks a partial one).
 //
-// Note [Bench timing]: each (precision, cap, mode) gets a fresh Trainer; bench.warmup steps run untimed, then
-// synchronize + barrier, bench.steps timed steps, synchronize + barrier. The bracket covers the
-// whole sequence because overlap modes carry a step's broadcasts into the next forward; the time
-// of a mode is the maximum over ranks. The mode's compute time is measured the same way on a
-// ComputeOnlyCommunicator (same ranks, same bucket plan and shards, no data moved), so
-// exposed communication = step time - compute time is what communication adds to the step.
+// Note [Bench timing]: each (precision, cap, mode) gets a fresh Trainer; bench.warmup steps run
+// untimed, then synchronize + barrier, bench.steps timed steps, synchronize + barrier. The bracket
+// covers the whole sequence because overlap modes carry a step's broadcasts into the next forward;
+// the time of a mode is the maximum over ranks. The mode's compute time is measured the same way on
+// a ComputeOnlyCommunicator (same ranks, same bucket plan and shards, no data moved), so exposed
+// communication = step time - compute time is what communication adds to the step.
 //
 // Note [Bench rounds]: with bench.rounds = R every run (and its twin) is repeated R times, the
 // whole list once per round, and a row pools its rounds: its totals are summed, its per-step

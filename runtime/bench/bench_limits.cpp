@@ -226,14 +226,16 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
       }
     });
   } else {
-    const AdamHyper h{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.kind == OptimizerKind::AdamW};
+    const AdamHyper h{o.lr,  o.beta1,        o.beta2,
+                      o.eps, o.weight_decay, o.kind == OptimizerKind::AdamW};
     slice.m = m.data();
     slice.v = v.data();
     s = time_on(exec, world, limit, [&] {
       if (bf16) {
         adam_step_bf16(exec, slice, n, make_adam_step(h, o.lr, 2, 1.0f));
       } else {
-        adam_step(exec, p.data(), g.data(), m.data(), v.data(), n, make_adam_step(h, o.lr, 2, 1.0f));
+        adam_step(exec, p.data(), g.data(), m.data(), v.data(), n,
+                  make_adam_step(h, o.lr, 2, 1.0f));
       }
     });
   }

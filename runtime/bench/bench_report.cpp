@@ -168,7 +168,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   std::size_t mode_width = 4;  // "mode"
   for (const BenchRow& r : rep.rows) mode_width = std::max(mode_width, r.mode.size());
   if (wide) mode_width = std::max<std::size_t>(mode_width, 39);
-  const auto mode = [&](const std::string& name) { return fmt::format("{:<{}}", name, mode_width); };
+  const auto mode = [&](const std::string& name) {
+    return fmt::format("{:<{}}", name, mode_width);
+  };
   std::string out;
   if (!rep.link_label.empty()) {  // two tiers make a long label: wrapped
     out += wrap_lines(fmt::format("*** {} (every figure below) ***", rep.link_label), "    ",
@@ -178,12 +180,12 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                      "step\n",
                      rep.world_size, rep.parameters, rep.steps, rep.warmup,
                      rep.rounds == 1 ? "" : fmt::format(", x {} rounds", rep.rounds));
-  out += fmt::format("{}comm threads {}\n\n",
-                     rep.device == DeviceKind::Cuda
-                         ? std::string()
-                         : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads,
-                                       rep.cpu_threads == 1 ? "" : "s"),
-                     rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
+  out += fmt::format(
+      "{}comm threads {}\n\n",
+      rep.device == DeviceKind::Cuda ? std::string()
+                                     : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads,
+                                                   rep.cpu_threads == 1 ? "" : "s"),
+      rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
   std::vector<std::string> noisy(rep.rows.size());
   for (std::size_t i = 0; i < rep.rows.size(); ++i) noisy[i] = noise_reason(rep.rows[i]);
   // Narrow: the mark right after /ideal; a row of the longest mode name
@@ -220,9 +222,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   for (const std::string& why : noisy) noisy_rows += why.empty() ? 0 : 1;
   if (noisy_rows > 0) {
     out += fmt::format(
-        "* noisy: {} of {} rows (p90/p10 above {:.1f}, exposed above comm, or /ideal below {:.1f}:\n"
-        "  the machine was busy while they ran); compare them only after a rerun on an idle "
-        "machine\n",
+        "* noisy: {} of {} rows (p90/p10 above {:.1f}, exposed above comm, or /ideal below "
+        "{:.1f}:\n  the machine was busy while they ran); compare them only after a rerun on an "
+        "idle machine\n",
         noisy_rows, rep.rows.size(), kNoisySpread, kNoisyVsIdeal);
   }
   for (const BenchRow& r : rep.rows) {
@@ -231,12 +233,13 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                        r.master_weights);
     break;
   }
-  out += wrap_lines(fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and "
-                          "the share of them compute covered{}",
-                          rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads",
-                          wide ? "; per rank (max over ranks) the bytes sent per step and the state "
-                                 "(parameters + gradients + master + optimizer state)"
-                               : ""));
+  out += wrap_lines(
+      fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and "
+                  "the share of them compute covered{}",
+                  rep.device == DeviceKind::Cuda ? "CUDA events" : "host clocks of the threads",
+                  wide ? "; per rank (max over ranks) the bytes sent per step and the state "
+                         "(parameters + gradients + master + optimizer state)"
+                       : ""));
   if (wide) {
     out += fmt::format("{:<5} {} {:>6} {:>8} {:>8} {:>7} {:>6} {:>7} {:>8} {:>7} {:>8} {:>8} "
                        "{:>7} {:>10} {:>10} {:>9}\n",

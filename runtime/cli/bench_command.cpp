@@ -1,5 +1,6 @@
-// `zerolap bench CONFIG`: runs every bench mode x bucket cap (runtime/bench/bench.h), prints the table on
-// rank 0 and writes bench.json / bench.csv (and trace.json with output.trace) to output.dir.
+// `zerolap bench CONFIG`: runs every bench mode x bucket cap (runtime/bench/bench.h), prints the
+// table on rank 0 and writes bench.json / bench.csv (and trace.json with output.trace) to
+// output.dir.
 #include <csignal>
 #include <cstdio>
 

@@ -1,6 +1,6 @@
 // The subcommands of the `zerolap` executable. Each runs on every rank of the job with the world
-// already initialised, and returns the process exit code; errors are thrown (see runtime/cli/cli.cpp
-// for how they become exit codes 1 and 2).
+// already initialised, and returns the process exit code; errors are thrown (see
+// runtime/cli/cli.cpp for how they become exit codes 1 and 2).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// `zerolap inspect FILE`: lists the tensors (name, dtype, shape, bytes, CRC32) and the metadata of a
-// safetensors checkpoint after validating its structure and checksums. Any safetensors file is
+// `zerolap inspect FILE`: lists the tensors (name, dtype, shape, bytes, CRC32) and the metadata of
+// a safetensors checkpoint after validating its structure and checksums. Any safetensors file is
 // listed; a corrupt or truncated one is a UserError (exit 2) naming the file and the tensor. A
 // checkpoint directory, or its `latest` pointer, stands for the checkpoint `latest` names.
 #include <algorithm>

@@ -85,7 +85,8 @@ int run_train_command(const ConfigArgs& args, const World& world) {
       fault_stop_point("trace", world.rank);
       write_trace(world, trainer->tracer(), trainer->tracer().events(),
                   (std::filesystem::path(config.output.dir) / "trace.json").string(),
-                  config.runtime.timeout_s, {{"command", "train"}, {"link", link_label(config.link)}});
+                  config.runtime.timeout_s,
+                  {{"command", "train"}, {"link", link_label(config.link)}});
     }
     if (world.is_root() && !trainer->options().quiet) report_run_outputs(config);
     return 0;

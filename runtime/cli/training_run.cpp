@@ -93,7 +93,8 @@ int run_training(Trainer& trainer) {
   CheckpointSaver checkpoints(config, world);
   checkpoints.reserve_staging(trainer.state());
   while (trainer.step() < total_steps) {
-    trainer.train_step();  // a non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence")
+    // A non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence").
+    trainer.train_step();
     checkpoints.poll();
     team.after_step();
     skips.after_step(trainer.step(), trainer.skipped_steps());
@@ -116,19 +117,21 @@ int run_training(Trainer& trainer) {
       }
       row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
       // The schedule follows the optimizer's step count, which a skipped step does not advance.
-      row.lr = scheduled_lr(config.optimizer, std::max<std::int64_t>(trainer.optimizer().step_count(), 1),
-                            total_steps);
+      row.lr =
+          scheduled_lr(config.optimizer,
+                       std::max<std::int64_t>(trainer.optimizer().step_count(), 1), total_steps);
       if (config.train.clip_grad_norm > 0.0f) row.grad_norm = trainer.last_grad_norm();
-      emit(row, fmt::format("step {:>6}/{}  epoch {:.2f}  loss {}{}  lr {:.3g}  {:.0f} samples/s  {}",
-                            step, total_steps, epochs(),
-                            row.train_loss ? fmt::format("{:.4f}", *row.train_loss)
-                                           : std::string("- (every step skipped)"),
-                            classification && row.train_accuracy
-                                ? fmt::format("  acc {:.4f}", *row.train_accuracy)
-                                : "",
-                            *row.lr, *row.samples_per_s,
-                            progress_times(elapsed(), seconds_since(start), first_step, step,
-                                           total_steps)));
+      emit(row,
+           fmt::format(
+               "step {:>6}/{}  epoch {:.2f}  loss {}{}  lr {:.3g}  {:.0f} samples/s  {}", step,
+               total_steps, epochs(),
+               row.train_loss ? fmt::format("{:.4f}", *row.train_loss)
+                              : std::string("- (every step skipped)"),
+               classification && row.train_accuracy
+                   ? fmt::format("  acc {:.4f}", *row.train_accuracy)
+                   : "",
+               *row.lr, *row.samples_per_s,
+               progress_times(elapsed(), seconds_since(start), first_step, step, total_steps)));
       window_first_step = step + 1;
       window_start = Clock::now();
     }
@@ -137,8 +140,9 @@ int run_training(Trainer& trainer) {
       MetricsRow row = row_at(step);
       row.test_loss = e.loss;
       if (classification) row.test_accuracy = e.accuracy;
-      emit(row, fmt::format("eval  step {}  test_loss {:.4f}{}", step, e.loss,
-                            classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
+      emit(row,
+           fmt::format("eval  step {}  test_loss {:.4f}{}", step, e.loss,
+                       classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
       window_start = Clock::now();  // evaluation time is not training throughput
     }
     // Checked per window: the parameters must be finite before they become a checkpoint.
@@ -180,12 +184,13 @@ int run_training(Trainer& trainer) {
   // A finished run resumed trains nothing: its final row is in metrics.csv already.
   if (step == first_step && metrics.kept_test_row_at(step)) metrics = MetricsWriter();
   // (seconds): this process's time, which scripts/bench_threads_under_load.sh reads.
-  emit(row, fmt::format("final step {}  test_loss {:.4f}{}  epoch {:.2f}  ({:.2f} s){}", step,
-                        e.loss, classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
-                        epochs(), seconds_since(start),
-                        trainer.skipped_steps() > 0
-                            ? fmt::format("  ({} steps skipped as non-finite)", trainer.skipped_steps())
-                            : std::string()));
+  emit(row,
+       fmt::format("final step {}  test_loss {:.4f}{}  epoch {:.2f}  ({:.2f} s){}", step, e.loss,
+                   classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : "",
+                   epochs(), seconds_since(start),
+                   trainer.skipped_steps() > 0
+                       ? fmt::format("  ({} steps skipped as non-finite)", trainer.skipped_steps())
+                       : std::string()));
   if (!final_finite) {
     // Every rank has the same all-reduced loss: all throw together (exit 1, as "stop" does).
     throw NonfiniteStop(fmt::format(

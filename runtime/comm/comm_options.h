@@ -6,7 +6,8 @@
 
 namespace zl {
 
-// runtime.device: where the model runs, resolved the same way on every rank (runtime/comm/backends/device.h).
+// runtime.device: where the model runs, resolved the same way on every rank
+// (runtime/comm/backends/device.h).
 enum class DeviceChoice { Auto, Cpu, Cuda };
 
 // runtime.threads = "auto": each rank runs World::cpus_per_rank CPU GEMM threads.

@@ -86,8 +86,9 @@ class Work {
 struct CommStats {
   std::int64_t ops = 0;
   std::int64_t payload_bytes = 0;  // bytes of the buffers handed to collectives
-  std::int64_t wire_bytes = 0;     // bytes each rank sends with a ring/chain algorithm (see wire_bytes())
-  double busy_seconds = 0.0;       // time the stream spent inside collectives
+  // Bytes each rank sends with a ring/chain algorithm (see wire_bytes()).
+  std::int64_t wire_bytes = 0;
+  double busy_seconds = 0.0;  // time the stream spent inside collectives
 };
 
 // Bytes one rank sends for a collective of `payload` bytes on `world` ranks with bandwidth-optimal

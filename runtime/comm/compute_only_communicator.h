@@ -3,8 +3,8 @@
 // collective would be (Communicator::no_op), while rank() and size() stay the real world's, so a
 // Trainer built on it plans the same buckets, owns the same shards and runs the same forward,
 // backward and optimizer work as the real run, minus communication. The bench measures a mode's
-// compute time this way (runtime/bench/bench.cpp); parameters then diverge across ranks, so it is for
-// timing only.
+// compute time this way (runtime/bench/bench.cpp); parameters then diverge across ranks, so it is
+// for timing only.
 #pragma once
 
 #include <memory>
@@ -15,7 +15,8 @@ namespace zl {
 
 class ComputeOnlyCommunicator final : public Communicator {
  public:
-  explicit ComputeOnlyCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+  explicit ComputeOnlyCommunicator(std::unique_ptr<Communicator> inner)
+      : inner_(std::move(inner)) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -48,7 +49,8 @@ class ComputeOnlyCommunicator final : public Communicator {
                       const ExecContext* issuing_stream = nullptr) override {
     return inner_->no_op(issuing_stream);
   }
-  Work all_gather(void*, std::int64_t, DType, const ExecContext* issuing_stream = nullptr) override {
+  Work all_gather(void*, std::int64_t, DType,
+                  const ExecContext* issuing_stream = nullptr) override {
     return inner_->no_op(issuing_stream);
   }
   Work all_gather_from(const void*, void*, std::int64_t, DType,

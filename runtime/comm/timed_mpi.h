@@ -1,8 +1,8 @@
 // MPI operations outside the communicators' streams (start-up agreement, device discovery,
-// checkpoints, traces, the bench's barriers and reductions) as nonblocking calls polled against a deadline: a peer that died, is
-// stopped or runs another program makes them fail (RuntimeFailure naming the rank and the
-// operation; the commands end the job with exit 1 through MPI_Abort) instead of hang.
-// Every function is collective or matched as its blocking MPI counterpart is.
+// checkpoints, traces, the bench's barriers and reductions) as nonblocking calls polled against a
+// deadline: a peer that died, is stopped or runs another program makes them fail (RuntimeFailure
+// naming the rank and the operation; the commands end the job with exit 1 through MPI_Abort)
+// instead of hang. Every function is collective or matched as its blocking MPI counterpart is.
 #pragma once
 
 #include <mpi.h>

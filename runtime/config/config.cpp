@@ -549,13 +549,14 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
   }
   if (c.parallel.overlap == Overlap::Interleaved && c.train.on_nonfinite == OnNonfinite::SkipStep) {
     // docs/design.md, "Divergence": a skip must be decided before the first bucket steps.
-    source.fail("train.on_nonfinite",
-                fmt::format("\"skip_step\" cannot be combined with parallel.overlap = "
-                            "\"interleaved\" (at {}): an interleaved bucket's optimizer step runs "
-                            "as soon as its own reduction completes, before the other buckets' "
-                            "gradients, and so whether the step is finite, are known; use overlap = "
-                            "\"after_backward\" or on_nonfinite = \"stop\"",
-                            source.location("parallel.overlap")));
+    source.fail(
+        "train.on_nonfinite",
+        fmt::format("\"skip_step\" cannot be combined with parallel.overlap = "
+                    "\"interleaved\" (at {}): an interleaved bucket's optimizer step runs "
+                    "as soon as its own reduction completes, before the other buckets' "
+                    "gradients, and so whether the step is finite, are known; use overlap = "
+                    "\"after_backward\" or on_nonfinite = \"stop\"",
+                    source.location("parallel.overlap")));
   }
 }
 
@@ -576,16 +577,16 @@ void check_bench_modes(const Config& c, const ConfigSource& source) {
     if (mode->overlap != Overlap::Interleaved) continue;
     const bool clips = c.train.clip_grad_norm > 0.0f;
     if (!clips && c.train.on_nonfinite != OnNonfinite::SkipStep) continue;
-    source.fail("bench.modes",
-                fmt::format("lists \"{}\" but {} (at {}): interleaved overlap cannot {}; {} or drop "
-                            "the interleaved modes",
-                            name,
-                            clips ? fmt::format("train.clip_grad_norm = {}", c.train.clip_grad_norm)
-                                  : std::string("train.on_nonfinite = \"skip_step\""),
-                            source.location(clips ? "train.clip_grad_norm" : "train.on_nonfinite"),
-                            clips ? "clip" : "skip a step",
-                            clips ? "set train.clip_grad_norm = 0"
-                                  : "set train.on_nonfinite = \"stop\""));
+    source.fail(
+        "bench.modes",
+        fmt::format("lists \"{}\" but {} (at {}): interleaved overlap cannot {}; {} or drop "
+                    "the interleaved modes",
+                    name,
+                    clips ? fmt::format("train.clip_grad_norm = {}", c.train.clip_grad_norm)
+                          : std::string("train.on_nonfinite = \"skip_step\""),
+                    source.location(clips ? "train.clip_grad_norm" : "train.on_nonfinite"),
+                    clips ? "clip" : "skip a step",
+                    clips ? "set train.clip_grad_norm = 0" : "set train.on_nonfinite = \"stop\""));
   }
 }
 

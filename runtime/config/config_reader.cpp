@@ -255,10 +255,12 @@ void SectionReader::integer_array(std::string_view key, std::vector<std::int64_t
 
 void SectionReader::string_array(std::string_view key, std::vector<std::string>& out) {
   if (const auto* node = get(key)) {
-    out = array_of<std::string>(
-        *this, key, *node, "strings", [&](const std::string& v, std::size_t i, const toml::node& e) {
-          if (v.empty()) fail(key, fmt::format("element {} must not be empty", i), &e);
-        });
+    out = array_of<std::string>(*this, key, *node, "strings",
+                                [&](const std::string& v, std::size_t i, const toml::node& e) {
+                                  if (v.empty()) {
+                                    fail(key, fmt::format("element {} must not be empty", i), &e);
+                                  }
+                                });
   }
 }
 

@@ -28,8 +28,8 @@ std::string working_world_sizes(std::int64_t global) {
 
 }  // namespace
 
-BatchSplit split_global_batch(std::int64_t global, std::int64_t max_per_rank, std::int64_t world_size,
-                              const std::string& source) {
+BatchSplit split_global_batch(std::int64_t global, std::int64_t max_per_rank,
+                              std::int64_t world_size, const std::string& source) {
   if (world_size < 1 || global % world_size != 0) {
     throw UserError(fmt::format(
         "{}: data.global_batch_size = {} has no exact split over {} ranks (per-rank batch x ranks "

@@ -21,8 +21,8 @@ struct BatchSplit {
 // The split of `global` samples over `world_size` ranks with micro-batches of at most
 // `max_per_rank`. UserError (exit 2) naming data.global_batch_size, `source` and the world sizes
 // that work when there is none, or when it would take more than kMaxGradAccum micro-batches.
-BatchSplit split_global_batch(std::int64_t global, std::int64_t max_per_rank, std::int64_t world_size,
-                              const std::string& source);
+BatchSplit split_global_batch(std::int64_t global, std::int64_t max_per_rank,
+                              std::int64_t world_size, const std::string& source);
 
 // When data.global_batch_size is set: data.batch_size and train.grad_accum become the split for
 // `world_size` (the configured values stay in data.configured_batch_size and

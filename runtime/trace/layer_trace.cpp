@@ -26,7 +26,9 @@ void LayerTrace::before_param_use(int param_id, const ParamUseHook& inner) {
   const std::string& layer = layer_of_param_.at(static_cast<std::size_t>(param_id));
   const bool new_layer = layer != open_layer_;
   const double wait_begin = tracer_.now_us();
-  if (new_layer && !open_layer_.empty()) tracer_.span(kMainTraceThread, open_layer_, open_begin_us_, wait_begin);
+  if (new_layer && !open_layer_.empty()) {
+    tracer_.span(kMainTraceThread, open_layer_, open_begin_us_, wait_begin);
+  }
   if (inner) inner(param_id);
   const double wait_end = tracer_.now_us();
   if (wait_end - wait_begin >= kMinWaitUs) {
@@ -39,7 +41,9 @@ void LayerTrace::before_param_use(int param_id, const ParamUseHook& inner) {
 }
 
 void LayerTrace::end_forward() {
-  if (!open_layer_.empty()) tracer_.span(kMainTraceThread, open_layer_, open_begin_us_, tracer_.now_us());
+  if (!open_layer_.empty()) {
+    tracer_.span(kMainTraceThread, open_layer_, open_begin_us_, tracer_.now_us());
+  }
   open_layer_.clear();
 }
 

@@ -1,4 +1,4 @@
-// Interval arithmetic over a stream timeline (see timeline_summary.h, Note [Exposed communication]).
+// Interval arithmetic over a stream timeline (timeline_summary.h, Note [Exposed communication]).
 #include "runtime/trace/timeline_summary.h"
 
 #include <algorithm>

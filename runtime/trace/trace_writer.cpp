@@ -89,7 +89,8 @@ void write_trace(const World& world, const Tracer& clock, const nlohmann::json& 
     total += lengths[r];
   }
   if (world.is_root() && total > std::numeric_limits<int>::max()) {
-    throw RuntimeFailure(fmt::format("trace of {} bytes over all ranks is too large to gather", total));
+    throw RuntimeFailure(
+        fmt::format("trace of {} bytes over all ranks is too large to gather", total));
   }
   std::string all(world.is_root() ? static_cast<std::size_t>(total) : 0, '\0');
   timed_gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), 0,

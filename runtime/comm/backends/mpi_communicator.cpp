@@ -153,15 +153,16 @@ Work MpiCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, ReduceO
   const int count = checked_count(n, name_);
   check_reduce_op(dtype, op, name_);
   const std::int64_t bytes = n * dtype_size(dtype);
-  return submit(CollectiveOp::AllReduce, bytes, "all_reduce", [this, buf, n, count, dtype, op, bytes] {
-    MPI_Request req;
-    ZL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dtype), mpi_sum(dtype), comm_,
-                                &req));
-    wait_request(req, "all_reduce", bytes);
-    if (op == ReduceOp::Average && size_ > 1) {
-      scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
-    }
-  });
+  return submit(
+      CollectiveOp::AllReduce, bytes, "all_reduce", [this, buf, n, count, dtype, op, bytes] {
+        MPI_Request req;
+        ZL_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dtype), mpi_sum(dtype), comm_, &req));
+        wait_request(req, "all_reduce", bytes);
+        if (op == ReduceOp::Average && size_ > 1) {
+          scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
+        }
+      });
 }
 
 Work MpiCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root, ReduceOp op,
@@ -169,29 +170,31 @@ Work MpiCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root, R
   const int count = checked_count(n, name_);
   check_reduce_op(dtype, op, name_);
   const std::int64_t bytes = n * dtype_size(dtype);
-  return submit(CollectiveOp::Reduce, bytes, "reduce", [this, buf, n, count, dtype, root, op, bytes] {
-    MPI_Request req;
-    // The root reduces in place; other ranks only send, their buffer stays as it was.
-    const void* send = rank_ == root ? MPI_IN_PLACE : buf;
-    void* recv = rank_ == root ? buf : nullptr;
-    ZL_MPI_CHECK(MPI_Ireduce(send, recv, count, mpi_type(dtype), mpi_sum(dtype), root, comm_,
-                             &req));
-    wait_request(req, "reduce", bytes);
-    if (op == ReduceOp::Average && size_ > 1 && rank_ == root) {
-      scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
-    }
-  });
+  return submit(
+      CollectiveOp::Reduce, bytes, "reduce", [this, buf, n, count, dtype, root, op, bytes] {
+        MPI_Request req;
+        // The root reduces in place; other ranks only send, their buffer stays as it was.
+        const void* send = rank_ == root ? MPI_IN_PLACE : buf;
+        void* recv = rank_ == root ? buf : nullptr;
+        ZL_MPI_CHECK(
+            MPI_Ireduce(send, recv, count, mpi_type(dtype), mpi_sum(dtype), root, comm_, &req));
+        wait_request(req, "reduce", bytes);
+        if (op == ReduceOp::Average && size_ > 1 && rank_ == root) {
+          scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
+        }
+      });
 }
 
 Work MpiCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int root,
                                 const ExecContext*) {
   const int count = checked_count(n, name_);
   const std::int64_t bytes = n * dtype_size(dtype);
-  return submit(CollectiveOp::Broadcast, bytes, "broadcast", [this, buf, count, dtype, root, bytes] {
-    MPI_Request req;
-    ZL_MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dtype), root, comm_, &req));
-    wait_request(req, "broadcast", bytes);
-  });
+  return submit(CollectiveOp::Broadcast, bytes, "broadcast",
+                [this, buf, count, dtype, root, bytes] {
+                  MPI_Request req;
+                  ZL_MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dtype), root, comm_, &req));
+                  wait_request(req, "broadcast", bytes);
+                });
 }
 
 // MPI's in-place reduce-scatter leaves the rank's sum at the *start* of the buffer and may use the

@@ -294,8 +294,10 @@ Work NcclCommunicator::enqueue(CollectiveOp op, std::int64_t payload_bytes, cons
   Timing t{std::make_shared<Event>(true), std::make_shared<Event>(true)};
   ZL_CUDA_CHECK(cudaEventRecord(t.start->event, stream_));
   // The stream's own timeline (base/stream_timeline.h): GPU times, after the wait for the data.
-  StreamTimeline* timeline = tracer_ && tracer_->timeline().recording() ? &tracer_->timeline() : nullptr;
-  const StreamTimeline::Mark begin_mark = timeline ? timeline->mark(exec()) : StreamTimeline::Mark{};
+  StreamTimeline* timeline =
+      tracer_ && tracer_->timeline().recording() ? &tracer_->timeline() : nullptr;
+  const StreamTimeline::Mark begin_mark =
+      timeline ? timeline->mark(exec()) : StreamTimeline::Mark{};
   // The reservation starts when the stream gets here (Note [Link on the device]), after the wait
   // for the data's producer; the wait holds the stream until the modelled transfer ends.
   if (link_) link_->reserve(stream_, link_slot_, modelled_s);

@@ -136,7 +136,8 @@ DeviceLink::DeviceLink(const LinkConfig& config) : config_(config) {
 }
 
 DeviceLink::~DeviceLink() {
-  if (device_words_ != nullptr) cudaFree(device_words_);  // after the communicators' streams drained
+  // After the communicators' streams drained.
+  if (device_words_ != nullptr) cudaFree(device_words_);
 }
 
 void DeviceLink::reserve(void* stream, int slot, double seconds) {
@@ -144,7 +145,9 @@ void DeviceLink::reserve(void* stream, int slot, double seconds) {
   launch_link_reserve(stream, device_words_, device_words_ + 1 + slot, ns);
 }
 
-void DeviceLink::wait(void* stream, int slot) { launch_link_wait(stream, device_words_ + 1 + slot); }
+void DeviceLink::wait(void* stream, int slot) {
+  launch_link_wait(stream, device_words_ + 1 + slot);
+}
 #else
 DeviceLink::DeviceLink(const LinkConfig& config) : config_(config) {
   throw InternalError("DeviceLink: the simulated link on a device stream needs a CUDA build");
@@ -251,7 +254,8 @@ std::unique_ptr<Communicator> with_simulated_link(std::unique_ptr<Communicator> 
            comm->name(), to_string(span.tier), to_string(link->tier()));
   if (comm->exec().device == DeviceKind::Cuda) {
     ZL_CHECK(comm->model_link_on_stream(link->device(), span),
-             "communicator {} runs on a device stream but cannot model the link there", comm->name());
+             "communicator {} runs on a device stream but cannot model the link there",
+             comm->name());
     return comm;
   }
   return std::make_unique<SimulatedLinkCommunicator>(std::move(comm), link, span);

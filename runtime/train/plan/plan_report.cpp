@@ -9,7 +9,9 @@ namespace zl {
 
 std::string human_bytes(std::int64_t bytes) {
   const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
+  if (b >= 1024.0 * 1024 * 1024 * 1024) {
+    return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
+  }
   if (b >= 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
   if (b >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
   if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);

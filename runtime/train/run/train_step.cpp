@@ -55,7 +55,8 @@ void Trainer::train_step() {
                                   world_.rank, indices_);
     ++position_.cursor;
     {
-      TraceSpan span(&tracer_, kMainTraceThread, "forward", {{"step", step}, {"micro_batch", micro}});
+      TraceSpan span(&tracer_, kMainTraceThread, "forward",
+                     {{"step", step}, {"micro_batch", micro}});
       TimelineScope timed(&tracer_.timeline(), setup_.compute, "compute", "forward");
       forward_micro_batch(step);
     }
@@ -75,7 +76,8 @@ void Trainer::train_step() {
     }
     parts_->reducer.begin_backward(batch);
     {
-      TraceSpan span(&tracer_, kMainTraceThread, "backward", {{"step", step}, {"micro_batch", micro}});
+      TraceSpan span(&tracer_, kMainTraceThread, "backward",
+                     {{"step", step}, {"micro_batch", micro}});
       TimelineScope timed(&tracer_.timeline(), setup_.compute, "compute", "backward");
       tape_.backward(BackwardContext{
           .accumulate = parts_->reducer.backward_accumulate(batch),

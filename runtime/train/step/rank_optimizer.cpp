@@ -232,7 +232,9 @@ void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
 float* RankOptimizer::param_state(int param_id, int which) {
   const int bucket = plan_.bucket_of_param.at(static_cast<std::size_t>(param_id));
   auto& buffers = state_[static_cast<std::size_t>(bucket)];
-  if (buffers.empty() || which < 0 || which >= static_cast<int>(state_names_.size())) return nullptr;
+  if (buffers.empty() || which < 0 || which >= static_cast<int>(state_names_.size())) {
+    return nullptr;
+  }
   const ParameterInfo& p = store_.info(param_id);
   const ElementRange& mine = stepped_[static_cast<std::size_t>(bucket)];
   if (p.offset < mine.offset || p.offset + p.numel > mine.offset + mine.numel) return nullptr;

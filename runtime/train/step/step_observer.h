@@ -1,7 +1,7 @@
 // Observers of a training step. StepObserver: what a step did to each bucket, in the order it
 // happened, for tests that check where steps run relative to collectives. PhaseObserver: the
-// main thread's wall time in the mode's schedule after backward, for the bench. Both optional: with none the
-// step pays one null test per event and issues nothing extra.
+// main thread's wall time in the mode's schedule after backward, for the bench. Both optional: with
+// none the step pays one null test per event and issues nothing extra.
 #pragma once
 
 namespace zl {

@@ -68,7 +68,8 @@ std::string describe_nonfinite(const StepVerdict& v, std::int64_t step) {
     (std::isfinite(v.losses[i]) ? too_large : nonfinite).push_back(where);
   }
   if (!nonfinite.empty()) {
-    parts.push_back(fmt::format("the training loss is not finite ({})", fmt::join(nonfinite, ", ")));
+    parts.push_back(
+        fmt::format("the training loss is not finite ({})", fmt::join(nonfinite, ", ")));
   }
   if (!too_large.empty()) {
     parts.push_back(fmt::format("the training loss is above train.max_loss = {:.4g} ({})",
