@@ -100,7 +100,8 @@ std::int64_t gathered_slices(const TrainingState& state) {
 
 // The masters (masters_in_file) and state of the elements of bucket b this rank steps (stepped(b):
 // the whole bucket, or its shard) -> `out`, laid out [slice][stepped(b).numel]: the fp32 masters
-// first, then each state tensor.
+// first, then each state tensor. (state_from_host, the way back, reads a whole bucket's staging:
+// a load stages every bucket whole.)
 void stepped_to_host(const TrainingState& state, const Bucket& b, std::vector<float>& out) {
   RankOptimizer& opt = state.optimizer;
   const ElementRange& mine = opt.stepped(b.index);
@@ -409,8 +410,12 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
     const int source = holder == kEveryRank ? 0 : holder;
     if (state.mode.element_shards) {
       gather_shards(state, b, slices, host, comm);
-    } else if (world.rank == source) {  // it steps the whole bucket
-      stepped_to_host(state, b, host);
+    } else if (world.rank == source) {
+      const ElementRange& stepped = state.optimizer.stepped(b.index);
+      ZL_CHECK(stepped.offset == b.offset && stepped.numel == b.numel,
+               "bucket {}: its state holder steps [{}, +{}), not the whole bucket", b.index,
+               stepped.offset, stepped.numel);
+      stepped_to_host(state, b, host);  // laid out [slice][b.numel]
       if (source != 0) send_floats(host.data(), slices * b.numel, 0, comm);
     }
     if (!world.is_root()) continue;

@@ -1,7 +1,7 @@
 // One owner per directory (docs/checkpoints.md, "One owner per directory"): before a run writes
 // anything, rank 0 decides the run's identity (run_identity.h) and whether it may write into
-// output.dir and checkpoint.dir. A directory is written only by the run that owns it (its
-// run.json):
+// output.dir and checkpoint.dir. A directory is written only by the run that owns it (the run
+// its run.json names):
 //  - a resume inherits the run id of the checkpoint it loads, and proceeds in that run's
 //    directories whatever keys changed (lr, world size, mode); that run's checkpoints after the
 //    step it resumes from are removed once the checkpoint is loaded (one line says so);

@@ -137,9 +137,11 @@ std::string tensor_name(const std::string& param, const std::vector<std::string>
   return state_tensor_name(param, states[static_cast<std::size_t>(which)]);
 }
 
-std::string checkpoint_file_name(std::int64_t step) {
-  return fmt::format("{}{:08d}{}", kNamePrefix, step, kNameSuffix);
+std::string step_name(std::int64_t step, const char* suffix) {
+  return fmt::format("{}{:08d}{}", kNamePrefix, step, suffix);
 }
+
+std::string checkpoint_file_name(std::int64_t step) { return step_name(step, kNameSuffix); }
 
 std::int64_t step_in_name(const std::string& name, const char* suffix) {
   const std::size_t prefix = std::strlen(kNamePrefix), tail = std::strlen(suffix);

@@ -53,8 +53,9 @@ inline constexpr const char* kSharedDirCheckPrefix = ".zerolap_shared_check_";
 std::string checkpoint_file_name(std::int64_t step);
 // The step of a checkpoint_file_name, or -1 for another name.
 std::int64_t checkpoint_step_of(const std::string& file_name);
-// The step of a name "step_<step><suffix>" (checkpoint_step_of, sharded_step_of), or -1 for
-// another name.
+// "step_<step><suffix>", the step zero-padded to 8 digits (checkpoint_file_name,
+// sharded_dir_name), and its inverse: the step of such a name, or -1 for another name.
+std::string step_name(std::int64_t step, const char* suffix);
 std::int64_t step_in_name(const std::string& name, const char* suffix);
 
 // True when checkpoint.dir is set and `step` is a multiple of checkpoint.every or the last step.

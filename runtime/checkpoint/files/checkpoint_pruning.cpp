@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,17 @@
 
 namespace zl {
 namespace fs = std::filesystem;
+
+namespace {
+
+// A file of the start-up check (kSharedDirCheckPrefix): rank 0's, named by 16 hex digits of the
+// launch's token, or another rank's, with ".r<rank>" after them. Nothing else is removed.
+bool is_shared_dir_check_file(const std::string& name) {
+  static const std::regex kName(R"(\.zerolap_shared_check_[0-9a-f]{16}(\.r[0-9]+)?)");
+  return name.starts_with(kSharedDirCheckPrefix) && std::regex_match(name, kName);
+}
+
+}  // namespace
 
 std::vector<DirCheckpoint> list_checkpoints(const std::string& dir) {
   std::vector<DirCheckpoint> found;
@@ -75,9 +87,10 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep, std::int64_t p
                       checkpoint_step_of(name.substr(0, name.size() - suffix)) >= 0;
     if (temp) {
       fs::remove(entry.path(), ec);  // left by a crashed write; never renamed, never loadable
-    } else if (name.starts_with(kSharedDirCheckPrefix)) {
-      // Left by a run killed during its start-up check; this run's check ended before training,
-      // and the directory's lock keeps other runs from checking now (directory_lock.h).
+    } else if (is_shared_dir_check_file(name)) {
+      // Left by a run killed during its start-up check: this run's check ended before training,
+      // and the directory's lock refuses other runs (directory_lock.h; on a filesystem without
+      // flock a second run into the directory is only warned, and is not supported).
       fs::remove(entry.path(), ec);
     } else if (sharded_step_of(name) >= 0 && entry.is_directory(ec) &&
                !fs::exists(entry.path() / kManifestName, ec)) {

@@ -103,7 +103,7 @@ std::int64_t ManifestParameter::numel() const {
   return n;
 }
 
-std::string sharded_dir_name(std::int64_t step) { return fmt::format("step_{:08d}", step); }
+std::string sharded_dir_name(std::int64_t step) { return step_name(step, ""); }
 
 std::int64_t sharded_step_of(const std::string& name) { return step_in_name(name, ""); }
 

@@ -160,11 +160,12 @@ TEST_CASE("latest pointer and pruning keep the newest checkpoints", "[checkpoint
   // the next run's pruning removes them (the directory's lock says no other run is checking).
   const std::string probe = std::string(kSharedDirCheckPrefix) + "00000000deadbeef";
   for (const std::string& name : {probe, probe + ".r1"}) std::ofstream(dir / name) << "x";
-  std::ofstream(dir / ".zerolap_notes") << "a user's file";
+  const std::string users = std::string(kSharedDirCheckPrefix) + "notes";  // not the check's
+  std::ofstream(dir / users) << "a user's file";
   prune_checkpoints(dir.string(), 2, -1, "run-a");
   CHECK_FALSE(fs::exists(dir / probe));
   CHECK_FALSE(fs::exists(dir / (probe + ".r1")));
-  CHECK(fs::exists(dir / ".zerolap_notes"));
+  CHECK(fs::exists(dir / users));
 
   fs::remove(dir / checkpoint_file_name(4));
   CHECK_THROWS_WITH(latest_checkpoint(dir.string()),

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "base/errors.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
 
@@ -36,4 +38,16 @@ TEST_CASE("a manifest round-trips and its shape is bounded", "[sharded-manifest]
                         Catch::Matchers::Contains("'evil' has a bad shape"));
   CHECK_THROWS_AS(zl::parse_manifest(zl::manifest_to_json(manifest_of({-1, 4})), "m.json"),
                   zl::UserError);
+}
+
+TEST_CASE("a manifest's JSON keys are the documented format", "[sharded-manifest]") {
+  // docs/checkpoints.md, "The manifest": the key names are the file format (checkpoints written
+  // by earlier builds must load), whatever the C++ members are called.
+  const auto file = nlohmann::json::parse(zl::manifest_to_json(manifest_of({2})));
+  const nlohmann::json& m = file.at("manifest");
+  const char* parameters = R"([{"name": "w", "shape": [4, 3]}, {"name": "evil", "shape": [2]}])";
+  CHECK(m.at("parameters") == nlohmann::json::parse(parameters));
+  CHECK(m.at("shards").at(0).at("pieces") ==
+        nlohmann::json::parse(R"([{"name": "w", "begin": 0, "numel": 12}])"));
+  CHECK(m.at("optimizer_state") == nlohmann::json::parse(R"(["exp_avg"])"));
 }
