@@ -226,8 +226,8 @@ void measure_optimizer(const Config& config, const ExecContext& exec, const Worl
       }
     });
   } else {
-    const AdamHyper h{o.lr,  o.beta1,        o.beta2,
-                      o.eps, o.weight_decay, o.kind == OptimizerKind::AdamW};
+    const bool adamw = o.kind == OptimizerKind::AdamW;
+    const AdamHyper h{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, adamw};
     slice.m = m.data();
     slice.v = v.data();
     s = time_on(exec, world, limit, [&] {

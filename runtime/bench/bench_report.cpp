@@ -222,9 +222,9 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   for (const std::string& why : noisy) noisy_rows += why.empty() ? 0 : 1;
   if (noisy_rows > 0) {
     out += fmt::format(
-        "* noisy: {} of {} rows (p90/p10 above {:.1f}, exposed above comm, or /ideal below "
-        "{:.1f}:\n  the machine was busy while they ran); compare them only after a rerun on an "
-        "idle machine\n",
+        "* noisy: {} of {} rows (p90/p10 above {:.1f}, exposed above comm, or /ideal below {:.1f}:"
+        "\n  the machine was busy while they ran); compare them only after a rerun on an idle "
+        "machine\n",
         noisy_rows, rep.rows.size(), kNoisySpread, kNoisyVsIdeal);
   }
   for (const BenchRow& r : rep.rows) {

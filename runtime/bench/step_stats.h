@@ -1,7 +1,7 @@
 // StepStats: what a Trainer's steps did between start() and stop(), in one snapshot, for the
 // bench: the main thread's time in the mode's schedule (through the Trainer's PhaseObserver), the
 // communicators' counters, the streams' timeline and the trace events. The bench reads this
-// instead of reaching into the communicators, the optimizer and the tracer itself.
+// instead of reaching into the communicators and the tracer itself.
 #pragma once
 
 #include <vector>
@@ -17,8 +17,8 @@
 namespace zl {
 
 struct StepStats {
-  // Main-thread wall time of the mode's schedule after backward (PhaseObserver),
-  // summed over steps; forward and backward are the timeline's.
+  // Main-thread wall time of the mode's schedule after backward (PhaseObserver), summed over
+  // steps; forward and backward are the timeline's.
   double finish_backward_s = 0.0;
   // The communicators' counters (replica: hybrid sharding's, zero without it).
   CommStats reduce, broadcast, replica;
@@ -33,8 +33,8 @@ class StepStatsRecorder final : public PhaseObserver {
   explicit StepStatsRecorder(Trainer& trainer) : trainer_(trainer) {}
   ~StepStatsRecorder() override { trainer_.set_phase_observer(nullptr); }
 
-  // Zeroes every counter, starts the stream timeline and observes the trainer's phases. Call
-  // with nothing in flight (after Trainer::synchronize()).
+  // Zeroes every counter, starts the stream timeline and observes the trainer's schedule time.
+  // Call with nothing in flight (after Trainer::synchronize()).
   void start();
   // Stops the timeline and returns the snapshot. Call after Trainer::synchronize(): the
   // timeline's device marks must have been reached.

@@ -1,5 +1,5 @@
 // `zerolap bench CONFIG`: runs every bench mode x bucket cap (runtime/bench/bench.h), prints the
-// table on rank 0 and writes bench.json / bench.csv (and trace.json with output.trace) to
+// table on rank 0 and writes bench.json, bench.csv and, with output.trace, trace.json to
 // output.dir.
 #include <csignal>
 #include <cstdio>

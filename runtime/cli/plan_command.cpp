@@ -94,8 +94,7 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   const RankMemory r0 = rank_memory(mode, plan, store.total_numel(), 0);
   if (mode.pools_gradients()) {
     out += fmt::format(
-        "gradient pool: {} of {} buffers of the largest bucket ({} elements): "
-        "{} per rank\n",
+        "gradient pool: {} of {} buffers of the largest bucket ({} elements): {} per rank\n",
         std::min<std::size_t>(kGradientPoolBuffers, plan.buckets.size()), kGradientPoolBuffers,
         plan.largest_bucket_numel(), human_bytes(r0.gradient_pool));
   }

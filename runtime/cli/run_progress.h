@@ -24,9 +24,10 @@ std::string format_duration(double seconds);
 std::string progress_times(double elapsed_s, double process_s, std::int64_t first_step,
                            std::int64_t step, std::int64_t total_steps);
 
-// The last line of `zerolap train` on rank 0, naming where the run's files went: "outputs:
-// DIR/metrics.csv, DIR/config.toml[, DIR/trace.json]; checkpoint CKDIR/step_N.safetensors
-// (latest)".
+// The last line of `zerolap train` on rank 0, naming where the run's files went, for example
+//   outputs: DIR/metrics.csv, DIR/config.toml[, DIR/trace.json];
+//   checkpoint CKDIR/step_N.safetensors (latest)
+// on one line.
 void report_run_outputs(const Config& config);
 
 }  // namespace zl

@@ -117,9 +117,8 @@ int run_training(Trainer& trainer) {
       }
       row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
       // The schedule follows the optimizer's step count, which a skipped step does not advance.
-      row.lr =
-          scheduled_lr(config.optimizer,
-                       std::max<std::int64_t>(trainer.optimizer().step_count(), 1), total_steps);
+      const std::int64_t lr_step = std::max<std::int64_t>(trainer.optimizer().step_count(), 1);
+      row.lr = scheduled_lr(config.optimizer, lr_step, total_steps);
       if (config.train.clip_grad_norm > 0.0f) row.grad_norm = trainer.last_grad_norm();
       emit(row,
            fmt::format(

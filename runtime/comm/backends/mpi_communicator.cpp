@@ -153,16 +153,16 @@ Work MpiCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, ReduceO
   const int count = checked_count(n, name_);
   check_reduce_op(dtype, op, name_);
   const std::int64_t bytes = n * dtype_size(dtype);
-  return submit(
-      CollectiveOp::AllReduce, bytes, "all_reduce", [this, buf, n, count, dtype, op, bytes] {
-        MPI_Request req;
-        ZL_MPI_CHECK(
-            MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dtype), mpi_sum(dtype), comm_, &req));
-        wait_request(req, "all_reduce", bytes);
-        if (op == ReduceOp::Average && size_ > 1) {
-          scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
-        }
-      });
+  const auto issue_and_wait = [this, buf, n, count, dtype, op, bytes] {
+    MPI_Request req;
+    ZL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dtype), mpi_sum(dtype), comm_,
+                                &req));
+    wait_request(req, "all_reduce", bytes);
+    if (op == ReduceOp::Average && size_ > 1) {
+      scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
+    }
+  };
+  return submit(CollectiveOp::AllReduce, bytes, "all_reduce", issue_and_wait);
 }
 
 Work MpiCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root, ReduceOp op,
@@ -170,31 +170,31 @@ Work MpiCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root, R
   const int count = checked_count(n, name_);
   check_reduce_op(dtype, op, name_);
   const std::int64_t bytes = n * dtype_size(dtype);
-  return submit(
-      CollectiveOp::Reduce, bytes, "reduce", [this, buf, n, count, dtype, root, op, bytes] {
-        MPI_Request req;
-        // The root reduces in place; other ranks only send, their buffer stays as it was.
-        const void* send = rank_ == root ? MPI_IN_PLACE : buf;
-        void* recv = rank_ == root ? buf : nullptr;
-        ZL_MPI_CHECK(
-            MPI_Ireduce(send, recv, count, mpi_type(dtype), mpi_sum(dtype), root, comm_, &req));
-        wait_request(req, "reduce", bytes);
-        if (op == ReduceOp::Average && size_ > 1 && rank_ == root) {
-          scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
-        }
-      });
+  const auto issue_and_wait = [this, buf, n, count, dtype, root, op, bytes] {
+    MPI_Request req;
+    // The root reduces in place; other ranks only send, their buffer stays as it was.
+    const void* send = rank_ == root ? MPI_IN_PLACE : buf;
+    void* recv = rank_ == root ? buf : nullptr;
+    ZL_MPI_CHECK(MPI_Ireduce(send, recv, count, mpi_type(dtype), mpi_sum(dtype), root, comm_,
+                             &req));
+    wait_request(req, "reduce", bytes);
+    if (op == ReduceOp::Average && size_ > 1 && rank_ == root) {
+      scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
+    }
+  };
+  return submit(CollectiveOp::Reduce, bytes, "reduce", issue_and_wait);
 }
 
 Work MpiCommunicator::broadcast(void* buf, std::int64_t n, DType dtype, int root,
                                 const ExecContext*) {
   const int count = checked_count(n, name_);
   const std::int64_t bytes = n * dtype_size(dtype);
-  return submit(CollectiveOp::Broadcast, bytes, "broadcast",
-                [this, buf, count, dtype, root, bytes] {
-                  MPI_Request req;
-                  ZL_MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dtype), root, comm_, &req));
-                  wait_request(req, "broadcast", bytes);
-                });
+  const auto issue_and_wait = [this, buf, count, dtype, root, bytes] {
+    MPI_Request req;
+    ZL_MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dtype), root, comm_, &req));
+    wait_request(req, "broadcast", bytes);
+  };
+  return submit(CollectiveOp::Broadcast, bytes, "broadcast", issue_and_wait);
 }
 
 // MPI's in-place reduce-scatter leaves the rank's sum at the *start* of the buffer and may use the
@@ -208,24 +208,23 @@ Work MpiCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, Red
   const int count = checked_count(shard, name_);
   check_reduce_op(dtype, op, name_);
   const std::int64_t bytes = n * dtype_size(dtype);
-  return submit(CollectiveOp::ReduceScatter, bytes, "reduce_scatter",
-                [this, buf, shard, count, dtype, op, bytes] {
-                  // One rank's shard is the whole buffer and its sum is itself: Open MPI would
-                  // still copy it out and back through temporaries, at memory speed.
-                  if (size_ == 1) return;
-                  const auto shard_bytes = static_cast<std::size_t>(shard * dtype_size(dtype));
-                  if (scatter_scratch_.size() < shard_bytes) scatter_scratch_.resize(shard_bytes);
-                  MPI_Request req;
-                  ZL_MPI_CHECK(MPI_Ireduce_scatter_block(buf, scatter_scratch_.data(), count,
-                                                         mpi_type(dtype), mpi_sum(dtype), comm_,
-                                                         &req));
-                  wait_request(req, "reduce_scatter", bytes);
-                  char* mine = static_cast<char*>(buf) + rank_ * shard_bytes;
-                  if (shard_bytes > 0) std::memcpy(mine, scatter_scratch_.data(), shard_bytes);
-                  if (op == ReduceOp::Average && size_ > 1) {
-                    scale(ExecContext{}, reinterpret_cast<float*>(mine), shard, 1.0f / size_);
-                  }
-                });
+  const auto issue_and_wait = [this, buf, shard, count, dtype, op, bytes] {
+    // One rank's shard is the whole buffer and its sum is itself: Open MPI would still copy it
+    // out and back through temporaries, at memory speed.
+    if (size_ == 1) return;
+    const auto shard_bytes = static_cast<std::size_t>(shard * dtype_size(dtype));
+    if (scatter_scratch_.size() < shard_bytes) scatter_scratch_.resize(shard_bytes);
+    MPI_Request req;
+    ZL_MPI_CHECK(MPI_Ireduce_scatter_block(buf, scatter_scratch_.data(), count, mpi_type(dtype),
+                                           mpi_sum(dtype), comm_, &req));
+    wait_request(req, "reduce_scatter", bytes);
+    char* mine = static_cast<char*>(buf) + rank_ * shard_bytes;
+    if (shard_bytes > 0) std::memcpy(mine, scatter_scratch_.data(), shard_bytes);
+    if (op == ReduceOp::Average && size_ > 1) {
+      scale(ExecContext{}, reinterpret_cast<float*>(mine), shard, 1.0f / size_);
+    }
+  };
+  return submit(CollectiveOp::ReduceScatter, bytes, "reduce_scatter", issue_and_wait);
 }
 
 Work MpiCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t n, DType dtype,
@@ -236,25 +235,26 @@ Work MpiCommunicator::all_gather_from(const void* shard, void* buf, std::int64_t
   const auto* mine = static_cast<const char*>(shard);
   ZL_CHECK(shard == nullptr || mine + count * dtype_size(dtype) <= whole || mine >= whole + bytes,
            "communicator {}: all_gather_from's shard overlaps its buffer", name_);
-  return submit(CollectiveOp::AllGather, bytes, "all_gather",
-                [this, shard, buf, count, dtype, bytes] {
-                  if (shard == nullptr && size_ == 1) return;  // buf already is the whole
-                  MPI_Request req;
-                  // In place (shard == nullptr): this rank's contribution is already in buf.
-                  ZL_MPI_CHECK(MPI_Iallgather(shard ? shard : MPI_IN_PLACE, shard ? count : 0,
-                                              shard ? mpi_type(dtype) : MPI_DATATYPE_NULL, buf,
-                                              count, mpi_type(dtype), comm_, &req));
-                  wait_request(req, "all_gather", bytes);
-                });
+  const auto issue_and_wait = [this, shard, buf, count, dtype, bytes] {
+    if (shard == nullptr && size_ == 1) return;  // buf already is the whole
+    MPI_Request req;
+    // In place (shard == nullptr): this rank's contribution is already in buf.
+    ZL_MPI_CHECK(MPI_Iallgather(shard ? shard : MPI_IN_PLACE, shard ? count : 0,
+                                shard ? mpi_type(dtype) : MPI_DATATYPE_NULL, buf, count,
+                                mpi_type(dtype), comm_, &req));
+    wait_request(req, "all_gather", bytes);
+  };
+  return submit(CollectiveOp::AllGather, bytes, "all_gather", issue_and_wait);
 }
 
 Work MpiCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
   const int count = checked_count(n, name_);
-  return submit(CollectiveOp::AllReduce, n * 8, "all_reduce_f64", [this, buf, n, count] {
+  const auto issue_and_wait = [this, buf, n, count] {
     MPI_Request req;
     ZL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, comm_, &req));
     wait_request(req, "all_reduce_f64", n * 8);
-  });
+  };
+  return submit(CollectiveOp::AllReduce, n * 8, "all_reduce_f64", issue_and_wait);
 }
 
 Work MpiCommunicator::then(std::function<void(const ExecContext& stream)> fn) {

@@ -27,8 +27,7 @@ inline constexpr std::int64_t kMaxMpiCount = std::numeric_limits<int>::max();
 
 class MpiCommunicator final : public Communicator {
  public:
-  // Duplicates `parent` (collective: every rank must construct its communicators in the same
-  // order).
+  // Duplicates `parent`: a collective, so every rank constructs its communicators in one order.
   MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s,
                   CommPriority priority = CommPriority::Normal);
   ~MpiCommunicator() override;
