@@ -33,7 +33,7 @@ BucketOps::BucketOps(const ModePlan& mode, const BucketPlan& plan, ParameterStor
 void BucketOps::step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                               StepStream stream) {
   ZL_CHECK(optimizer_.owns(bucket), "bucket {} stepped on a rank that does not own it", bucket);
-  if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepBegin, .bucket = bucket});
+  notify(observer_, StepEvent::Kind::StepBegin, bucket);
   {
     const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
     // The trace names threads (the main thread, the comm stream), the timeline streams
@@ -46,7 +46,7 @@ void BucketOps::step_bucket(int bucket, const StepScalars& scalars, const ExecCo
     optimizer_.step_bucket(bucket, scalars, exec,
                            gradients_.gradient(b, optimizer_.stepped(bucket)));
   }
-  if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepEnd, .bucket = bucket});
+  notify(observer_, StepEvent::Kind::StepEnd, bucket);
 }
 
 void BucketOps::publish(int bucket, const ExecContext* issuing_stream) {
@@ -57,9 +57,7 @@ void BucketOps::publish(int bucket, const ExecContext* issuing_stream) {
   const DType dtype = store_.param_dtype();
   const int root = op == CollectiveOp::Broadcast ? b.assigned_rank : -1;
   program_.issued({CommRole::Broadcast, op, bucket, b.numel, mode_.micro_batches - 1, dtype, root});
-  if (observer_) {
-    observer_->on_step_event({.kind = StepEvent::Kind::BroadcastStarted, .bucket = bucket});
-  }
+  notify(observer_, StepEvent::Kind::BroadcastStarted, bucket);
   void* params = static_cast<char*>(store_.raw_data()) + b.offset * dtype_size(dtype);
   broadcast_work_[static_cast<std::size_t>(bucket)] = traced_collective(
       broadcast_comm_, tracer_, bucket, collective_name(op), b.numel * dtype_size(dtype), [&] {

@@ -101,7 +101,7 @@ void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
     }
     wait(bucket);
   }
-  emit(StepEvent::Kind::ParameterRead, bucket);
+  notify(observer_, StepEvent::Kind::ParameterRead, bucket);
 }
 
 void ParameterGather::issue(int bucket, InProgram in_program) {
@@ -125,7 +125,7 @@ void ParameterGather::issue(int bucket, InProgram in_program) {
                              b.numel * dtype_size(dtype), [&] {
     return comm_.all_gather_from(shard, buffer, b.numel, dtype, &compute_);
   });
-  emit(StepEvent::Kind::GatherIssued, bucket);
+  notify(observer_, StepEvent::Kind::GatherIssued, bucket);
 }
 
 void ParameterGather::wait(int bucket) {
@@ -141,7 +141,7 @@ void ParameterGather::wait(int bucket) {
   r.waited = true;
   const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
   store_.bind(b.param_ids, buffers_[static_cast<std::size_t>(r.slot)].raw(), b.offset);
-  emit(StepEvent::Kind::GatherDone, bucket);
+  notify(observer_, StepEvent::Kind::GatherDone, bucket);
 }
 
 void ParameterGather::release(int bucket) {
@@ -152,7 +152,7 @@ void ParameterGather::release(int bucket) {
   store_.unbind(plan_.buckets[static_cast<std::size_t>(bucket)].param_ids);
   free_.push_back(r.slot);
   r = Resident{};
-  emit(StepEvent::Kind::GatherReleased, bucket);
+  notify(observer_, StepEvent::Kind::GatherReleased, bucket);
 }
 
 void ParameterGather::release_below(int end) {

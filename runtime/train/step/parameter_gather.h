@@ -115,9 +115,6 @@ class ParameterGather {
   void release(int bucket);
   // Releases buckets [0, end) and starts the next pass as a forward.
   void release_below(int end);
-  void emit(StepEvent::Kind kind, int bucket) {
-    if (observer_) observer_->on_step_event({.kind = kind, .bucket = bucket});
-  }
 
   const ModePlan& mode_;
   const BucketPlan& plan_;

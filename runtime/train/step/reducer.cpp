@@ -73,9 +73,7 @@ std::optional<int> Reducer::start_next_collective() {
   const DType dtype = buffer_.wire_dtype();
   const int root = op_ == CollectiveOp::Reduce ? b.assigned_rank : -1;
   program_.issued({CommRole::Reduce, op_, bucket, b.numel, micro_, dtype, root});
-  if (observer_) {
-    observer_->on_step_event({.kind = StepEvent::Kind::CollectiveStarted, .bucket = bucket});
-  }
+  notify(observer_, StepEvent::Kind::CollectiveStarted, bucket);
   Work& work = work_[static_cast<std::size_t>(bucket)];
   work = traced_collective(comm_, tracer_, bucket, collective_name(op_),
                            b.numel * dtype_size(dtype), [&] {
