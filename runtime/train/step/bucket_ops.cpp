@@ -1,7 +1,5 @@
-// BucketOps: step, broadcast, per-layer wait and clip coefficient (see bucket_ops.h).
+// BucketOps: step, broadcast, per-layer wait and gradient norm (see bucket_ops.h).
 #include "runtime/train/step/bucket_ops.h"
-
-#include <cmath>
 
 #include "base/errors.h"
 #include "base/tracer.h"
@@ -110,13 +108,6 @@ double BucketOps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int ra
 double BucketOps::local_grad_sum_sq(int rank) {
   return gradients_.dtype() == DType::BF16 ? sum_of_stepped_squares(norm_spans_bf16_, rank)
                                       : sum_of_stepped_squares(norm_spans_f32_, rank);
-}
-
-float BucketOps::clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale) {
-  const double norm = std::sqrt(grad_sum_sq) * static_cast<double>(grad_scale);
-  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
-  const double coef = static_cast<double>(max_norm) / (norm + 1e-6);
-  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
 }
 
 }  // namespace zl

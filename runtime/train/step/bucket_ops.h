@@ -2,7 +2,7 @@
 // runs the fused optimizer update of a bucket this rank owns (owns(b): ModePlan::steps_on),
 // publish(b) sends a stepped bucket to every rank (a broadcast from its assigned rank, or the
 // all-gather of every rank's shard), and wait_for_bucket(b) is the per-layer wait of the next
-// forward for that publish. Also the gradient norm and the clip coefficient. The schedules
+// forward for that publish. Also this rank's share of the gradient norm. The schedules
 // (schedule.h) only decide *when*, and say what: `if (owns(b)) step_bucket(b); publish(b)`.
 //
 // Threads: step_bucket and publish run on the main thread, or in interleaved mode on the
@@ -91,13 +91,6 @@ class BucketOps {
   // (CUDA: be ordered before the compute stream). The step's check and the clip norm use it.
   // bf16 reduced gradients (reduce_dtype = "bf16") are summed in double, as fp32 ones.
   double local_grad_sum_sq(int rank);
-  // torch.nn.utils.clip_grad_norm_'s coefficient for max norm `max_norm` (> 0) from the global
-  // sum of squares of the reduced gradients scaled by `grad_scale` (the average over ranks and
-  // micro-batches).
-  static float clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale);
-  // The global gradient norm of the last checked step (sqrt(sum of squares) x grad_scale).
-  void set_last_grad_norm(double norm) { last_grad_norm_ = norm; }
-  double last_grad_norm() const { return last_grad_norm_; }
 
  private:
   // local_grad_sum_sq over the reduced gradients as T (float or Bf16).
@@ -119,7 +112,6 @@ class BucketOps {
   std::vector<Work> interleaved_task_;  // interleaved: the continuation that steps and broadcasts
   std::vector<Work> broadcast_work_;    // written where publish runs
   std::vector<NextForward> next_forward_;  // main thread
-  double last_grad_norm_ = 0.0;
   // The norm's buckets, reused every step (one of the two, by the reduced gradients' dtype).
   std::vector<ReadSpan<float>> norm_spans_f32_;
   std::vector<ReadSpan<Bf16>> norm_spans_bf16_;

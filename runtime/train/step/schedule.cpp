@@ -9,14 +9,22 @@
 namespace zl {
 namespace {
 
+// torch.nn.utils.clip_grad_norm_'s coefficient for max norm `max_norm` (> 0) from the global sum
+// of squares of the reduced gradients scaled by `grad_scale` (the average over ranks and
+// micro-batches): max_norm / (norm + 1e-6) when that is below 1.
+float clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale) {
+  const double norm = std::sqrt(grad_sum_sq) * static_cast<double>(grad_scale);
+  const double coef = static_cast<double>(max_norm) / (norm + 1e-6);
+  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+}
+
 // Also ddp's: there every rank owns every bucket, and nothing is published (or skipped).
 class ZeroNoneSchedule final : public Schedule {
  public:
   using Schedule::Schedule;
   StepVerdict after_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
-    parts_.reducer.wait_collectives(parts_.buckets.compute());
-    const StepVerdict verdict = check(scalars, step_loss);
-    if (!verdict.finite) return skipped(verdict);  // every rank keeps its parameters
+    const StepVerdict verdict = check_before_steps(scalars, step_loss);
+    if (!verdict.finite) return verdict;  // every rank keeps its parameters
     const StepScalars s = clipped(scalars, verdict);
     BucketOps& buckets = parts_.buckets;
     for (const auto& b : parts_.plan.buckets) {
@@ -41,9 +49,8 @@ class ZeroAfterBackwardSchedule final : public Schedule {
                                parts_.options.on_nonfinite == OnNonfinite::SkipStep;
     StepVerdict verdict;
     if (verdict_first) {
-      parts_.reducer.wait_collectives(parts_.buckets.compute());
-      verdict = check(scalars, step_loss);
-      if (!verdict.finite) return skipped(verdict);
+      verdict = check_before_steps(scalars, step_loss);
+      if (!verdict.finite) return verdict;
     }
     const StepScalars s = clipped(scalars, verdict);
     BucketOps& buckets = parts_.buckets;
@@ -142,21 +149,23 @@ StepVerdict Schedule::check(const StepScalars& scalars, const StepLossFn& step_l
   StepVerdict verdict = agree_on_step(mean_loss, grad_sum_sq, parts_.grad_shares,
                                       parts_.share_ranks, parts_.options.max_loss,
                                       parts_.every_rank);
-  parts_.buckets.set_last_grad_norm(std::sqrt(verdict.grad_sum_sq) *
-                                    static_cast<double>(scalars.grad_scale));
+  last_grad_norm_ = std::sqrt(verdict.grad_sum_sq) * static_cast<double>(scalars.grad_scale);
   return verdict;
 }
 
-StepVerdict Schedule::skipped(const StepVerdict& verdict) {
-  parts_.buckets.skip_publishes();
+StepVerdict Schedule::check_before_steps(const StepScalars& scalars,
+                                         const StepLossFn& step_loss) {
+  parts_.reducer.wait_collectives(parts_.buckets.compute());
+  const StepVerdict verdict = check(scalars, step_loss);
+  if (!verdict.finite) parts_.buckets.skip_publishes();
   return verdict;
 }
 
 StepScalars Schedule::clipped(const StepScalars& scalars, const StepVerdict& verdict) const {
   if (parts_.options.clip_grad_norm <= 0.0f) return scalars;
   StepScalars s = scalars;
-  s.grad_scale *= BucketOps::clip_coefficient(parts_.options.clip_grad_norm,
-                                                verdict.grad_sum_sq, scalars.grad_scale);
+  s.grad_scale *=
+      clip_coefficient(parts_.options.clip_grad_norm, verdict.grad_sum_sq, scalars.grad_scale);
   return s;
 }
 
