@@ -67,7 +67,7 @@ struct StepParts {
   Reducer reducer;
   BucketOps buckets;
   std::unique_ptr<Schedule> schedule;
-  // ParameterSource::Gathered only (on the broadcast communicator): gather().
+  // Stage 3 only (ModePlan::gathers_parameters; on the broadcast communicator): gather().
   std::unique_ptr<ParameterGather> gather_;
 };
 
