@@ -22,7 +22,7 @@
 #include "runtime/train/step/gradient_store.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/step/rank_optimizer.h"
-#include "runtime/train/step/step_observer.h"
+#include "runtime/train/step/step_context.h"
 
 namespace zl {
 
@@ -40,13 +40,8 @@ class BucketOps {
   // `gradients`: where the buckets' reduced gradients are (the step and the gradient norm read
   // them); `reduce_stream_name`: the stream interleaved steps run on (Reducer::reduced_on: the
   // reduce communicator's, with hybrid sharding the replica one's), for StepStream::Reduce.
-  BucketOps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-              const GradientStore& gradients, RankOptimizer& optimizer,
-              Communicator& broadcast_comm, ProgramCheck& program, ExecContext compute,
-              Tracer* tracer, std::string reduce_stream_name);
-
-  void set_observer(StepObserver* observer) { observer_ = observer; }
-  const ExecContext& compute() const { return compute_; }
+  BucketOps(const StepContext& step, const GradientStore& gradients, RankOptimizer& optimizer,
+            Communicator& broadcast_comm, std::string reduce_stream_name);
 
   // Whether this rank steps (some of) bucket b.
   bool owns(int bucket) const { return optimizer_.owns(bucket); }
@@ -56,7 +51,7 @@ class BucketOps {
                    StepStream stream);
   // Whether a stepped bucket is published (ModePlan::broadcast_after_step: not at stage 3, whose
   // next forward gathers the stepped shards).
-  bool publishes() const { return mode_.broadcast_after_step; }
+  bool publishes() const { return step_.mode.broadcast_after_step; }
   // Starts bucket b's publish - its broadcast from its assigned rank, or (element shards) its
   // all-gather of every rank's shard - on the broadcast communicator, after the work issued so
   // far on `issuing_stream` (null: the compute stream; communicator.h). It sends the store's
@@ -97,17 +92,11 @@ class BucketOps {
   template <class T>
   double sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int rank);
 
-  const ModePlan& mode_;
-  const BucketPlan& plan_;
-  ParameterStore& store_;
+  const StepContext& step_;
   const GradientStore& gradients_;
   RankOptimizer& optimizer_;
   Communicator& broadcast_comm_;
-  ProgramCheck& program_;
-  ExecContext compute_;
-  Tracer* tracer_;
   std::string reduce_stream_name_;
-  StepObserver* observer_ = nullptr;
 
   std::vector<Work> interleaved_task_;  // interleaved: the continuation that steps and broadcasts
   std::vector<Work> broadcast_work_;    // written where publish runs

@@ -27,13 +27,13 @@ class ZeroNoneSchedule final : public Schedule {
     if (!verdict.finite) return verdict;  // every rank keeps its parameters
     const StepScalars s = clipped(scalars, verdict);
     BucketOps& buckets = parts_.buckets;
-    for (const auto& b : parts_.plan.buckets) {
+    for (const auto& b : parts_.step.plan.buckets) {
       if (buckets.owns(b.index)) {
-        buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
+        buckets.step_bucket(b.index, s, parts_.step.compute, StepStream::Compute);
       }
     }
     if (!buckets.publishes()) return verdict;  // stage 3: the next forward gathers
-    for (const auto& b : parts_.plan.buckets) buckets.publish(b.index);
+    for (const auto& b : parts_.step.plan.buckets) buckets.publish(b.index);
     buckets.wait_publishes();
     return verdict;
   }
@@ -54,12 +54,12 @@ class ZeroAfterBackwardSchedule final : public Schedule {
     }
     const StepScalars s = clipped(scalars, verdict);
     BucketOps& buckets = parts_.buckets;
-    for (const auto& b : parts_.plan.buckets) {
+    for (const auto& b : parts_.step.plan.buckets) {
       // A stream wait (host wait on the CPU): on CUDA the step kernel on the compute stream
       // follows this bucket's collective and the host goes on issuing the next bucket.
-      parts_.reducer.collective(b.index).stream_wait(buckets.compute());
+      parts_.reducer.collective(b.index).stream_wait(parts_.step.compute);
       if (buckets.owns(b.index)) {
-        buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
+        buckets.step_bucket(b.index, s, parts_.step.compute, StepStream::Compute);
       }
       if (buckets.publishes()) buckets.publish(b.index);
       buckets.forward_waits_for(b.index);
@@ -91,7 +91,7 @@ class ZeroInterleavedSchedule final : public Schedule {
   // order is fixed, so every rank issues the same sequence on each communicator. What it hides
   // on a modelled link: docs/bench.md ("What it took to hide communication on 2 cores").
   void after_collective_started(int bucket, const StepScalars& scalars) override {
-    const int count = static_cast<int>(parts_.plan.buckets.size());
+    const int count = static_cast<int>(parts_.step.plan.buckets.size());
     const int last = count - 1;
     const int second_last = last - 1;  // -1 with a single bucket: nothing is reordered
     Communicator& comm = parts_.reducer.reduced_on();
@@ -133,8 +133,8 @@ class ZeroInterleavedSchedule final : public Schedule {
     // Steps and broadcasts were issued from the collectives' continuations; the verdict can only
     // follow them (a stop: docs/design.md, "Divergence"). The next forward's first layer waits
     // for the last bucket's broadcast anyway, which follows every collective.
-    for (const auto& b : parts_.plan.buckets) parts_.buckets.forward_waits_for(b.index);
-    parts_.reducer.wait_collectives(parts_.buckets.compute());
+    for (const auto& b : parts_.step.plan.buckets) parts_.buckets.forward_waits_for(b.index);
+    parts_.reducer.wait_collectives(parts_.step.compute);
     return check(scalars, step_loss);
   }
 };
@@ -155,7 +155,7 @@ StepVerdict Schedule::check(const StepScalars& scalars, const StepLossFn& step_l
 
 StepVerdict Schedule::check_before_steps(const StepScalars& scalars,
                                          const StepLossFn& step_loss) {
-  parts_.reducer.wait_collectives(parts_.buckets.compute());
+  parts_.reducer.wait_collectives(parts_.step.compute);
   const StepVerdict verdict = check(scalars, step_loss);
   if (!verdict.finite) parts_.buckets.skip_publishes();
   return verdict;

@@ -31,6 +31,7 @@
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/step/reducer.h"
 #include "runtime/train/step/rank_optimizer.h"
+#include "runtime/train/step/step_context.h"
 #include "runtime/train/step/step_options.h"
 #include "runtime/train/step/step_verdict.h"
 
@@ -41,7 +42,7 @@ using StepLossFn = std::function<double()>;
 
 // What a schedule acts on; every reference outlives the schedule.
 struct ScheduleParts {
-  const BucketPlan& plan;
+  const StepContext& step;  // the bucket plan, the compute stream
   Reducer& reducer;  // interleaved: its reduced_on() stream runs the step tasks
   BucketOps& buckets;
   Communicator& every_rank;  // the verdict's all-reduce

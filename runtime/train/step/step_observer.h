@@ -34,11 +34,6 @@ class StepObserver {
   virtual void on_step_event(const StepEvent& event) = 0;
 };
 
-// Reports `kind` of `bucket` to `observer`, if there is one.
-inline void notify(StepObserver* observer, StepEvent::Kind kind, int bucket) {
-  if (observer) observer->on_step_event({.kind = kind, .bucket = bucket});
-}
-
 class PhaseObserver {
  public:
   virtual ~PhaseObserver() = default;
