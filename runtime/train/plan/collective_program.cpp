@@ -26,22 +26,26 @@ std::string describe(const ProgramEntry& e) {
 
 namespace {
 
-// The program, and with `forward` which of its entries forward issues (stage 3's gathers before
-// forward reads a bucket).
-std::vector<ProgramEntry> program_of(const ModePlan& mode, const BucketPlan& plan,
-                                     std::vector<bool>* forward) {
-  std::vector<ProgramEntry> out;
-  const auto add = [&](CommRole comm, CollectiveOp op, const Bucket& b, int micro, DType dtype,
-                       int root) {
-    out.push_back({comm, op, b.index, b.numel, micro, dtype, root});
-  };
+// The program, and per entry whether forward issues it (stage 3's gathers before forward reads a
+// bucket).
+struct Program {
+  std::vector<ProgramEntry> entries;
+  std::vector<bool> forward;
+  void add(const ProgramEntry& entry, bool in_forward = false) {
+    entries.push_back(entry);
+    forward.push_back(in_forward);
+  }
+};
+
+Program program_of(const ModePlan& mode, const BucketPlan& plan) {
+  Program out;
   // Gradients: stages 2 and 3 reduce every micro-batch into the shard; the others once, in the
   // last.
   const int reducing = mode.pools_gradients() ? mode.micro_batches : 1;
   for (int micro = mode.micro_batches - reducing; micro < mode.micro_batches; ++micro) {
     for (const Bucket& b : plan.buckets) {
-      add(CommRole::Reduce, mode.bucket_collective, b, micro, mode.reduce_dtype,
-          mode.bucket_collective == CollectiveOp::Reduce ? b.assigned_rank : -1);
+      out.add({CommRole::Reduce, mode.bucket_collective, b.index, b.numel, micro, mode.reduce_dtype,
+               mode.bucket_collective == CollectiveOp::Reduce ? b.assigned_rank : -1});
     }
   }
   // Publishes after the step, in bucket order (Note [Tail broadcast order] swaps the last two
@@ -53,9 +57,9 @@ std::vector<ProgramEntry> program_of(const ModePlan& mode, const BucketPlan& pla
       std::iter_swap(order.end() - 1, order.end() - 2);
     }
     for (const Bucket* b : order) {
-      add(CommRole::Broadcast, mode.parameter_collective, *b, mode.micro_batches - 1,
-          mode.param_dtype,
-          mode.parameter_collective == CollectiveOp::Broadcast ? b->assigned_rank : -1);
+      out.add({CommRole::Broadcast, mode.parameter_collective, b->index, b->numel,
+               mode.micro_batches - 1, mode.param_dtype,
+               mode.parameter_collective == CollectiveOp::Broadcast ? b->assigned_rank : -1});
     }
   }
   if (mode.gathers_parameters()) {
@@ -65,24 +69,20 @@ std::vector<ProgramEntry> program_of(const ModePlan& mode, const BucketPlan& pla
     // one micro-batch's backward to the next one's forward (Note [Parameter gathers]). So forward
     // + backward gathers + reduce-scatter move about 1.5x ddp's bytes per micro-batch.
     const auto n = static_cast<int>(plan.buckets.size());
-    const auto gather = [&](int b, int micro) {
-      add(CommRole::Broadcast, CollectiveOp::AllGather,
-          plan.buckets[static_cast<std::size_t>(b)], micro, mode.param_dtype, -1);
+    const auto gather = [&](int b, int micro, bool in_forward) {
+      const Bucket& bucket = plan.buckets[static_cast<std::size_t>(b)];
+      out.add({CommRole::Broadcast, CollectiveOp::AllGather, b, bucket.numel, micro,
+               mode.param_dtype, -1},
+              in_forward);
     };
     // Backward gathers only the buckets it reads (Bucket::read_in_backward: not one holding
     // only the first layer); the last bucket stays for the next micro-batch if backward kept it.
     const bool last_stays = !mode.reshard_after_forward || plan.buckets.back().read_in_backward;
     for (int micro = 0; micro < mode.micro_batches; ++micro) {
-      for (int b = micro > 0 && last_stays ? n - 2 : n - 1; b >= 0; --b) {
-        gather(b, micro);
-        if (forward) {
-          forward->resize(out.size(), false);
-          forward->back() = true;
-        }
-      }
+      for (int b = micro > 0 && last_stays ? n - 2 : n - 1; b >= 0; --b) gather(b, micro, true);
       if (!mode.reshard_after_forward) continue;
       for (int b = 1; b < n; ++b) {
-        if (plan.buckets[static_cast<std::size_t>(b)].read_in_backward) gather(b, micro);
+        if (plan.buckets[static_cast<std::size_t>(b)].read_in_backward) gather(b, micro, false);
       }
     }
   }
@@ -90,40 +90,34 @@ std::vector<ProgramEntry> program_of(const ModePlan& mode, const BucketPlan& pla
     // Hybrid sharding: each bucket's shard across the replicas, once per step, in bucket order,
     // on the gradients' wire (Note [Replica all-reduce]). plan.world_size is the shard group.
     for (const Bucket& b : plan.buckets) {
-      out.push_back({CommRole::Replica, CollectiveOp::AllReduce, b.index,
-                     b.numel / plan.world_size, mode.micro_batches - 1, mode.reduce_dtype, -1});
+      out.add({CommRole::Replica, CollectiveOp::AllReduce, b.index, b.numel / plan.world_size,
+               mode.micro_batches - 1, mode.reduce_dtype, -1});
     }
   }
-  if (forward) forward->resize(out.size(), false);
   return out;
 }
 
 }  // namespace
 
 std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketPlan& plan) {
-  return program_of(mode, plan, nullptr);
+  return program_of(mode, plan).entries;
 }
 
 std::vector<bool> forward_entries(const ModePlan& mode, const BucketPlan& plan) {
-  std::vector<bool> forward;
-  program_of(mode, plan, &forward);
-  return forward;
+  return program_of(mode, plan).forward;
 }
 
 CommSpans comm_spans(const ModePlan& mode, const LinkConfig& link, int world) {
   const int group = mode.replicas > 1 ? mode.mode.shard_group : world;
   ZL_CHECK(group * mode.replicas == world,
            "comm_spans: {} replicas of groups of {} are not {} ranks", mode.replicas, group, world);
-  CommSpans out;
   const CommPlace in_group{group, 1, link_span(link, world, group, 1)};
-  out.places[static_cast<std::size_t>(CommRole::Reduce)] = in_group;
-  out.places[static_cast<std::size_t>(CommRole::Broadcast)] = in_group;
-  // Without replicas no entry runs there; the group's place stands in.
-  out.places[static_cast<std::size_t>(CommRole::Replica)] =
+  // Without replicas no entry runs on the replica communicator; the group's place stands in.
+  const CommPlace replica =
       mode.replicas > 1
           ? CommPlace{mode.replicas, group, link_span(link, world, mode.replicas, group)}
           : in_group;
-  return out;
+  return CommSpans{.places = {in_group, in_group, replica}};  // Reduce, Broadcast, Replica
 }
 
 ProgramCheck::ProgramCheck(const std::vector<ProgramEntry>& program) {

@@ -22,16 +22,6 @@ RankMemory peak(const Config& config, int world) {
   return estimate_peak_rank_memory(config, planned.layout, planned.plan, mode);
 }
 
-void set_stage3(Config& c) {
-  c.parallel.mode = ParallelMode::Zero;
-  c.parallel.collective = CollectiveKind::ReduceScatterAllgather;
-  c.parallel.zero_stage = 3;
-}
-
-constexpr const char* kStage3Keys =
-    "parallel.mode = \"zero\", parallel.collective = \"reduce_scatter_allgather\", "
-    "parallel.zero_stage = 3";
-
 // The fewest ranks, a power of two above `world` up to 4096, at which `config` fits; 0: none.
 int ranks_that_fit(const Config& config, int world, std::int64_t limit) {
   for (int w = 2; w <= 4096; w *= 2) {
@@ -65,7 +55,15 @@ void check_memory_limit(const Config& config, int world) {
     apply(all);
     all_keys.push_back(keys);
   };
-  if (config.parallel.zero_stage < 3) trade(kStage3Keys, set_stage3);
+  if (config.parallel.zero_stage < 3) {
+    trade("parallel.mode = \"zero\", parallel.collective = \"reduce_scatter_allgather\", "
+          "parallel.zero_stage = 3",
+          [](Config& c) {
+            c.parallel.mode = ParallelMode::Zero;
+            c.parallel.collective = CollectiveKind::ReduceScatterAllgather;
+            c.parallel.zero_stage = 3;
+          });
+  }
   if (config.precision.compute != ComputePrecision::Bf16) {
     trade("precision.compute = \"bf16\"",
           [](Config& c) { c.precision.compute = ComputePrecision::Bf16; });

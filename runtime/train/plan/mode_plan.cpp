@@ -7,16 +7,17 @@
 
 namespace zl {
 
-int state_floats_per_element(const OptimizerConfig& optimizer) {
-  if (optimizer.kind != OptimizerKind::Sgd) return 2;  // Adam and AdamW
-  return optimizer.momentum != 0.0f ? 1 : 0;
+std::vector<std::string> optimizer_state_names(const OptimizerConfig& optimizer) {
+  if (optimizer.kind != OptimizerKind::Sgd) return {"exp_avg", "exp_avg_sq"};
+  if (optimizer.momentum != 0.0f) return {"momentum_buffer"};
+  return {};
 }
 
 ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
                         const OptimizerConfig& optimizer, const PrecisionConfig& precision) {
   ModePlan m;
   m.mode = mode;
-  m.state_floats_per_element = state_floats_per_element(optimizer);
+  m.state_floats_per_element = static_cast<int>(optimizer_state_names(optimizer).size());
   if (precision.compute == ComputePrecision::Bf16) {
     m.param_dtype = DType::BF16;
     m.reduce_dtype = precision.reduce_dtype;
@@ -38,7 +39,6 @@ ModePlan make_mode_plan(const Mode& mode, const ParallelConfig& parallel,
       m.element_shards = true;
       m.prefetch = parallel.prefetch;
       m.reshard_after_forward = parallel.reshard_after_forward;
-      if (mode.stage == 3) m.parameters = ParameterSource::Gathered;
       break;
   }
   // Stage 3: the next forward's gathers read the stepped shards; nothing follows the step.
@@ -111,7 +111,7 @@ StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
       for (int id : b.param_ids) {
         const ParameterInfo& p = store.info(id);
         const std::int64_t begin = std::max(p.offset, range.offset);
-        const std::int64_t end = std::min(p.offset + p.numel, range.offset + range.numel);
+        const std::int64_t end = std::min(p.offset + p.numel, range.end());
         parameters += std::max<std::int64_t>(end - begin, 0);
       }
     }
@@ -126,7 +126,7 @@ StepBalance step_balance(const ModePlan& mode, const BucketPlan& plan,
 RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_t store_numel,
                        int rank) {
   RankMemory m;
-  const std::int64_t gradient_bytes = 4 + (mode.reduce_dtype == DType::BF16 ? 2 : 0);
+  const std::int64_t gradient_bytes = mode.gradient_bytes_per_element();
   m.parameters = store_numel * dtype_size(mode.param_dtype);
   if (mode.gathers_parameters()) {
     // The rank's shard of every bucket, and the gather buffers of the largest bucket.
@@ -136,9 +136,7 @@ RankMemory rank_memory(const ModePlan& mode, const BucketPlan& plan, std::int64_
                    m.gather_buffers;
   }
   if (mode.pools_gradients()) {
-    const auto buffers = std::min<std::int64_t>(kGradientPoolBuffers,
-                                                static_cast<std::int64_t>(plan.buckets.size()));
-    m.gradient_pool = buffers * plan.largest_bucket_numel() * gradient_bytes +
+    m.gradient_pool = mode.pool_buffers(plan) * plan.largest_bucket_numel() * gradient_bytes +
                       mode.replica_wire_numel(plan) * dtype_size(DType::BF16);
     m.gradients = mode.stepped_numel(plan, rank) * 4 + m.gradient_pool;
   } else {
@@ -165,7 +163,7 @@ std::string bytes_per_parameter_formula(const ModePlan& mode) {
   }
   if (mode.pools_gradients()) return fmt::format("{} + {}/d + pool", parameters, 4 + owned);
   // The fp32 gradient buffer, and the bf16 reduce buffer with reduce_dtype bf16.
-  const int gradients = 4 + (mode.reduce_dtype == DType::BF16 ? 2 : 0);
+  const int gradients = mode.gradient_bytes_per_element();
   std::string out = fmt::format("{} + 4{}", parameters, gradients > 4 ? " + 2" : "");
   if (owned == 0) return out;
   if (mode.sharded_state) return out + fmt::format(" + {}/d", owned);

@@ -7,8 +7,10 @@
 // (collective_program.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/config.h"
@@ -30,6 +32,11 @@ enum class ScheduleKind {
 struct ElementRange {
   std::int64_t offset = 0;
   std::int64_t numel = 0;
+  std::int64_t end() const { return offset + numel; }
+  // Whether `inner` lies within this range.
+  bool contains(const ElementRange& inner) const {
+    return inner.offset >= offset && inner.numel >= 0 && inner.end() <= end();
+  }
 };
 
 // Stage 2's gradient pool: backward writes a bucket's gradients into one of this many buffers of
@@ -43,15 +50,11 @@ inline constexpr int kGradientPoolBuffers = 2;
 // the store's fp32 buffer in place, its bf16 cast (reduce_dtype = "bf16"), or stage 2's pool
 // accumulating into the rank's fp32 shard (stages 2 and 3).
 enum class GradientStoreKind { Fp32, Bf16Wire, ShardPool };
-// Where forward and backward read the parameters: the store's flat buffer on every rank, or
-// (stage 3) gather buffers filled from every rank's shard (parameter_gather.h).
-enum class ParameterSource { Resident, Gathered };
 
 struct ModePlan {
   Mode mode;
   ScheduleKind schedule = ScheduleKind::Ddp;
   GradientStoreKind gradient_store = GradientStoreKind::Fp32;
-  ParameterSource parameters = ParameterSource::Resident;
   // The gradients' collective: AllReduce, Reduce to the bucket's assigned rank, or ReduceScatter
   // (element shards).
   CollectiveOp bucket_collective = CollectiveOp::AllReduce;
@@ -92,14 +95,24 @@ struct ModePlan {
   // Mode::name: "ddp" or "zero/<overlap>/<collective>", as the bench and logs name modes.
   std::string name() const { return mode.name(); }
   // Stage 3: each rank keeps only its shard of the parameters; forward and backward all-gather a
-  // bucket into a gather buffer where they need it, and no all-gather follows the step.
-  bool gathers_parameters() const { return parameters == ParameterSource::Gathered; }
+  // bucket into a gather buffer where they need it (parameter_gather.h) instead of reading the
+  // store's flat buffer, and no all-gather follows the step.
+  bool gathers_parameters() const { return element_shards && mode.stage == 3; }
   // Stages 2 and 3: gradients reduce-scattered every micro-batch into the rank's shard.
   bool pools_gradients() const { return gradient_store == GradientStoreKind::ShardPool; }
   // Stage 3: the gather buffers (of the largest bucket) a rank allocates: with
   // reshard_after_forward one per bucket the forward or backward holds at once, the one in use
   // and `prefetch` ahead; without it every bucket's, kept from forward to backward.
   std::int64_t gather_buffers(const BucketPlan& plan) const;
+  // Stages 2 and 3: the gradient pool's buffers (of the largest bucket), kGradientPoolBuffers or
+  // one per bucket where there are fewer buckets; 0 in the other modes.
+  std::int64_t pool_buffers(const BucketPlan& plan) const {
+    if (!pools_gradients()) return 0;
+    const auto buckets = static_cast<std::int64_t>(plan.buckets.size());
+    return std::min<std::int64_t>(kGradientPoolBuffers, buckets);
+  }
+  // Gradient bytes per element: the fp32 gradient, and its bf16 cast with reduce_dtype bf16.
+  int gradient_bytes_per_element() const { return reduce_dtype == DType::BF16 ? 6 : 4; }
   // Whether `rank` holds optimizer state of bucket `b` and steps (some of) it.
   bool steps_on(const Bucket& b, int rank) const {
     return !sharded_state || element_shards || b.assigned_rank == rank;
@@ -176,8 +189,8 @@ std::string bytes_per_parameter_formula(const ModePlan& mode);
 // "bf16 + remainders" (reduce_dtype is named beside it).
 std::string precision_label(const PrecisionConfig& precision);
 
-// Optimizer-state floats per parameter element: Adam/AdamW 2 (exp_avg, exp_avg_sq), SGD 1 with
-// momentum, 0 without.
-int state_floats_per_element(const OptimizerConfig& optimizer);
+// Names of the optimizer's per-element state tensors, as in torch.optim's state_dict:
+// Adam/AdamW {"exp_avg", "exp_avg_sq"}, SGD with momentum {"momentum_buffer"}, else {}.
+std::vector<std::string> optimizer_state_names(const OptimizerConfig& optimizer);
 
 }  // namespace zl

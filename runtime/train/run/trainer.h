@@ -48,7 +48,7 @@ class Trainer {
   void check_window(double loss_sum, double check_value, std::int64_t first_step,
                     std::int64_t last_step) const;
   std::int64_t skipped_steps() const { return skipped_steps_; }
-  double last_grad_norm() const { return parts_->buckets.last_grad_norm(); }
+  double last_grad_norm() const { return parts_->schedule->last_grad_norm(); }
 
   const Config& config() const { return config_; }
   const World& world() const { return world_; }

@@ -2,6 +2,7 @@
 // collective counts, memory), model, communicators (trainer_setup.h).
 #include "runtime/train/run/trainer_setup.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -88,15 +89,13 @@ void check_collective_counts(const Config& config, const ModePlan& mode,
     const std::int64_t count = c.elements / (per_shard ? planned.plan.world_size : 1);
     if (count <= kMaxMpiCount) continue;
     const Bucket& b = planned.plan.buckets[static_cast<std::size_t>(c.bucket)];
-    const ParameterInfo* largest = &planned.layout.info(b.param_ids.front());
-    for (const int id : b.param_ids) {
-      if (planned.layout.info(id).numel > largest->numel) largest = &planned.layout.info(id);
-    }
+    const ParameterInfo& largest = planned.layout.info(*std::ranges::max_element(
+        b.param_ids, {}, [&](int id) { return planned.layout.info(id).numel; }));
     throw UserError(fmt::format(
         "{}: bucket {} (its largest parameter {}: {} elements) would move {} elements per rank "
         "in one {}, more than one MPI call takes on the CPU ({}), and a bucket never splits a "
         "layer: lower model.widths, run on CUDA (runtime.device = \"cuda\"){}",
-        where_set(config, "model.widths"), b.index, largest->name, largest->numel, count,
+        where_set(config, "model.widths"), b.index, largest.name, largest.numel, count,
         collective_name(c.op), kMaxMpiCount,
         per_shard ? ", or shard it over more ranks"
                   : ", or shard it element-wise (parallel.mode = \"zero\", parallel.collective "

@@ -1,7 +1,5 @@
-// BucketOps: step, broadcast, per-layer wait and clip coefficient (see bucket_ops.h).
+// BucketOps: step, broadcast, per-layer wait and gradient norm (see bucket_ops.h).
 #include "runtime/train/step/bucket_ops.h"
-
-#include <cmath>
 
 #include "base/errors.h"
 #include "base/tracer.h"
@@ -10,21 +8,15 @@
 
 namespace zl {
 
-BucketOps::BucketOps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                         const GradientStore& gradients, RankOptimizer& optimizer,
-                         Communicator& broadcast_comm, ProgramCheck& program,
-                         ExecContext compute, Tracer* tracer, std::string reduce_stream_name)
-    : mode_(mode),
-      plan_(plan),
-      store_(store),
+BucketOps::BucketOps(const StepContext& step, const GradientStore& gradients,
+                     RankOptimizer& optimizer, Communicator& broadcast_comm,
+                     std::string reduce_stream_name)
+    : step_(step),
       gradients_(gradients),
       optimizer_(optimizer),
       broadcast_comm_(broadcast_comm),
-      program_(program),
-      compute_(compute),
-      tracer_(tracer),
       reduce_stream_name_(std::move(reduce_stream_name)) {
-  const std::size_t n = plan.buckets.size();
+  const std::size_t n = step.plan.buckets.size();
   interleaved_task_.resize(n);
   broadcast_work_.resize(n);
   next_forward_.assign(n, NextForward::ReadsAtOnce);
@@ -33,36 +25,35 @@ BucketOps::BucketOps(const ModePlan& mode, const BucketPlan& plan, ParameterStor
 void BucketOps::step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                               StepStream stream) {
   ZL_CHECK(optimizer_.owns(bucket), "bucket {} stepped on a rank that does not own it", bucket);
-  if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepBegin, .bucket = bucket});
+  step_.notify(StepEvent::Kind::StepBegin, bucket);
   {
-    const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
+    const Bucket& b = step_.bucket(bucket);
     // The trace names threads (the main thread, the comm stream), the timeline streams
     // ("compute", the comm stream).
     const bool on_compute = stream == StepStream::Compute;
-    TraceSpan span(tracer_, on_compute ? kMainTraceThread : reduce_stream_name_, "step",
+    TraceSpan span(step_.tracer, on_compute ? kMainTraceThread : reduce_stream_name_, "step",
                    {{"bucket", bucket}, {"elements", b.numel}});
-    TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, exec,
-                        on_compute ? "compute" : reduce_stream_name_, "optimizer", bucket);
+    TimelineScope timed(step_.timeline(), exec, on_compute ? "compute" : reduce_stream_name_,
+                        "optimizer", bucket);
     optimizer_.step_bucket(bucket, scalars, exec,
                            gradients_.gradient(b, optimizer_.stepped(bucket)));
   }
-  if (observer_) observer_->on_step_event({.kind = StepEvent::Kind::StepEnd, .bucket = bucket});
+  step_.notify(StepEvent::Kind::StepEnd, bucket);
 }
 
 void BucketOps::publish(int bucket, const ExecContext* issuing_stream) {
   ZL_CHECK(publishes(), "bucket {} published in {}, which publishes nothing", bucket,
-           mode_.name());
-  const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
-  const CollectiveOp op = mode_.parameter_collective;  // element shards: every rank's shard
-  const DType dtype = store_.param_dtype();
+           step_.mode.name());
+  const Bucket& b = step_.bucket(bucket);
+  const CollectiveOp op = step_.mode.parameter_collective;  // element shards: every rank's shard
+  const DType dtype = step_.store.param_dtype();
   const int root = op == CollectiveOp::Broadcast ? b.assigned_rank : -1;
-  program_.issued({CommRole::Broadcast, op, bucket, b.numel, mode_.micro_batches - 1, dtype, root});
-  if (observer_) {
-    observer_->on_step_event({.kind = StepEvent::Kind::BroadcastStarted, .bucket = bucket});
-  }
-  void* params = static_cast<char*>(store_.raw_data()) + b.offset * dtype_size(dtype);
+  const int micro = step_.mode.micro_batches - 1;
+  step_.program.issued({CommRole::Broadcast, op, bucket, b.numel, micro, dtype, root});
+  step_.notify(StepEvent::Kind::BroadcastStarted, bucket);
+  void* params = static_cast<char*>(step_.store.raw_data()) + b.offset * dtype_size(dtype);
   broadcast_work_[static_cast<std::size_t>(bucket)] = traced_collective(
-      broadcast_comm_, tracer_, bucket, collective_name(op), b.numel * dtype_size(dtype), [&] {
+      broadcast_comm_, step_.tracer, bucket, collective_name(op), b.numel * dtype_size(dtype), [&] {
         return op == CollectiveOp::AllGather
                    ? broadcast_comm_.all_gather(params, b.numel, dtype, issuing_stream)
                    : broadcast_comm_.broadcast(params, b.numel, dtype, root, issuing_stream);
@@ -71,8 +62,8 @@ void BucketOps::publish(int bucket, const ExecContext* issuing_stream) {
 
 void BucketOps::skip_publishes() {
   if (!publishes()) return;
-  program_.skip(CommRole::Broadcast, mode_.parameter_collective,
-                static_cast<int>(plan_.buckets.size()));
+  step_.program.skip(CommRole::Broadcast, step_.mode.parameter_collective,
+                     static_cast<int>(step_.plan.buckets.size()));
 }
 
 void BucketOps::wait_for_bucket(int b) {
@@ -84,10 +75,9 @@ void BucketOps::wait_for_bucket(int b) {
   // bucket's broadcast event, and the host goes on enqueueing the forward. The compute stream idles
   // from here until the broadcast completed: a "wait" span, which the bench subtracts from forward
   // (Note [Exposed communication], runtime/trace/timeline_summary.h).
-  TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, compute_, "compute", "wait",
-                      static_cast<int>(bucket));
-  interleaved_task_[bucket].stream_wait(compute_);
-  broadcast_work_[bucket].stream_wait(compute_);
+  TimelineScope timed(step_.timeline(), step_.compute, "compute", "wait", b);
+  interleaved_task_[bucket].stream_wait(step_.compute);
+  broadcast_work_[bucket].stream_wait(step_.compute);
   next_forward_[bucket] = NextForward::ReadsAtOnce;
 }
 
@@ -100,25 +90,18 @@ template <class T>
 double BucketOps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int rank) {
   // One read-back for all of this rank's buckets (CUDA), added in bucket order.
   spans.clear();
-  for (const auto& b : plan_.buckets) {
+  for (const auto& b : step_.plan.buckets) {
     // The stepped part: the whole bucket, or (element shards) this rank's reduced shard.
-    const ElementRange range = mode_.stepped_range(plan_, b, rank);
+    const ElementRange range = step_.mode.stepped_range(step_.plan, b, rank);
     if (range.numel == 0) continue;
     spans.push_back({static_cast<const T*>(gradients_.gradient(b, range).data), range.numel});
   }
-  return total_sum_of_squares(compute_, spans.data(), static_cast<std::int64_t>(spans.size()));
+  return total_sum_of_squares(step_.compute, spans.data(), static_cast<std::int64_t>(spans.size()));
 }
 
 double BucketOps::local_grad_sum_sq(int rank) {
   return gradients_.dtype() == DType::BF16 ? sum_of_stepped_squares(norm_spans_bf16_, rank)
                                       : sum_of_stepped_squares(norm_spans_f32_, rank);
-}
-
-float BucketOps::clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale) {
-  const double norm = std::sqrt(grad_sum_sq) * static_cast<double>(grad_scale);
-  // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
-  const double coef = static_cast<double>(max_norm) / (norm + 1e-6);
-  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
 }
 
 }  // namespace zl

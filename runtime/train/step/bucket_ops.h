@@ -2,7 +2,7 @@
 // runs the fused optimizer update of a bucket this rank owns (owns(b): ModePlan::steps_on),
 // publish(b) sends a stepped bucket to every rank (a broadcast from its assigned rank, or the
 // all-gather of every rank's shard), and wait_for_bucket(b) is the per-layer wait of the next
-// forward for that publish. Also the gradient norm and the clip coefficient. The schedules
+// forward for that publish. Also this rank's share of the gradient norm. The schedules
 // (schedule.h) only decide *when*, and say what: `if (owns(b)) step_bucket(b); publish(b)`.
 //
 // Threads: step_bucket and publish run on the main thread, or in interleaved mode on the
@@ -22,7 +22,7 @@
 #include "runtime/train/step/gradient_store.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/step/rank_optimizer.h"
-#include "runtime/train/step/step_observer.h"
+#include "runtime/train/step/step_context.h"
 
 namespace zl {
 
@@ -40,13 +40,8 @@ class BucketOps {
   // `gradients`: where the buckets' reduced gradients are (the step and the gradient norm read
   // them); `reduce_stream_name`: the stream interleaved steps run on (Reducer::reduced_on: the
   // reduce communicator's, with hybrid sharding the replica one's), for StepStream::Reduce.
-  BucketOps(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-              const GradientStore& gradients, RankOptimizer& optimizer,
-              Communicator& broadcast_comm, ProgramCheck& program, ExecContext compute,
-              Tracer* tracer, std::string reduce_stream_name);
-
-  void set_observer(StepObserver* observer) { observer_ = observer; }
-  const ExecContext& compute() const { return compute_; }
+  BucketOps(const StepContext& step, const GradientStore& gradients, RankOptimizer& optimizer,
+            Communicator& broadcast_comm, std::string reduce_stream_name);
 
   // Whether this rank steps (some of) bucket b.
   bool owns(int bucket) const { return optimizer_.owns(bucket); }
@@ -56,7 +51,7 @@ class BucketOps {
                    StepStream stream);
   // Whether a stepped bucket is published (ModePlan::broadcast_after_step: not at stage 3, whose
   // next forward gathers the stepped shards).
-  bool publishes() const { return mode_.broadcast_after_step; }
+  bool publishes() const { return step_.mode.broadcast_after_step; }
   // Starts bucket b's publish - its broadcast from its assigned rank, or (element shards) its
   // all-gather of every rank's shard - on the broadcast communicator, after the work issued so
   // far on `issuing_stream` (null: the compute stream; communicator.h). It sends the store's
@@ -91,35 +86,21 @@ class BucketOps {
   // (CUDA: be ordered before the compute stream). The step's check and the clip norm use it.
   // bf16 reduced gradients (reduce_dtype = "bf16") are summed in double, as fp32 ones.
   double local_grad_sum_sq(int rank);
-  // torch.nn.utils.clip_grad_norm_'s coefficient for max norm `max_norm` (> 0) from the global
-  // sum of squares of the reduced gradients scaled by `grad_scale` (the average over ranks and
-  // micro-batches).
-  static float clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale);
-  // The global gradient norm of the last checked step (sqrt(sum of squares) x grad_scale).
-  void set_last_grad_norm(double norm) { last_grad_norm_ = norm; }
-  double last_grad_norm() const { return last_grad_norm_; }
 
  private:
   // local_grad_sum_sq over the reduced gradients as T (float or Bf16).
   template <class T>
   double sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int rank);
 
-  const ModePlan& mode_;
-  const BucketPlan& plan_;
-  ParameterStore& store_;
+  const StepContext& step_;
   const GradientStore& gradients_;
   RankOptimizer& optimizer_;
   Communicator& broadcast_comm_;
-  ProgramCheck& program_;
-  ExecContext compute_;
-  Tracer* tracer_;
   std::string reduce_stream_name_;
-  StepObserver* observer_ = nullptr;
 
   std::vector<Work> interleaved_task_;  // interleaved: the continuation that steps and broadcasts
   std::vector<Work> broadcast_work_;    // written where publish runs
   std::vector<NextForward> next_forward_;  // main thread
-  double last_grad_norm_ = 0.0;
   // The norm's buckets, reused every step (one of the two, by the reduced gradients' dtype).
   std::vector<ReadSpan<float>> norm_spans_f32_;
   std::vector<ReadSpan<Bf16>> norm_spans_bf16_;

@@ -16,10 +16,8 @@ GradientPool::GradientPool(const ModePlan& mode, const BucketPlan& plan, Paramet
   ZL_CHECK(store.gradient_storage() == GradientStorage::Bound,
            "stage 2 binds the gradients, but the store allocated its own");
   const std::size_t n = plan.buckets.size();
-  const auto count = static_cast<std::size_t>(std::min<std::int64_t>(
-      kGradientPoolBuffers, static_cast<std::int64_t>(n)));
   const std::int64_t largest = plan.largest_bucket_numel();
-  slots_.resize(count);
+  slots_.resize(static_cast<std::size_t>(mode.pool_buffers(plan)));
   for (Slot& s : slots_) {
     s.fp32 = DeviceBuffer(store.device(), largest);
     if (wire_dtype_ == DType::BF16) s.wire = DeviceBuffer(store.device(), largest, DType::BF16);
@@ -117,10 +115,9 @@ Work GradientPool::accumulate_and_release(const Bucket& b, Communicator& comm) {
 BucketGradient GradientPool::shard_gradient(const Bucket& b, const ElementRange& range) const {
   const auto i = static_cast<std::size_t>(b.index);
   const ElementRange& mine = shard_of_[i];
-  ZL_CHECK(range.offset >= mine.offset && range.offset + range.numel <= mine.offset + mine.numel,
+  ZL_CHECK(mine.contains(range),
            "elements [{}, {}) of bucket {} are not in this rank's gradient shard [{}, {})",
-           range.offset, range.offset + range.numel, b.index, mine.offset,
-           mine.offset + mine.numel);
+           range.offset, range.end(), b.index, mine.offset, mine.end());
   return BucketGradient{.data = shards_.data() + shard_at_[i] + (range.offset - mine.offset),
                         .dtype = DType::F32};
 }

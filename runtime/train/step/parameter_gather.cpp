@@ -44,46 +44,38 @@ double ParameterShards::sum_of_squares(const ExecContext& exec) const {
   return sum;
 }
 
-ParameterGather::ParameterGather(const ModePlan& mode, const BucketPlan& plan,
-                                 ParameterStore& store, const ParameterShards& shards,
-                                 BucketOps& steps, Communicator& comm, ProgramCheck& program,
-                                 ExecContext compute, Tracer* tracer)
-    : mode_(mode),
-      plan_(plan),
-      store_(store),
-      shards_(shards),
-      steps_(steps),
-      comm_(comm),
-      program_(program),
-      compute_(compute),
-      tracer_(tracer) {
-  const std::int64_t buffers = mode.gather_buffers(plan);
+ParameterGather::ParameterGather(const StepContext& step, const ParameterShards& shards,
+                                 BucketOps& bucket_ops, Communicator& comm)
+    : step_(step), shards_(shards), bucket_ops_(bucket_ops), comm_(comm) {
+  const BucketPlan& plan = step.plan;
+  const std::int64_t buffers = step.mode.gather_buffers(plan);
   for (std::int64_t i = 0; i < buffers; ++i) {
-    buffers_.emplace_back(store.device(), plan.largest_bucket_numel(), store.param_dtype());
+    buffers_.emplace_back(step.store.device(), plan.largest_bucket_numel(),
+                          step.store.param_dtype());
   }
   for (std::int64_t i = buffers - 1; i >= 0; --i) free_.push_back(static_cast<int>(i));
   resident_.resize(plan.buckets.size());
 }
 
 void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
-  const int bucket = plan_.bucket_of_param[static_cast<std::size_t>(param_id)];
+  const int bucket = step_.plan.bucket_of_param[static_cast<std::size_t>(param_id)];
   if (pass != pass_) {
     pass_ = pass;
     current_ = -1;
   }
   if (bucket != current_) {
     // The buckets behind this one in the pass are done (Note [Parameter gathers]).
-    const int count = static_cast<int>(plan_.buckets.size());
+    const int count = static_cast<int>(step_.plan.buckets.size());
     if (pass == Pass::Backward) {
       for (int b = 0; b < bucket; ++b) release(b);
-    } else if (mode_.reshard_after_forward) {
+    } else if (step_.mode.reshard_after_forward) {
       for (int b = bucket + 1; b < count; ++b) release(b);
     }
     current_ = bucket;
     // This pass reads bucket b: forward reads every bucket, backward those with
     // Bucket::read_in_backward (from which ModePlan::collectives counts backward's gathers).
     const auto reads = [&](int b) {
-      return pass == Pass::Forward || plan_.buckets[static_cast<std::size_t>(b)].read_in_backward;
+      return pass == Pass::Forward || step_.bucket(b).read_in_backward;
     };
     ZL_CHECK(reads(bucket),
              "backward read parameter {} of bucket {}, which the layout marks as not read in "
@@ -93,7 +85,7 @@ void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
     // Prefetch: the next `prefetch` buckets this pass reads, issued before the wait below.
     const int direction = pass == Pass::Forward ? -1 : 1;
     int ahead = 0;
-    for (int next = bucket + direction; next >= 0 && next < count && ahead < mode_.prefetch;
+    for (int next = bucket + direction; next >= 0 && next < count && ahead < step_.mode.prefetch;
          next += direction) {
       if (!reads(next)) continue;
       ++ahead;
@@ -101,18 +93,18 @@ void ParameterGather::read(int param_id, Pass pass, InProgram in_program) {
     }
     wait(bucket);
   }
-  emit(StepEvent::Kind::ParameterRead, bucket);
+  step_.notify(StepEvent::Kind::ParameterRead, bucket);
 }
 
 void ParameterGather::issue(int bucket, InProgram in_program) {
-  const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
-  const DType dtype = store_.param_dtype();
+  const Bucket& b = step_.bucket(bucket);
+  const DType dtype = step_.store.param_dtype();
   if (in_program == InProgram::Yes) {
-    program_.issued({CommRole::Broadcast, CollectiveOp::AllGather, bucket, b.numel, micro_, dtype,
-                     -1});
+    step_.program.issued(
+        {CommRole::Broadcast, CollectiveOp::AllGather, bucket, b.numel, micro_, dtype, -1});
   }
   // After the bucket's step (interleaved: its continuation on the reduce stream).
-  steps_.wait_for_bucket(bucket);
+  bucket_ops_.wait_for_bucket(bucket);
   ZL_CHECK(!free_.empty(), "bucket {}: no free gather buffer of {}", bucket, buffers_.size());
   Resident& r = resident_[static_cast<std::size_t>(bucket)];
   r.slot = free_.back();
@@ -121,11 +113,11 @@ void ParameterGather::issue(int bucket, InProgram in_program) {
   void* buffer = buffers_[static_cast<std::size_t>(r.slot)].raw();
   const void* shard = shards_.at(bucket);
   // The collective copies the shard into its place (no pass over it on the compute stream).
-  r.work = traced_collective(comm_, tracer_, bucket, collective_name(CollectiveOp::AllGather),
+  r.work = traced_collective(comm_, step_.tracer, bucket, collective_name(CollectiveOp::AllGather),
                              b.numel * dtype_size(dtype), [&] {
-    return comm_.all_gather_from(shard, buffer, b.numel, dtype, &compute_);
+    return comm_.all_gather_from(shard, buffer, b.numel, dtype, &step_.compute);
   });
-  emit(StepEvent::Kind::GatherIssued, bucket);
+  step_.notify(StepEvent::Kind::GatherIssued, bucket);
 }
 
 void ParameterGather::wait(int bucket) {
@@ -134,25 +126,24 @@ void ParameterGather::wait(int bucket) {
   {
     // The compute stream idles here until the gather completed: a "wait" span, as the per-layer
     // wait for a broadcast (Note [Exposed communication], runtime/trace/timeline_summary.h).
-    TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, compute_, "compute", "wait",
-                        bucket);
-    r.work.stream_wait(compute_);
+    TimelineScope timed(step_.timeline(), step_.compute, "compute", "wait", bucket);
+    r.work.stream_wait(step_.compute);
   }
   r.waited = true;
-  const Bucket& b = plan_.buckets[static_cast<std::size_t>(bucket)];
-  store_.bind(b.param_ids, buffers_[static_cast<std::size_t>(r.slot)].raw(), b.offset);
-  emit(StepEvent::Kind::GatherDone, bucket);
+  const Bucket& b = step_.bucket(bucket);
+  step_.store.bind(b.param_ids, buffers_[static_cast<std::size_t>(r.slot)].raw(), b.offset);
+  step_.notify(StepEvent::Kind::GatherDone, bucket);
 }
 
 void ParameterGather::release(int bucket) {
   Resident& r = resident_[static_cast<std::size_t>(bucket)];
   if (r.slot < 0) return;
   // A prefetched gather nobody waited for still writes its buffer: order its reuse after it.
-  if (!r.waited) r.work.stream_wait(compute_);
-  store_.unbind(plan_.buckets[static_cast<std::size_t>(bucket)].param_ids);
+  if (!r.waited) r.work.stream_wait(step_.compute);
+  step_.store.unbind(step_.bucket(bucket).param_ids);
   free_.push_back(r.slot);
   r = Resident{};
-  emit(StepEvent::Kind::GatherReleased, bucket);
+  step_.notify(StepEvent::Kind::GatherReleased, bucket);
 }
 
 void ParameterGather::release_below(int end) {
@@ -172,22 +163,23 @@ void ParameterGather::gather_pass() {
 
 std::vector<float> ParameterGather::full_parameters() {
   release_all();
-  std::vector<float> out(static_cast<std::size_t>(store_.total_numel()), 0.0f);
+  const ParameterStore& store = step_.store;
+  std::vector<float> out(static_cast<std::size_t>(store.total_numel()), 0.0f);
   std::vector<Bf16> host_bf16;
-  for (const Bucket& b : plan_.buckets) {
+  for (const Bucket& b : step_.plan.buckets) {
     issue(b.index, InProgram::No);
     wait(b.index);
     const void* buffer = buffers_[static_cast<std::size_t>(resident_[b.index].slot)].raw();
-    synchronize_stream(compute_);
-    if (store_.param_dtype() == DType::BF16) {
+    synchronize_stream(step_.compute);
+    if (store.param_dtype() == DType::BF16) {
       host_bf16.resize(static_cast<std::size_t>(b.numel));
-      copy_to_host(static_cast<const Bf16*>(buffer), store_.device(), host_bf16.data(), b.numel);
+      copy_to_host(static_cast<const Bf16*>(buffer), store.device(), host_bf16.data(), b.numel);
       for (std::int64_t i = 0; i < b.numel; ++i) {
         out[static_cast<std::size_t>(b.offset + i)] =
             bf16_to_float(host_bf16[static_cast<std::size_t>(i)]);
       }
     } else {
-      copy_to_host(static_cast<const float*>(buffer), store_.device(), out.data() + b.offset,
+      copy_to_host(static_cast<const float*>(buffer), store.device(), out.data() + b.offset,
                    b.numel);
     }
     release(b.index);

@@ -35,7 +35,7 @@
 #include "runtime/train/step/bucket_ops.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/plan/mode_plan.h"
-#include "runtime/train/step/step_observer.h"
+#include "runtime/train/step/step_context.h"
 
 namespace zl {
 
@@ -61,13 +61,10 @@ struct ParameterShards {
 
 class ParameterGather {
  public:
-  // Every reference must outlive the gather. A training pass's gathers are checked against
-  // `program` (Note [Collective program]).
-  ParameterGather(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                  const ParameterShards& shards, BucketOps& steps, Communicator& comm,
-                  ProgramCheck& program, ExecContext compute, Tracer* tracer);
-
-  void set_observer(StepObserver* observer) { observer_ = observer; }
+  // Every reference must outlive the gather. A training pass's gathers are checked against the
+  // step's program (Note [Collective program]); each follows the bucket's step (`bucket_ops`).
+  ParameterGather(const StepContext& step, const ParameterShards& shards, BucketOps& bucket_ops,
+                  Communicator& comm);
 
   // The param-use hook of forward: parameter `param_id` is gathered (waiting for its bucket's
   // gather, prefetching the next ones) and bound when this returns.
@@ -115,21 +112,12 @@ class ParameterGather {
   void release(int bucket);
   // Releases buckets [0, end) and starts the next pass as a forward.
   void release_below(int end);
-  void emit(StepEvent::Kind kind, int bucket) {
-    if (observer_) observer_->on_step_event({.kind = kind, .bucket = bucket});
-  }
 
-  const ModePlan& mode_;
-  const BucketPlan& plan_;
-  ParameterStore& store_;
+  const StepContext& step_;
   const ParameterShards& shards_;
-  BucketOps& steps_;
+  BucketOps& bucket_ops_;
   Communicator& comm_;
-  ProgramCheck& program_;
-  ExecContext compute_;
-  Tracer* tracer_;
   int micro_ = 0;  // the training pass's micro-batch (release_for_next_micro_batch counts)
-  StepObserver* observer_ = nullptr;
   std::vector<DeviceBuffer> buffers_;  // gather buffers, each of the largest bucket
   std::vector<int> free_;              // indices into buffers_
   std::vector<Resident> resident_;     // [bucket]

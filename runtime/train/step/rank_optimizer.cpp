@@ -43,16 +43,15 @@ RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& pl
                                    ParameterStore& store, int rank, const ModePlan& mode,
                                    std::int64_t total_steps, std::span<const float> initial_fp32,
                                    ParameterShards* shards)
-    : config_(config), plan_(plan), store_(store), total_steps_(total_steps) {
+    : config_(config),
+      plan_(plan),
+      store_(store),
+      total_steps_(total_steps),
+      state_names_(optimizer_state_names(config)) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   ZL_CHECK((shards != nullptr) == (store.storage() == ParamStorage::Gathered),
            "parameter shards go with a store of gathered parameters, and only there");
-  if (config.kind == OptimizerKind::Sgd) {
-    if (config.momentum != 0.0f) state_names_ = {"momentum_buffer"};
-  } else {
-    state_names_ = {"exp_avg", "exp_avg_sq"};
-  }
   has_masters_ = store.param_dtype() == DType::BF16;
   master_weights_ = mode.master_weights;
   if (has_masters_) {
@@ -163,11 +162,9 @@ std::int64_t RankOptimizer::index_in_stepped(int bucket, const ElementRange& ran
                                                 const char* what) const {
   ZL_CHECK(owns(bucket), "{}: bucket {} is not stepped on this rank", what, bucket);
   const ElementRange& mine = stepped_[static_cast<std::size_t>(bucket)];
-  ZL_CHECK(range.offset >= mine.offset && range.numel >= 0 &&
-               range.offset + range.numel <= mine.offset + mine.numel,
+  ZL_CHECK(mine.contains(range),
            "{}: elements [{}, {}) of bucket {} are not within this rank's [{}, {})", what,
-           range.offset, range.offset + range.numel, bucket, mine.offset,
-           mine.offset + mine.numel);
+           range.offset, range.end(), bucket, mine.offset, mine.end());
   return range.offset - mine.offset;
 }
 
@@ -237,7 +234,7 @@ float* RankOptimizer::param_state(int param_id, int which) {
   }
   const ParameterInfo& p = store_.info(param_id);
   const ElementRange& mine = stepped_[static_cast<std::size_t>(bucket)];
-  if (p.offset < mine.offset || p.offset + p.numel > mine.offset + mine.numel) return nullptr;
+  if (!mine.contains({p.offset, p.numel})) return nullptr;
   return buffers[static_cast<std::size_t>(which)].data() + (p.offset - mine.offset);
 }
 

@@ -81,8 +81,7 @@ class RankOptimizer {
   void step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                    const BucketGradient& grad);
 
-  // Names of the per-element state tensors, as in torch.optim's state_dict:
-  // Adam/AdamW {"exp_avg", "exp_avg_sq"}, SGD with momentum {"momentum_buffer"}, else {}.
+  // Names of the per-element state tensors (optimizer_state_names).
   const std::vector<std::string>& state_names() const { return state_names_; }
   // Parameter `param_id`'s state tensor `which` (index into state_names), or null when this rank
   // does not step the whole parameter (its bucket is another rank's, or with element shards the

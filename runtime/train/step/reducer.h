@@ -38,7 +38,7 @@
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/step/gradient_store.h"
-#include "runtime/train/step/step_observer.h"
+#include "runtime/train/step/step_context.h"
 
 namespace zl {
 
@@ -54,14 +54,12 @@ struct MicroBatch {
 class Reducer {
  public:
   // `buffer`: what each bucket's collective (ModePlan::bucket_collective) runs on (fp32 gradients
-  // in place, their bf16 cast, made on `compute` right before the collective, or stage 2's pool
-  // buffers). Each collective is checked against `program` (Note [Collective program]).
-  // `replica`: hybrid sharding's replica communicator (Note [Replica all-reduce]); null when
-  // flat.
-  Reducer(const ModePlan& mode, const BucketPlan& plan, GradientStore& buffer, Communicator& comm,
-          Communicator* replica, ProgramCheck& program, ExecContext compute, Tracer* tracer);
-
-  void set_observer(StepObserver* observer) { observer_ = observer; }
+  // in place, their bf16 cast, made on the compute stream right before the collective, or stage
+  // 2's pool buffers). Each collective is checked against the step's program (Note [Collective
+  // program]). `replica`: hybrid sharding's replica communicator (Note [Replica all-reduce]);
+  // null when flat.
+  Reducer(const StepContext& step, GradientStore& buffer, Communicator& comm,
+          Communicator* replica);
 
   // A backward begins, micro-batch `micro` of the step: in the final one (every one with stage
   // 2's gradient pool, which reduce-scatters every micro-batch into the shard) every bucket waits
@@ -99,16 +97,11 @@ class Reducer {
   // Hybrid sharding: bucket b's reduced shard summed with its replicas' after `in_group`.
   Work reduce_across_replicas(const Bucket& b, Work in_group);
 
-  const ModePlan& mode_;
-  const BucketPlan& plan_;
+  const StepContext& step_;
   GradientStore& buffer_;
   Communicator& comm_;
   Communicator* replica_;
-  ProgramCheck& program_;
   CollectiveOp op_;
-  ExecContext compute_;
-  Tracer* tracer_;
-  StepObserver* observer_ = nullptr;
 
   bool active_ = false;  // in a backward that reduces
   bool final_ = false;   // ... and it is the step's final one

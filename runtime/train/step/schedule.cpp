@@ -9,23 +9,31 @@
 namespace zl {
 namespace {
 
+// torch.nn.utils.clip_grad_norm_'s coefficient for max norm `max_norm` (> 0) from the global sum
+// of squares of the reduced gradients scaled by `grad_scale` (the average over ranks and
+// micro-batches): max_norm / (norm + 1e-6) when that is below 1.
+float clip_coefficient(float max_norm, double grad_sum_sq, float grad_scale) {
+  const double norm = std::sqrt(grad_sum_sq) * static_cast<double>(grad_scale);
+  const double coef = static_cast<double>(max_norm) / (norm + 1e-6);
+  return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+}
+
 // Also ddp's: there every rank owns every bucket, and nothing is published (or skipped).
 class ZeroNoneSchedule final : public Schedule {
  public:
   using Schedule::Schedule;
   StepVerdict after_backward(const StepScalars& scalars, const StepLossFn& step_loss) override {
-    parts_.reducer.wait_collectives(parts_.buckets.compute());
-    const StepVerdict verdict = check(scalars, step_loss);
-    if (!verdict.finite) return skipped(verdict);  // every rank keeps its parameters
+    const StepVerdict verdict = check_before_steps(scalars, step_loss);
+    if (!verdict.finite) return verdict;  // every rank keeps its parameters
     const StepScalars s = clipped(scalars, verdict);
     BucketOps& buckets = parts_.buckets;
-    for (const auto& b : parts_.plan.buckets) {
+    for (const auto& b : parts_.step.plan.buckets) {
       if (buckets.owns(b.index)) {
-        buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
+        buckets.step_bucket(b.index, s, parts_.step.compute, StepStream::Compute);
       }
     }
     if (!buckets.publishes()) return verdict;  // stage 3: the next forward gathers
-    for (const auto& b : parts_.plan.buckets) buckets.publish(b.index);
+    for (const auto& b : parts_.step.plan.buckets) buckets.publish(b.index);
     buckets.wait_publishes();
     return verdict;
   }
@@ -41,18 +49,17 @@ class ZeroAfterBackwardSchedule final : public Schedule {
                                parts_.options.on_nonfinite == OnNonfinite::SkipStep;
     StepVerdict verdict;
     if (verdict_first) {
-      parts_.reducer.wait_collectives(parts_.buckets.compute());
-      verdict = check(scalars, step_loss);
-      if (!verdict.finite) return skipped(verdict);
+      verdict = check_before_steps(scalars, step_loss);
+      if (!verdict.finite) return verdict;
     }
     const StepScalars s = clipped(scalars, verdict);
     BucketOps& buckets = parts_.buckets;
-    for (const auto& b : parts_.plan.buckets) {
+    for (const auto& b : parts_.step.plan.buckets) {
       // A stream wait (host wait on the CPU): on CUDA the step kernel on the compute stream
       // follows this bucket's collective and the host goes on issuing the next bucket.
-      parts_.reducer.collective(b.index).stream_wait(buckets.compute());
+      parts_.reducer.collective(b.index).stream_wait(parts_.step.compute);
       if (buckets.owns(b.index)) {
-        buckets.step_bucket(b.index, s, buckets.compute(), StepStream::Compute);
+        buckets.step_bucket(b.index, s, parts_.step.compute, StepStream::Compute);
       }
       if (buckets.publishes()) buckets.publish(b.index);
       buckets.forward_waits_for(b.index);
@@ -84,7 +91,7 @@ class ZeroInterleavedSchedule final : public Schedule {
   // order is fixed, so every rank issues the same sequence on each communicator. What it hides
   // on a modelled link: docs/bench.md ("What it took to hide communication on 2 cores").
   void after_collective_started(int bucket, const StepScalars& scalars) override {
-    const int count = static_cast<int>(parts_.plan.buckets.size());
+    const int count = static_cast<int>(parts_.step.plan.buckets.size());
     const int last = count - 1;
     const int second_last = last - 1;  // -1 with a single bucket: nothing is reordered
     Communicator& comm = parts_.reducer.reduced_on();
@@ -126,8 +133,8 @@ class ZeroInterleavedSchedule final : public Schedule {
     // Steps and broadcasts were issued from the collectives' continuations; the verdict can only
     // follow them (a stop: docs/design.md, "Divergence"). The next forward's first layer waits
     // for the last bucket's broadcast anyway, which follows every collective.
-    for (const auto& b : parts_.plan.buckets) parts_.buckets.forward_waits_for(b.index);
-    parts_.reducer.wait_collectives(parts_.buckets.compute());
+    for (const auto& b : parts_.step.plan.buckets) parts_.buckets.forward_waits_for(b.index);
+    parts_.reducer.wait_collectives(parts_.step.compute);
     return check(scalars, step_loss);
   }
 };
@@ -142,21 +149,23 @@ StepVerdict Schedule::check(const StepScalars& scalars, const StepLossFn& step_l
   StepVerdict verdict = agree_on_step(mean_loss, grad_sum_sq, parts_.grad_shares,
                                       parts_.share_ranks, parts_.options.max_loss,
                                       parts_.every_rank);
-  parts_.buckets.set_last_grad_norm(std::sqrt(verdict.grad_sum_sq) *
-                                    static_cast<double>(scalars.grad_scale));
+  last_grad_norm_ = std::sqrt(verdict.grad_sum_sq) * static_cast<double>(scalars.grad_scale);
   return verdict;
 }
 
-StepVerdict Schedule::skipped(const StepVerdict& verdict) {
-  parts_.buckets.skip_publishes();
+StepVerdict Schedule::check_before_steps(const StepScalars& scalars,
+                                         const StepLossFn& step_loss) {
+  parts_.reducer.wait_collectives(parts_.step.compute);
+  const StepVerdict verdict = check(scalars, step_loss);
+  if (!verdict.finite) parts_.buckets.skip_publishes();
   return verdict;
 }
 
 StepScalars Schedule::clipped(const StepScalars& scalars, const StepVerdict& verdict) const {
   if (parts_.options.clip_grad_norm <= 0.0f) return scalars;
   StepScalars s = scalars;
-  s.grad_scale *= BucketOps::clip_coefficient(parts_.options.clip_grad_norm,
-                                                verdict.grad_sum_sq, scalars.grad_scale);
+  s.grad_scale *=
+      clip_coefficient(parts_.options.clip_grad_norm, verdict.grad_sum_sq, scalars.grad_scale);
   return s;
 }
 

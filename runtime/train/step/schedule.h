@@ -31,6 +31,7 @@
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/step/reducer.h"
 #include "runtime/train/step/rank_optimizer.h"
+#include "runtime/train/step/step_context.h"
 #include "runtime/train/step/step_options.h"
 #include "runtime/train/step/step_verdict.h"
 
@@ -41,7 +42,7 @@ using StepLossFn = std::function<double()>;
 
 // What a schedule acts on; every reference outlives the schedule.
 struct ScheduleParts {
-  const BucketPlan& plan;
+  const StepContext& step;  // the bucket plan, the compute stream
   Reducer& reducer;  // interleaved: its reduced_on() stream runs the step tasks
   BucketOps& buckets;
   Communicator& every_rank;  // the verdict's all-reduce
@@ -61,17 +62,20 @@ class Schedule {
   // issued (in ddp and zero/none also complete), or, when the verdict came before the steps and
   // is not finite, nothing was stepped or broadcast.
   virtual StepVerdict after_backward(const StepScalars& scalars, const StepLossFn& step_loss) = 0;
+  // The global gradient norm of the last checked step (sqrt(sum of squares) x grad_scale).
+  double last_grad_norm() const { return last_grad_norm_; }
 
  protected:
   // The step's verdict, a collective on the reduce communicator: every bucket's collective must
   // be complete (CUDA: ordered before the compute stream). Sets the step's gradient norm.
   StepVerdict check(const StepScalars& scalars, const StepLossFn& step_loss);
-  // A step found non-finite before any bucket stepped: nothing is stepped or published, and its
-  // publishes leave this step's collective program.
-  StepVerdict skipped(const StepVerdict& verdict);
+  // The verdict before any bucket steps: waits for every collective, then checks. A step found
+  // non-finite is not stepped or published: its publishes leave this step's collective program.
+  StepVerdict check_before_steps(const StepScalars& scalars, const StepLossFn& step_loss);
   // `scalars` with the clip coefficient applied (clipping on: `verdict` came before the steps).
   StepScalars clipped(const StepScalars& scalars, const StepVerdict& verdict) const;
   ScheduleParts parts_;
+  double last_grad_norm_ = 0.0;
 };
 
 std::unique_ptr<Schedule> make_schedule(ScheduleKind kind, ScheduleParts parts);

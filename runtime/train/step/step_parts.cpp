@@ -11,20 +11,18 @@ namespace zl {
 StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const BucketPlan& plan,
                      ParameterStore& store, RankOptimizer& optimizer, const StepComms& comms,
                      ExecContext compute, Tracer* tracer, const ParameterShards* shards)
-    : mode(mode),
-      store(store),
-      comms(comms),
+    : comms(comms),
       compute(compute),
       program(collective_program(mode, plan)),
+      context{mode, plan, store, program, compute, tracer},
       gradients(mode, plan, store, comms.reduce.rank(), tracer),
-      reducer(mode, plan, gradients, comms.reduce, comms.replica, program, compute, tracer),
-      buckets(mode, plan, store, gradients, optimizer, comms.broadcast, program, compute, tracer,
-              reducer.reduced_on().name()) {
+      reducer(context, gradients, comms.reduce, comms.replica),
+      buckets(context, gradients, optimizer, comms.broadcast, reducer.reduced_on().name()) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   assert_valid(options, mode);
   const GradShares shares = mode.sharded_state ? GradShares::Sharded : GradShares::Replicated;
-  schedule = make_schedule(mode.schedule, ScheduleParts{.plan = plan,
+  schedule = make_schedule(mode.schedule, ScheduleParts{.step = context,
                                                         .reducer = reducer,
                                                         .buckets = buckets,
                                                         .every_rank = comms.every_rank(),
@@ -33,24 +31,18 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
                                                         .share_ranks = plan.world_size});
   if (mode.gathers_parameters()) {
     ZL_CHECK(shards, "{} gathers parameter shards, and none were given", mode.name());
-    gather_ = std::make_unique<ParameterGather>(mode, plan, store, *shards, buckets,
-                                                comms.broadcast, program, compute, tracer);
+    gather_ = std::make_unique<ParameterGather>(context, *shards, buckets, comms.broadcast);
   }
-}
-
-void StepParts::set_observer(StepObserver* observer) {
-  reducer.set_observer(observer);
-  buckets.set_observer(observer);
-  if (mode.gathers_parameters()) gather().set_observer(observer);
 }
 
 void StepParts::broadcast_initial_parameters() {
   // Stage 3: every rank's shards start from the same seeded values; there is no flat buffer.
-  if (mode.gathers_parameters()) return;
+  if (context.mode.gathers_parameters()) return;
   // In chunks: one MPI call counts elements in an int. In the store's dtype (bf16: the rounded
   // parameters; every rank's masters start from the same seeded fp32 values, which these are
   // master_to_bf16 of).
   constexpr std::int64_t kChunk = std::int64_t{1} << 30;
+  ParameterStore& store = context.store;
   const DType dtype = store.param_dtype();
   auto* params = static_cast<char*>(store.raw_data());
   Work last;
@@ -63,7 +55,7 @@ void StepParts::broadcast_initial_parameters() {
 
 void StepParts::synchronize() {
   buckets.wait_for_all_parameters();
-  if (mode.gathers_parameters()) gather().release_all();
+  if (context.mode.gathers_parameters()) gather().release_all();
   comms.reduce.synchronize();
   if (comms.replica) comms.replica->synchronize();
   comms.broadcast.synchronize();

@@ -20,7 +20,7 @@
 #include "runtime/train/step/reducer.h"
 #include "runtime/train/step/schedule.h"
 #include "runtime/train/step/rank_optimizer.h"
-#include "runtime/train/step/step_observer.h"
+#include "runtime/train/step/step_context.h"
 #include "runtime/train/step/step_options.h"
 
 namespace zl {
@@ -52,22 +52,21 @@ struct StepParts {
   void synchronize();
   // The stage-3 gather (ModePlan::gathers_parameters; an InternalError in other modes).
   ParameterGather& gather() const {
-    ZL_CHECK(mode.gathers_parameters(), "{} gathers no parameters", mode.name());
+    ZL_CHECK(context.mode.gathers_parameters(), "{} gathers no parameters", context.mode.name());
     return *gather_;
   }
   // Tests: events of each step in the order they happen (null: none).
-  void set_observer(StepObserver* observer);
+  void set_observer(StepObserver* observer) { context.observer = observer; }
 
-  const ModePlan& mode;
-  ParameterStore& store;
   StepComms comms;
   ExecContext compute;
-  ProgramCheck program;    // collective_program(mode, plan), checked by the three below
+  ProgramCheck program;  // collective_program(mode, plan), checked by the three below
+  StepContext context;   // what the parts below read: plans, store, program, compute, tracer
   GradientStore gradients;  // before the reducer and the buckets, which use it
   Reducer reducer;
   BucketOps buckets;
   std::unique_ptr<Schedule> schedule;
-  // ParameterSource::Gathered only (on the broadcast communicator): gather().
+  // Stage 3 only (ModePlan::gathers_parameters; on the broadcast communicator): gather().
   std::unique_ptr<ParameterGather> gather_;
 };
 
