@@ -59,32 +59,27 @@ RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& pl
              "bf16 masters need the {} fp32 initial values (got {})", store.total_numel(),
              initial_fp32.size());
   }
-  state_.resize(plan.buckets.size());
-  masters_.resize(plan.buckets.size());
-  stepped_.resize(plan.buckets.size());
-  param_base_.assign(plan.buckets.size(), nullptr);
+  buckets_.resize(plan.buckets.size());
   std::vector<std::int16_t> host_remainder;
   for (const auto& b : plan.buckets) {
     if (!mode.steps_on(b, rank)) continue;
+    SteppedBucket& mine = at(b.index);
     const ElementRange range = mode.stepped_range(plan, b, rank);
-    stepped_[static_cast<std::size_t>(b.index)] = range;
-    param_base_[static_cast<std::size_t>(b.index)] =
-        shards ? static_cast<char*>(shards->at(b.index))
-               : static_cast<char*>(store.raw_data()) +
-                     range.offset * dtype_size(store.param_dtype());
-    auto& buffers = state_[static_cast<std::size_t>(b.index)];
+    mine.owned = true;
+    mine.range = range;
+    mine.param_base = shards ? static_cast<char*>(shards->at(b.index))
+                             : static_cast<char*>(store.raw_data()) +
+                                   range.offset * dtype_size(store.param_dtype());
     for (std::size_t i = 0; i < state_names_.size(); ++i) {
-      buffers.emplace_back(store.device(), range.numel);
+      mine.state.emplace_back(store.device(), range.numel);
     }
-    // An owned bucket with no state (plain SGD) still needs to read as owned.
-    if (buffers.empty()) buffers.emplace_back();
     if (!has_masters_) continue;
     // Exactly the fp32 initial values: the store holds master_to_bf16 of them (Model::
     // initialize_parameters), so the fp32 master, or the bf16 parameter joined with the
     // remainder, is the fp32 initial value bit for bit.
     const std::span<const float> init = initial_fp32.subspan(
         static_cast<std::size_t>(range.offset), static_cast<std::size_t>(range.numel));
-    auto& master = masters_[static_cast<std::size_t>(b.index)];
+    DeviceBuffer& master = mine.master;
     if (master_weights_ == MasterWeights::Fp32) {
       master = DeviceBuffer(store.device(), range.numel, DType::F32);
       copy_from_host(init.data(), master.data(), store.device(), range.numel);
@@ -105,11 +100,11 @@ StepScalars RankOptimizer::next_step(float grad_scale) {
 
 void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,
                                    const BucketGradient& grad) {
-  auto& buffers = state_[static_cast<std::size_t>(bucket)];
-  ZL_CHECK(!buffers.empty(), "bucket {} stepped on a rank that does not own it", bucket);
+  SteppedBucket& mine = at(bucket);
+  ZL_CHECK(mine.owned, "bucket {} stepped on a rank that does not own it", bucket);
   // The stepped part: the whole bucket, or this rank's shard (Note [Shard layout]: the update is
   // element-wise, so a shard cutting through a parameter steps its part exactly).
-  const ElementRange& range = stepped_[static_cast<std::size_t>(bucket)];
+  const ElementRange& range = mine.range;
   const std::int64_t n = range.numel;
   const void* g_data = grad.data;  // at the range's first element
   const bool adam = config_.kind != OptimizerKind::Sgd;
@@ -118,9 +113,10 @@ void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecCont
                              config_.kind == OptimizerKind::AdamW};
   const SgdHyper sgd_hyper{config_.lr, config_.momentum, config_.dampening, config_.weight_decay,
                            config_.nesterov};
-  float* m = buffers[0].data();  // Adam's m or SGD's momentum buffer; null for plain SGD
+  // Adam's m or SGD's momentum buffer; null for plain SGD.
+  float* m = mine.state.empty() ? nullptr : mine.state[0].data();
   if (has_masters_) {
-    const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
+    const DeviceBuffer& master = mine.master;
     const bool fp32_master = master_weights_ == MasterWeights::Fp32;
     Bf16OptimizerSlice slice{.grad = g_data,
                              .grad_dtype = grad.dtype,
@@ -130,7 +126,7 @@ void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecCont
                              .remainder = fp32_master ? nullptr : remainders_of(master),
                              .m = m};
     if (adam) {
-      slice.v = buffers[1].data();
+      slice.v = mine.state[1].data();
       adam_step_bf16(exec, slice, n, make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
     } else {
       sgd_step_bf16(exec, slice, n, make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
@@ -141,7 +137,7 @@ void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecCont
     float* p = param_at<float>(bucket, 0);
     const auto* g = static_cast<const float*>(g_data);
     if (adam) {
-      adam_step(exec, p, g, m, buffers[1].data(), n,
+      adam_step(exec, p, g, m, mine.state[1].data(), n,
                 make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
     } else {
       sgd_step(exec, p, g, config_.momentum != 0.0f ? m : nullptr, n,
@@ -161,7 +157,7 @@ int RankOptimizer::stepped_bucket_of(int param_id, const char* what) const {
 std::int64_t RankOptimizer::index_in_stepped(int bucket, const ElementRange& range,
                                                 const char* what) const {
   ZL_CHECK(owns(bucket), "{}: bucket {} is not stepped on this rank", what, bucket);
-  const ElementRange& mine = stepped_[static_cast<std::size_t>(bucket)];
+  const ElementRange& mine = at(bucket).range;
   ZL_CHECK(mine.contains(range),
            "{}: elements [{}, {}) of bucket {} are not within this rank's [{}, {})", what,
            range.offset, range.end(), bucket, mine.offset, mine.end());
@@ -188,7 +184,7 @@ void RankOptimizer::read_master_range(int bucket, const ElementRange& range, flo
     copy_to_host(param_at<float>(bucket, within), device, out, n);
     return;
   }
-  const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
+  const DeviceBuffer& master = at(bucket).master;
   if (master_weights_ == MasterWeights::Fp32) {
     copy_to_host(master.data() + within, device, out, n);
     return;
@@ -209,7 +205,7 @@ void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
     copy_from_host(values, param_at<float>(bucket, within), device, n);
     return;
   }
-  const DeviceBuffer& master = masters_[static_cast<std::size_t>(bucket)];
+  const DeviceBuffer& master = at(bucket).master;
   // Both layouts give the parameter master_to_bf16(value) = split_master(value).hi.
   std::vector<Bf16> hi(static_cast<std::size_t>(n));
   std::vector<std::int16_t> lo(hi.size());
@@ -228,26 +224,29 @@ void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
 
 float* RankOptimizer::param_state(int param_id, int which) {
   const int bucket = plan_.bucket_of_param.at(static_cast<std::size_t>(param_id));
-  auto& buffers = state_[static_cast<std::size_t>(bucket)];
-  if (buffers.empty() || which < 0 || which >= static_cast<int>(state_names_.size())) {
-    return nullptr;
-  }
+  const SteppedBucket& mine = at(bucket);
+  if (!mine.owned || which < 0 || which >= static_cast<int>(state_names_.size())) return nullptr;
   const ParameterInfo& p = store_.info(param_id);
-  const ElementRange& mine = stepped_[static_cast<std::size_t>(bucket)];
-  if (!mine.contains({p.offset, p.numel})) return nullptr;
-  return buffers[static_cast<std::size_t>(which)].data() + (p.offset - mine.offset);
+  if (!mine.range.contains({p.offset, p.numel})) return nullptr;
+  return mine.state[static_cast<std::size_t>(which)].data() + (p.offset - mine.range.offset);
 }
 
 float* RankOptimizer::state_at(int bucket, int which, std::int64_t element) {
   const std::int64_t within = index_in_stepped(bucket, {element, 0}, "state_at");
   ZL_CHECK(which >= 0 && which < static_cast<int>(state_names_.size()), "state_at: state {}",
            which);
-  return state_[static_cast<std::size_t>(bucket)][static_cast<std::size_t>(which)].data() + within;
+  return at(bucket).state[static_cast<std::size_t>(which)].data() + within;
 }
 
 std::int64_t RankOptimizer::state_bytes() const {
   std::int64_t bytes = 0;
-  for (const auto& buffers : state_) bytes += total_bytes(buffers);
+  for (const SteppedBucket& b : buckets_) bytes += total_bytes(b.state);
+  return bytes;
+}
+
+std::int64_t RankOptimizer::master_bytes() const {
+  std::int64_t bytes = 0;
+  for (const SteppedBucket& b : buckets_) bytes += b.master.bytes();
   return bytes;
 }
 

@@ -61,12 +61,10 @@ class RankOptimizer {
                    std::span<const float> initial_fp32 = {}, ParameterShards* shards = nullptr);
 
   const OptimizerConfig& config() const { return config_; }
-  bool owns(int bucket) const { return !state_[static_cast<std::size_t>(bucket)].empty(); }
+  bool owns(int bucket) const { return at(bucket).owned; }
   // The elements of `bucket` this rank steps (ModePlan::stepped_range): the whole bucket, or with
   // element shards this rank's shard of it; numel 0 where it steps nothing.
-  const ElementRange& stepped(int bucket) const {
-    return stepped_[static_cast<std::size_t>(bucket)];
-  }
+  const ElementRange& stepped(int bucket) const { return at(bucket).range; }
 
   // Advances the step count and fixes this step's scalars (clip coefficient applied later by
   // the caller through grad_scale).
@@ -94,7 +92,7 @@ class RankOptimizer {
   // Master weights (bf16 parameters only; an fp32 store's parameters are their own masters).
   bool has_masters() const { return has_masters_; }
   // Allocated on this rank: ModePlan::master_bytes.
-  std::int64_t master_bytes() const { return total_bytes(masters_); }
+  std::int64_t master_bytes() const;
   // out (the parameter's numel, host) = its fp32 master: the fp32 master, or the bf16 parameter
   // joined with its remainder (for an fp32 store: the parameter). Only on a rank that steps the
   // parameter's bucket (InternalError otherwise); blocking, call with nothing in flight.
@@ -110,6 +108,20 @@ class RankOptimizer {
   void write_master_range(int bucket, const ElementRange& range, const float* values);
 
  private:
+  // What this rank keeps to step one bucket; `owned` false, and the rest empty, where it steps
+  // none of it.
+  struct SteppedBucket {
+    bool owned = false;
+    ElementRange range;          // stepped(bucket)
+    char* param_base = nullptr;  // where range's parameters start (in the store or a shard)
+    std::vector<DeviceBuffer> state;  // [which], of range.numel elements; none for plain SGD
+    // fp32 masters (F32) or int16 remainders (held in a 2-byte BF16 buffer, reinterpreted); empty
+    // without masters.
+    DeviceBuffer master;
+  };
+  SteppedBucket& at(int bucket) { return buckets_[static_cast<std::size_t>(bucket)]; }
+  const SteppedBucket& at(int bucket) const { return buckets_[static_cast<std::size_t>(bucket)]; }
+
   // The bucket holding param_id, checked to be stepped here (the whole parameter); `what` names
   // the caller.
   int stepped_bucket_of(int param_id, const char* what) const;
@@ -118,7 +130,7 @@ class RankOptimizer {
   // The parameter at stepped(bucket)'s element `within` (as T: the store's dtype).
   template <class T>
   T* param_at(int bucket, std::int64_t within) const {
-    return reinterpret_cast<T*>(param_base_[static_cast<std::size_t>(bucket)]) + within;
+    return reinterpret_cast<T*>(at(bucket).param_base) + within;
   }
 
   OptimizerConfig config_;
@@ -129,13 +141,7 @@ class RankOptimizer {
   bool has_masters_ = false;
   MasterWeights master_weights_ = MasterWeights::Fp32;
   std::vector<std::string> state_names_;
-  std::vector<ElementRange> stepped_;              // [bucket]
-  std::vector<char*> param_base_;                  // [bucket]: where stepped(bucket) starts
-  // [bucket][which], of stepped(bucket).numel elements; empty when not owned.
-  std::vector<std::vector<DeviceBuffer>> state_;
-  // [bucket]: fp32 masters (F32) or int16 remainders (held in a 2-byte BF16 buffer, reinterpreted);
-  // empty when not stepped here or without masters.
-  std::vector<DeviceBuffer> masters_;
+  std::vector<SteppedBucket> buckets_;  // [bucket]
 };
 
 }  // namespace zl
