@@ -126,12 +126,15 @@ WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
       const std::int64_t half = shard_floats(shard) / 2;
       std::int64_t written = 0;
       bool faulted = false;
+      const auto fault_point = [&] {
+        faulted = true;
+        checkpoint_fault_point("during_write", shard.step);
+      };
       fill([&](const float* values, std::int64_t n) {
         if (!faulted && written + n >= half) {
           const std::int64_t first = half - written;
           writer.write_floats(values, first);
-          faulted = true;
-          checkpoint_fault_point("during_write", shard.step);
+          fault_point();
           values += first;
           n -= first;
           written += first;
@@ -139,7 +142,7 @@ WrittenShard write_shard_file(const StagedShard& shard, Fill&& fill) {
         writer.write_floats(values, n);
         written += n;
       });
-      if (!faulted) checkpoint_fault_point("during_write", shard.step);  // a shard with no data
+      if (!faulted) fault_point();  // a shard with no data
       writer.finish();
     }
     sync_directory(fs::path(shard.path).parent_path().string());
