@@ -74,7 +74,8 @@ class GradientStore {
   std::int64_t bytes() const;
   // The part of bytes() that is stage 2's pool and the replica buffer (RankMemory::gradient_pool).
   std::int64_t pool_bytes() const {
-    return (pool_ ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
+    const bool pooled = kind_ == GradientStoreKind::ShardPool;
+    return (pooled ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
   }
 
  private:
