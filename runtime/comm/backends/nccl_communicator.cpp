@@ -216,11 +216,30 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
     ZL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     ZL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
     ZL_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
+    reserve_f64_staging(2 * static_cast<std::int64_t>(size_));
   } catch (...) {
     shared_->abort();
+    if (f64_host_ != nullptr) cudaFreeHost(f64_host_);
+    if (issued_ != nullptr) cudaEventDestroy(issued_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     throw;
   }
+}
+
+// Sized up front for the step's verdict (2 x world doubles, step_verdict.cpp) and the evaluation's
+// sums: a cudaFree or pinned allocation mid-run may synchronise the device while another
+// communicator's kernels are in flight, which NCCL warns can deadlock. Grows only for a larger
+// caller, after the previous call's Work was waited.
+void NcclCommunicator::reserve_f64_staging(std::int64_t n) {
+  if (n <= f64_capacity_) return;
+  if (f64_host_ != nullptr) ZL_CUDA_CHECK(cudaFreeHost(f64_host_));
+  if (f64_device_ != nullptr) ZL_CUDA_CHECK(cudaFree(f64_device_));
+  f64_host_ = f64_device_ = nullptr;
+  f64_capacity_ = 0;
+  const std::int64_t capacity = std::max<std::int64_t>(n, 64);
+  ZL_CUDA_CHECK(cudaMallocHost(&f64_host_, static_cast<std::size_t>(capacity) * sizeof(double)));
+  ZL_CUDA_CHECK(cudaMalloc(&f64_device_, static_cast<std::size_t>(capacity) * sizeof(double)));
+  f64_capacity_ = capacity;
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -414,16 +433,7 @@ Work NcclCommunicator::all_reduce_f64(double* buf, std::int64_t n) {
   // (its Work waited) first; every caller waits at once.
   ZL_CHECK(!*f64_in_use_, "communicator {}: all_reduce_f64 issued before the previous one's Work "
            "was waited", name_);
-  if (n > f64_capacity_) {
-    if (f64_host_ != nullptr) ZL_CUDA_CHECK(cudaFreeHost(f64_host_));
-    if (f64_device_ != nullptr) ZL_CUDA_CHECK(cudaFree(f64_device_));
-    f64_host_ = f64_device_ = nullptr;
-    f64_capacity_ = 0;
-    const std::int64_t capacity = std::max<std::int64_t>(n, 64);
-    ZL_CUDA_CHECK(cudaMallocHost(&f64_host_, static_cast<std::size_t>(capacity) * sizeof(double)));
-    ZL_CUDA_CHECK(cudaMalloc(&f64_device_, static_cast<std::size_t>(capacity) * sizeof(double)));
-    f64_capacity_ = capacity;
-  }
+  reserve_f64_staging(n);
   const std::size_t bytes = count * sizeof(double);
   std::memcpy(f64_host_, buf, bytes);
   double* host = f64_host_;
