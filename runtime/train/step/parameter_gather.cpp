@@ -35,13 +35,22 @@ ParameterShards::ParameterShards(const ModePlan& mode, const BucketPlan& plan,
   }
 }
 
+namespace {
+
+// The shards' spans as T, for one total_sum_of_squares: on CUDA one read-back for all buckets.
+template <class T>
+double sum_of_squares_as(const ExecContext& exec, const std::vector<DeviceBuffer>& buckets) {
+  std::vector<ReadSpan<T>> spans;
+  for (const DeviceBuffer& s : buckets) spans.push_back({s.data<T>(), s.size()});
+  return total_sum_of_squares(exec, spans.data(), static_cast<std::int64_t>(spans.size()));
+}
+
+}  // namespace
+
 double ParameterShards::sum_of_squares(const ExecContext& exec) const {
-  double sum = 0.0;
-  for (const DeviceBuffer& s : buckets) {
-    sum += s.dtype() == DType::BF16 ? zl::sum_of_squares(exec, s.data<Bf16>(), s.size())
-                                    : zl::sum_of_squares(exec, s.data(), s.size());
-  }
-  return sum;
+  if (buckets.empty()) return 0.0;
+  return buckets.front().dtype() == DType::BF16 ? sum_of_squares_as<Bf16>(exec, buckets)
+                                                : sum_of_squares_as<float>(exec, buckets);
 }
 
 ParameterGather::ParameterGather(const StepContext& step, const ParameterShards& shards,
