@@ -7,6 +7,7 @@
 #if defined(ZEROLAP_WITH_CUDA)
 
 #include <cstddef>
+#include <cstdint>
 
 namespace zl {
 

@@ -1,7 +1,9 @@
 // CUDA fused optimizer steps: one launch per call over a flat slice of (p, g, state), enqueued on
 // ctx.stream. The per-element math is adam_update / sgd_update from kernels/optim_math.h, the
-// same functions the CPU loop calls, so both devices implement one formula (they may still differ
-// in the last bit: nvcc contracts a*b+c into FMAs, the x86-64 baseline CPU build does not).
+// same functions the CPU loop calls, so both devices implement one formula. Neither side fuses a
+// multiply and an add (-fmad=false here, -ffp-contract=off on the CPU: CMakeLists.txt), and nvcc's
+// default division and square root round as IEEE does; the tests still compare the devices under
+// a tolerance (tests/kernels/test_cuda_*.cpp), as CPU-GPU bitwise equality is unmeasured.
 // The bf16 kernels (bf16_step_kernel) do the same for a bf16 bucket: one pass that also writes the
 // bf16 parameter the broadcast sends.
 #include <cstdint>
