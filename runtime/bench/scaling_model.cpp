@@ -146,9 +146,7 @@ double pipeline_start_s(const TierComm& t, const ComputeShares& shares, double b
 }  // namespace
 
 double backward_flop_share(const ParameterStore& store) {
-  const ParameterFlops f = parameter_flops(store);
-  const double forward = sum(f.forward), backward = sum(f.backward);
-  return forward + backward > 0.0 ? backward / (forward + backward) : 0.0;
+  return compute_shares(store, BucketPlan{}).backward;
 }
 
 ComputeShares compute_shares(const ParameterStore& store, const BucketPlan& plan) {
