@@ -377,14 +377,6 @@ void measure_collectives(const Config& config, const Device& device, const World
 }  // namespace
 
 double BenchLimits::collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
-                                       LinkTier tier) const {
-  for (const auto& c : collectives) {
-    if (c.op == op && c.dtype == dtype && c.bytes == bytes && c.tier == tier) return c.seconds;
-  }
-  return 0.0;
-}
-
-double BenchLimits::collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
                                        int members, int stride) const {
   for (const auto& c : collectives) {
     if (c.op == op && c.dtype == dtype && c.bytes == bytes && c.members == members &&
