@@ -337,23 +337,17 @@ void measure_collectives(const Config& config, const Device& device, const World
   if (node_ranks > 1 && flat.tier != LinkTier::Intra) {
     // Each tier measured for the flat sizes, and a shard group of one node's ranks.
     std::vector<CollectiveSize> in_node = flat_sizes;
-    const auto group = on.find({node_ranks, 1});
-    if (group != on.end()) {
-      in_node.insert(in_node.end(), group->second.begin(), group->second.end());
-      on.erase(group);
+    if (const auto group = on.extract({node_ranks, 1})) {
+      in_node.insert(in_node.end(), group.mapped().begin(), group.mapped().end());
     }
     for (CollectiveSize& s : in_node) {
       s.members = node_ranks;
       s.stride = 1;
     }
     in_node = distinct(std::move(in_node));  // a flat size may be a group's too
-    // A link.ranks study's node may hold more ranks than the job: one split of every rank.
-    const int real = std::min(node_ranks, world.size);
-    measure_split(config, device, world, limit, links, real, 1, {node_ranks, LinkTier::Intra},
-                  "bench.limits.node", buf, in_node, out);
-    for (std::size_t i = out.collectives.size() - in_node.size(); i < out.collectives.size(); ++i) {
-      out.collectives[i].members = node_ranks;
-    }
+    // A link.ranks study's node may hold more ranks than the job: then one split of every rank.
+    measure_split(config, device, world, limit, links, node_ranks, 1,
+                  {node_ranks, LinkTier::Intra}, "bench.limits.node", buf, in_node, out);
   }
   for (const auto& [shape, list] : on) {
     const auto [members, stride] = shape;
