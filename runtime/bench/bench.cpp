@@ -35,9 +35,8 @@ namespace {
 
 // Element-wise max over ranks, in place.
 void max_over_ranks(const World& world, const WaitLimit& limit, std::vector<double>& values) {
-  const std::vector<double> mine = values;
-  timed_allreduce(mine.data(), values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
-                  world.comm, limit, "the bench's max over ranks");
+  timed_allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
+                  MPI_MAX, world.comm, limit, "the bench's max over ranks");
 }
 
 std::vector<std::int64_t> gather_to_all(const World& world, const WaitLimit& limit,
@@ -72,10 +71,9 @@ std::vector<PrecisionConfig> bench_precisions(const Config& config) {
   if (config.bench.precision.empty()) return {config.precision};
   std::vector<PrecisionConfig> out;
   for (ComputePrecision compute : config.bench.precision) {
-    PrecisionConfig p;  // fp32 wire and masters: the only ones fp32 and tf32 accept
+    PrecisionConfig p;  // fp32 wire and masters
     p.compute = compute;
     if (compute == ComputePrecision::Bf16) {
-      // The config accepts bf16 wire or remainders only with compute = "bf16": else fp32 here.
       p.reduce_dtype = config.precision.reduce_dtype;
       p.master_weights = config.precision.master_weights;
     }
@@ -218,104 +216,98 @@ RunFigures timed_run(const Config& config, const World& world, bool compute_only
   return f;
 }
 
-// The totals over a run's timed steps that a row divides by its steps (per rank; maxed over
-// ranks when the row is made).
-enum Figure : std::size_t {
-  kStep, kForward, kBackward, kFinishBackward, kOptimizer, kCommBusy,
-  kCompute, kComputeForward, kComputeBackward, kComputeOptimizer,
-  kWireBytes, kPayloadBytes, kWait, kReduction, kBroadcast, kComm, kHiddenComm, kExposedComm,
-  kIdle,
-  // Per tier (Inter, then Intra): the bytes, and the timeline's comm, hidden and exposed.
-  kInterWireBytes, kIntraWireBytes, kInterComm, kIntraComm, kInterHidden, kIntraHidden,
-  kInterExposed, kIntraExposed, kFigures
+// One round of a row: its timed run and the run's compute-only twin (Note [Bench timing]).
+struct Round {
+  RunFigures real, alone;
 };
 
-// The row's field of each figure in seconds (the bytes are integers, set apart).
-constexpr std::pair<Figure, double BenchRow::*> kSecondsPerStep[] = {
-    {kStep, &BenchRow::step_s},
-    {kForward, &BenchRow::forward_s},
-    {kBackward, &BenchRow::backward_s},
-    {kFinishBackward, &BenchRow::finish_backward_s},
-    {kOptimizer, &BenchRow::optimizer_s},
-    {kCommBusy, &BenchRow::comm_busy_s},
-    {kCompute, &BenchRow::compute_s},
-    {kComputeForward, &BenchRow::compute_forward_s},
-    {kComputeBackward, &BenchRow::compute_backward_s},
-    {kComputeOptimizer, &BenchRow::compute_optimizer_s},
-    {kWait, &BenchRow::wait_s},
-    {kReduction, &BenchRow::reduction_s},
-    {kBroadcast, &BenchRow::broadcast_s},
-    {kComm, &BenchRow::comm_s},
-    {kHiddenComm, &BenchRow::hidden_comm_s},
-    {kExposedComm, &BenchRow::exposed_comm_s},
-    {kIdle, &BenchRow::idle_s},
+// Each figure a row gives in seconds per step: the row's field, and its total over one round's
+// timed steps on this rank.
+struct SecondsFigure {
+  double BenchRow::*field;
+  double (*total)(const Round& round);
 };
+constexpr SecondsFigure kSecondsPerStep[] = {
+    {&BenchRow::step_s, [](const Round& r) { return r.real.total_s; }},
+    {&BenchRow::forward_s, [](const Round& r) { return r.real.timeline.forward_s; }},
+    {&BenchRow::backward_s, [](const Round& r) { return r.real.timeline.backward_s; }},
+    {&BenchRow::finish_backward_s, [](const Round& r) { return r.real.finish_backward_s; }},
+    {&BenchRow::optimizer_s, [](const Round& r) { return r.real.timeline.optimizer_s; }},
+    {&BenchRow::comm_busy_s, [](const Round& r) { return r.real.comm_busy_s; }},
+    {&BenchRow::compute_s, [](const Round& r) { return r.alone.total_s; }},
+    {&BenchRow::compute_forward_s, [](const Round& r) { return r.alone.timeline.forward_s; }},
+    {&BenchRow::compute_backward_s, [](const Round& r) { return r.alone.timeline.backward_s; }},
+    {&BenchRow::compute_optimizer_s, [](const Round& r) { return r.alone.timeline.optimizer_s; }},
+    {&BenchRow::wait_s, [](const Round& r) { return r.real.timeline.wait_s; }},
+    {&BenchRow::reduction_s, [](const Round& r) { return r.real.timeline.reduction_s; }},
+    {&BenchRow::broadcast_s, [](const Round& r) { return r.real.timeline.broadcast_s; }},
+    {&BenchRow::comm_s, [](const Round& r) { return r.real.timeline.comm_s; }},
+    {&BenchRow::hidden_comm_s, [](const Round& r) { return r.real.timeline.hidden_comm_s; }},
+    {&BenchRow::exposed_comm_s, [](const Round& r) { return r.real.timeline.exposed_comm_s; }},
+    {&BenchRow::idle_s, [](const Round& r) { return r.real.timeline.idle_s; }},
+};
+
+// This rank's totals over one round's timed steps that a row divides by its steps, in the order
+// set_per_step reads them: kSecondsPerStep's, the bytes sent and their payload, then per tier
+// (Inter, Intra) its bytes and the timeline's comm, hidden and exposed.
+std::vector<double> round_figures(const Round& round) {
+  std::vector<double> f;
+  for (const SecondsFigure& s : kSecondsPerStep) f.push_back(s.total(round));
+  f.push_back(static_cast<double>(round.real.wire_bytes));
+  f.push_back(static_cast<double>(round.real.payload_bytes));
+  for (const std::size_t tier : {0u, 1u}) {
+    const CommCoverage& c = round.real.tier_coverage[tier];
+    f.insert(f.end(), {static_cast<double>(round.real.tier_wire_bytes[tier]), c.comm_s,
+                       c.hidden_comm_s, c.exposed_comm_s});
+  }
+  return f;
+}
+
+// The row's figures per step from `totals`: round_figures summed over `steps` timed steps (of all
+// rounds) and maxed over ranks.
+void set_per_step(BenchRow& row, const std::vector<double>& totals, double steps) {
+  auto next = totals.begin();
+  const auto per_step = [&] { return *next++ / steps; };
+  const auto bytes_per_step = [&] { return static_cast<std::int64_t>(std::llround(per_step())); };
+  for (const SecondsFigure& s : kSecondsPerStep) row.*s.field = per_step();
+  row.wire_bytes_per_step = bytes_per_step();
+  row.payload_bytes_per_step = bytes_per_step();
+  for (BenchRow::TierFigures& t : row.tiers) {
+    t.wire_bytes_per_step = bytes_per_step();
+    t.comm_s = per_step();
+    t.hidden_comm_s = per_step();
+    t.exposed_comm_s = per_step();
+  }
+}
 
 // One row's runs summed over rounds (Note [Bench rounds]).
 struct RoundTotals {
   int rounds = 0;
-  std::vector<double> figures = std::vector<double>(kFigures, 0.0);  // [Figure]
+  std::vector<double> figures;  // round_figures, summed
   std::vector<double> bucket_reduction_s, bucket_step_s, bucket_broadcast_s;
   std::vector<double> step_s;  // every round's timed steps, in order
   std::int64_t peak_rss = 0;   // the highest of the rounds
   RankMemory allocated;        // the same in every round
 
-  static RoundTotals of(const RunFigures& real, const RunFigures& alone) {
-    const TimelineSummary& t = real.timeline;
-    RoundTotals r;
-    r.rounds = 1;
-    std::vector<double>& f = r.figures;
-    f[kStep] = real.total_s;
-    f[kForward] = t.forward_s;
-    f[kBackward] = t.backward_s;
-    f[kFinishBackward] = real.finish_backward_s;
-    f[kOptimizer] = t.optimizer_s;
-    f[kCommBusy] = real.comm_busy_s;
-    f[kCompute] = alone.total_s;
-    f[kComputeForward] = alone.timeline.forward_s;
-    f[kComputeBackward] = alone.timeline.backward_s;
-    f[kComputeOptimizer] = alone.timeline.optimizer_s;
-    f[kWireBytes] = static_cast<double>(real.wire_bytes);
-    f[kPayloadBytes] = static_cast<double>(real.payload_bytes);
-    f[kWait] = t.wait_s;
-    f[kReduction] = t.reduction_s;
-    f[kBroadcast] = t.broadcast_s;
-    f[kComm] = t.comm_s;
-    f[kHiddenComm] = t.hidden_comm_s;
-    f[kExposedComm] = t.exposed_comm_s;
-    f[kIdle] = t.idle_s;
-    for (const std::size_t tier : {0u, 1u}) {
-      f[kInterWireBytes + tier] = static_cast<double>(real.tier_wire_bytes[tier]);
-      f[kInterComm + tier] = real.tier_coverage[tier].comm_s;
-      f[kInterHidden + tier] = real.tier_coverage[tier].hidden_comm_s;
-      f[kInterExposed + tier] = real.tier_coverage[tier].exposed_comm_s;
-    }
-    r.bucket_reduction_s = t.bucket_reduction_s;
-    r.bucket_step_s = t.bucket_step_s;
-    r.bucket_broadcast_s = t.bucket_broadcast_s;
-    r.step_s = real.step_s;
-    r.peak_rss = real.peak_rss;
-    r.allocated = real.allocated;
-    return r;
-  }
-
-  void add(const RoundTotals& other) {
-    if (other.rounds == 0) return;
-    if (rounds == 0) {
-      *this = other;
-      return;
-    }
-    add_to(figures, other.figures);
-    add_to(bucket_reduction_s, other.bucket_reduction_s);
-    add_to(bucket_step_s, other.bucket_step_s);
-    add_to(bucket_broadcast_s, other.bucket_broadcast_s);
-    step_s.insert(step_s.end(), other.step_s.begin(), other.step_s.end());
-    peak_rss = std::max(peak_rss, other.peak_rss);
-    rounds += other.rounds;
+  void add(const Round& round) {
+    const RunFigures& real = round.real;
+    add_to(figures, round_figures(round));
+    add_to(bucket_reduction_s, real.timeline.bucket_reduction_s);
+    add_to(bucket_step_s, real.timeline.bucket_step_s);
+    add_to(bucket_broadcast_s, real.timeline.bucket_broadcast_s);
+    step_s.insert(step_s.end(), real.step_s.begin(), real.step_s.end());
+    peak_rss = std::max(peak_rss, real.peak_rss);
+    allocated = real.allocated;
+    ++rounds;
   }
 
  private:
-  static void add_to(std::vector<double>& sum, const std::vector<double>& x) {
+  // The first round's figures, then their sums.
+  void add_to(std::vector<double>& sum, const std::vector<double>& x) const {
+    if (rounds == 0) {
+      sum = x;
+      return;
+    }
     ZL_CHECK(sum.size() == x.size(), "bench rounds: {} figures after {}", x.size(), sum.size());
     for (std::size_t i = 0; i < x.size(); ++i) sum[i] += x[i];
   }
@@ -352,13 +344,37 @@ std::vector<double> bench_caps(const Config& config) {
                                             : config.bench.bucket_cap_mb;
 }
 
+// One run of the bench, planned as its trainer plans it.
+struct PlannedRun {
+  PrecisionConfig precision;
+  double cap = 0.0;
+  Mode mode;
+  ModePlan mode_plan;  // bench_mode_plan
+  // Its own layout and buckets (element shards pad them; link.ranks shrinks shards).
+  PlannedLayout planned;
+};
+
+// Every run of the bench, precisions outer, then caps, modes inner: the order of a round's runs
+// and of the report's rows.
+std::vector<PlannedRun> plan_runs(const Config& config, int world) {
+  std::vector<PlannedRun> runs;
+  for (const PrecisionConfig& precision : bench_precisions(config)) {
+    for (const double cap : bench_caps(config)) {
+      for (const Mode& mode : bench_modes(config)) {
+        const ModePlan mode_plan = bench_mode_plan(mode, config, precision, world);
+        runs.push_back({precision, cap, mode, mode_plan, plan_for(config, mode_plan, cap, world)});
+      }
+    }
+  }
+  return runs;
+}
+
 }  // namespace
 
 ModePlan bench_mode_plan(const Mode& mode, const Config& config,
                          const PrecisionConfig& precision, int world) {
-  Config run = config;
+  Config run = with_precision(config, precision);
   set_mode(run.parallel, mode);
-  run.precision = precision;
   return make_run_mode_plan(run, world);
 }
 
@@ -429,17 +445,11 @@ void check_bench_memory(const Config& config, const World& world) {
   // The largest run's estimate (the trainer checks each run itself, on its device; here the runs
   // are counted on the host, where a CPU run allocates them beside the bench's own buffers).
   RankMemory need;
-  for (const PrecisionConfig& precision : bench_precisions(config)) {
-    const Config c = with_precision(config, precision);
-    for (const double cap : bench_caps(config)) {
-      for (const Mode& m : bench_modes(config)) {
-        // The run's own layout and buckets (element shards pad them; link.ranks shrinks shards).
-        const ModePlan mode = bench_mode_plan(m, c, precision, world.size);
-        const PlannedLayout planned = plan_for(c, mode, cap, world.size);
-        const RankMemory e = estimate_peak_rank_memory(c, planned.layout, planned.plan, mode);
-        if (e.total() > need.total()) need = e;
-      }
-    }
+  for (const PlannedRun& run : plan_runs(config, world.size)) {
+    const RankMemory e = estimate_peak_rank_memory(with_precision(config, run.precision),
+                                                   run.planned.layout, run.planned.plan,
+                                                   run.mode_plan);
+    if (e.total() > need.total()) need = e;
   }
   // The bench's fp32 CPU copy of the model, and its optimizer measurement: parameters, gradients,
   // two moments and a master of at least 8M elements (bench_limits.cpp), held while it runs.
@@ -504,25 +514,12 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   }
 
   // Every run once per round, rounds outermost; a row pools its rounds (Note [Bench rounds]).
-  struct PlannedRun {
-    const PrecisionConfig* precision;
-    double cap;
-    const Mode* mode;
-  };
-  std::vector<PlannedRun> runs;
-  for (const PrecisionConfig& precision : precisions) {
-    for (double cap : caps) {
-      for (const auto& mode : modes) runs.push_back({&precision, cap, &mode});
-    }
-  }
-
+  const std::vector<PlannedRun> runs = plan_runs(config, world.size);
   std::vector<CollectiveSize> sizes;
   for (const PlannedRun& run : runs) {
-    const ModePlan mode_plan = bench_mode_plan(*run.mode, config, *run.precision, world.size);
-    const BucketPlan plan = plan_for(config, mode_plan, run.cap, world.size).plan;
     // Each on its communicator's shape: the world, a shard group, the replicas.
-    const CommSpans spans = comm_spans(mode_plan, config.link, world.size);
-    for (const ProgramEntry& c : collective_program(mode_plan, plan)) {
+    const CommSpans spans = comm_spans(run.mode_plan, config.link, world.size);
+    for (const ProgramEntry& c : collective_program(run.mode_plan, run.planned.plan)) {
       const CommPlace& place = spans.place(c.comm);
       sizes.push_back({collective_name(c.op), c.dtype, c.bytes(), place.members, place.stride});
     }
@@ -537,22 +534,22 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   report.planned_runs = runs.size() * static_cast<std::size_t>(rounds);
   report.rounds = 0;
   for (std::int64_t round = 0; round < rounds && report.stopped_by == 0; ++round) {
-    std::vector<RoundTotals> this_round(runs.size());
+    std::vector<Round> this_round;  // of the runs that finished, in order
     for (std::size_t i = 0; i < runs.size() && report.stopped_by == 0; ++i) {
       const PlannedRun& run = runs[i];
-      const std::string precision_name = to_string(run.precision->compute);
+      const std::string precision_name = to_string(run.precision.compute);
       report.peak_rss_per_mode = reset_peak_rss() && report.peak_rss_per_mode;
       const double run_begin_us = bench_clock.now_us();
       const RunFigures real =
-          timed_run(run_config(config, *run.precision, *run.mode, run.cap, false), world, false,
+          timed_run(run_config(config, run.precision, run.mode, run.cap, false), world, false,
                     bench_clock, &trace);
       bench_clock.span("bench",
-                       fmt::format("{} {} @ {:g} MiB", precision_name, run.mode->name(), run.cap),
+                       fmt::format("{} {} @ {:g} MiB", precision_name, run.mode.name(), run.cap),
                        run_begin_us, bench_clock.now_us(),
-                       {{"precision", precision_name}, {"mode", run.mode->name()},
+                       {{"precision", precision_name}, {"mode", run.mode.name()},
                         {"bucket_cap_mb", run.cap}, {"round", round + 1}});
       const RunFigures alone =
-          timed_run(run_config(config, *run.precision, *run.mode, run.cap, true), world, true,
+          timed_run(run_config(config, run.precision, run.mode, run.cap, true), world, true,
                     bench_clock, nullptr);
       if (round == 0 && i == 0) {  // the first run resolved runtime.device
         report.comm_priority = comm_priority_in_effect(config.runtime.comm_priority, real.device);
@@ -563,7 +560,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
           fmt::print(stderr, "{}", wrap_lines(warning, "  ", options.width));
         }
       }
-      this_round[i] = RoundTotals::of(real, alone);
+      this_round.push_back({real, alone});
       ++report.finished_runs;
       // This run's step, compute and exposed communication (max over ranks), for the log.
       std::vector<double> shown{real.total_s, alone.total_s, real.timeline.exposed_comm_s};
@@ -575,7 +572,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
                    "{:.2f} ms",
                    report.finished_runs, report.planned_runs,
                    rounds == 1 ? "" : fmt::format("round {}/{}: ", round + 1, rounds),
-                   precisions.size() == 1 ? "" : precision_name + " ", run.mode->name(), run.cap,
+                   precisions.size() == 1 ? "" : precision_name + " ", run.mode.name(), run.cap,
                    shown[0] / steps * 1e3, shown[1] / steps * 1e3, shown[2] / steps * 1e3),
                    "    ", options.width));
         std::fflush(stdout);
@@ -588,7 +585,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     // Every row pools the same rounds: a round a signal cut short is kept only when it is the
     // first (the rows it finished are all there is).
     if (report.stopped_by == 0 || round == 0) {
-      for (std::size_t i = 0; i < runs.size(); ++i) totals[i].add(this_round[i]);
+      for (std::size_t i = 0; i < this_round.size(); ++i) totals[i].add(this_round[i]);
       ++report.rounds;
     }
   }
@@ -596,15 +593,14 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (totals[i].rounds == 0) break;  // stopped before this run's first round
     const PlannedRun& run = runs[i];
-    const ModePlan mode_plan = bench_mode_plan(*run.mode, config, *run.precision, world.size);
-    const PlannedLayout planned = plan_for(config, mode_plan, run.cap, world.size);
-    const BucketPlan& plan = planned.plan;
+    const ModePlan& mode_plan = run.mode_plan;
+    const BucketPlan& plan = run.planned.plan;
     const RoundTotals& sum = totals[i];
     BenchRow row;
-    row.precision = to_string(run.precision->compute);
+    row.precision = to_string(run.precision.compute);
     row.reduce_dtype = dtype_name(mode_plan.reduce_dtype);
     row.master_weights = to_string(mode_plan.master_weights);
-    row.mode = run.mode->name();
+    row.mode = run.mode.name();
     row.bucket_cap_mb = run.cap;
     row.buckets = static_cast<int>(plan.buckets.size());
     row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
@@ -612,10 +608,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     const auto steps = static_cast<double>(config.bench.steps * sum.rounds);
     std::vector<double> maxed = sum.figures;
     max_over_ranks(world, limit, maxed);
-    for (const auto& [figure, field] : kSecondsPerStep) row.*field = maxed[figure] / steps;
-    row.wire_bytes_per_step = static_cast<std::int64_t>(std::llround(maxed[kWireBytes] / steps));
-    row.payload_bytes_per_step =
-        static_cast<std::int64_t>(std::llround(maxed[kPayloadBytes] / steps));
+    set_per_step(row, maxed, steps);
     row.comm_overhead_s = row.step_s - row.compute_s;
     row.phases_vs_step = row.step_s > 0.0
                              ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
@@ -639,17 +632,9 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     row.state_bytes = gather_to_all(world, limit, sum.allocated.total());
     row.peak_rss_bytes = gather_to_all(world, limit, sum.peak_rss);
     for (int r = 0; r < world.size; ++r) {
-      const RankMemory want = rank_memory(mode_plan, plan, planned.layout.total_numel(), r);
+      const RankMemory want = rank_memory(mode_plan, plan, run.planned.layout.total_numel(), r);
       row.planned_optimizer_state_bytes.push_back(want.state);
       row.planned_state_bytes.push_back(want.total());
-    }
-    for (const std::size_t tier : {0u, 1u}) {
-      BenchRow::TierFigures& t = row.tiers[tier];
-      t.wire_bytes_per_step =
-          static_cast<std::int64_t>(std::llround(maxed[kInterWireBytes + tier] / steps));
-      t.comm_s = maxed[kInterComm + tier] / steps;
-      t.hidden_comm_s = maxed[kInterHidden + tier] / steps;
-      t.exposed_comm_s = maxed[kInterExposed + tier] / steps;
     }
     ideal_step(row, mode_plan, plan, comm_spans(mode_plan, config.link, world.size),
                report.limits, compute_shares(layout, plan));

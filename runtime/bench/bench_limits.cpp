@@ -28,10 +28,9 @@ constexpr int kMaxReps = 50;
 
 // Every wait for another rank is bounded by runtime.timeout_s (runtime/comm/timed_mpi.h).
 double max_over_ranks(const World& world, const WaitLimit& limit, double value) {
-  double out = value;
-  timed_allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, world.comm, limit,
+  timed_allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, world.comm, limit,
                   "the bench limits' max over ranks");
-  return out;
+  return value;
 }
 
 // Each timed run starts at a barrier whose end is the same instant on every rank to within a few
@@ -60,8 +59,7 @@ double time_collectively(const World& world, const WaitLimit& limit, Fn&& fn) {
     fn();
     run = seconds_since(start);
   }
-  const std::vector<double> mine = runs;
-  timed_allreduce(mine.data(), runs.data(), reps, MPI_DOUBLE, MPI_MAX, world.comm, limit,
+  timed_allreduce(MPI_IN_PLACE, runs.data(), reps, MPI_DOUBLE, MPI_MAX, world.comm, limit,
                   "the bench limits' max over ranks");
   return *std::min_element(runs.begin(), runs.end());
 }
@@ -283,25 +281,16 @@ std::vector<CollectiveSize> distinct(std::vector<CollectiveSize> sizes) {
   return sizes;
 }
 
-// The communicators of `members` world ranks `stride` apart, as the trainer splits them (a
-// shard group of consecutive ranks; one rank of each group): this rank's. Collective.
-MPI_Comm split_ranks(const World& world, const WaitLimit& limit, int members, int stride) {
-  // Every rank is past the barrier before the split, which cannot time out itself.
-  timed_barrier(world.comm, limit, "the bench limits' barrier before a split");
-  const int block = members * stride;
-  const int color = world.rank / block * stride + world.rank % stride;
-  MPI_Comm comm = MPI_COMM_NULL;
-  ZL_MPI_CHECK(MPI_Comm_split(world.comm, color, world.rank, &comm));
-  return comm;
-}
-
-// Times `sizes` on a communicator of `members` ranks `stride` apart (MPI_Comm_split), named
-// `name`, at `span`.
+// Times `sizes` on this rank's communicator of `members` world ranks `stride` apart, as the
+// trainer splits them (a shard group of consecutive ranks; one rank of each group), named `name`,
+// at `span`. Collective.
 void measure_split(const Config& config, const Device& device, const World& world,
                    const WaitLimit& limit, const RankLinks& links, int members, int stride,
                    LinkSpan span, const char* name, const DeviceBuffer& buf,
                    const std::vector<CollectiveSize>& sizes, BenchLimits& out) {
-  MPI_Comm split = split_ranks(world, limit, members, stride);
+  const int block = members * stride;
+  MPI_Comm split = timed_comm_split(world.comm, world.rank / block * stride + world.rank % stride,
+                                    world.rank, limit, "the bench limits' barrier before a split");
   struct FreeComm {
     MPI_Comm& c;
     ~FreeComm() { MPI_Comm_free(&c); }
@@ -348,23 +337,17 @@ void measure_collectives(const Config& config, const Device& device, const World
   if (node_ranks > 1 && flat.tier != LinkTier::Intra) {
     // Each tier measured for the flat sizes, and a shard group of one node's ranks.
     std::vector<CollectiveSize> in_node = flat_sizes;
-    const auto group = on.find({node_ranks, 1});
-    if (group != on.end()) {
-      in_node.insert(in_node.end(), group->second.begin(), group->second.end());
-      on.erase(group);
+    if (const auto group = on.extract({node_ranks, 1})) {
+      in_node.insert(in_node.end(), group.mapped().begin(), group.mapped().end());
     }
     for (CollectiveSize& s : in_node) {
       s.members = node_ranks;
       s.stride = 1;
     }
     in_node = distinct(std::move(in_node));  // a flat size may be a group's too
-    // A link.ranks study's node may hold more ranks than the job: one split of every rank.
-    const int real = std::min(node_ranks, world.size);
-    measure_split(config, device, world, limit, links, real, 1, {node_ranks, LinkTier::Intra},
-                  "bench.limits.node", buf, in_node, out);
-    for (std::size_t i = out.collectives.size() - in_node.size(); i < out.collectives.size(); ++i) {
-      out.collectives[i].members = node_ranks;
-    }
+    // A link.ranks study's node may hold more ranks than the job: then one split of every rank.
+    measure_split(config, device, world, limit, links, node_ranks, 1,
+                  {node_ranks, LinkTier::Intra}, "bench.limits.node", buf, in_node, out);
   }
   for (const auto& [shape, list] : on) {
     const auto [members, stride] = shape;
@@ -375,14 +358,6 @@ void measure_collectives(const Config& config, const Device& device, const World
 }
 
 }  // namespace
-
-double BenchLimits::collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
-                                       LinkTier tier) const {
-  for (const auto& c : collectives) {
-    if (c.op == op && c.dtype == dtype && c.bytes == bytes && c.tier == tier) return c.seconds;
-  }
-  return 0.0;
-}
 
 double BenchLimits::collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
                                        int members, int stride) const {

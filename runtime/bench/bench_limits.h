@@ -72,11 +72,8 @@ struct BenchLimits {
   LinkTier flat_tier = LinkTier::Inter;  // the world's: flat_link_span (simulated_link.h)
   bool collectives_local = false;  // one rank, no link model: copies on this rank, no network
 
-  // Time of `op` on `bytes` of `dtype` in `tier` from `collectives` (exact size, the first
-  // communicator of that tier; 0 when not measured).
-  double collective_seconds(const std::string& op, DType dtype, std::int64_t bytes,
-                            LinkTier tier) const;
-  // The same on the communicator of `members` ranks `stride` apart (0 when not measured).
+  // Time of `op` on `bytes` of `dtype` (exact size) from `collectives`, on the communicator of
+  // `members` ranks `stride` apart (0 when not measured).
   double collective_seconds(const std::string& op, DType dtype, std::int64_t bytes, int members,
                             int stride) const;
 };

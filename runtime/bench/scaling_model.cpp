@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "base/errors.h"
 #include "runtime/comm/link/simulated_link.h"
@@ -29,6 +30,69 @@ ModePlan at_ranks(ModePlan mode, int ranks) {
            mode.mode.shard_group, ranks);
   mode.replicas = mode.mode.replicas(ranks);
   return mode;
+}
+
+ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, const CommSpans& spans,
+                   const std::function<double(const ProgramEntry&, const LinkSpan&)>& seconds) {
+  ModeComm out;
+  if (plan.buckets.empty()) return out;
+  const int last_bucket = plan.buckets.back().index;
+  const std::vector<ProgramEntry> program = collective_program(mode, plan);
+  const std::vector<bool> forward = forward_entries(mode, plan);
+  std::vector<double> entry_s(program.size());
+  std::vector<std::size_t> tier_of(program.size());
+  auto reduction = [](const ProgramEntry& c) {
+    return c.op != CollectiveOp::Broadcast && c.op != CollectiveOp::AllGather;
+  };
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const ProgramEntry& c = program[i];
+    const LinkSpan& span = spans.of(c.comm);
+    const double s = entry_s[i] = seconds(c, span);
+    tier_of[i] = static_cast<std::size_t>(span.tier);
+    const bool last = c.bucket == last_bucket && c.micro_batch == mode.micro_batches - 1;
+    TierComm& t = out.tiers[tier_of[i]];
+    t.total_s += s;
+    t.wire_bytes += wire_bytes(c.op, c.bytes(), span.ranks);
+    if (last) t.last_s += s;
+    if (forward[i] && !last) t.forward_s += s;
+    if (!reduction(c)) {
+      t.broadcast_s += s;
+      // Stage 3 publishes nothing after a step: its gathers in backward wait for no gradient.
+      if (mode.gathers_parameters() && !forward[i] && !last) t.backward_gather_s += s;
+    } else {
+      t.reduce_s += s;
+      if (last) t.reduce_last_s += s;
+      if (t.first_reduced_bucket < 0 ||
+          std::pair(c.micro_batch, c.bucket) <
+              std::pair(t.first_reduced_micro_batch, t.first_reduced_bucket)) {
+        t.first_reduced_bucket = c.bucket;
+        t.first_reduced_micro_batch = c.micro_batch;
+      }
+    }
+  }
+  // A bucket's chain runs in program order (the group's reduce-scatter, then the replicas'
+  // all-reduce in its continuation).
+  for (std::size_t tier = 0; tier < out.tiers.size(); ++tier) {
+    TierComm& t = out.tiers[tier];
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const ProgramEntry& c = program[i];
+      if (!reduction(c) || c.bucket != t.first_reduced_bucket ||
+          c.micro_batch != t.first_reduced_micro_batch) {
+        continue;
+      }
+      if (tier_of[i] == tier) break;
+      t.lead_s += entry_s[i];
+    }
+  }
+  for (const TierComm& t : out.tiers) {
+    out.total_s += t.total_s;
+    out.last_s += t.last_s;
+    out.reduce_s += t.reduce_s;
+    out.reduce_last_s += t.reduce_last_s;
+    out.broadcast_s += t.broadcast_s;
+    out.wire_bytes += t.wire_bytes;
+  }
+  return out;
 }
 
 ModeComm modelled_mode_comm(const ModePlan& mode, const BucketPlan& plan, const LinkConfig& link,
@@ -82,9 +146,7 @@ double pipeline_start_s(const TierComm& t, const ComputeShares& shares, double b
 }  // namespace
 
 double backward_flop_share(const ParameterStore& store) {
-  const ParameterFlops f = parameter_flops(store);
-  const double forward = sum(f.forward), backward = sum(f.backward);
-  return forward + backward > 0.0 ? backward / (forward + backward) : 0.0;
+  return compute_shares(store, BucketPlan{}).backward;
 }
 
 ComputeShares compute_shares(const ParameterStore& store, const BucketPlan& plan) {

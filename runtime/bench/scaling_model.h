@@ -52,7 +52,7 @@
 
 #include <array>
 #include <cstdint>
-#include <utility>
+#include <functional>
 #include <vector>
 
 #include "models/parameter_store.h"
@@ -108,9 +108,8 @@ struct ModeComm {
 // `seconds(entry, span)` times one entry of the mode's collective program on its communicator's
 // span (the link model, or the bench's measured limits, which depend on its dtype too). `mode`'s
 // replicas are the job's (at_ranks).
-template <typename Seconds>
 ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, const CommSpans& spans,
-                   Seconds&& seconds);
+                   const std::function<double(const ProgramEntry&, const LinkSpan&)>& seconds);
 
 // The link model's ModeComm of `mode` in a job of `ranks` ranks (its replicas set by at_ranks;
 // link.ranks, when set, wins: Note [Link model]). The shard group must divide `ranks`.
@@ -134,71 +133,5 @@ double predicted_step_s(const ModePlan& mode, const ModeComm& comm, double compu
                         const ComputeShares& shares);
 // max(X, max_t (C_t - L_t)) + L: the lower bound of any schedule (Note [Ideal step]).
 double ideal_step_s(const ModeComm& comm, double compute_s);
-
-// --- implementation of the template ------------------------------------------------------------
-
-template <typename Seconds>
-ModeComm mode_comm(const ModePlan& mode, const BucketPlan& plan, const CommSpans& spans,
-                   Seconds&& seconds) {
-  ModeComm out;
-  if (plan.buckets.empty()) return out;
-  const int last_bucket = plan.buckets.back().index;
-  const std::vector<ProgramEntry> program = collective_program(mode, plan);
-  const std::vector<bool> forward = forward_entries(mode, plan);
-  std::vector<double> entry_s(program.size());
-  std::vector<std::size_t> tier_of(program.size());
-  auto reduction = [](const ProgramEntry& c) {
-    return c.op != CollectiveOp::Broadcast && c.op != CollectiveOp::AllGather;
-  };
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    const ProgramEntry& c = program[i];
-    const LinkSpan& span = spans.of(c.comm);
-    const double s = entry_s[i] = seconds(c, span);
-    tier_of[i] = static_cast<std::size_t>(span.tier);
-    const bool last = c.bucket == last_bucket && c.micro_batch == mode.micro_batches - 1;
-    TierComm& t = out.tiers[tier_of[i]];
-    t.total_s += s;
-    t.wire_bytes += wire_bytes(c.op, c.bytes(), span.ranks);
-    if (last) t.last_s += s;
-    if (forward[i] && !last) t.forward_s += s;
-    if (!reduction(c)) {
-      t.broadcast_s += s;
-      // Stage 3 publishes nothing after a step: its gathers in backward wait for no gradient.
-      if (mode.gathers_parameters() && !forward[i] && !last) t.backward_gather_s += s;
-    } else {
-      t.reduce_s += s;
-      if (last) t.reduce_last_s += s;
-      if (t.first_reduced_bucket < 0 ||
-          std::pair(c.micro_batch, c.bucket) <
-              std::pair(t.first_reduced_micro_batch, t.first_reduced_bucket)) {
-        t.first_reduced_bucket = c.bucket;
-        t.first_reduced_micro_batch = c.micro_batch;
-      }
-    }
-  }
-  // A bucket's chain runs in program order (the group's reduce-scatter, then the replicas'
-  // all-reduce in its continuation).
-  for (std::size_t tier = 0; tier < out.tiers.size(); ++tier) {
-    TierComm& t = out.tiers[tier];
-    for (std::size_t i = 0; i < program.size(); ++i) {
-      const ProgramEntry& c = program[i];
-      if (!reduction(c) || c.bucket != t.first_reduced_bucket ||
-          c.micro_batch != t.first_reduced_micro_batch) {
-        continue;
-      }
-      if (tier_of[i] == tier) break;
-      t.lead_s += entry_s[i];
-    }
-  }
-  for (const TierComm& t : out.tiers) {
-    out.total_s += t.total_s;
-    out.last_s += t.last_s;
-    out.reduce_s += t.reduce_s;
-    out.reduce_last_s += t.reduce_last_s;
-    out.broadcast_s += t.broadcast_s;
-    out.wire_bytes += t.wire_bytes;
-  }
-  return out;
-}
 
 }  // namespace zl
