@@ -71,9 +71,10 @@ std::vector<PrecisionConfig> bench_precisions(const Config& config) {
   if (config.bench.precision.empty()) return {config.precision};
   std::vector<PrecisionConfig> out;
   for (ComputePrecision compute : config.bench.precision) {
-    PrecisionConfig p;  // fp32 wire and masters
+    PrecisionConfig p;  // fp32 wire and masters: the only ones fp32 and tf32 accept
     p.compute = compute;
     if (compute == ComputePrecision::Bf16) {
+      // The config accepts bf16 wire or remainders only with compute = "bf16": else fp32 here.
       p.reduce_dtype = config.precision.reduce_dtype;
       p.master_weights = config.precision.master_weights;
     }
