@@ -22,11 +22,7 @@ std::string readable_bound(double v) {
 // A value as messages print it: `1.5`, `"abc"`.
 std::string describe_value(const toml::node& node) {
   if (auto v = node.as_integer()) return fmt::format("{}", v->get());
-  if (auto v = node.as_floating_point()) {
-    std::string s = fmt::format("{}", v->get());
-    if (s.find_first_of(".en") == std::string::npos) s += ".0";  // 64.0, not 64, for a float
-    return s;
-  }
+  if (auto v = node.as_floating_point()) return float_text(v->get());  // 64.0, not 64
   if (auto v = node.as_boolean()) return v->get() ? "true" : "false";
   if (auto v = node.as_string()) return fmt::format("\"{}\"", escaped_excerpt(v->get()));
   return std::string(type_name(node));

@@ -19,15 +19,6 @@ using namespace config_detail;
 
 namespace {
 
-// Shortest round-trip text of the value in its own precision (float 1e-3f -> "0.001", not
-// "0.0010000000474974513"); TOML needs a '.' or an exponent to read it back as a float.
-template <class T>
-std::string toml_float(T v) {
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";  // "25" -> "25.0"; inf/nan as is
-  return s;
-}
-
 std::string toml_string(std::string_view s) {
   constexpr std::pair<char, const char*> kEscapes[] = {
       {'"', "\\\""}, {'\\', "\\\\"}, {'\n', "\\n"}, {'\t', "\\t"}, {'\r', "\\r"}};
@@ -57,7 +48,7 @@ class TomlWriter {
     out_ += fmt::format("{} = {}\n", key, text);
   }
   void integer(std::string_view key, std::integral auto v) { raw(key, fmt::format("{}", v)); }
-  void number(std::string_view key, std::floating_point auto v) { raw(key, toml_float(v)); }
+  void number(std::string_view key, std::floating_point auto v) { raw(key, float_text(v)); }
   void boolean(std::string_view key, bool v) { raw(key, v ? "true" : "false"); }
   void string(std::string_view key, std::string_view v) { raw(key, toml_string(v)); }
   template <class T, class Format>
@@ -93,7 +84,7 @@ const char* to_string(OnNonfinite o) { return enum_name(kOnNonfiniteNames, o); }
 // purpose: the same settings read from another file are the same run (and hash the same).
 std::string to_toml(const Config& c) {
   TomlWriter w;
-  const auto as_float = [](auto v) { return toml_float(v); };
+  const auto as_float = [](auto v) { return float_text(v); };
 
   w.section("model");
   w.string("kind", enum_name(kModelKindNames, c.model.kind));
