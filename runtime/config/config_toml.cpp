@@ -1,15 +1,19 @@
-// The canonical TOML of a Config (every key, fixed order, defaults filled in) and its hash, plus
-// the enum names. Contract: parse_config(to_toml(c)) == c, and floats are written as the shortest
-// text that reads back to the same value, so the hash changes only when a value does.
+// The canonical TOML of a Config (every key, fixed order, defaults filled in), its hash and how
+// two such texts differ, plus the enum names. Contract: parse_config(to_toml(c)) == c, and floats
+// are written as the shortest text that reads back to the same value, so the hash changes only
+// when a value does.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
+#include "base/regular_file.h"
 #include "runtime/config/config.h"
 #include "runtime/config/config_names.h"
 
@@ -62,6 +66,29 @@ class TomlWriter {
  private:
   std::string out_;
 };
+
+// One line of a to_toml text: for a `key = value` line its full key ("section.key") and value;
+// for a section header, a blank line or a '#' comment both empty.
+struct TomlLine {
+  std::string text, key, value;
+};
+
+// The lines of a to_toml text (this run's, or a saved one such as a checkpoint's), in order.
+std::vector<TomlLine> toml_lines(const std::string& toml) {
+  std::vector<TomlLine> out;
+  std::istringstream lines(toml);
+  std::string line, section;
+  while (std::getline(lines, line)) {
+    TomlLine& l = out.emplace_back(TomlLine{line, "", ""});
+    if (line.starts_with('[')) {
+      section = line.substr(1, line.find(']') - 1);
+    } else if (const auto eq = line.find(" = "); eq != std::string::npos && line[0] != '#') {
+      l.key = section + "." + line.substr(0, eq);
+      l.value = line.substr(eq + 3);
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -214,31 +241,41 @@ bool key_affects_results(const std::string& key) {
 
 std::vector<std::pair<std::string, std::string>> result_entries(const Config& config) {
   std::vector<std::pair<std::string, std::string>> out;
-  std::istringstream lines(to_toml(config));
-  std::string line, section;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '[') {
-      section = line.substr(1, line.find(']') - 1);
-    } else if (const auto eq = line.find(" = "); eq != std::string::npos) {
-      std::string key = section + "." + line.substr(0, eq);
-      if (key_affects_results(key)) out.emplace_back(std::move(key), line.substr(eq + 3));
-    }
+  for (const TomlLine& l : toml_lines(to_toml(config))) {
+    if (!l.key.empty() && key_affects_results(l.key)) out.emplace_back(l.key, l.value);
   }
   return out;
 }
 
+std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml) {
+  auto keys = [](const std::string& text) {
+    std::map<std::string, std::string> out;
+    for (const TomlLine& l : toml_lines(text)) {
+      if (!l.key.empty()) out[l.key] = l.value;
+    }
+    return out;
+  };
+  const auto a = keys(a_toml), b = keys(b_toml);
+  std::set<std::string> all;
+  for (const auto& [k, v] : a) all.insert(k);
+  for (const auto& [k, v] : b) all.insert(k);
+  std::vector<std::string> differ;
+  for (const std::string& k : all) {
+    const auto ia = a.find(k), ib = b.find(k);
+    // A key may come from a checkpoint's or a saved config's text: escaped and bounded, as in
+    // every message that echoes a file.
+    if ((ia == a.end() || ib == b.end() || ia->second != ib->second) && key_affects_results(k)) {
+      differ.push_back(escaped_excerpt(k));
+    }
+  }
+  return differ;
+}
+
 std::string config_hash(const Config& config) {
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
-  std::istringstream lines(to_toml(config));
-  std::string line, section;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '[') {
-      section = line.substr(1, line.find(']') - 1);
-    } else if (const auto eq = line.find(" = "); eq != std::string::npos &&
-               !key_affects_results(section + "." + line.substr(0, eq))) {
-      continue;
-    }
-    for (const char ch : line + '\n') {
+  for (const TomlLine& l : toml_lines(to_toml(config))) {
+    if (!l.key.empty() && !key_affects_results(l.key)) continue;
+    for (const char ch : l.text + '\n') {
       h ^= static_cast<unsigned char>(ch);
       h *= 1099511628211ull;  // FNV-1a 64 prime
     }
