@@ -9,7 +9,7 @@
 #include <concepts>
 #include <cstdint>
 #include <map>
-#include <set>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -248,24 +248,20 @@ std::vector<std::pair<std::string, std::string>> result_entries(const Config& co
 }
 
 std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml) {
-  auto keys = [](const std::string& text) {
-    std::map<std::string, std::string> out;
-    for (const TomlLine& l : toml_lines(text)) {
-      if (!l.key.empty()) out[l.key] = l.value;
-    }
-    return out;
-  };
-  const auto a = keys(a_toml), b = keys(b_toml);
-  std::set<std::string> all;
-  for (const auto& [k, v] : a) all.insert(k);
-  for (const auto& [k, v] : b) all.insert(k);
+  // Every key of either text, in key order, with its value in each (none where it is absent).
+  std::map<std::string, std::pair<std::optional<std::string>, std::optional<std::string>>> values;
+  for (const TomlLine& l : toml_lines(a_toml)) {
+    if (!l.key.empty()) values[l.key].first = l.value;
+  }
+  for (const TomlLine& l : toml_lines(b_toml)) {
+    if (!l.key.empty()) values[l.key].second = l.value;
+  }
   std::vector<std::string> differ;
-  for (const std::string& k : all) {
-    const auto ia = a.find(k), ib = b.find(k);
+  for (const auto& [key, in_a_and_b] : values) {
     // A key may come from a checkpoint's or a saved config's text: escaped and bounded, as in
     // every message that echoes a file.
-    if ((ia == a.end() || ib == b.end() || ia->second != ib->second) && key_affects_results(k)) {
-      differ.push_back(escaped_excerpt(k));
+    if (in_a_and_b.first != in_a_and_b.second && key_affects_results(key)) {
+      differ.push_back(escaped_excerpt(key));
     }
   }
   return differ;
