@@ -267,11 +267,9 @@ ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c
     const ParameterInfo& p = store.info(h.param);
     const std::int64_t flat = p.offset + h.begin;
     out.metadata["begin." + p.name] = std::to_string(h.begin);
-    out.tensors.push_back({p.name, "F32", {h.numel}});
-    out.sources.push_back({h.param, h.bucket, h.begin, flat, -1});
-    for (std::size_t s = 0; s < states.size(); ++s) {
-      out.tensors.push_back({state_tensor_name(p.name, states[s]), "F32", {h.numel}});
-      out.sources.push_back({h.param, h.bucket, h.begin, flat, static_cast<int>(s)});
+    for (int which = -1; which < static_cast<int>(states.size()); ++which) {
+      out.tensors.push_back({tensor_name(p.name, states, which), "F32", {h.numel}});
+      out.sources.push_back({h.param, h.bucket, h.begin, flat, which});
     }
   }
   return commit;  // out.data, the staging buffer, is kept: copy_shard overwrites all of it
