@@ -42,27 +42,21 @@ void set_mode(ParallelConfig& parallel, const Mode& mode) {
 }
 
 std::vector<Mode> all_modes(const std::vector<int>& shard_groups) {
-  std::vector<Mode> modes{Mode{}};
   constexpr Overlap kOverlaps[] = {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved};
-  for (const Overlap o : kOverlaps) {
-    for (const CollectiveKind c : {CollectiveKind::AllreduceBroadcast,
-                                   CollectiveKind::ReduceBroadcast,
-                                   CollectiveKind::ReduceScatterAllgather}) {
-      modes.push_back({.stage = 1, .overlap = o, .collective = c});
-    }
-  }
-  for (const int stage : {2, 3}) {
-    for (const Overlap o : kOverlaps) {
-      modes.push_back({.stage = stage, .overlap = o,
-                       .collective = CollectiveKind::ReduceScatterAllgather});
-    }
-  }
-  for (const int group : shard_groups) {
+  constexpr CollectiveKind kCollectives[] = {CollectiveKind::AllreduceBroadcast,
+                                             CollectiveKind::ReduceBroadcast,
+                                             CollectiveKind::ReduceScatterAllgather};
+  std::vector<int> groups{0};  // 0: the flat modes
+  groups.insert(groups.end(), shard_groups.begin(), shard_groups.end());
+  std::vector<Mode> modes{Mode{}};
+  for (const int group : groups) {
     for (const int stage : {1, 2, 3}) {
       for (const Overlap o : kOverlaps) {
-        modes.push_back({.stage = stage, .overlap = o,
-                         .collective = CollectiveKind::ReduceScatterAllgather,
-                         .shard_group = group});
+        for (const CollectiveKind c : kCollectives) {
+          // Bucket collectives: stage 1 of the flat modes only.
+          if (c != CollectiveKind::ReduceScatterAllgather && (stage > 1 || group > 0)) continue;
+          modes.push_back({.stage = stage, .overlap = o, .collective = c, .shard_group = group});
+        }
       }
     }
   }
