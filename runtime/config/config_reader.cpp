@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace zl::config_detail {
 
@@ -206,25 +207,21 @@ void SectionReader::integer(std::string_view key, std::uint64_t& out) {
   }
 }
 
-void SectionReader::number(std::string_view key, double& out, Range range) {
+template <std::floating_point T>
+void SectionReader::number(std::string_view key, T& out, Range range) {
   const auto* node = get(key);
   if (node == nullptr) return;
   const double v = checked_number(key, *node);
-  if (!std::isfinite(v)) fail(key, fmt::format("must be a finite number (got {})", v), node);
-  if (!range.contains(v)) fail(key, fmt::format("{} (got {})", range.describe(), v), node);
-  out = v;
+  // The range applies to the value the run will use: lr = 1e-50 is 0 in float and rejected.
+  const T t = static_cast<T>(v);
+  const char* finite = std::is_same_v<T, float> ? "finite 32-bit float" : "finite number";
+  if (!std::isfinite(t)) fail(key, fmt::format("must be a {} (got {})", finite, v), node);
+  if (!range.contains(t)) fail(key, fmt::format("{} (got {})", range.describe(), v), node);
+  out = t;
 }
 
-void SectionReader::number(std::string_view key, float& out, Range range) {
-  const auto* node = get(key);
-  if (node == nullptr) return;
-  const double v = checked_number(key, *node);
-  // The range applies to the float the run will use: lr = 1e-50 is 0 in float and rejected.
-  const float f = static_cast<float>(v);
-  if (!std::isfinite(f)) fail(key, fmt::format("must be a finite 32-bit float (got {})", v), node);
-  if (!range.contains(f)) fail(key, fmt::format("{} (got {})", range.describe(), v), node);
-  out = f;
-}
+template void SectionReader::number<float>(std::string_view, float&, Range);
+template void SectionReader::number<double>(std::string_view, double&, Range);
 
 void SectionReader::boolean(std::string_view key, bool& out) {
   if (const auto* node = get(key)) {
