@@ -65,21 +65,19 @@ std::vector<Mode> all_modes(const std::vector<int>& shard_groups) {
 
 std::optional<Mode> parse_mode(std::string_view name) {
   // "hsdp<stage>/<overlap>@<G>": the flat mode of that stage and overlap with shard group G.
+  std::vector<int> groups;
   if (name.starts_with("hsdp")) {
     const std::size_t at = name.rfind('@');
-    if (at == std::string_view::npos || at + 1 == name.size()) return std::nullopt;
+    if (at == std::string_view::npos) return std::nullopt;
     int group = 0;
     const std::string_view digits = name.substr(at + 1);
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), group);
     if (ec != std::errc{} || end != digits.data() + digits.size() || group < 1) {
       return std::nullopt;
     }
-    for (const Mode& m : all_modes({group})) {
-      if (m.shard_group == group && m.name() == name) return m;
-    }
-    return std::nullopt;
+    groups.push_back(group);
   }
-  for (const Mode& m : all_modes()) {
+  for (const Mode& m : all_modes(groups)) {
     if (m.name() == name) return m;
   }
   return std::nullopt;
