@@ -546,16 +546,23 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
   for (int i = 0; i < kFacts; ++i) facts.*kFactKeys[i].second = position[i];
 
   std::vector<float> host;
+  // Bucket b's tensors `which` = first .. first + count - 1 (tensor_name: -1 the values, then the
+  // states) into `host`, laid out [which - first][b.numel]: read on rank 0, zeros elsewhere.
+  const auto stage_bucket = [&](const Bucket& b, int first, std::int64_t count) {
+    host.assign(static_cast<std::size_t>(count * b.numel), 0.0f);
+    if (!world.is_root()) return;
+    for (const int id : b.param_ids) {
+      const ParameterInfo& p = store.info(id);
+      for (int which = first; which < first + count; ++which) {
+        file->read_f32(tensor_name(p.name, opt.state_names(), which), p.shape,
+                       host.data() + (which - first) * b.numel + within(store, b, id));
+      }
+    }
+  };
   // Parameters are replicated: every rank gets every bucket's fp32 values from rank 0 (in bf16
   // the stepping ranks keep them as masters; Note [Masters in checkpoints]).
   for (const Bucket& b : state.plan.buckets) {
-    host.assign(static_cast<std::size_t>(b.numel), 0.0f);
-    if (world.is_root()) {
-      for (const int id : b.param_ids) {
-        file->read_f32(store.info(id).name, store.info(id).shape,
-                       host.data() + within(store, b, id));
-      }
-    }
+    stage_bucket(b, -1, 1);
     bcast_floats(host.data(), b.numel, comm);
     parameters_from_host(state, b, host);
   }
@@ -563,15 +570,7 @@ void load_checkpoint(const TrainingState& state, const std::string& path) {
   for (const Bucket& b : state.plan.buckets) {
     if (ns == 0) break;
     const int holder = state_holder(state, b);
-    host.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
-    if (world.is_root()) {
-      for (const int id : b.param_ids) {
-        for (std::int64_t s = 0; s < ns; ++s) {
-          file->read_f32(state_tensor_name(store.info(id).name, opt.state_names()[s]),
-                         store.info(id).shape, host.data() + s * b.numel + within(store, b, id));
-        }
-      }
-    }
+    stage_bucket(b, 0, ns);
     if (holder == kEveryRank) {
       bcast_floats(host.data(), ns * b.numel, comm);
     } else if (holder != 0 && world.is_root()) {

@@ -14,9 +14,9 @@ bool sharded(const Config& c) { return c.checkpoint.format == CheckpointFormat::
 }  // namespace
 
 CheckpointSaver::CheckpointSaver(const Config& config, const World& world)
-    : config_(config), world_(world), limit_{world.rank, config.runtime.timeout_s} {
+    : config_(config), world_(world) {
   if (config.checkpoint.dir.empty() || !sharded(config)) return;
-  comm_ = timed_comm_dup(world.comm, limit_, "creating the checkpoint communicator");
+  comm_.emplace(world.comm, WaitLimit{world.rank, config.runtime.timeout_s});
 }
 
 CheckpointSaver::~CheckpointSaver() {
@@ -26,7 +26,6 @@ CheckpointSaver::~CheckpointSaver() {
     task_.wait();
   } catch (...) {
   }
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 std::string CheckpointSaver::path_of(std::int64_t step) const {
@@ -35,7 +34,7 @@ std::string CheckpointSaver::path_of(std::int64_t step) const {
 }
 
 void CheckpointSaver::reserve_staging(const TrainingState& state) {
-  if (comm_ == MPI_COMM_NULL || !config_.checkpoint.async) return;
+  if (!comm_ || !config_.checkpoint.async) return;
   staged_.data.resize(static_cast<std::size_t>(staged_floats(state, world_.rank)));
 }
 
@@ -56,7 +55,7 @@ void CheckpointSaver::save(const TrainingState& state) {
   // Training waits for the task from here: it needs no idle core to run.
   finish();
   const Clock::time_point staging = Clock::now();
-  pending_ = describe_shard(state, config_.checkpoint, comm_, limit_, staged_);
+  pending_ = describe_shard(state, config_.checkpoint, *comm_, staged_);
   pending_.synchronous = !config_.checkpoint.async;
   if (config_.checkpoint.async) {
     copy_shard(state, staged_);
@@ -72,7 +71,7 @@ void CheckpointSaver::save(const TrainingState& state) {
   pending_.staged_s = seconds_since(staging);
   pending_.stopped_s = seconds_since(start);
   if (std::optional<Manifest> manifest =
-          gather_shard_records(comm_, limit_, world_.rank, world_.size, pending_, written)) {
+          gather_shard_records(*comm_, world_.rank, world_.size, pending_, written)) {
     publish_checkpoint(pending_, *manifest);
     task_.start([commit = pending_, manifest = std::move(*manifest)] {
       prune_after_publish(commit, manifest);
@@ -80,7 +79,7 @@ void CheckpointSaver::save(const TrainingState& state) {
     task_started_ = Clock::now();
   }
   // As the single-file save: the checkpoint is committed before any rank moves on.
-  timed_barrier(comm_, limit_, "the barrier after writing a checkpoint");
+  timed_barrier(comm_->get(), comm_->limit(), "the barrier after writing a checkpoint");
 }
 
 void CheckpointSaver::commit_in_flight() {
@@ -89,7 +88,7 @@ void CheckpointSaver::commit_in_flight() {
     written_ = written_by_task_;
   }
   std::optional<Manifest> manifest =
-      gather_shard_records(comm_, limit_, world_.rank, world_.size, pending_, *written_);
+      gather_shard_records(*comm_, world_.rank, world_.size, pending_, *written_);
   written_.reset();
   in_flight_ = false;
   if (manifest) {
@@ -119,7 +118,7 @@ void CheckpointSaver::poll() {
     written_ = written_by_task_;
   }
   int mine = written_ ? 1 : 0, all = 0;
-  timed_allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_, limit_,
+  timed_allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_->get(), comm_->limit(),
                   "asking whether every rank's checkpoint shard is durable");
   if (all == 1) commit_in_flight();
 }

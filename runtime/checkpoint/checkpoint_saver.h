@@ -11,8 +11,6 @@
 // (Note [Checkpoint writes use idle CPU] in background_task.h).
 #pragma once
 
-#include <mpi.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
@@ -59,8 +57,7 @@ class CheckpointSaver {
 
   const Config& config_;
   const World& world_;
-  WaitLimit limit_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::optional<CheckpointComm> comm_;  // the sharded format's; none for single files
   // The shard write in flight, then (rank 0) the publication. Declared after the buffers its
   // tasks use, so that it is destroyed, and its thread joined, before them.
   StagedShard staged_;                   // reused from one checkpoint to the next

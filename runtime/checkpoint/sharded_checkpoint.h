@@ -9,17 +9,15 @@
 // publish_checkpoint (rank 0's file I/O: manifest, `latest`), then prune_after_publish.
 #pragma once
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
-#include "runtime/comm/timed_mpi.h"
 #include "runtime/train/run/training_state.h"
 
 namespace zl {
@@ -75,7 +73,7 @@ struct ShardCommit {
 // the tensors of the pieces it holds and where they are (reusing its memory). `checkpoint` says
 // where (its dir) and how many to keep.
 ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& checkpoint,
-                           MPI_Comm comm, const WaitLimit& limit, StagedShard& out);
+                           const CheckpointComm& comm, StagedShard& out);
 
 // The floats of `rank`'s shard (its pieces' values and optimizer state): the size of its async
 // staging buffer. 0 in a link.ranks timing study, which holds no checkpointable state.
@@ -96,9 +94,8 @@ WrittenShard write_shard_in_place(const TrainingState& state, const StagedShard&
 
 // Collective, once every rank's shard is durable: every rank's WrittenShard goes to rank 0, which
 // gets the manifest with every shard's size and CRC (the other ranks: nothing).
-std::optional<Manifest> gather_shard_records(MPI_Comm comm, const WaitLimit& limit, int rank,
-                                             int world, const ShardCommit& commit,
-                                             const WrittenShard& mine);
+std::optional<Manifest> gather_shard_records(const CheckpointComm& comm, int rank, int world,
+                                             const ShardCommit& commit, const WrittenShard& mine);
 
 // Rank 0, file I/O only (it may run in the background): writes the complete manifest, points
 // `latest` at it and prints the checkpoint's line. RuntimeFailure naming the file it could not

@@ -198,8 +198,8 @@ std::int64_t staged_floats(const TrainingState& state, int rank) {
   return held * static_cast<std::int64_t>(1 + state.optimizer.state_names().size());
 }
 
-ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c, MPI_Comm comm,
-                           const WaitLimit& limit, StagedShard& out) {
+ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c,
+                           const CheckpointComm& comm, StagedShard& out) {
   const World& world = state.world;
   ParameterStore& store = state.store;
   if (state.plan.world_size > world.size) {
@@ -226,7 +226,7 @@ ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c
     }
     generation = next_generation(commit.step_dir);
   }
-  timed_bcast(&generation, 1, MPI_INT64_T, 0, comm, limit,
+  timed_bcast(&generation, 1, MPI_INT64_T, 0, comm.get(), comm.limit(),
               "broadcasting the checkpoint generation");
 
   const std::vector<std::string>& states = state.optimizer.state_names();
@@ -267,11 +267,9 @@ ShardCommit describe_shard(const TrainingState& state, const CheckpointConfig& c
     const ParameterInfo& p = store.info(h.param);
     const std::int64_t flat = p.offset + h.begin;
     out.metadata["begin." + p.name] = std::to_string(h.begin);
-    out.tensors.push_back({p.name, "F32", {h.numel}});
-    out.sources.push_back({h.param, h.bucket, h.begin, flat, -1});
-    for (std::size_t s = 0; s < states.size(); ++s) {
-      out.tensors.push_back({state_tensor_name(p.name, states[s]), "F32", {h.numel}});
-      out.sources.push_back({h.param, h.bucket, h.begin, flat, static_cast<int>(s)});
+    for (int which = -1; which < static_cast<int>(states.size()); ++which) {
+      out.tensors.push_back({tensor_name(p.name, states, which), "F32", {h.numel}});
+      out.sources.push_back({h.param, h.bucket, h.begin, flat, which});
     }
   }
   return commit;  // out.data, the staging buffer, is kept: copy_shard overwrites all of it
@@ -336,13 +334,12 @@ WrittenShard write_shard_in_place(const TrainingState& state, const StagedShard&
   });
 }
 
-std::optional<Manifest> gather_shard_records(MPI_Comm comm, const WaitLimit& limit, int rank,
-                                             int world, const ShardCommit& commit,
-                                             const WrittenShard& mine) {
+std::optional<Manifest> gather_shard_records(const CheckpointComm& comm, int rank, int world,
+                                             const ShardCommit& commit, const WrittenShard& mine) {
   // bytes, crc32 of every rank, in rank order.
   const std::uint64_t record[2] = {mine.bytes, mine.crc32};
   std::vector<std::uint64_t> all(static_cast<std::size_t>(2 * world));
-  timed_gather(record, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, comm, limit,
+  timed_gather(record, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, comm.get(), comm.limit(),
                "gathering the checkpoint shards' sizes and checksums");
   if (rank != 0) return std::nullopt;
   Manifest m = commit.manifest;

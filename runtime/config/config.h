@@ -224,6 +224,9 @@ bool key_affects_results(const std::string& key);
 // The keys that affect results with their canonical TOML values, in to_toml's order:
 // {"train.steps", "30"}, {"optimizer.lr", "0.001"}, ... (ranks compare them at start-up).
 std::vector<std::pair<std::string, std::string>> result_entries(const Config& config);
+// "section.key" of each results-affecting key whose value differs between two to_toml texts (a
+// run's, a checkpoint's, a saved config.toml): for the resume note and the ownership rule.
+std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml);
 // 16 hex digits: FNV-1a 64 of the lines of to_toml whose keys affect results (section headers
 // included), so a resumed run that continues bitwise hashes like the run it continues.
 std::string config_hash(const Config& config);

@@ -1,8 +1,11 @@
-// The spelling of every config enum, in one table per enum: the parser (config.cpp) reads with
-// these tables, and to_toml/to_string (config_toml.cpp) write with them, so a name can never be
-// accepted in one direction and spelled differently in the other. Internal to runtime/config*.
+// The spelling of config values, read (config.cpp) and written (config_toml.cpp) alike: one table
+// per enum, so a name is never accepted one way and spelled another, and a float's text. Internal
+// to runtime/config*.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <concepts>
 #include <string>
 #include <string_view>
 
@@ -75,6 +78,15 @@ std::string enum_choices(const EnumName<E> (&names)[N]) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "\"" : ", \"") + std::string(n.name) + '"';
   return out;
+}
+
+// The shortest text that reads back as the same value in its own precision (1e-3f -> "0.001",
+// not "0.0010000000474974513"), and as a float: "25" -> "25.0"; inf and nan as they are.
+template <std::floating_point T>
+std::string float_text(T v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
 }
 
 }  // namespace zl::config_detail

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace zl::config_detail {
 
@@ -22,11 +23,7 @@ std::string readable_bound(double v) {
 // A value as messages print it: `1.5`, `"abc"`.
 std::string describe_value(const toml::node& node) {
   if (auto v = node.as_integer()) return fmt::format("{}", v->get());
-  if (auto v = node.as_floating_point()) {
-    std::string s = fmt::format("{}", v->get());
-    if (s.find_first_of(".en") == std::string::npos) s += ".0";  // 64.0, not 64, for a float
-    return s;
-  }
+  if (auto v = node.as_floating_point()) return float_text(v->get());  // 64.0, not 64
   if (auto v = node.as_boolean()) return v->get() ? "true" : "false";
   if (auto v = node.as_string()) return fmt::format("\"{}\"", escaped_excerpt(v->get()));
   return std::string(type_name(node));
@@ -210,25 +207,21 @@ void SectionReader::integer(std::string_view key, std::uint64_t& out) {
   }
 }
 
-void SectionReader::number(std::string_view key, double& out, Range range) {
+template <std::floating_point T>
+void SectionReader::number(std::string_view key, T& out, Range range) {
   const auto* node = get(key);
   if (node == nullptr) return;
   const double v = checked_number(key, *node);
-  if (!std::isfinite(v)) fail(key, fmt::format("must be a finite number (got {})", v), node);
-  if (!range.contains(v)) fail(key, fmt::format("{} (got {})", range.describe(), v), node);
-  out = v;
+  // The range applies to the value the run will use: lr = 1e-50 is 0 in float and rejected.
+  const T t = static_cast<T>(v);
+  const char* finite = std::is_same_v<T, float> ? "finite 32-bit float" : "finite number";
+  if (!std::isfinite(t)) fail(key, fmt::format("must be a {} (got {})", finite, v), node);
+  if (!range.contains(t)) fail(key, fmt::format("{} (got {})", range.describe(), v), node);
+  out = t;
 }
 
-void SectionReader::number(std::string_view key, float& out, Range range) {
-  const auto* node = get(key);
-  if (node == nullptr) return;
-  const double v = checked_number(key, *node);
-  // The range applies to the float the run will use: lr = 1e-50 is 0 in float and rejected.
-  const float f = static_cast<float>(v);
-  if (!std::isfinite(f)) fail(key, fmt::format("must be a finite 32-bit float (got {})", v), node);
-  if (!range.contains(f)) fail(key, fmt::format("{} (got {})", range.describe(), v), node);
-  out = f;
-}
+template void SectionReader::number<float>(std::string_view, float&, Range);
+template void SectionReader::number<double>(std::string_view, double&, Range);
 
 void SectionReader::boolean(std::string_view key, bool& out) {
   if (const auto* node = get(key)) {

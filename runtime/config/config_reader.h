@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -83,8 +84,8 @@ class SectionReader {
   void integer(std::string_view key, std::int64_t& out, Range range = {});
   void integer(std::string_view key, int& out, Range range = {});
   void integer(std::string_view key, std::uint64_t& out);           // >= 0 (seeds)
-  void number(std::string_view key, float& out, Range range = {});  // accepts integers too
-  void number(std::string_view key, double& out, Range range = {});
+  template <std::floating_point T>  // float or double; accepts integers too
+  void number(std::string_view key, T& out, Range range = {});
   void boolean(std::string_view key, bool& out);
   void string(std::string_view key, std::string& out, bool allow_empty = true);
   void integer_array(std::string_view key, std::vector<std::int64_t>& out);

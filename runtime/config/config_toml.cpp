@@ -1,15 +1,19 @@
-// The canonical TOML of a Config (every key, fixed order, defaults filled in) and its hash, plus
-// the enum names. Contract: parse_config(to_toml(c)) == c, and floats are written as the shortest
-// text that reads back to the same value, so the hash changes only when a value does.
+// The canonical TOML of a Config (every key, fixed order, defaults filled in), its hash and how
+// two such texts differ, plus the enum names. Contract: parse_config(to_toml(c)) == c, and floats
+// are written as the shortest text that reads back to the same value, so the hash changes only
+// when a value does.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 
+#include "base/regular_file.h"
 #include "runtime/config/config.h"
 #include "runtime/config/config_names.h"
 
@@ -18,15 +22,6 @@ namespace zl {
 using namespace config_detail;
 
 namespace {
-
-// Shortest round-trip text of the value in its own precision (float 1e-3f -> "0.001", not
-// "0.0010000000474974513"); TOML needs a '.' or an exponent to read it back as a float.
-template <class T>
-std::string toml_float(T v) {
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";  // "25" -> "25.0"; inf/nan as is
-  return s;
-}
 
 std::string toml_string(std::string_view s) {
   constexpr std::pair<char, const char*> kEscapes[] = {
@@ -57,7 +52,7 @@ class TomlWriter {
     out_ += fmt::format("{} = {}\n", key, text);
   }
   void integer(std::string_view key, std::integral auto v) { raw(key, fmt::format("{}", v)); }
-  void number(std::string_view key, std::floating_point auto v) { raw(key, toml_float(v)); }
+  void number(std::string_view key, std::floating_point auto v) { raw(key, float_text(v)); }
   void boolean(std::string_view key, bool v) { raw(key, v ? "true" : "false"); }
   void string(std::string_view key, std::string_view v) { raw(key, toml_string(v)); }
   template <class T, class Format>
@@ -71,6 +66,29 @@ class TomlWriter {
  private:
   std::string out_;
 };
+
+// One line of a to_toml text: for a `key = value` line its full key ("section.key") and value;
+// for a section header, a blank line or a '#' comment both empty.
+struct TomlLine {
+  std::string text, key, value;
+};
+
+// The lines of a to_toml text (this run's, or a saved one such as a checkpoint's), in order.
+std::vector<TomlLine> toml_lines(const std::string& toml) {
+  std::vector<TomlLine> out;
+  std::istringstream lines(toml);
+  std::string line, section;
+  while (std::getline(lines, line)) {
+    TomlLine& l = out.emplace_back(TomlLine{line, "", ""});
+    if (line.starts_with('[')) {
+      section = line.substr(1, line.find(']') - 1);
+    } else if (const auto eq = line.find(" = "); eq != std::string::npos && line[0] != '#') {
+      l.key = section + "." + line.substr(0, eq);
+      l.value = line.substr(eq + 3);
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -93,7 +111,7 @@ const char* to_string(OnNonfinite o) { return enum_name(kOnNonfiniteNames, o); }
 // purpose: the same settings read from another file are the same run (and hash the same).
 std::string to_toml(const Config& c) {
   TomlWriter w;
-  const auto as_float = [](auto v) { return toml_float(v); };
+  const auto as_float = [](auto v) { return float_text(v); };
 
   w.section("model");
   w.string("kind", enum_name(kModelKindNames, c.model.kind));
@@ -223,31 +241,37 @@ bool key_affects_results(const std::string& key) {
 
 std::vector<std::pair<std::string, std::string>> result_entries(const Config& config) {
   std::vector<std::pair<std::string, std::string>> out;
-  std::istringstream lines(to_toml(config));
-  std::string line, section;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '[') {
-      section = line.substr(1, line.find(']') - 1);
-    } else if (const auto eq = line.find(" = "); eq != std::string::npos) {
-      std::string key = section + "." + line.substr(0, eq);
-      if (key_affects_results(key)) out.emplace_back(std::move(key), line.substr(eq + 3));
-    }
+  for (const TomlLine& l : toml_lines(to_toml(config))) {
+    if (!l.key.empty() && key_affects_results(l.key)) out.emplace_back(l.key, l.value);
   }
   return out;
 }
 
+std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml) {
+  // Every key of either text, in key order, with its value in each (none where it is absent).
+  std::map<std::string, std::pair<std::optional<std::string>, std::optional<std::string>>> values;
+  for (const TomlLine& l : toml_lines(a_toml)) {
+    if (!l.key.empty()) values[l.key].first = l.value;
+  }
+  for (const TomlLine& l : toml_lines(b_toml)) {
+    if (!l.key.empty()) values[l.key].second = l.value;
+  }
+  std::vector<std::string> differ;
+  for (const auto& [key, in_a_and_b] : values) {
+    // A key may come from a checkpoint's or a saved config's text: escaped and bounded, as in
+    // every message that echoes a file.
+    if (in_a_and_b.first != in_a_and_b.second && key_affects_results(key)) {
+      differ.push_back(escaped_excerpt(key));
+    }
+  }
+  return differ;
+}
+
 std::string config_hash(const Config& config) {
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a 64 offset basis
-  std::istringstream lines(to_toml(config));
-  std::string line, section;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '[') {
-      section = line.substr(1, line.find(']') - 1);
-    } else if (const auto eq = line.find(" = "); eq != std::string::npos &&
-               !key_affects_results(section + "." + line.substr(0, eq))) {
-      continue;
-    }
-    for (const char ch : line + '\n') {
+  for (const TomlLine& l : toml_lines(to_toml(config))) {
+    if (!l.key.empty() && !key_affects_results(l.key)) continue;
+    for (const char ch : l.text + '\n') {
       h ^= static_cast<unsigned char>(ch);
       h *= 1099511628211ull;  // FNV-1a 64 prime
     }

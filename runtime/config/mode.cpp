@@ -42,27 +42,21 @@ void set_mode(ParallelConfig& parallel, const Mode& mode) {
 }
 
 std::vector<Mode> all_modes(const std::vector<int>& shard_groups) {
-  std::vector<Mode> modes{Mode{}};
   constexpr Overlap kOverlaps[] = {Overlap::None, Overlap::AfterBackward, Overlap::Interleaved};
-  for (const Overlap o : kOverlaps) {
-    for (const CollectiveKind c : {CollectiveKind::AllreduceBroadcast,
-                                   CollectiveKind::ReduceBroadcast,
-                                   CollectiveKind::ReduceScatterAllgather}) {
-      modes.push_back({.stage = 1, .overlap = o, .collective = c});
-    }
-  }
-  for (const int stage : {2, 3}) {
-    for (const Overlap o : kOverlaps) {
-      modes.push_back({.stage = stage, .overlap = o,
-                       .collective = CollectiveKind::ReduceScatterAllgather});
-    }
-  }
-  for (const int group : shard_groups) {
+  constexpr CollectiveKind kCollectives[] = {CollectiveKind::AllreduceBroadcast,
+                                             CollectiveKind::ReduceBroadcast,
+                                             CollectiveKind::ReduceScatterAllgather};
+  std::vector<int> groups{0};  // 0: the flat modes
+  groups.insert(groups.end(), shard_groups.begin(), shard_groups.end());
+  std::vector<Mode> modes{Mode{}};
+  for (const int group : groups) {
     for (const int stage : {1, 2, 3}) {
       for (const Overlap o : kOverlaps) {
-        modes.push_back({.stage = stage, .overlap = o,
-                         .collective = CollectiveKind::ReduceScatterAllgather,
-                         .shard_group = group});
+        for (const CollectiveKind c : kCollectives) {
+          // Bucket collectives: stage 1 of the flat modes only.
+          if (c != CollectiveKind::ReduceScatterAllgather && (stage > 1 || group > 0)) continue;
+          modes.push_back({.stage = stage, .overlap = o, .collective = c, .shard_group = group});
+        }
       }
     }
   }
@@ -71,21 +65,19 @@ std::vector<Mode> all_modes(const std::vector<int>& shard_groups) {
 
 std::optional<Mode> parse_mode(std::string_view name) {
   // "hsdp<stage>/<overlap>@<G>": the flat mode of that stage and overlap with shard group G.
+  std::vector<int> groups;
   if (name.starts_with("hsdp")) {
     const std::size_t at = name.rfind('@');
-    if (at == std::string_view::npos || at + 1 == name.size()) return std::nullopt;
+    if (at == std::string_view::npos) return std::nullopt;
     int group = 0;
     const std::string_view digits = name.substr(at + 1);
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), group);
     if (ec != std::errc{} || end != digits.data() + digits.size() || group < 1) {
       return std::nullopt;
     }
-    for (const Mode& m : all_modes({group})) {
-      if (m.shard_group == group && m.name() == name) return m;
-    }
-    return std::nullopt;
+    groups.push_back(group);
   }
-  for (const Mode& m : all_modes()) {
+  for (const Mode& m : all_modes(groups)) {
     if (m.name() == name) return m;
   }
   return std::nullopt;

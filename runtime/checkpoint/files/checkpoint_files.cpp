@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -248,38 +247,6 @@ std::int64_t convert_cursor(const CheckpointFacts& facts, std::int64_t global_ba
   const std::int64_t within = (samples + global_batch - 1) / global_batch;
   if (within >= batches_per_epoch) return (epoch + 1) * batches_per_epoch;
   return epoch * batches_per_epoch + within;
-}
-
-std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml) {
-  auto keys = [](const std::string& text) {
-    std::map<std::string, std::string> out;
-    std::istringstream in(text);
-    std::string line, section;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      if (line[0] == '[') {
-        section = line.substr(1, line.find(']') - 1);
-        continue;
-      }
-      const std::size_t eq = line.find(" = ");
-      if (eq != std::string::npos) out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
-    }
-    return out;
-  };
-  const auto a = keys(a_toml), b = keys(b_toml);
-  std::set<std::string> all;
-  for (const auto& [k, v] : a) all.insert(k);
-  for (const auto& [k, v] : b) all.insert(k);
-  std::vector<std::string> differ;
-  for (const std::string& k : all) {
-    const auto ia = a.find(k), ib = b.find(k);
-    // A key may come from a checkpoint's or a saved config's text: escaped and bounded, as in
-    // every message that echoes a file.
-    if ((ia == a.end() || ib == b.end() || ia->second != ib->second) && key_affects_results(k)) {
-      differ.push_back(escaped_excerpt(k));
-    }
-  }
-  return differ;
 }
 
 // --- the directory protocol -------------------------------------------------------------------

@@ -94,10 +94,6 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
 std::int64_t convert_cursor(const CheckpointFacts& facts, std::int64_t global_batch,
                             std::int64_t batches_per_epoch);
 
-// "section.key" of each results-affecting key (key_affects_results) whose value differs between
-// two to_toml texts (for the resume note and the ownership rule).
-std::vector<std::string> result_differences(const std::string& a_toml, const std::string& b_toml);
-
 // --- the directory protocol ---------------------------------------------------------------------
 
 // The checkpoint `latest` in `dir` points to; nullopt when there is no pointer yet. UserError when

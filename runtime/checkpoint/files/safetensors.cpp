@@ -52,7 +52,6 @@ std::int64_t dtype_size(const std::string& dtype) {
 }
 
 std::int64_t TensorSpec::numel() const { return checked_numel(shape); }
-std::int64_t TensorEntry::numel() const { return checked_numel(shape); }
 
 std::string format_shape(const std::vector<std::int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));

@@ -25,12 +25,9 @@ struct TensorSpec {
   std::int64_t numel() const;
 };
 
-struct TensorEntry {
-  std::string name;
-  std::string dtype;
-  std::vector<std::int64_t> shape;
+// A tensor of a file's header: its spec and where its data is.
+struct TensorEntry : TensorSpec {
   std::uint64_t begin = 0, end = 0;  // byte range in the data section
-  std::int64_t numel() const;
 };
 
 // Metadata keys the writer adds (values: 8 lowercase hex digits of zlib's crc32).
