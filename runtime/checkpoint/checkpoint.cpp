@@ -42,6 +42,7 @@
 #include "base/fault_stop.h"
 #include "runtime/comm/timed_mpi.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/checkpoint_comm.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/checkpoint/files/checkpoint_pruning.h"
 #include "runtime/checkpoint/files/safetensors.h"

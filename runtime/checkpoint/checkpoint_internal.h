@@ -4,38 +4,17 @@
 // staging, a bucket's elements as runs of parameters, and where a run continues after a load.
 #pragma once
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "runtime/comm/timed_mpi.h"
 #include "runtime/train/run/training_state.h"
 
 namespace zl {
 
 struct CheckpointFacts;  // runtime/checkpoint/files/checkpoint_files.h
-
-// A duplicate of the world communicator for one save or load (collective to create and free).
-// Every wait on it is bounded by runtime.timeout_s (runtime/comm/timed_mpi.h).
-class CheckpointComm {
- public:
-  CheckpointComm(MPI_Comm world, const WaitLimit& limit) : limit_(limit) {
-    comm_ = timed_comm_dup(world, limit_, "creating the checkpoint communicator");
-  }
-  ~CheckpointComm() { MPI_Comm_free(&comm_); }
-  CheckpointComm(const CheckpointComm&) = delete;
-  CheckpointComm& operator=(const CheckpointComm&) = delete;
-  MPI_Comm get() const { return comm_; }
-  const WaitLimit& limit() const { return limit_; }
-
- private:
-  WaitLimit limit_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-};
 
 // The step, sampler position, optimizer, mode, precision and config of `state`, as strings.
 std::map<std::string, std::string> checkpoint_metadata(const TrainingState& state);

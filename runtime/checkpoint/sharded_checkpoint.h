@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/checkpoint/checkpoint_internal.h"
+#include "runtime/checkpoint/checkpoint_comm.h"
 #include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
 #include "runtime/train/run/training_state.h"

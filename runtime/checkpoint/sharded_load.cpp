@@ -15,6 +15,7 @@
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/checkpoint_comm.h"
 #include "runtime/checkpoint/checkpoint_internal.h"
 #include "runtime/checkpoint/files/checkpoint_values.h"
 #include "runtime/checkpoint/files/shard_reader.h"
