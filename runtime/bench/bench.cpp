@@ -279,6 +279,9 @@ void set_per_step(BenchRow& row, const std::vector<double>& totals, double steps
     t.hidden_comm_s = per_step();
     t.exposed_comm_s = per_step();
   }
+  // round_figures and this function must list the figures alike, or every later one shifts.
+  ZL_CHECK(next == totals.end(), "bench: {} figures per round, {} read into a row",
+           totals.size(), next - totals.begin());
 }
 
 // One row's runs summed over rounds (Note [Bench rounds]).
