@@ -290,7 +290,7 @@ void measure_split(const Config& config, const Device& device, const World& worl
                    const std::vector<CollectiveSize>& sizes, BenchLimits& out) {
   const int block = members * stride;
   MPI_Comm split = timed_comm_split(world.comm, world.rank / block * stride + world.rank % stride,
-                                    world.rank, limit, "the bench limits' barrier before a split");
+                                    world.rank, limit, "the bench limits' split of the world");
   struct FreeComm {
     MPI_Comm& c;
     ~FreeComm() { MPI_Comm_free(&c); }

@@ -126,4 +126,8 @@ TEST_CASE("the bench's limits measure each tier", "[link-tiers]") {
   CHECK(inside.seconds >= modelled_seconds(config.link, CollectiveOp::AllReduce, bytes,
                                            LinkSpan{2, LinkTier::Intra}));
   CHECK(inside.seconds < between.seconds);
+  // The lookup the ideal step makes for a flat mode's communicator (the job's 2 ranks, stride 1)
+  // finds the world's time. (The node's record has that shape too here, as both real ranks are
+  // one node; the world's comes first.)
+  CHECK(limits.collective_seconds("all_reduce", DType::F32, bytes, 2, 1) == between.seconds);
 }
