@@ -1,7 +1,7 @@
 // The element-wise optimizer math of zerolap, shared by the CPU loop and the CUDA kernel.
 // torch.optim semantics (docs/design.md, "Optimizer math"); t counts steps from 1. The host
 // computes the per-step scalars once (make_adam_step / make_sgd_step) so the per-element code is
-// a handful of FMAs: that keeps the CPU loop vectorisable and the CUDA kernel bandwidth-bound.
+// a handful of multiply-adds: that keeps the CPU loop vectorisable and the CUDA kernel bandwidth-bound.
 #pragma once
 
 #include <cmath>

@@ -2,9 +2,10 @@
 // AdamW, SGD with and without momentum; fp32 and bf16 gradients; fp32 masters and remainders; a
 // 16-byte aligned slice (the vectorised path) and one starting one element in (the scalar path).
 // Over 10 steps the masters match the CPU within float rounding (bitwise CPU-GPU equality is not
-// asserted: it has not been measured), the bf16 parameters within one bf16 ulp of the CPU's, and on the GPU itself the
-// parameter is master_to_bf16(master) bitwise and remainders equal fp32 masters bitwise. Writes
-// outside the slice fail (buffers are compared whole). Skips without a GPU.
+// asserted: it has not been measured), the bf16 parameters within one bf16 ulp of the CPU's, and
+// on the GPU itself the parameter is master_to_bf16(master) bitwise and remainders equal fp32
+// masters bitwise. Writes outside the slice fail (buffers are compared whole). Skips without a
+// GPU.
 #include <catch2/catch.hpp>
 
 #include "cuda_test_util.h"

@@ -208,8 +208,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   shared_->settle(issued, "the init (ncclCommInitRankConfig)");
 
   // After the init, whose failure throws out of this constructor: no destructor runs to free
-  // what a constructor that throws made, so a failure here aborts the communicator and frees the
-  // stream itself. Highest priority: a collective's few blocks should not queue behind a backlog
+  // what a constructor that throws made, so a failure here aborts the communicator and frees what
+  // it made itself. Highest priority: a collective's few blocks should not queue behind a backlog
   // of compute kernels, since every peer waits for this rank's part.
   try {
     int least = 0, greatest = 0;
@@ -220,6 +220,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
   } catch (...) {
     shared_->abort();
     if (f64_host_ != nullptr) cudaFreeHost(f64_host_);
+    if (f64_device_ != nullptr) cudaFree(f64_device_);
     if (issued_ != nullptr) cudaEventDestroy(issued_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     throw;
