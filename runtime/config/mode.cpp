@@ -47,7 +47,11 @@ std::vector<Mode> all_modes(const std::vector<int>& shard_groups) {
                                              CollectiveKind::ReduceBroadcast,
                                              CollectiveKind::ReduceScatterAllgather};
   std::vector<int> groups{0};  // 0: the flat modes
-  groups.insert(groups.end(), shard_groups.begin(), shard_groups.end());
+  for (const int group : shard_groups) {
+    ZL_CHECK(group > 0, "all_modes: shard group {} is not a group size (the flat modes are always "
+             "listed)", group);
+    groups.push_back(group);
+  }
   std::vector<Mode> modes{Mode{}};
   for (const int group : groups) {
     for (const int stage : {1, 2, 3}) {

@@ -886,6 +886,13 @@ TEST_CASE("config: to_toml round-trips through parse_config", "[config]") {
   }
 }
 
+TEST_CASE("config: result_differences names the keys whose values differ", "[config]") {
+  const std::string a = "[model]\nwidths = [1, 2]\n\n[parallel]\nmode = \"ddp\"\n";
+  const std::string b = "[model]\nwidths = [1, 2]\n\n[parallel]\nmode = \"zero\"\nx = 1\n";
+  CHECK(zl::result_differences(a, b) == std::vector<std::string>{"parallel.mode", "parallel.x"});
+  CHECK(zl::result_differences(a, a).empty());
+}
+
 TEST_CASE("config: config_hash is stable and follows the values", "[config]") {
   const Config c = parse(kEveryKey);
   const std::string h = zl::config_hash(c);

@@ -124,13 +124,6 @@ TEST_CASE("the sampler cursor converts to another global batch", "[checkpoint]")
   CHECK(convert_cursor(f, 48, 6) == 3 * 6);        // 288 samples: past the 6 batches -> next epoch
 }
 
-TEST_CASE("config differences name the keys", "[checkpoint]") {
-  const std::string a = "[model]\nwidths = [1, 2]\n\n[parallel]\nmode = \"ddp\"\n";
-  const std::string b = "[model]\nwidths = [1, 2]\n\n[parallel]\nmode = \"zero\"\nx = 1\n";
-  CHECK(result_differences(a, b) == std::vector<std::string>{"parallel.mode", "parallel.x"});
-  CHECK(result_differences(a, a).empty());
-}
-
 // A stand-in checkpoint of run `run_id`: one tensor, the run id in its metadata.
 static void write_owned(const fs::path& dir, std::int64_t step, const std::string& run_id) {
   SafetensorsWriter w((dir / checkpoint_file_name(step)).string(), {{"x", "F32", {1}}},
