@@ -12,7 +12,6 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
                      ParameterStore& store, RankOptimizer& optimizer, const StepComms& comms,
                      ExecContext compute, Tracer* tracer, const ParameterShards* shards)
     : comms(comms),
-      compute(compute),
       program(collective_program(mode, plan)),
       context{mode, plan, store, program, compute, tracer},
       gradients(mode, plan, store, comms.reduce.rank(), tracer),
@@ -61,7 +60,7 @@ void StepParts::synchronize() {
   comms.broadcast.synchronize();
   // CUDA: steps (ddp, none, after_backward) and forward waits live on the compute stream. It can
   // only be waiting for collectives that just completed, so this wait cannot hang.
-  synchronize_stream(compute);
+  synchronize_stream(context.compute);
 }
 
 }  // namespace zl

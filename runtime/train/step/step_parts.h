@@ -59,7 +59,6 @@ struct StepParts {
   void set_observer(StepObserver* observer) { context.observer = observer; }
 
   StepComms comms;
-  ExecContext compute;
   ProgramCheck program;  // collective_program(mode, plan), checked by the three below
   StepContext context;   // what the parts below read: plans, store, program, compute, tracer
   GradientStore gradients;  // before the reducer and the buckets, which use it

@@ -219,7 +219,7 @@ class LoopbackStep {
   // The next backward writes NaN into parameter id's first gradient element (-1: none).
   void poison_gradient(int id) { nan_param_ = id; }
   void synchronize() { parts.synchronize(); }
-  const ExecContext& compute() const { return parts.compute; }
+  const ExecContext& compute() const { return parts.context.compute; }
 
   // The whole flat layout of the fp32 parameters (host).
   std::vector<float> parameters() {
