@@ -95,8 +95,8 @@ std::string memory_table(const Config& config, const BucketPlan& plan, const Par
   if (mode.pools_gradients()) {
     out += fmt::format(
         "gradient pool: {} of {} buffers of the largest bucket ({} elements): {} per rank\n",
-        std::min<std::size_t>(kGradientPoolBuffers, plan.buckets.size()), kGradientPoolBuffers,
-        plan.largest_bucket_numel(), human_bytes(r0.gradient_pool));
+        mode.pool_buffers(plan), kGradientPoolBuffers, plan.largest_bucket_numel(),
+        human_bytes(r0.gradient_pool));
   }
   if (mode.gathers_parameters()) {
     // Whole-bucket buffers: with few large buckets they, not the shards, set stage 3's memory.
