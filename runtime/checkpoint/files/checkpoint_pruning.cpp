@@ -21,8 +21,9 @@ namespace {
 // A file of the start-up check (kSharedDirCheckPrefix): rank 0's, named by 16 hex digits of the
 // launch's token, or another rank's, with ".r<rank>" after them. Nothing else is removed.
 bool is_shared_dir_check_file(const std::string& name) {
-  static const std::regex kName(R"(\.zerolap_shared_check_[0-9a-f]{16}(\.r[0-9]+)?)");
-  return name.starts_with(kSharedDirCheckPrefix) && std::regex_match(name, kName);
+  static const std::regex kAfterPrefix(R"([0-9a-f]{16}(\.r[0-9]+)?)");
+  return name.starts_with(kSharedDirCheckPrefix) &&
+         std::regex_match(name.substr(std::strlen(kSharedDirCheckPrefix)), kAfterPrefix);
 }
 
 }  // namespace
