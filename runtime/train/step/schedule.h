@@ -66,8 +66,9 @@ class Schedule {
   double last_grad_norm() const { return last_grad_norm_; }
 
  protected:
-  // The step's verdict, a collective on the reduce communicator: every bucket's collective must
-  // be complete (CUDA: ordered before the compute stream). Sets the step's gradient norm.
+  // The step's verdict, a collective on every_rank (with hybrid sharding the world's, not the
+  // reduce communicator): every bucket's collective must be complete (CUDA: ordered before the
+  // compute stream). Sets the step's gradient norm.
   StepVerdict check(const StepScalars& scalars, const StepLossFn& step_loss);
   // The verdict before any bucket steps: waits for every collective, then checks. A step found
   // non-finite is not stepped or published: its publishes leave this step's collective program.
