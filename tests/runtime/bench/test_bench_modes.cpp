@@ -65,6 +65,9 @@ TEST_CASE("bench.modes accepts exactly the bench's mode names, checked when the 
     CHECK(parse_mode(m.name()) == m);
   }
   CHECK_FALSE(parse_mode("zero2/none/reduce_broadcast"));
+  // Shard groups are group sizes: 0 would list the flat modes a second time.
+  CHECK_THROWS_AS(all_modes({0}), InternalError);
+  CHECK_FALSE(parse_mode("hsdp1/none@0"));
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "\"" : ", \"") + n + "\"";
   const auto listed = bench_modes(parse_config(kConfig, "b.toml", {"bench.modes=[" + list + "]"}));
