@@ -25,6 +25,7 @@
 #include "runtime/trace/timeline_summary.h"
 #include "runtime/trace/trace_writer.h"
 #include "runtime/bench/step_stats.h"
+#include "runtime/bench/timing_collectives.h"
 #include "runtime/train/plan/collective_program.h"
 #include "runtime/train/plan/memory_estimate.h"
 #include "runtime/train/plan/plan_report.h"
@@ -33,26 +34,12 @@
 namespace zl {
 namespace {
 
-// Element-wise max over ranks, in place.
-void max_over_ranks(const World& world, const WaitLimit& limit, std::vector<double>& values) {
-  timed_allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
-                  MPI_MAX, world.comm, limit, "the bench's max over ranks");
-}
-
 std::vector<std::int64_t> gather_to_all(const World& world, const WaitLimit& limit,
                                         std::int64_t value) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(world.size), 0);
   timed_allgather(&value, 1, MPI_INT64_T, out.data(), 1, MPI_INT64_T, world.comm, limit,
                   "the bench's gather of per-rank figures");
   return out;
-}
-
-// A barrier whose end is the same instant on every rank to within a few microseconds: the first,
-// polled, waits for the slowest rank (an early rank may notice its end late: Note [Polling
-// back-off]); all enter the second within that slack and leave it while still spinning.
-void aligned_barrier(const World& world, const WaitLimit& limit) {
-  timed_barrier(world.comm, limit, "the bench's barrier");
-  timed_barrier(world.comm, limit, "the bench's aligning barrier");
 }
 
 double percentile(std::vector<double> values, double p) {

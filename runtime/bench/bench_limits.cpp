@@ -16,6 +16,7 @@
 #include "kernels/optimizer_kernels.h"
 #include "models/model.h"
 #include "base/clock.h"
+#include "runtime/bench/timing_collectives.h"
 #include "runtime/comm/backends/device.h"
 #include "runtime/comm/link/simulated_link.h"
 #include "runtime/comm/timed_mpi.h"
@@ -25,21 +26,6 @@ namespace {
 
 constexpr double kTargetSeconds = 0.03;  // per measurement, after one untimed run
 constexpr int kMaxReps = 50;
-
-// Every wait for another rank is bounded by runtime.timeout_s (runtime/comm/timed_mpi.h).
-double max_over_ranks(const World& world, const WaitLimit& limit, double value) {
-  timed_allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, world.comm, limit,
-                  "the bench limits' max over ranks");
-  return value;
-}
-
-// Each timed run starts at a barrier whose end is the same instant on every rank to within a few
-// microseconds: the first, polled, waits for the slowest rank (an early rank may notice its end
-// late: Note [Polling back-off]); all enter the second within that slack and leave it spinning.
-void aligned_barrier(const World& world, const WaitLimit& limit) {
-  timed_barrier(world.comm, limit, "the bench limits' barrier");
-  timed_barrier(world.comm, limit, "the bench limits' aligning barrier");
-}
 
 // Runs fn once untimed, then enough times for ~kTargetSeconds (the same count on every rank),
 // each run started at a barrier. Returns the fastest run's time, max over ranks: a limit is what
@@ -59,8 +45,7 @@ double time_collectively(const World& world, const WaitLimit& limit, Fn&& fn) {
     fn();
     run = seconds_since(start);
   }
-  timed_allreduce(MPI_IN_PLACE, runs.data(), reps, MPI_DOUBLE, MPI_MAX, world.comm, limit,
-                  "the bench limits' max over ranks");
+  max_over_ranks(world, limit, runs);
   return *std::min_element(runs.begin(), runs.end());
 }
 

@@ -21,6 +21,7 @@
 #include "base/errors.h"
 #include "runtime/bench/bench.h"
 #include "runtime/bench/bench_report.h"
+#include "runtime/bench/timing_collectives.h"
 #include "runtime/comm/backends/mpi_communicator.h"
 #include "runtime/comm/link/simulated_link.h"
 #include "runtime/train/plan/bucket_plan.h"
@@ -248,6 +249,29 @@ TEST_CASE("bench.modes rejects a misspelt mode and names the accepted ones", "[b
   CHECK(modes[0].overlap == Overlap::AfterBackward);
   CHECK(modes[0].collective == CollectiveKind::ReduceBroadcast);
   CHECK(modes[1].ddp());
+}
+
+TEST_CASE("a timed run's barrier a peer never joins times out naming the bench", "[bench]") {
+  const World world = describe_world();
+  REQUIRE(world.size >= 2);
+  // Its own communicator: rank 0's abandoned barrier must not match a later one on the world's.
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(world.comm, &comm);
+  World bench_world = world;
+  bench_world.comm = comm;
+  if (world.rank == 0) {
+    // The modes' runs and the limits' micro-benchmarks share this barrier and its message.
+    CHECK_THROWS_WITH(aligned_barrier(bench_world, WaitLimit{0, 0.5}),
+                      Catch::Contains("rank 0: the bench's barrier did not complete within "
+                                      "runtime.timeout_s = 0.5 s"));
+  }
+  MPI_Barrier(world.comm);
+  // The other ranks join late (nonblocking, as a nonblocking collective matches only its kind),
+  // so rank 0's abandoned barrier completes (progressed by rank 0's barrier below) and MPI shuts
+  // down cleanly.
+  if (world.rank != 0) timed_barrier(comm, WaitLimit{world.rank, 60}, "the late barrier");
+  MPI_Barrier(world.comm);
+  MPI_Comm_free(&comm);
 }
 
 TEST_CASE("stage 2 and 3 rows move every micro-batch's collectives: the measured bytes are the "
