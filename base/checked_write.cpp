@@ -1,7 +1,8 @@
-// write_whole_file (see checked_write.h).
+// write_whole_file and write_whole_file_durably (see checked_write.h).
 #include "base/checked_write.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -11,8 +12,10 @@
 #include "base/regular_file.h"
 
 namespace zl {
+namespace {
 
-void write_whole_file(const std::string& path, std::string_view text, std::string_view what) {
+void write_checked(const std::string& path, std::string_view text, std::string_view what,
+                   bool sync) {
   std::FILE* f = open_for_writing(path, "wb", std::string(what));
   if (f == nullptr) {
     throw RuntimeFailure(fmt::format("cannot write {} '{}': {}", what, path, std::strerror(errno)));
@@ -20,6 +23,7 @@ void write_whole_file(const std::string& path, std::string_view text, std::strin
   // Buffered bytes reach the file only at the flush: a full disk shows there or at the close.
   bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   ok = std::fflush(f) == 0 && ok;
+  if (sync) ok = ok && ::fsync(fileno(f)) == 0;
   int error = ok ? 0 : errno;
   if (std::fclose(f) != 0 && ok) {
     ok = false;
@@ -30,6 +34,17 @@ void write_whole_file(const std::string& path, std::string_view text, std::strin
     throw RuntimeFailure(fmt::format("cannot write {} '{}': {}", what, path,
                                      std::strerror(error != 0 ? error : EIO)));
   }
+}
+
+}  // namespace
+
+void write_whole_file(const std::string& path, std::string_view text, std::string_view what) {
+  write_checked(path, text, what, /*sync=*/false);
+}
+
+void write_whole_file_durably(const std::string& path, std::string_view text,
+                              std::string_view what) {
+  write_checked(path, text, what, /*sync=*/true);
 }
 
 }  // namespace zl

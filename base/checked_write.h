@@ -1,7 +1,8 @@
 // Writing a whole output file (the effective config, a trace, bench results) with every step
-// checked: open, write, flush and close. A failure (a full disk, a quota, an I/O error) removes
-// what was written, so no partial file looks complete, and is a RuntimeFailure (exit 1) naming
-// the file: the input was fine, the machine could not take the output.
+// checked: open, write, flush (and fsync, when it must survive a crash) and close. A failure (a
+// full disk, a quota, an I/O error) removes what was written, so no partial file looks complete,
+// and is a RuntimeFailure (exit 1) naming the file: the input was fine, the machine could not
+// take the output.
 #pragma once
 
 #include <string>
@@ -12,5 +13,9 @@ namespace zl {
 // Writes `text` to `path` (replacing it). `what` names it in messages ("the effective config").
 // Throws RuntimeFailure "cannot write <what> '<path>': <reason>".
 void write_whole_file(const std::string& path, std::string_view text, std::string_view what);
+// As write_whole_file, and fsyncs the file before closing it: its bytes are on the disk once it
+// returns, so a rename may then publish it (a checkpoint's pointer and manifest, run.json).
+void write_whole_file_durably(const std::string& path, std::string_view text,
+                              std::string_view what);
 
 }  // namespace zl

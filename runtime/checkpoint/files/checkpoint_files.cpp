@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_write.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "models/parameter_store.h"
@@ -73,33 +74,6 @@ void check_tensor(const SafetensorsReader& file, const std::string& name,
   }
 }
 
-// fsync of `path`, opened read-only with `flags`; RuntimeFailure "cannot fsync <what>'<path>'".
-void fsync_path(const std::string& path, int flags, const char* what) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const std::string reason = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw RuntimeFailure(fmt::format("cannot fsync {}'{}': {}", what, path, reason));
-  }
-  ::close(fd);
-}
-
-// Writes `text` to `path` and fsyncs it; on failure removes it and throws RuntimeFailure naming it
-// ("disk full?"). `what` names the file in an open error.
-void write_file_durably(const fs::path& path, const std::string& text, const char* what) {
-  std::FILE* f = open_for_writing(path.string(), "wb", what);
-  bool ok = f != nullptr;
-  if (ok) ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (ok) ok = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  if (f && std::fclose(f) != 0) ok = false;
-  if (!ok) {
-    const std::string reason = std::strerror(errno);
-    std::error_code ec;
-    fs::remove(path, ec);  // no temporary file is left behind, and `latest` stays as it was
-    throw RuntimeFailure(fmt::format("cannot write '{}': {} (disk full?)", path.string(), reason));
-  }
-}
-
 }  // namespace
 
 std::string metadata_value(const std::map<std::string, std::string>& metadata,
@@ -122,7 +96,7 @@ void rename_durably(const fs::path& temp, const fs::path& path, const std::strin
 void replace_file_durably(const std::string& dir, const std::string& name, const std::string& text,
                           const char* what) {
   const fs::path temp = fs::path(dir) / (name + kCheckpointTempSuffix);
-  write_file_durably(temp, text, what);
+  write_whole_file_durably(temp.string(), text, what);
   rename_durably(temp, fs::path(dir) / name, dir);
 }
 
@@ -327,9 +301,15 @@ std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c) {
   return path;
 }
 
-void sync_directory(const std::string& dir) { fsync_path(dir, O_DIRECTORY, "directory "); }
-
-void sync_file(const std::string& path) { fsync_path(path, 0, ""); }
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECTORY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw RuntimeFailure(fmt::format("cannot fsync directory '{}': {}", dir, reason));
+  }
+  ::close(fd);
+}
 
 void write_latest_pointer(const std::string& dir, const std::string& file_name) {
   replace_file_durably(dir, kLatestPointerName, file_name + "\n", "checkpoint pointer");

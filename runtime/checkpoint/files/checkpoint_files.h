@@ -113,8 +113,6 @@ void write_latest_pointer(const std::string& dir, const std::string& file_name);
 // Pruning to checkpoint.keep: runtime/checkpoint/files/checkpoint_pruning.h.
 // fsync of a directory: makes a rename in it durable.
 void sync_directory(const std::string& dir);
-// fsync of a file written without it (run.json); RuntimeFailure naming it.
-void sync_file(const std::string& path);
 // The fault-injection hook (see kFaultEnvVar).
 void checkpoint_fault_point(const char* point, std::int64_t step);
 
@@ -124,7 +122,7 @@ void checkpoint_fault_point(const char* point, std::int64_t step);
 void rename_durably(const std::filesystem::path& temp, const std::filesystem::path& path,
                     const std::string& dir, const char* what = "");
 // Replaces `dir`/`name` with `text` atomically: `name`.tmp written and fsynced (on failure it is
-// removed: RuntimeFailure naming it, "disk full?"; `what` names it in an open error), then
+// removed: RuntimeFailure "cannot write <what> '<dir>/<name>.tmp': <reason>"), then
 // rename_durably.
 void replace_file_durably(const std::string& dir, const std::string& name, const std::string& text,
                           const char* what);

@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "base/checked_write.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
@@ -91,11 +90,7 @@ void write_run_record(const std::string& dir, const RunRecord& record) {
                             {"command", record.command},
                             {"world_size", record.world_size},
                             {"config", record.config}};
-  const fs::path path = fs::path(dir) / kRunRecordName;
-  const fs::path temp = fs::path(dir) / (std::string(kRunRecordName) + kCheckpointTempSuffix);
-  write_whole_file(temp.string(), j.dump(2) + "\n", "run record");
-  sync_file(temp.string());
-  rename_durably(temp, path, dir);
+  replace_file_durably(dir, kRunRecordName, j.dump(2) + "\n", "run record");
 }
 
 std::optional<std::string> checkpoint_run_id(const std::string& path) {

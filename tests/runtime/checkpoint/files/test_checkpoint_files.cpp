@@ -246,6 +246,27 @@ TEST_CASE("run.json round-trips; a garbage one is unreadable, naming the file", 
   }
 }
 
+TEST_CASE("a pointer or run.json that cannot be written is named and leaves no temporary file",
+          "[checkpoint]") {
+  // Both are written by replace_file_durably; a temporary file linked to /dev/full fails every
+  // write with ENOSPC, as a full disk does.
+  const fs::path dir = temp_dir("full_disk");
+  const auto fails_naming = [&](const std::string& name, const std::string& what,
+                                const std::function<void()>& write) {
+    const fs::path temp = dir / (name + kCheckpointTempSuffix);
+    fs::create_symlink("/dev/full", temp);
+    const std::string message = fmt::format("cannot write {} '{}': ", what, temp.string());
+    CHECK_THROWS_WITH(write(), Contains(message) && Contains("No space left"));
+    CHECK_FALSE(fs::exists(fs::symlink_status(temp)));
+    CHECK_FALSE(fs::exists(dir / name));
+  };
+  fails_naming(kLatestPointerName, "checkpoint pointer",
+               [&] { write_latest_pointer(dir.string(), checkpoint_file_name(2)); });
+  fails_naming(kRunRecordName, "run record", [&] {
+    write_run_record(dir.string(), RunRecord{"20260101-000000-0000abcd", "train", 1, ""});
+  });
+}
+
 TEST_CASE("pruning keeps the checkpoint a running run resumed from", "[checkpoint]") {
   // A resumed run that diverges writes finite checkpoints of a bad state before a step turns
   // non-finite; the one it resumed from must survive them (docs/design.md, "Divergence").
