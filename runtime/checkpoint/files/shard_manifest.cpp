@@ -119,7 +119,7 @@ std::optional<std::string> sharded_manifest_of(const std::string& path) {
   return std::nullopt;
 }
 
-std::string existing_shard_path(const std::string& manifest_path, const ShardEntry& s) {
+std::string complete_shard_path(const std::string& manifest_path, const ShardEntry& s) {
   const fs::path parent = fs::path(manifest_path).parent_path();
   const std::string file = ((parent.empty() ? fs::path(".") : parent) / s.file).string();
   std::error_code ec;
@@ -128,6 +128,13 @@ std::string existing_shard_path(const std::string& manifest_path, const ShardEnt
         fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): the "
                     "checkpoint is incomplete; resume from an earlier one",
                     file, s.rank, manifest_path));
+  }
+  const std::uint64_t bytes = fs::file_size(file, ec);
+  if (ec || bytes != s.bytes) {
+    throw UserError(
+        fmt::format("checkpoint shard '{}' has {} bytes, its manifest '{}' says {}: "
+                    "the file is truncated or belongs to another checkpoint",
+                    file, bytes, manifest_path, s.bytes));
   }
   return file;
 }
@@ -246,15 +253,7 @@ void write_manifest(const std::string& dir, const Manifest& m) {
 }
 
 void verify_shard(const std::string& manifest_path, const ShardEntry& s) {
-  const std::string file = existing_shard_path(manifest_path, s);
-  std::error_code ec;
-  const std::uint64_t bytes = fs::file_size(file, ec);
-  if (ec || bytes != s.bytes) {
-    throw UserError(
-        fmt::format("checkpoint shard '{}' has {} bytes, its manifest '{}' says {}: "
-                    "the file is truncated or belongs to another checkpoint",
-                    file, bytes, manifest_path, s.bytes));
-  }
+  const std::string file = complete_shard_path(manifest_path, s);
   const std::uint32_t crc = file_crc32(file);
   if (crc != s.crc32) {
     throw UserError(

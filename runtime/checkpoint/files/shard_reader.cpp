@@ -2,7 +2,6 @@
 #include "runtime/checkpoint/files/shard_reader.h"
 
 #include <algorithm>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -11,7 +10,6 @@
 #include "runtime/checkpoint/files/checkpoint_files.h"
 
 namespace zl {
-namespace fs = std::filesystem;
 
 ShardSet::ShardSet(const Manifest& m, std::string manifest_path)
     : m_(m), path_(std::move(manifest_path)), readers_(m.shards.size()) {
@@ -23,14 +21,7 @@ ShardSet::ShardSet(const Manifest& m, std::string manifest_path)
 const SafetensorsReader& ShardSet::open(std::size_t i) {
   if (readers_[i]) return *readers_[i];
   const ShardEntry& s = m_.shards[i];
-  const std::string file = existing_shard_path(path_, s);
-  std::error_code ec;
-  if (fs::file_size(file, ec) != s.bytes) {
-    throw UserError(
-        fmt::format("checkpoint shard '{}' is truncated or another checkpoint's: "
-                    "{} bytes, its manifest '{}' says {}",
-                    file, fs::file_size(file, ec), path_, s.bytes));
-  }
+  const std::string file = complete_shard_path(path_, s);
   auto reader = std::make_unique<SafetensorsReader>(file);
   const auto value = [&](const std::string& key) {
     return metadata_value(reader->metadata(), key);

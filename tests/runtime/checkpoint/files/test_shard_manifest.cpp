@@ -1,15 +1,18 @@
 // A sharded checkpoint's manifest (runtime/checkpoint/files/shard_manifest.h): what parse_manifest
 // refuses, with a valid checksum, so that only its own checks stand between a crafted manifest
-// and the loaders.
+// and the loaders; and a shard of the wrong size, refused alike by every reader.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
+#include "runtime/checkpoint/files/shard_reader.h"
 
 namespace {
 
@@ -50,4 +53,22 @@ TEST_CASE("a manifest's JSON keys are the documented format", "[sharded-manifest
   CHECK(m.at("shards").at(0).at("pieces") ==
         nlohmann::json::parse(R"([{"name": "w", "begin": 0, "numel": 12}])"));
   CHECK(m.at("optimizer_state") == nlohmann::json::parse(R"(["exp_avg"])"));
+}
+
+TEST_CASE("a shard of another size than its manifest says is refused alike by every reader",
+          "[sharded-manifest]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / "shard-size";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const zl::Manifest m = manifest_of({2});  // its one shard has 64 bytes
+  std::ofstream(dir / m.shards.at(0).file) << "ten bytes.";
+  const std::string manifest = (dir / "manifest.json").string();
+  const std::string message =
+      "checkpoint shard '" + (dir / m.shards[0].file).string() + "' has 10 bytes, its manifest '" +
+      manifest + "' says 64: the file is truncated or belongs to another checkpoint";
+  // The check before a load or `zerolap inspect`, and a shard opened for reading.
+  CHECK_THROWS_WITH(zl::verify_shard(manifest, m.shards[0]), message);
+  zl::ShardSet shards(m, manifest);
+  CHECK_THROWS_WITH(shards.open(0), message);
 }
