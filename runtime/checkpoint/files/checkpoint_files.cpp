@@ -251,9 +251,12 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   }
   const fs::path path = fs::path(name).is_absolute() ? fs::path(name) : fs::path(dir) / name;
   if (!fs::exists(path, ec)) {
+    // The form of checkpoint the pointer named: a sharded one is resumed from its directory.
+    const bool sharded = path.filename() == kManifestName;
     throw UserError(fmt::format("checkpoint pointer '{}' names '{}', which does not exist: set "
-                                "checkpoint.resume = \"<file>.safetensors\" to one that does",
-                                pointer.string(), escaped_excerpt(path.string(), 200)));
+                                "checkpoint.resume = \"{}\" to one that does",
+                                pointer.string(), escaped_excerpt(path.string(), 200),
+                                sharded ? "<checkpoint.dir>/step_<N>" : "<file>.safetensors"));
   }
   return path.string();
 }

@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/files/shard_manifest.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,11 +124,17 @@ std::string complete_shard_path(const std::string& manifest_path, const ShardEnt
   const fs::path parent = fs::path(manifest_path).parent_path();
   const std::string file = ((parent.empty() ? fs::path(".") : parent) / s.file).string();
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) {
     throw UserError(
         fmt::format("checkpoint shard '{}' of rank {} is missing (named by '{}'): the "
                     "checkpoint is incomplete; resume from an earlier one",
                     file, s.rank, manifest_path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw UserError(fmt::format("checkpoint shard '{}' of rank {} is {}, not a regular file (named "
+                                "by '{}'): resume from another checkpoint",
+                                file, s.rank, file_type_name(st.st_mode), manifest_path));
   }
   const std::uint64_t bytes = fs::file_size(file, ec);
   if (ec || bytes != s.bytes) {

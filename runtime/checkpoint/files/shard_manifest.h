@@ -71,7 +71,8 @@ void write_manifest(const std::string& dir, const Manifest& m);
 // naming the file when it is missing, truncated or differs (another checkpoint's shard).
 void verify_shard(const std::string& manifest_path, const ShardEntry& s);
 // The file of shard `s` (beside the manifest at `manifest_path`). UserError naming it when it is
-// missing or not the size the manifest says (truncated, or another checkpoint's shard).
+// missing, not a regular file (saying what it is: a directory, a FIFO), or not the size the
+// manifest says (truncated, or another checkpoint's shard).
 std::string complete_shard_path(const std::string& manifest_path, const ShardEntry& s);
 
 }  // namespace zl

@@ -25,6 +25,7 @@
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/files/checkpoint_pruning.h"
 #include "runtime/checkpoint/files/run_identity.h"
+#include "runtime/checkpoint/files/shard_manifest.h"
 #include "runtime/config/config.h"
 #include "runtime/checkpoint/files/safetensors.h"
 
@@ -163,7 +164,12 @@ TEST_CASE("latest pointer and pruning keep the newest checkpoints", "[checkpoint
   fs::remove(dir / checkpoint_file_name(4));
   CHECK_THROWS_WITH(latest_checkpoint(dir.string()),
                     Contains("latest") && Contains(checkpoint_file_name(4)) &&
-                        Contains("checkpoint.resume"));
+                        Contains("checkpoint.resume = \"<file>.safetensors\""));
+  // A sharded checkpoint is resumed from its directory: the hint says so, not "<file>.safetensors".
+  write_latest_pointer(dir.string(), sharded_dir_name(12) + "/" + kManifestName);
+  CHECK_THROWS_WITH(latest_checkpoint(dir.string()),
+                    Contains(sharded_dir_name(12)) &&
+                        Contains("checkpoint.resume = \"<checkpoint.dir>/step_<N>\""));
 }
 
 TEST_CASE("the checkpoint a resume loads: the path, or latest's; a directory needs a manifest",

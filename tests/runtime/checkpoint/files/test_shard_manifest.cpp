@@ -72,3 +72,16 @@ TEST_CASE("a shard of another size than its manifest says is refused alike by ev
   zl::ShardSet shards(m, manifest);
   CHECK_THROWS_WITH(shards.open(0), message);
 }
+
+TEST_CASE("a shard that is a directory is named as such, not as missing", "[sharded-manifest]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / "shard-dir";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const zl::Manifest m = manifest_of({2});
+  fs::create_directories(dir / m.shards.at(0).file);
+  const std::string manifest = (dir / "manifest.json").string();
+  CHECK_THROWS_WITH(zl::verify_shard(manifest, m.shards[0]),
+                    Catch::Matchers::Contains("is a directory, not a regular file") &&
+                        !Catch::Matchers::Contains("missing"));
+}
