@@ -5,7 +5,6 @@
 // bucket of its own plan, reads the elements it needs (Note [Shard pieces]) with positioned reads
 // into one bucket's host staging, and restores them as the single-file loader does.
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <memory>
 #include <set>
@@ -29,23 +28,13 @@ namespace {
   throw UserError(fmt::format("sharded checkpoint '{}': {}", path, what));
 }
 
-std::int64_t meta_int(const Manifest& m, const std::string& path, const std::string& key) {
-  const std::string s = metadata_value(m.metadata, key);
-  std::int64_t value = -1;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || value < 0) {
-    fail(path, fmt::format("metadata '{}' is missing or not a non-negative integer", key));
-  }
-  return value;
-}
-
 // The manifest's facts, checked against this run's model and optimizer. Note [Loaded values]:
 // every fact of the manifest passes here before the load uses it.
 CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
                                const ParameterStore& store, const RankOptimizer& opt) {
-  const auto meta = [&](const char* key) { return metadata_value(m.metadata, key); };
-  if (meta("format") != kCheckpointFormat) fail(path, "its metadata is not a zerolap checkpoint's");
-  const std::string kind = meta("optimizer");
+  // What needs no model first: `inspect` and `consolidate` run the same function.
+  CheckpointFacts facts = check_manifest_facts(m, path);
+  const std::string kind = metadata_value(m.metadata, "optimizer");
   if (kind != to_string(opt.config().kind)) {
     fail(path,
          fmt::format("written with optimizer.kind = \"{}\", the config has \"{}\": set "
@@ -76,15 +65,6 @@ CheckpointFacts check_manifest(const Manifest& m, const std::string& path,
     fail(path, fmt::format("holds parameter '{}', which this model does not have",
                            escaped_excerpt(shapes.begin()->first)));
   }
-  CheckpointFacts facts;
-  for (const auto& [key, field] : kFactKeys) facts.*field = meta_int(m, path, key);
-  facts.config_toml = meta("config");
-  if (facts.step != m.step || facts.optimizer_step > facts.step) {
-    fail(path,
-         fmt::format("metadata step {} / optimizer_step {} do not match the manifest's step {}",
-                     facts.step, facts.optimizer_step, m.step));
-  }
-  check_checkpoint_facts(path, facts);  // what each fact means (checkpoint_values.h)
   return facts;
 }
 
@@ -135,7 +115,7 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
         shards = std::make_unique<ShardSet>(m, path);
         for (std::size_t i = static_cast<std::size_t>(world.rank); i < m.shards.size();
              i += static_cast<std::size_t>(world.size)) {
-          verify_shard(path, m.shards[i]);
+          shards->verify(i);
         }
         for (const Bucket& b : state.plan.buckets) {
           // What this rank holds of bucket b: every parameter element (stage 3: its shard of them),

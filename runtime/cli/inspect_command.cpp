@@ -14,6 +14,7 @@
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
+#include "runtime/checkpoint/files/shard_reader.h"
 #include "runtime/cli/commands.h"
 
 namespace zl {
@@ -32,9 +33,14 @@ std::string checkpoint_file(const std::string& path) {
 
 // A sharded checkpoint: the manifest's facts, then every shard with its rank, size, CRC32 and
 // whether the file matches them; a shard that is missing, truncated or differs is listed as such,
-// and then reported as a UserError (exit 2) naming the first one.
+// and then reported as a UserError (exit 2) naming the first one. The manifest and the shards go
+// through the checks the loaders and `consolidate` run (the same functions), so a checkpoint
+// listed as ok is one they read; before, a self-consistent hand-edited manifest whose step or
+// generation its shards do not have was listed as ok.
 void inspect_sharded_checkpoint(const std::string& manifest_path) {
   const Manifest m = read_manifest(manifest_path);
+  check_manifest_facts(m, manifest_path);
+  ShardSet shards(m, manifest_path);
   const auto value = [&](const char* key) {
     const auto it = m.metadata.find(key);
     return it == m.metadata.end() ? std::string("?") : escaped_excerpt(it->second, 200);
@@ -51,10 +57,11 @@ void inspect_sharded_checkpoint(const std::string& manifest_path) {
   fmt::print("\n{:<40}  {:>4}  {:>12}  {:<8}  {:>6}  {}\n", "shard", "rank", "bytes", "crc32",
              "pieces", "check");
   std::string first_error;
-  for (const ShardEntry& s : m.shards) {
+  for (std::size_t i = 0; i < m.shards.size(); ++i) {
+    const ShardEntry& s = m.shards[i];
     std::string check = "ok";
     try {
-      verify_shard(manifest_path, s);
+      shards.verify(i);
     } catch (const UserError& e) {
       check = "FAILED";
       if (first_error.empty()) first_error = e.what();

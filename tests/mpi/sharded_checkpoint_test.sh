@@ -100,6 +100,47 @@ done
 [ -z "$(ls "$work" | grep '\.tmp$')" ] || fail "a refused consolidate left a temporary file"
 echo "ok"
 
+echo "--- inspect refuses the hand-edited manifests that consolidate and train refuse"
+# Each edit of step 8's manifest is under its recomputed CRC32, so only the checks of its content
+# can refuse it. `inspect` says whether a checkpoint is usable: it runs the loaders' checks, exit 2
+# with their message (it listed these as ok, and a fractional piece begin was truncated by all).
+edit() {  # NAME PYTHON: a copy of step 8 whose manifest body `m` went through PYTHON; prints it
+  local to=$work/edit_$1/step_00000008
+  rm -rf "$work/edit_$1" && mkdir -p "$work/edit_$1" && cp -r "$step8" "$to"
+  python3 - "$to/manifest.json" "$2" <<'EOP'
+import json, sys, zlib
+path, code = sys.argv[1], sys.argv[2]
+m = json.load(open(path))["manifest"]
+exec(code)
+body = json.dumps(m, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+json.dump({"crc32": "%08x" % zlib.crc32(body.encode()), "manifest": m}, open(path, "w"))
+EOP
+  echo "$to"
+}
+error_line() { grep -m1 "error" "$1"; }
+for case in \
+    'dupfile|s = m["shards"]; s[1]["file"], s[1]["bytes"], s[1]["crc32"] = s[0]["file"], s[0]["bytes"], s[0]["crc32"]' \
+    'step|m["step"] = 7' 'generation|m["generation"] = 1' \
+    'state|m["optimizer_state"].append("momentum_buffer")' \
+    'fraction|m["shards"][1]["pieces"][0]["begin"] += 0.5'; do
+  name=${case%%|*}
+  to=$(edit "$name" "${case#*|}") || fail "$name: the edit failed"
+  "$zerolap" inspect "$to" >"$work/edit_$name.inspect" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] || { cat "$work/edit_$name.inspect"; fail "$name: inspect exit $rc, not 2"; }
+  "$zerolap" consolidate "$to" "$work/edit_$name.safetensors" >"$work/edit_$name.cons" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] || { cat "$work/edit_$name.cons"; fail "$name: consolidate exit $rc, not 2"; }
+  [ "$(error_line "$work/edit_$name.inspect")" = "$(error_line "$work/edit_$name.cons")" ] ||
+    { cat "$work/edit_$name.inspect" "$work/edit_$name.cons"; fail "$name: not the same message"; }
+done
+to=$work/edit_step/step_00000008
+rc=$(run edit_step "$work/edit_step_ck" --set "checkpoint.resume=\"$to\"")
+[ "$rc" -eq 2 ] || { cat "$work/edit_step.log"; fail "step: train exit $rc, not 2"; }
+[ "$(error_line "$work/edit_step.log")" = "$(error_line "$work/edit_step.inspect")" ] ||
+  { cat "$work/edit_step.log" "$work/edit_step.inspect"; fail "step: train and inspect differ"; }
+echo "ok"
+
 echo "--- a sync sharded run: rank 0 prunes in the background, done before the exit"
 sync_dir=$work/sync
 rc=$(run sync "$sync_dir" --set checkpoint.async=false)

@@ -60,9 +60,11 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
                     checkpoint, kManifestName));
   }
   check_output(out, *manifest_path);
+  // The checks every reader runs (the loaders, `inspect`): the facts, then each shard whole.
   const Manifest m = read_manifest(*manifest_path);
-  for (const ShardEntry& s : m.shards) verify_shard(*manifest_path, s);
+  check_manifest_facts(m, *manifest_path);
   ShardSet shards(m, *manifest_path);
+  for (std::size_t i = 0; i < m.shards.size(); ++i) shards.verify(i);
 
   const bool with_state = state == ConsolidateState::Include;
   std::vector<TensorSpec> tensors;

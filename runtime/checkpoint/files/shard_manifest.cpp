@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
@@ -19,6 +20,7 @@
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/checkpoint_values.h"
 #include "runtime/checkpoint/files/crc32.h"
 
 namespace zl {
@@ -70,6 +72,34 @@ std::uint32_t parse_crc(const std::string& hex, const std::string& path, const s
     fail(path, fmt::format("{} '{}' is not 8 hex digits", what, escaped_excerpt(hex)));
   }
   return value;
+}
+
+// Every number of a manifest is a count, a size or an index: a JSON integer that fits in 64 signed
+// bits. get<std::int64_t> would truncate 112.5 to 112 and wrap 2^64 - 8 to -8, so a hand-edited
+// value passed as another one. `where` names the value ("shards[1].pieces[0].begin").
+void check_integers(const json& j, const std::string& where, const std::string& path) {
+  const bool too_big = j.is_number_unsigned() &&
+                       j.get<std::uint64_t>() > std::uint64_t{INT64_MAX};
+  if (j.is_number_float() || too_big) {
+    fail(path, fmt::format("{} = {} is not an integer (of at most 2^63 - 1)",
+                           escaped_excerpt(where, 200, Quotes::AsIs), j.dump()));
+  }
+  if (j.is_object()) {
+    for (const auto& [key, value] : j.items()) {
+      check_integers(value, where.empty() ? key : where + "." + key, path);
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      check_integers(j[i], fmt::format("{}[{}]", where, i), path);
+    }
+  }
+}
+
+// An int field (world_size, rank): get<int> would keep the low 32 bits of 2^32 + 2.
+int int_field(const json& j, const char* key, const std::string& path) {
+  const auto value = j.at(key).get<std::int64_t>();
+  if (value < 0 || value > INT_MAX) fail(path, fmt::format("{} = {} is out of range", key, value));
+  return static_cast<int>(value);
 }
 
 // CRC32 (zlib) of a whole file, read in bounded chunks; UserError naming the file when unreadable.
@@ -175,16 +205,17 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
                              escaped_excerpt(body.at("format_version").get<std::string>()),
                              kShardedFormatVersion));
     }
+    check_integers(body, "", path);
     m.step = body.at("step").get<std::int64_t>();
     m.generation = body.at("generation").get<std::int64_t>();
-    m.world_size = body.at("world_size").get<int>();
+    m.world_size = int_field(body, "world_size", path);
     for (const json& p : body.at("parameters")) m.parameters.push_back(p.get<ManifestParameter>());
     m.state_names = body.at("optimizer_state").get<std::vector<std::string>>();
     m.metadata = body.at("metadata").get<std::map<std::string, std::string>>();
     for (const json& s : body.at("shards")) {
       ShardEntry e;
       e.file = s.at("file").get<std::string>();
-      e.rank = s.at("rank").get<int>();
+      e.rank = int_field(s, "rank", path);
       e.bytes = s.at("bytes").get<std::uint64_t>();
       e.crc32 = parse_crc(s.at("crc32").get<std::string>(), path, "a shard's crc32");
       for (const json& p : s.at("pieces")) e.pieces.push_back(p.get<ShardPiece>());
@@ -211,6 +242,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     if (!params.emplace(p.name, &p).second) fail(path, fmt::format("'{}' listed twice", p.name));
   }
   std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> covered;
+  std::map<std::string, std::size_t> shard_of_file;
   for (std::size_t i = 0; i < m.shards.size(); ++i) {
     const ShardEntry& s = m.shards[i];
     if (s.rank != static_cast<int>(i) || s.file.empty() || s.file.find('/') != std::string::npos ||
@@ -218,6 +250,10 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
       fail(path, fmt::format("shard {} ('{}', rank {}) is not a file of this directory in rank "
                              "order",
                              i, escaped_excerpt(s.file), s.rank));
+    }
+    if (const auto [it, added] = shard_of_file.emplace(s.file, i); !added) {
+      fail(path, fmt::format("shards {} and {} both name '{}': each rank's shard is its own file",
+                             it->second, i, escaped_excerpt(s.file)));
     }
     for (const ShardPiece& p : s.pieces) {
       const auto it = params.find(p.name);
@@ -257,6 +293,33 @@ Manifest read_manifest(const std::string& path) {
 
 void write_manifest(const std::string& dir, const Manifest& m) {
   replace_file_durably(dir, kManifestName, manifest_to_json(m), "checkpoint manifest");
+}
+
+CheckpointFacts check_manifest_facts(const Manifest& m, const std::string& path) {
+  const auto failed = [&](const std::string& what) {
+    return UserError(fmt::format("sharded checkpoint '{}': {}", path, what));
+  };
+  if (metadata_value(m.metadata, "format") != kCheckpointFormat) {
+    throw failed("its metadata is not a zerolap checkpoint's");
+  }
+  CheckpointFacts facts;
+  for (const auto& [key, field] : kFactKeys) {
+    const std::string text = metadata_value(m.metadata, key);
+    std::int64_t value = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < 0) {
+      throw failed(fmt::format("metadata '{}' is missing or not a non-negative integer", key));
+    }
+    facts.*field = value;
+  }
+  facts.config_toml = metadata_value(m.metadata, "config");
+  if (facts.step != m.step || facts.optimizer_step > facts.step) {
+    throw failed(
+        fmt::format("metadata step {} / optimizer_step {} do not match the manifest's step {}",
+                    facts.step, facts.optimizer_step, m.step));
+  }
+  check_checkpoint_facts(path, facts);  // what each fact means (checkpoint_values.h)
+  return facts;
 }
 
 void verify_shard(const std::string& manifest_path, const ShardEntry& s) {

@@ -12,6 +12,8 @@
 
 namespace zl {
 
+struct CheckpointFacts;  // runtime/checkpoint/files/checkpoint_files.h
+
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr const char* kShardedFormat = "zerolap-sharded-checkpoint";
 inline constexpr const char* kShardFormat = "zerolap-checkpoint-shard";
@@ -66,6 +68,12 @@ std::string read_manifest_text(const std::string& path);
 Manifest read_manifest(const std::string& path);
 // Writes the manifest atomically into `dir` (temp file, fsync, rename, fsync the directory).
 void write_manifest(const std::string& dir, const Manifest& m);
+
+// The manifest's run facts from its metadata, checked as every reader of it checks them, with no
+// model at hand: the metadata is a zerolap checkpoint's, its step and optimizer_step agree with
+// the manifest's step, and each fact is within its meaning (check_checkpoint_facts). UserError
+// "sharded checkpoint '<path>': ..." naming the key.
+CheckpointFacts check_manifest_facts(const Manifest& m, const std::string& path);
 
 // Size and CRC32 of shard `s` of the manifest at `manifest_path` against the manifest: UserError
 // naming the file when it is missing, truncated or differs (another checkpoint's shard).

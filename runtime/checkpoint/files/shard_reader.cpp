@@ -19,8 +19,17 @@ ShardSet::ShardSet(const Manifest& m, std::string manifest_path)
 }
 
 const SafetensorsReader& ShardSet::open(std::size_t i) {
-  if (readers_[i]) return *readers_[i];
-  const ShardEntry& s = m_.shards[i];
+  if (!readers_.at(i)) readers_[i] = checked_reader(i);
+  return *readers_[i];
+}
+
+void ShardSet::verify(std::size_t i) const {
+  verify_shard(path_, m_.shards.at(i));
+  checked_reader(i);  // not kept: a set of thousands of shards is verified one file at a time
+}
+
+std::unique_ptr<SafetensorsReader> ShardSet::checked_reader(std::size_t i) const {
+  const ShardEntry& s = m_.shards.at(i);
   const std::string file = complete_shard_path(path_, s);
   auto reader = std::make_unique<SafetensorsReader>(file);
   const auto value = [&](const std::string& key) {
@@ -48,8 +57,7 @@ const SafetensorsReader& ShardSet::open(std::size_t i) {
       }
     }
   }
-  readers_[i] = std::move(reader);
-  return *readers_[i];
+  return reader;
 }
 
 void ShardSet::shards_of(const std::string& name, std::int64_t lo, std::int64_t hi,

@@ -23,6 +23,9 @@ class ShardSet {
 
   // Shard i: its size against the manifest, its header, and that it is this manifest's.
   const SafetensorsReader& open(std::size_t i);
+  // Everything a reader checks of shard i before using it: its CRC32 (verify_shard), then what
+  // open(i) checks. The loaders, `consolidate` and `inspect` all check a shard with this function.
+  void verify(std::size_t i) const;
   // Adds to `out` the shards holding any of elements [lo, hi) of parameter `name`.
   void shards_of(const std::string& name, std::int64_t lo, std::int64_t hi,
                  std::set<std::size_t>& out) const;
@@ -31,6 +34,9 @@ class ShardSet {
   void read(const std::string& param, int which, std::int64_t lo, std::int64_t hi, float* out);
 
  private:
+  // Shard i opened and checked against the manifest (open's checks).
+  std::unique_ptr<SafetensorsReader> checked_reader(std::size_t i) const;
+
   const Manifest& m_;
   std::string path_;
   std::vector<std::unique_ptr<SafetensorsReader>> readers_;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/errors.h"
+#include "runtime/checkpoint/files/crc32.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
 #include "runtime/checkpoint/files/shard_reader.h"
 
@@ -71,6 +72,56 @@ TEST_CASE("a shard of another size than its manifest says is refused alike by ev
   CHECK_THROWS_WITH(zl::verify_shard(manifest, m.shards[0]), message);
   zl::ShardSet shards(m, manifest);
   CHECK_THROWS_WITH(shards.open(0), message);
+}
+
+namespace {
+
+// The manifest text of `body` under its own CRC32: a hand edit that is self-consistent, so that
+// only parse_manifest's checks of the content can refuse it.
+std::string signed_manifest(const nlohmann::json& body) {
+  const std::string text = body.dump();
+  return nlohmann::json{{"crc32", zl::crc_hex(zl::crc32_update(0, text.data(), text.size()))},
+                        {"manifest", body}}
+      .dump();
+}
+
+// A world of 2: shard 0 holds "w" [0, 6), shard 1 holds [6, 12).
+nlohmann::json two_shard_body() {
+  zl::Manifest m = manifest_of({0});
+  m.world_size = 2;
+  m.shards.at(0).pieces = {{"w", 0, 6}};
+  m.shards.push_back({zl::shard_file_name(1, 2, 0), 1, 64, 0, {{"w", 6, 6}}});
+  return nlohmann::json::parse(zl::manifest_to_json(m)).at("manifest");
+}
+
+}  // namespace
+
+TEST_CASE("a manifest's numbers are integers: a fraction or a wrapped value is refused",
+          "[sharded-manifest]") {
+  const nlohmann::json good = two_shard_body();
+  CHECK_NOTHROW(zl::parse_manifest(signed_manifest(good), "m.json"));
+  // 112.5 was truncated to 112 and 2^64 - 8 wrapped to -8: another piece than the file says.
+  for (const nlohmann::json& begin : {nlohmann::json(6.5), nlohmann::json(6.0),
+                                      nlohmann::json(std::uint64_t{18446744073709551608u})}) {
+    nlohmann::json body = good;
+    body["shards"][1]["pieces"][0]["begin"] = begin;
+    CHECK_THROWS_WITH(zl::parse_manifest(signed_manifest(body), "m.json"),
+                      Catch::Matchers::Contains("m.json") &&
+                          Catch::Matchers::Contains("shards[1].pieces[0].begin = " +
+                                                    begin.dump() + " is not an integer"));
+  }
+  nlohmann::json body = good;
+  body["world_size"] = (std::int64_t{1} << 32) + 2;  // was read as an int: 2
+  CHECK_THROWS_AS(zl::parse_manifest(signed_manifest(body), "m.json"), zl::UserError);
+}
+
+TEST_CASE("two shards of a manifest naming one file are refused", "[sharded-manifest]") {
+  nlohmann::json body = two_shard_body();
+  body["shards"][1]["file"] = body["shards"][0]["file"];
+  CHECK_THROWS_WITH(zl::parse_manifest(signed_manifest(body), "m.json"),
+                    Catch::Matchers::Contains("m.json") &&
+                        Catch::Matchers::Contains("shards 0 and 1 both name '" +
+                                                  zl::shard_file_name(0, 1, 0) + "'"));
 }
 
 TEST_CASE("a shard that is a directory is named as such, not as missing", "[sharded-manifest]") {
