@@ -120,7 +120,7 @@ int run_cli(int argc, char** argv) {
                       "pointer (the latest checkpoint)")
       ->required();
   std::string consolidate_in, consolidate_out;
-  bool consolidate_no_optimizer = false;
+  bool consolidate_no_optimizer = false, consolidate_overwrite = false;
   auto* consolidate = app.add_subcommand(
       "consolidate", "Write one safetensors file from a sharded checkpoint");
   consolidate->add_option("checkpoint", consolidate_in,
@@ -129,6 +129,8 @@ int run_cli(int argc, char** argv) {
   consolidate->add_option("out", consolidate_out, "The .safetensors file to write")->required();
   consolidate->add_flag("--no-optimizer", consolidate_no_optimizer,
                         "Only the parameters (no optimizer.<param>.<state> tensors)");
+  consolidate->add_flag("--overwrite", consolidate_overwrite,
+                        "Replace `out` when it exists (never a file of a checkpoint)");
 
   const CLI::App* const commands[] = {train, plan, bench, inspect, consolidate};
   // An unknown first word is named (CLI11 would only say that a subcommand is required).
@@ -181,7 +183,7 @@ int run_cli(int argc, char** argv) {
     if (*inspect) return run_inspect_command(inspect_path, world);
     if (*consolidate) {
       return run_consolidate_command(consolidate_in, consolidate_out, !consolidate_no_optimizer,
-                                     world);
+                                     consolidate_overwrite, world);
     }
     return kExitBadInput;
   } catch (const ReportedUserError&) {

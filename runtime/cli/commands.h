@@ -40,6 +40,6 @@ int run_bench_command(const ConfigArgs& args, const World& world,
 int run_inspect_command(const std::string& path, const World& world);
 // Writes one safetensors file from a sharded checkpoint (rank 0); a bad checkpoint exits 2.
 int run_consolidate_command(const std::string& checkpoint, const std::string& out,
-                            bool with_optimizer, const World& world);
+                            bool with_optimizer, bool overwrite, const World& world);
 
 }  // namespace zl

@@ -1,5 +1,6 @@
-// `zerolap consolidate CHECKPOINT OUT.safetensors [--no-optimizer]`: one safetensors file from a
-// sharded checkpoint (runtime/checkpoint/files/consolidate.h), written by rank 0 of the job.
+// `zerolap consolidate CHECKPOINT OUT.safetensors [--no-optimizer] [--overwrite]`: one
+// safetensors file from a sharded checkpoint (runtime/checkpoint/files/consolidate.h), written by
+// rank 0 of the job.
 #include <fmt/format.h>
 
 #include "runtime/checkpoint/files/consolidate.h"
@@ -8,11 +9,12 @@
 namespace zl {
 
 int run_consolidate_command(const std::string& checkpoint, const std::string& out,
-                            bool with_optimizer, const World& world) {
+                            bool with_optimizer, bool overwrite, const World& world) {
   agree_on_user_errors(world, [&] {
     if (!world.is_root()) return;
     const std::size_t n = consolidate_checkpoint(
-        checkpoint, out, with_optimizer ? ConsolidateState::Include : ConsolidateState::Omit);
+        checkpoint, out, with_optimizer ? ConsolidateState::Include : ConsolidateState::Omit,
+        overwrite ? ExistingOutput::Replace : ExistingOutput::Refuse);
     fmt::print("zerolap: consolidated {} -> {} ({} tensors{})\n", checkpoint, out, n,
                with_optimizer ? ", optimizer state included" : ", parameters only");
     std::fflush(stdout);

@@ -72,13 +72,18 @@ grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v 
   fail "--no-optimizer wrote state"
 # An output that would overwrite the checkpoint, or is no file (named by its type), is refused
 # (exit 2) and changes nothing; so is one whose directory does not exist or cannot hold a file,
-# named as the output, and an empty one (an internal error, exit 1, before).
+# named as the output, and an empty one (an internal error, exit 1, before). An existing file is
+# refused without --overwrite (it was replaced: another checkpoint's shard, a `latest`), and a
+# path among another checkpoint's files even with it (a sibling step's manifest was replaced).
 step8="$good/step_00000008"
-sums=$(cat "$step8"/* | cksum)
+sums=$(find "$good" -type f | sort | xargs cat | cksum)
 mkdir -p "$work/a_dir" && mkfifo "$work/a_fifo" && ln -s one.safetensors "$work/a_link"
+cp "$work/one.safetensors" "$work/kept.safetensors"
+others=("$step8/../step_00000006/manifest.json" "$good/step_00000006/shard_00000_of_00002.g0.safetensors"
+  "$good/step_00000006/new.safetensors" "$good/latest")
 for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/new.safetensors" \
     "$work/a_dir" "$work/a_fifo" "$work/a_link" "$work/missing/one.safetensors" "" \
-    /proc/one.safetensors; do
+    /proc/one.safetensors "$work/one.safetensors" "${others[@]}"; do
   "$zerolap" consolidate "$step8" "$out" >"$work/cons3.log" 2>&1
   rc=$?
   [ "$rc" -eq 2 ] || { cat "$work/cons3.log"; fail "consolidate into '$out': exit $rc, not 2"; }
@@ -93,8 +98,18 @@ for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/n
   [ -z "$type" ] || grep -qF "$type" "$work/cons3.log" ||
     { cat "$work/cons3.log"; fail "no '$type' for '$out'"; }
 done
-[ "$(cat "$step8"/* | cksum)" = "$sums" ] && [ "$(ls "$step8" | wc -l)" -eq 3 ] ||
-  { ls -l "$step8"; fail "a refused consolidate changed the checkpoint"; }
+for out in "${others[@]}"; do
+  "$zerolap" consolidate "$step8" "$out" --overwrite >"$work/cons3.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -qF "$out" "$work/cons3.log" ||
+    { cat "$work/cons3.log"; fail "consolidate --overwrite into '$out': exit $rc, not 2 naming it"; }
+done
+[ "$(find "$good" -type f | sort | xargs cat | cksum)" = "$sums" ] &&
+  [ "$(ls "$step8" | wc -l)" -eq 3 ] && [ "$(ls "$good/step_00000006" | wc -l)" -eq 3 ] ||
+  { ls -lR "$good"; fail "a refused consolidate changed a checkpoint"; }
+cmp -s "$work/one.safetensors" "$work/kept.safetensors" || fail "a refused consolidate replaced a file"
+"$zerolap" consolidate "$step8" "$work/one.safetensors" --overwrite >"$work/cons4.log" 2>&1 ||
+  { cat "$work/cons4.log"; fail "consolidate --overwrite of its own earlier output"; }
 [ -p "$work/a_fifo" ] || fail "consolidate replaced a FIFO"
 [ -L "$work/a_link" ] || fail "consolidate replaced a symbolic link"
 [ -z "$(ls "$work" | grep '\.tmp$')" ] || fail "a refused consolidate left a temporary file"

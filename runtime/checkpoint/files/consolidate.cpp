@@ -21,15 +21,21 @@ namespace fs = std::filesystem;
 namespace {
 constexpr std::int64_t kChunkFloats = std::int64_t{1} << 20;  // 4 MiB
 
-// The output is renamed over `out`, so it must be a new or a regular file, and outside the
-// checkpoint it is made from (which it would otherwise replace a file of, or join).
-void check_output(const std::string& out, const std::string& manifest_path) {
+// The output is renamed over `out`, so it must be a new or a regular file, and never a file of a
+// checkpoint: not inside the one it is made from (which it would otherwise replace a file of, or
+// join), nor in another sharded checkpoint's directory, nor a `latest` pointer or a manifest
+// anywhere. An existing file is replaced only with ExistingOutput::Replace (`--overwrite`): before,
+// another checkpoint's shard, another directory's `latest` and a sibling step's manifest were
+// overwritten without a word.
+void check_output(const std::string& out, const std::string& manifest_path,
+                  ExistingOutput existing) {
   if (out.empty()) {
     throw UserError("consolidate: the output is an empty path; give the path of a .safetensors "
                     "file to write");
   }
   struct stat st {};
-  if (::lstat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  const bool exists = ::lstat(out.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
     throw UserError(fmt::format("consolidate: the output '{}' exists and is not a regular file "
                                 "(it is {}); give the path of a .safetensors file to write",
                                 out, file_type_name(st.st_mode)));
@@ -47,11 +53,25 @@ void check_output(const std::string& out, const std::string& manifest_path) {
                                 "from ('{}'); write it elsewhere",
                                 out, step.string()));
   }
+  const std::string name = fs::path(out).filename().string();
+  if (fs::exists((parent.empty() ? fs::path(".") : parent) / kManifestName, ec) ||
+      name == kManifestName ||
+      name == kLatestPointerName) {
+    throw UserError(fmt::format("consolidate: the output '{}' is a file of a checkpoint (a sharded "
+                                "checkpoint's directory holds it, or it is named {} or {}); write "
+                                "it elsewhere",
+                                out, kManifestName, kLatestPointerName));
+  }
+  if (exists && existing == ExistingOutput::Refuse) {
+    throw UserError(fmt::format("consolidate: the output '{}' exists; give --overwrite to replace "
+                                "it, or another path",
+                                out));
+  }
 }
 }  // namespace
 
 std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::string& out,
-                                   ConsolidateState state) {
+                                   ConsolidateState state, ExistingOutput existing) {
   const std::optional<std::string> manifest_path = sharded_manifest_of(checkpoint);
   if (!manifest_path) {
     throw UserError(
@@ -59,7 +79,7 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
                     "or that file)",
                     checkpoint, kManifestName));
   }
-  check_output(out, *manifest_path);
+  check_output(out, *manifest_path, existing);
   // The checks every reader runs (the loaders, `inspect`): the facts, then each shard whole.
   const Manifest m = read_manifest(*manifest_path);
   check_manifest_facts(m, *manifest_path);

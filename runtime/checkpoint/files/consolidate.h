@@ -9,11 +9,16 @@
 namespace zl {
 
 enum class ConsolidateState { Include, Omit };
+// Whether an existing regular file `out` may be replaced (`--overwrite`); a file of a checkpoint
+// (its directory's files, a manifest, a `latest` pointer) never is.
+enum class ExistingOutput { Refuse, Replace };
 
-// `checkpoint`: a sharded checkpoint's manifest or directory. Verifies every shard's CRC32 first
-// (UserError naming a missing, truncated or foreign shard), then writes `out` atomically (temp
-// file, fsync, rename). Returns the number of tensors written.
+// `checkpoint`: a sharded checkpoint's manifest or directory. Checks the output first, then the
+// manifest's facts and every shard as the loaders do (UserError naming a missing, truncated or
+// foreign shard), then writes `out` atomically (temp file, fsync, rename). Returns the number of
+// tensors written.
 std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::string& out,
-                                   ConsolidateState state);
+                                   ConsolidateState state,
+                                   ExistingOutput existing = ExistingOutput::Refuse);
 
 }  // namespace zl
