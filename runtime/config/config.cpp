@@ -527,14 +527,14 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
   if (c.parallel.zero_stage >= 2 && !element_shards) {
     require_element_shards(
         "parallel.zero_stage",
-        fmt::format("= {} shards the {}", c.parallel.zero_stage,
+        fmt::format("{} shards the {}", c.parallel.zero_stage,
                     c.parallel.zero_stage == 2 ? "gradients" : "parameters"),
         "zero_stage = 1");
   }
   if (c.parallel.shard_group > 0 && !element_shards) {
     require_element_shards(
         "parallel.shard_group",
-        fmt::format("= {} splits every bucket's element shards over groups of {} ranks",
+        fmt::format("{} splits every bucket's element shards over groups of {} ranks",
                     c.parallel.shard_group, c.parallel.shard_group),
         "shard_group = 0");
   }

@@ -761,9 +761,10 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     REQUIRE_THROWS_WITH(parse(with("[train]\nclip_grad_norm = 1.0\n"),
                               {"parallel.mode=zero", "parallel.overlap=interleaved"}),
                         Contains("(at configs/x.toml:4)"));
-    // A shard group needs element shards: with ddp, and with a bucket collective.
+    // A shard group needs element shards: with ddp, and with a bucket collective. (The key, then
+    // its value: it read "parallel.shard_group: = 2 splits".)
     REQUIRE_THROWS_WITH(parse(kMinimal, {"parallel.shard_group=2"}),
-                        Contains("--set parallel.shard_group: parallel.shard_group: = 2 splits "
+                        Contains("--set parallel.shard_group: parallel.shard_group: 2 splits "
                                  "every bucket's element shards over groups of 2 ranks, which "
                                  "needs parallel.mode = \"zero\" and parallel.collective = "
                                  "\"reduce_scatter_allgather\" (got mode = \"ddp\""));
