@@ -42,7 +42,7 @@ class CheckpointSaver {
   // while a shard write is in flight, none else.
   void poll();
   // Waits for the checkpoint in flight and publishes it: the final and the interrupt's
-  // checkpoint are complete before the run exits.
+  // checkpoint, and after a divergence the last finite one, are complete before the run exits.
   void finish();
   // The path a checkpoint of `step` has in checkpoint.dir (the single file or the directory).
   std::string path_of(std::int64_t step) const;

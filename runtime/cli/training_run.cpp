@@ -89,86 +89,96 @@ int run_training(Trainer& trainer) {
   CpuTeamGovernor team(training_governor_options(config.runtime.threads, compute.cpu_threads,
                                                  compute.device == DeviceKind::Cpu));
   // checkpoint.format and checkpoint.async: a background write is committed at a later step's
-  // poll() and waited for before every exit below.
+  // poll() and waited for before every exit below, a divergence's included.
   CheckpointSaver checkpoints(config, world);
   checkpoints.reserve_staging(trainer.state());
-  while (trainer.step() < total_steps) {
-    // A non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence").
-    trainer.train_step();
-    checkpoints.poll();
-    team.after_step();
-    skips.after_step(trainer.step(), trainer.skipped_steps());
-    const std::int64_t step = trainer.step();
-    const bool last = step == total_steps;
-    if (step % config.train.log_every == 0 || last) {
-      const StepLoss window = trainer.take_loss();  // the window's one read-back on CUDA
-      const double seconds = seconds_since(window_start);
-      const auto sums = trainer.sum_over_ranks(
-          {window.loss_sum, window.correct, window.samples, trainer.window_check_value()});
-      trainer.check_window(sums[0], sums[3], window_first_step, step);
-      MetricsRow row = row_at(step);
-      // Steps skipped as non-finite are not in the sums (window.steps counts the others).
-      // A window whose every step was skipped has no loss: its cells stay empty, not 0.
-      const auto counted = static_cast<double>(window.steps);
-      if (window.steps > 0) {
-        row.train_loss =
-            sums[0] / (counted * world.size * static_cast<double>(config.train.grad_accum));
-        if (classification) row.train_accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+  try {
+    while (trainer.step() < total_steps) {
+      // A non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence").
+      trainer.train_step();
+      checkpoints.poll();
+      team.after_step();
+      skips.after_step(trainer.step(), trainer.skipped_steps());
+      const std::int64_t step = trainer.step();
+      const bool last = step == total_steps;
+      if (step % config.train.log_every == 0 || last) {
+        const StepLoss window = trainer.take_loss();  // the window's one read-back on CUDA
+        const double seconds = seconds_since(window_start);
+        const auto sums = trainer.sum_over_ranks(
+            {window.loss_sum, window.correct, window.samples, trainer.window_check_value()});
+        trainer.check_window(sums[0], sums[3], window_first_step, step);
+        MetricsRow row = row_at(step);
+        // Steps skipped as non-finite are not in the sums (window.steps counts the others).
+        // A window whose every step was skipped has no loss: its cells stay empty, not 0.
+        const auto counted = static_cast<double>(window.steps);
+        if (window.steps > 0) {
+          row.train_loss =
+              sums[0] / (counted * world.size * static_cast<double>(config.train.grad_accum));
+          if (classification) row.train_accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+        }
+        row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
+        // The schedule follows the optimizer's step count, which a skipped step does not advance.
+        const std::int64_t lr_step = std::max<std::int64_t>(trainer.optimizer().step_count(), 1);
+        row.lr = scheduled_lr(config.optimizer, lr_step, total_steps);
+        if (config.train.clip_grad_norm > 0.0f) row.grad_norm = trainer.last_grad_norm();
+        emit(row,
+             fmt::format(
+                 "step {:>6}/{}  epoch {:.2f}  loss {}{}  lr {:.3g}  {:.0f} samples/s  {}", step,
+                 total_steps, epochs(),
+                 row.train_loss ? fmt::format("{:.4f}", *row.train_loss)
+                                : std::string("- (every step skipped)"),
+                 classification && row.train_accuracy
+                     ? fmt::format("  acc {:.4f}", *row.train_accuracy)
+                     : "",
+                 *row.lr, *row.samples_per_s,
+                 progress_times(elapsed(), seconds_since(start), first_step, step, total_steps)));
+        window_first_step = step + 1;
+        window_start = Clock::now();
       }
-      row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
-      // The schedule follows the optimizer's step count, which a skipped step does not advance.
-      const std::int64_t lr_step = std::max<std::int64_t>(trainer.optimizer().step_count(), 1);
-      row.lr = scheduled_lr(config.optimizer, lr_step, total_steps);
-      if (config.train.clip_grad_norm > 0.0f) row.grad_norm = trainer.last_grad_norm();
-      emit(row,
-           fmt::format(
-               "step {:>6}/{}  epoch {:.2f}  loss {}{}  lr {:.3g}  {:.0f} samples/s  {}", step,
-               total_steps, epochs(),
-               row.train_loss ? fmt::format("{:.4f}", *row.train_loss)
-                              : std::string("- (every step skipped)"),
-               classification && row.train_accuracy
-                   ? fmt::format("  acc {:.4f}", *row.train_accuracy)
-                   : "",
-               *row.lr, *row.samples_per_s,
-               progress_times(elapsed(), seconds_since(start), first_step, step, total_steps)));
-      window_first_step = step + 1;
-      window_start = Clock::now();
-    }
-    if (config.train.eval_every > 0 && step % config.train.eval_every == 0 && !last) {
-      const EvalResult e = trainer.evaluate();
-      MetricsRow row = row_at(step);
-      row.test_loss = e.loss;
-      if (classification) row.test_accuracy = e.accuracy;
-      emit(row,
-           fmt::format("eval  step {}  test_loss {:.4f}{}", step, e.loss,
-                       classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
-      window_start = Clock::now();  // evaluation time is not training throughput
-    }
-    // Checked per window: the parameters must be finite before they become a checkpoint.
-    const auto save_checked = [&] {
-      trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
-                           std::min(window_first_step, step), step);
-      checkpoints.save(trainer.state());
-    };
-    const bool saves = checkpoint_due(config.checkpoint, step, total_steps) &&
-                       skips.state_changed_since_checkpoint();
-    if (saves) {
-      save_checked();
-      skips.checkpoint_written();
-      window_start = Clock::now();  // checkpoint time is not training throughput
-    }
-    if (const int signal = stop.after_step()) {  // every rank, after the same step
-      std::string path;
-      if (!config.checkpoint.dir.empty()) {
-        // The step the run stops at is in a checkpoint, for the resume the message names (a due
-        // one that only skipped steps preceded wrote none above).
-        if (!saves) save_checked();
-        checkpoints.finish();  // the interrupt's checkpoint is complete before the exit
-        path = checkpoints.path_of(step);
+      if (config.train.eval_every > 0 && step % config.train.eval_every == 0 && !last) {
+        const EvalResult e = trainer.evaluate();
+        MetricsRow row = row_at(step);
+        row.test_loss = e.loss;
+        if (classification) row.test_accuracy = e.accuracy;
+        emit(row,
+             fmt::format("eval  step {}  test_loss {:.4f}{}", step, e.loss,
+                         classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
+        window_start = Clock::now();  // evaluation time is not training throughput
       }
-      report_interrupt(world, signal, step, path);
-      return signal;
+      // Checked per window: the parameters must be finite before they become a checkpoint.
+      const auto save_checked = [&] {
+        trainer.check_window(0.0, trainer.sum_over_ranks({trainer.window_check_value()})[0],
+                             std::min(window_first_step, step), step);
+        checkpoints.save(trainer.state());
+      };
+      const bool saves = checkpoint_due(config.checkpoint, step, total_steps) &&
+                         skips.state_changed_since_checkpoint();
+      if (saves) {
+        save_checked();
+        skips.checkpoint_written();
+        window_start = Clock::now();  // checkpoint time is not training throughput
+      }
+      if (const int signal = stop.after_step()) {  // every rank, after the same step
+        std::string path;
+        if (!config.checkpoint.dir.empty()) {
+          // The step the run stops at is in a checkpoint, for the resume the message names (a due
+          // one that only skipped steps preceded wrote none above).
+          if (!saves) save_checked();
+          checkpoints.finish();  // the interrupt's checkpoint is complete before the exit
+          path = checkpoints.path_of(step);
+        }
+        report_interrupt(world, signal, step, path);
+        return signal;
+      }
     }
+  } catch (const NonfiniteStop&) {
+    // Every rank throws it at the same point (docs/design.md, "Divergence"), so all of them
+    // commit the checkpoint still in flight here, of an earlier step that was checked finite
+    // before it was saved: `latest` names it, as after a synchronous write, for the resume
+    // (docs/reliability.md). Bounded by runtime.timeout_s. Any other failure leaves it
+    // uncommitted: it may be one rank's, and the others must not wait for it.
+    checkpoints.finish();
+    throw;
   }
   if (total_steps == 0 && checkpoint_due(config.checkpoint, 0, 0)) {
     checkpoints.save(trainer.state());  // steps = 0: the initial parameters

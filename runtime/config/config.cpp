@@ -527,16 +527,29 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
   if (c.parallel.zero_stage >= 2 && !element_shards) {
     require_element_shards(
         "parallel.zero_stage",
-        fmt::format("= {} shards the {}", c.parallel.zero_stage,
+        fmt::format("{} shards the {}", c.parallel.zero_stage,
                     c.parallel.zero_stage == 2 ? "gradients" : "parameters"),
         "zero_stage = 1");
   }
   if (c.parallel.shard_group > 0 && !element_shards) {
     require_element_shards(
         "parallel.shard_group",
-        fmt::format("= {} splits every bucket's element shards over groups of {} ranks",
+        fmt::format("{} splits every bucket's element shards over groups of {} ranks",
                     c.parallel.shard_group, c.parallel.shard_group),
         "shard_group = 0");
+  }
+  // The link model times link.ranks / G replicas of the groups of G at any world size
+  // (runtime/comm/link/simulated_link.h, link_span), so G divides link.ranks whatever the world;
+  // check_shard_group holds the same for the bench's hybrid modes.
+  const int group = c.parallel.shard_group;
+  if (group > 0 && c.link.ranks > 0 && c.link.ranks % group != 0) {
+    source.fail("link.ranks",
+                fmt::format("{} is not a multiple of parallel.shard_group = {} (at {}): the link "
+                            "model times a job in groups of {} ranks as link.ranks / {} replicas "
+                            "of a group; set link.ranks to a multiple of {}, or 0 for the world "
+                            "size",
+                            c.link.ranks, group, source.location("parallel.shard_group"), group,
+                            group, group));
   }
   if (c.parallel.overlap == Overlap::Interleaved && c.train.clip_grad_norm > 0.0f) {
     source.fail("parallel.overlap",

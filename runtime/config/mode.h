@@ -59,8 +59,8 @@ std::optional<Mode> parse_mode(std::string_view name);
 // then, for each G of `shard_groups`, stages 1-3 x the overlaps with shard group G.
 std::vector<Mode> all_modes(const std::vector<int>& shard_groups = {});
 
-// parallel.shard_group must divide the `world` ranks of the job (and link.ranks, when the link
-// model times more): UserError naming both (exit 2).
+// parallel.shard_group must divide the `world` ranks of the job, and link.ranks when it is set
+// (above or below the world): UserError naming both (exit 2).
 void check_shard_group(const Config& config, int world);
 
 }  // namespace zl

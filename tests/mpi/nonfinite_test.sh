@@ -136,6 +136,22 @@ check_dir adam_limit "$work/adam_limit"
 [ "$(cat "$work/adam_limit/latest")" = "step_00000001.safetensors" ] || fail "adam_limit: latest is not step 1"
 echo "ok: adam at lr = 1e10 is finite and trains on; with train.max_loss = 1e6 it exits 1 at step 2"
 
+# --- sharded: the checkpoint of step 1 is `latest` after step 2 diverges, sync or async -----------
+# An async write of step 1 was still in flight when step 2 diverged, and the run ended without
+# committing it: step_00000001 held both shards but no manifest, and there was no `latest`.
+for async in false true; do
+  name="sharded_async_$async"
+  rc=$(run "$name" --set checkpoint.dir=\""$work/$name"\" --set checkpoint.format=\"sharded\" \
+    --set checkpoint.async=$async --set optimizer.kind=\"adam\" --set optimizer.lr=1e10 \
+    --set train.max_loss=1e6)
+  expect_rc "$name" "$rc" 1
+  expect_log "$name" "diverged at step 2"
+  latest=$(cat "$work/$name/latest" 2>/dev/null)
+  [ "$latest" = "step_00000001/manifest.json" ] ||
+    { ls -R "$work/$name"; fail "$name: latest is '$latest', not step 1"; }
+done
+echo "ok: a divergence commits the sharded checkpoint of the last finite step, async or not"
+
 # --- skip: a NaN input on rank 1 at step 3 is skipped on both ranks ---------------------------------
 timeout 120 mpirun $flags -x ZEROLAP_FAULT_NONFINITE=3:1 -np 2 "$zerolap" train "$work/run.toml" \
   --set checkpoint.dir=\""$work/skip"\" --set train.on_nonfinite=\"skip_step\" \

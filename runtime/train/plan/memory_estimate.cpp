@@ -80,6 +80,20 @@ std::string describe_memory(const RankMemory& m) {
                      human_bytes(m.state), human_bytes(m.activations));
 }
 
+std::string keys_to_lower(const RankMemory& need, std::int64_t per_rank) {
+  // The larger part of the estimate first (the model's buffers or the activations), and the
+  // other too when it alone exceeds `per_rank`. The activations are the larger of training's and
+  // evaluation's, and each has its own batch key.
+  const std::int64_t model_part = need.buffers();
+  const std::string batch_key =
+      need.eval_activations ? "data.eval_batch_size (the evaluation batch per rank)"
+                            : "data.batch_size (or keep the global batch with train.grad_accum)";
+  const std::string model_key = "model.widths";
+  return need.activations >= model_part
+             ? batch_key + (model_part > per_rank ? " and " + model_key : "")
+             : model_key + (need.activations > per_rank ? " and " + batch_key : "");
+}
+
 AvailableMemory available_memory(DeviceKind device) {
   AvailableMemory a;
   a.host_bytes = read_mem_available();
@@ -94,18 +108,7 @@ void check_memory_fits(const RankMemory& need, const Config& config, DeviceKind 
   // A GPU serves one rank; the host's memory is shared by the node's ranks.
   const std::int64_t sharing = on_gpu ? 1 : std::max(ranks_on_node, 1);
   if (have < 0 || need.total() <= have / sharing) return;
-  // The keys to change: the larger part of the estimate first (the model's buffers or the
-  // activations), and the other too when it alone exceeds the memory there is.
-  const std::int64_t per_rank = have / sharing;
-  const std::int64_t model_part = need.buffers();
-  const std::string batch_key =
-      need.eval_activations ? "data.eval_batch_size (the evaluation batch per rank)"
-                            : "data.batch_size (or keep the global batch with train.grad_accum)";
-  const std::string model_key = "model.widths";
-  const std::string fix =
-      need.activations >= model_part
-          ? "lower " + batch_key + (model_part > per_rank ? " and " + model_key : "")
-          : "lower " + model_key + (need.activations > per_rank ? " and " + batch_key : "");
+  const std::string fix = "lower " + keys_to_lower(need, have / sharing);
   const std::string where =
       on_gpu ? fmt::format("the GPU has {} free", human_bytes(have))
              : fmt::format("this node has {} available (MemAvailable){}", human_bytes(have),

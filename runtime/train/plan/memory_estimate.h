@@ -33,6 +33,12 @@ RankMemory estimate_peak_rank_memory(const Config& config, const ParameterStore&
 // activations ...)"; the master only where a bf16 run keeps one.
 std::string describe_memory(const RankMemory& m);
 
+// The keys that lower `need` toward `per_rank` bytes, for "lower ...": the larger part first,
+// model.widths for the buffers or the batch key of the larger activations (data.batch_size, or
+// data.eval_batch_size when evaluation's are the larger), and the other too when it alone is
+// above `per_rank`.
+std::string keys_to_lower(const RankMemory& need, std::int64_t per_rank);
+
 // What the node offers; negative: unknown (not checked).
 struct AvailableMemory {
   std::int64_t host_bytes = -1;    // MemAvailable of /proc/meminfo

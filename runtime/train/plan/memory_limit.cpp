@@ -81,8 +81,9 @@ void check_memory_limit(const Config& config, int world) {
                                fmt::join(all_keys, ", "), human_bytes(peak(all, wa).total())));
   }
   const std::string fix =
-      fits.empty() ? "none of a higher ZeRO stage, bf16, smaller buckets or up to 4096 ranks fits; "
-                     "lower model.widths or data.batch_size, or raise runtime.memory_limit_mb"
+      fits.empty() ? fmt::format("none of a higher ZeRO stage, bf16, smaller buckets or up to "
+                                 "4096 ranks fits; lower {}, or raise runtime.memory_limit_mb",
+                                 keys_to_lower(need, limit))
                    : fmt::format("it fits with {}; or raise runtime.memory_limit_mb",
                                  fmt::join(fits, "; or "));
   throw UserError(fmt::format(

@@ -93,3 +93,25 @@ TEST_CASE("bench: the link.ranks study of element shards is refused on CUDA, nam
   // The study's ranks at most the world: no study, nothing to refuse.
   CHECK_NOTHROW(check_bench_study_device(c, modes, 8, DeviceKind::Cuda));
 }
+
+TEST_CASE("bench: link.ranks must be a multiple of each hybrid mode's shard group",
+          "[bench-modes]") {
+  // link.ranks = 3 below the world of 4 with hsdp@2 reached the link model's internal check
+  // (exit 1); the modelled replicas of groups of 2 need link.ranks to be a multiple of 2.
+  const auto config = [](const std::string& ranks) {
+    return parse_config(kConfig, "b.toml",
+                        {"link.bandwidth_gbps=10", "link.ranks=" + ranks,
+                         "bench.modes=[\"ddp\", \"hsdp1/none@2\"]"});
+  };
+  for (const char* ranks : {"1", "3", "5"}) {
+    DYNAMIC_SECTION("link.ranks = " << ranks) {
+      REQUIRE_THROWS_AS(check_bench_shard_groups(config(ranks), 4), UserError);
+      REQUIRE_THROWS_WITH(check_bench_shard_groups(config(ranks), 4),
+                          Catch::Contains("bench.modes: \"hsdp1/none@2\"") &&
+                              Catch::Contains("parallel.shard_group = 2") &&
+                              Catch::Contains(std::string("link.ranks = ") + ranks));
+    }
+  }
+  CHECK_NOTHROW(check_bench_shard_groups(config("2"), 4));
+  CHECK_NOTHROW(check_bench_shard_groups(config("8"), 4));
+}

@@ -9,7 +9,10 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "base/errors.h"
 #include "kernels/gemm.h"
@@ -761,9 +764,10 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     REQUIRE_THROWS_WITH(parse(with("[train]\nclip_grad_norm = 1.0\n"),
                               {"parallel.mode=zero", "parallel.overlap=interleaved"}),
                         Contains("(at configs/x.toml:4)"));
-    // A shard group needs element shards: with ddp, and with a bucket collective.
+    // A shard group needs element shards: with ddp, and with a bucket collective. (The key, then
+    // its value: it read "parallel.shard_group: = 2 splits".)
     REQUIRE_THROWS_WITH(parse(kMinimal, {"parallel.shard_group=2"}),
-                        Contains("--set parallel.shard_group: parallel.shard_group: = 2 splits "
+                        Contains("--set parallel.shard_group: parallel.shard_group: 2 splits "
                                  "every bucket's element shards over groups of 2 ranks, which "
                                  "needs parallel.mode = \"zero\" and parallel.collective = "
                                  "\"reduce_scatter_allgather\" (got mode = \"ddp\""));
@@ -801,7 +805,39 @@ TEST_CASE("config: a link.ranks study of a shard group needs two real groups", "
   CHECK_NOTHROW(check({"parallel.shard_group=2", "link.ranks=8"}, 4));
   CHECK_NOTHROW(check({"parallel.shard_group=4"}, 4));
   REQUIRE_THROWS_WITH(check({"parallel.shard_group=2", "link.ranks=7"}, 4),
-                      Contains("does not divide link.ranks = 7"));
+                      Contains("link.ranks: 7 is not a multiple of parallel.shard_group = 2"));
+}
+
+TEST_CASE("config: link.ranks with a shard group is a multiple of the group, at any world size",
+          "[config]") {
+  // Below the world size too: link.ranks = 3 on 4 ranks in groups of 2 reached the link model's
+  // internal check (exit 1) instead of naming the keys. The model times link.ranks / G replicas
+  // of the groups of G (docs/config.md, [link] ranks), whatever the world.
+  const std::string hybrid = kMinimal +
+                             "[parallel]\nmode = \"zero\"\ncollective = "
+                             "\"reduce_scatter_allgather\"\n[link]\nbandwidth_gbps = 10\n";
+  const auto check = [&](int group, int ranks, int world) {
+    zl::check_shard_group(parse(hybrid, {fmt::format("parallel.shard_group={}", group),
+                                         fmt::format("link.ranks={}", ranks)}),
+                          world);
+  };
+  for (const auto& [group, ranks, world] :
+       std::vector<std::tuple<int, int, int>>{{2, 3, 4}, {2, 1, 4}, {3, 4, 6}, {2, 5, 4}}) {
+    DYNAMIC_SECTION("groups of " << group << ", link.ranks = " << ranks << ", " << world
+                                 << " ranks") {
+      REQUIRE_THROWS_AS(check(group, ranks, world), zl::UserError);
+      REQUIRE_THROWS_WITH(
+          check(group, ranks, world),
+          StartsWith(fmt::format("--set link.ranks: link.ranks: {} is not a multiple of "
+                                 "parallel.shard_group = {} (at --set parallel.shard_group)",
+                                 ranks, group)));
+    }
+  }
+  CHECK_NOTHROW(check(2, 2, 4));  // one modelled group: no replicas to time
+  CHECK_NOTHROW(check(3, 3, 6));
+  CHECK_NOTHROW(check(2, 8, 4));
+  // Without a shard group any link.ranks is a flat job of that many ranks.
+  CHECK_NOTHROW(zl::check_shard_group(parse(hybrid, {"link.ranks=3"}), 4));
 }
 
 // A check that runs after parsing (it needs the world size) names where its key was set, as the

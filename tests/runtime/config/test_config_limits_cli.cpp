@@ -246,3 +246,18 @@ TEST_CASE("keys bounded so derived durations and byte figures stay exact", "[cli
   check_bad_input(run_bounded("bench " + spirals + " --set bench.steps=9223372036854775807"),
                   "bench.steps");
 }
+
+TEST_CASE("link.ranks that the shard groups do not tile is exit 2 in train and plan",
+          "[cli][limits]") {
+  // On 4 ranks in groups of 2, link.ranks = 3 reached the link model's internal check (exit 1),
+  // and `plan` accepted it (exit 0). The key is checked when the config is read.
+  const std::string set =
+      " --set parallel.mode=zero --set parallel.collective=reduce_scatter_allgather "
+      "--set parallel.shard_group=2 --set link.ranks=3 --set link.bandwidth_gbps=10";
+  for (const char* command : {"train", "plan --world 4"}) {
+    DYNAMIC_SECTION(command) {
+      const CliResult r = run_bounded(std::string(command) + " " + spirals_config() + set);
+      check_bad_input(r, "link.ranks: 3 is not a multiple of parallel.shard_group = 2");
+    }
+  }
+}

@@ -8,6 +8,7 @@
 #include "models/model.h"
 #include "runtime/config/config.h"
 #include "runtime/train/plan/memory_estimate.h"
+#include "runtime/train/plan/memory_limit.h"
 
 using namespace zl;
 using Catch::Contains;
@@ -159,6 +160,32 @@ TEST_CASE("a run that does not fit is refused naming the figure and the key", "[
     CHECK_THROWS_WITH(check_memory_fits(estimate(c, 1), c, DeviceKind::Cuda, gpu, 8),
                       Contains("the GPU has 1.00 GiB free"));
     CHECK_NOTHROW(check_memory_fits(estimate(c, 1), c, DeviceKind::Cpu, AvailableMemory{}, 1));
+  }
+}
+
+TEST_CASE("runtime.memory_limit_mb names the batch key whose activations dominate", "[memory]") {
+  // When no stage, precision, bucket size or rank count fits, the advice names the key that sizes
+  // the larger part of the estimate. It said data.batch_size when evaluation's activations (of
+  // data.eval_batch_size) were the larger, where no batch_size fits.
+  SECTION("evaluation's activations: data.eval_batch_size") {
+    // The buffers fit 4 MiB; evaluation's activations do not, even in bf16.
+    const Config c = config_of({"runtime.memory_limit_mb=4", "data.eval_batch_size=4000"});
+    REQUIRE(estimate(c, 1).eval_activations);
+    REQUIRE_THROWS_AS(check_memory_limit(c, 1), UserError);
+    CHECK_THROWS_WITH(check_memory_limit(c, 1),
+                      Contains("lower data.eval_batch_size (the evaluation batch per rank)") &&
+                          !Contains("data.batch_size") && !Contains("model.widths"));
+  }
+  SECTION("training's activations: data.batch_size") {
+    const Config c = config_of({"runtime.memory_limit_mb=2", "data.batch_size=100000"});
+    CHECK_THROWS_WITH(check_memory_limit(c, 1),
+                      Contains("lower data.batch_size") && !Contains("data.eval_batch_size"));
+  }
+  SECTION("the model's buffers first, and the batch too when its activations alone are above") {
+    const Config c = config_of({"runtime.memory_limit_mb=0.01", "model.widths=[784, 5000, 10]",
+                                "data.eval_batch_size=10"});
+    CHECK_THROWS_WITH(check_memory_limit(c, 1),
+                      Contains("lower model.widths and data.batch_size"));
   }
 }
 

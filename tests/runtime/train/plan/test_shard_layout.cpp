@@ -224,7 +224,7 @@ TEST_CASE("zero_stage and the shard collective are checked against the other key
       parse_config(base, "c.toml",
                    {"parallel.mode=zero", "parallel.collective=reduce_broadcast",
                     "parallel.zero_stage=3"}),
-      Contains("parallel.zero_stage") && Contains("= 3 shards the parameters") &&
+      Contains("parallel.zero_stage: 3 shards the parameters,") &&
           Contains("collective = \"reduce_broadcast\""));
   const std::vector<std::string> three_keys = {"parallel.mode=zero", "parallel.zero_stage=3",
                                                "parallel.collective=reduce_scatter_allgather"};
