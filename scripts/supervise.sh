@@ -16,10 +16,13 @@
 #  - One line per restart on stderr: the attempt, the exit code, the step it resumes from.
 #  - A log of every attempt, DIR/supervise/attempt_K.log (K from 1), beside the console output;
 #    DIR is --log-dir, else the command's output.dir (zerolap's default runs/default).
-#  - The command's keys (output.dir, checkpoint.dir, checkpoint.resume) are
+#  - The command's keys (output.dir, checkpoint.dir, checkpoint.resume, runtime.timeout_s) are
 #    its zerolap's: `zerolap config` prints them, --set applied, where the word before `train`
 #    is a program named zerolap*; else they are read here from its last --set, else the config
 #    file (`key = value` in a [section], or a dotted `section.key = value` before any).
+#  - Before a restart it waits, up to runtime.timeout_s, while another process still holds the
+#    lock of output.dir or checkpoint.dir (a launcher may exit before its ranks do; zerolap
+#    would refuse the directory with exit 2), and says so on stderr.
 #  - The command of a restart may differ (fewer ranks on the nodes that remain): it runs with
 #    SUPERVISE_ATTEMPT (1, 2, ...) and SUPERVISE_LAST_EXIT in its environment, and with --hook,
 #    PROGRAM runs before each restart as `PROGRAM ATTEMPT LAST_EXIT`: a non-empty line it prints
@@ -159,6 +162,36 @@ stop_if_signalled() {
   exit "$stopped"
 }
 
+# wait_for_locks: before a restart, waits until no process holds the lock of output.dir or
+# checkpoint.dir (a flock(2) on `.zerolap.lock` in each, held by rank 0 while it runs;
+# runtime/checkpoint/directory_lock.h), at most runtime.timeout_s. A launcher may end before its
+# ranks: after a second signal Open MPI's mpirun exits at once while they finish shutting down
+# (they may even write one more checkpoint) within runtime.timeout_s; a restart into their
+# directories before then would be refused as bad input (exit 2) and end the supervisor.
+wait_for_locks() {
+  command -v flock >/dev/null || return 0
+  local limit dir lock holder
+  limit=$(key_of runtime timeout_s)  # a TOML float: 300.0, 1e+06
+  limit=$(LC_ALL=C printf '%.0f' "${limit:-x}" 2>/dev/null) && [[ $limit =~ ^[1-9][0-9]*$ ]] ||
+    limit=300
+  for dir in "$(key_of output dir)" "$(key_of checkpoint dir)"; do
+    lock="$dir/.zerolap.lock"
+    if [ -z "$dir" ] || [ ! -f "$lock" ]; then continue; fi
+    flock -n -E 3 "$lock" true 2>/dev/null
+    [ $? -eq 3 ] || continue  # free (or not lockable here: the attempt says so)
+    holder=$(head -c 200 "$lock" 2>/dev/null | head -n 1)
+    echo "supervise: '$dir' is in use by a running zerolap (${holder:-holder unknown}; a" \
+      "launcher may exit before its ranks): waiting up to $limit s (runtime.timeout_s) for it" \
+      "to end before attempt $attempt" >&2
+    flock -w "$limit" -E 3 "$lock" true 2>/dev/null &
+    await_child TERM
+    stop_if_signalled "while waiting for '$dir'"
+    if [ "$code" -eq 3 ]; then
+      echo "supervise: '$dir' is still in use after $limit s: attempt $attempt starts anyway" >&2
+    fi
+  done
+}
+
 hook_out=""
 if [ -n "$hook" ]; then
   hook_out=$(mktemp) || exit 2
@@ -201,6 +234,7 @@ while :; do
     line=$(<"$hook_out")
     [ -n "$line" ] && eval "command=($line)" && ask_zerolap
   fi
+  wait_for_locks  # before `latest` is read: the ranks may write one more checkpoint
   resume=(--set checkpoint.resume=true)
   dir=$(key_of checkpoint dir) given=$(key_of checkpoint resume)
   if from=$(latest_checkpoint "$dir"); then

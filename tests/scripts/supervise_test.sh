@@ -2,7 +2,8 @@
 # scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
 # failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts (a
 # fine-tune's once a checkpoint exists; the keys read as TOML allows them, dotted ones included),
-# the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
+# a restart that waits for the last attempt's directory lock, the command changed by --hook and
+# SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
 # or at once during the backoff or the hook; and a 4-rank run whose rank 2 is killed with
 # SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
 # uninterrupted run, bitwise, and metrics.csv has each step once.
@@ -102,6 +103,23 @@ grep -q "resumed from $work/ftbase/ck/step_00000006.safetensors at step 6" \
   "$work/ft/supervise/attempt_2.log" 2>/dev/null ||
   { cat "$work/ft.out"; fail "the fine-tune's restart did not begin from its checkpoint"; }
 [ ! -e "$work/runs" ] || fail "the fine-tune's attempt logs went to runs/default"
+
+# A restart waits while the last attempt's directory is still locked (its ranks outliving the
+# launcher, as after a second signal to mpirun), instead of starting into it: zerolap refuses a
+# locked directory with exit 2, and the supervisor stopped there for good.
+mkdir -p "$work/locked"
+"$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/lk" -- bash -c '
+  lock="$0/.zerolap.lock"
+  if [ "$SUPERVISE_ATTEMPT" = 1 ]; then
+    flock "$lock" sleep 2 >/dev/null 2>&1 &
+    while flock -n "$lock" true; do sleep 0.02; done
+    exit 1
+  fi
+  flock -n "$lock" true || exit 2' "$work/locked" --set "output.dir=$work/locked" 2>"$work/lk.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$work/lk.err"; fail "a restart into a locked directory: exit $rc"; }
+grep -q "^supervise: '$work/locked' is in use by a running zerolap .*waiting up to 300 s" \
+  "$work/lk.err" || { cat "$work/lk.err"; fail "no word on the wait for the lock"; }
 
 # --hook replaces the command of a restart (here: one that succeeds).
 printf '#!/bin/sh\necho "bash -c \\"exit 0\\""\n' >"$work/hook.sh" && chmod +x "$work/hook.sh"
