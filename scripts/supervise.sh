@@ -15,8 +15,14 @@
 # for SIGKILL).
 #  - One line per restart on stderr: the attempt, the exit code, the step it resumes from.
 #  - A log of every attempt, DIR/supervise/attempt_K.log (K from 1), beside the console output;
-#    DIR is --log-dir, else the command's output.dir (its last `--set output.dir=...`, else the
-#    config file's [output] dir, else zerolap's default runs/default).
+#    DIR is --log-dir, else the command's output.dir (zerolap's default runs/default).
+#  - The command's keys (output.dir, checkpoint.dir, checkpoint.resume, runtime.timeout_s) are
+#    its zerolap's: `zerolap config` prints them, --set applied, where the word before `train`
+#    is a program named zerolap*; else they are read here from its last --set, else the config
+#    file (`key = value` in a [section], or a dotted `section.key = value` before any).
+#  - Before a restart it waits, up to runtime.timeout_s, while another process still holds the
+#    lock of output.dir or checkpoint.dir (a launcher may exit before its ranks do; zerolap
+#    would refuse the directory with exit 2), and says so on stderr.
 #  - The command of a restart may differ (fewer ranks on the nodes that remain): it runs with
 #    SUPERVISE_ATTEMPT (1, 2, ...) and SUPERVISE_LAST_EXIT in its environment, and with --hook,
 #    PROGRAM runs before each restart as `PROGRAM ATTEMPT LAST_EXIT`: a non-empty line it prints
@@ -47,29 +53,68 @@ done
 [[ $backoff =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "supervise: --backoff needs seconds (got '$backoff')" >&2; exit 2; }
 command=("$@")
 
-# The value of config key SECTION.KEY for COMMAND: its last --set, else the config file's line.
-key_of() {
-  local section=$1 key=$2 value="" config="" previous="" arg
-  for arg in "${command[@]}"; do
-    [ "$previous" = train ] && config=$arg
-    [ "$previous" = --set ] && [[ $arg == "$section.$key="* ]] && value=${arg#"$section.$key="}
-    [[ $arg == "--set=$section.$key="* ]] && value=${arg#"--set=$section.$key="}
-    previous=$arg
+# The config keys of COMMAND, as its zerolap reads them: where the word before `train` is a
+# program named zerolap*, `zerolap config CONFIG [--set ...]` (the words after `train`) prints the
+# effective config (the reader's own rules: dotted keys, inline tables, --set, defaults). Where it
+# cannot (another name, no such program here, a config that does not load: that attempt then says
+# why) the keys are read here: the last --set, else the config file's `key = value` in a
+# [section], or a top-level dotted `section.key = value`.
+effective=""  # `zerolap config`'s output for the current command; empty: read the keys here
+ask_zerolap() {
+  local i
+  effective=""
+  for ((i = ${#command[@]} - 1; i > 0; i--)); do
+    if [ "${command[i]}" = train ] && [[ ${command[i - 1]##*/} == zerolap* ]]; then
+      type -P "${command[i - 1]}" >/dev/null &&
+        effective=$("${command[i - 1]}" config "${command[@]:i + 1}" 2>/dev/null) || effective=""
+      return
+    fi
   done
-  if [ -z "$value" ] && [ -n "$config" ] && [ -r "$config" ]; then
-    # A [section] line (a comment may follow it), then `key = value` with or without spaces.
-    value=$(awk -v s="[$section]" -v k="$key" '
-      /^[[:space:]]*\[/ { line = $0; sub(/#.*/, "", line); gsub(/[[:space:]]/, "", line); in_section = (line == s); next }
-      in_section && match($0, "^[[:space:]]*" k "[[:space:]]*=") {
-        v = substr($0, RLENGTH + 1); sub(/^[[:space:]]*/, "", v); sub(/[[:space:]]*(#.*)?$/, "", v); print v; exit }' "$config")
+}
+
+# The value of KEY ("section.key") in the TOML text on stdin: `key = value` in a [section] (a
+# comment may follow it), or `section.key = value` before any; spaces and quotes around the
+# names as TOML allows them. A quoted value up to its closing quote, else up to a comment.
+toml_value() {
+  awk -v want="$1" -v q="'" '
+    function bare(name) { gsub(/[[:space:]"]/, "", name); gsub(q, "", name); return name }
+    /^[[:space:]]*\[/ {
+      table = $0; sub(/#.*/, "", table); table = bare(table); gsub(/^\[+|\]+$/, "", table); next }
+    {
+      eq = index($0, "="); if (eq == 0) next
+      key = bare(substr($0, 1, eq - 1)); if (table != "") key = table "." key
+      if (key != want) next
+      v = substr($0, eq + 1); sub(/^[[:space:]]*/, "", v)
+      if (v ~ /^"/) { match(v, /^"([^"\\]|\\.)*"/); v = substr(v, 1, RLENGTH) }
+      else if (substr(v, 1, 1) == q) { match(v, "^" q "[^" q "]*" q); v = substr(v, 1, RLENGTH) }
+      else sub(/[[:space:]]*(#.*)?$/, "", v)
+      print v; exit }'
+}
+
+# The value of config key SECTION.KEY for COMMAND (above), a string without its quotes.
+key_of() {
+  local key=$1.$2 value="" config="" previous="" arg
+  if [ -n "$effective" ]; then
+    value=$(toml_value "$key" <<<"$effective")
+  else
+    for arg in "${command[@]}"; do
+      [ "$previous" = train ] && config=$arg
+      [ "$previous" = --set ] && [[ $arg == "$key="* ]] && value=${arg#"$key="}
+      [[ $arg == "--set=$key="* ]] && value=${arg#"--set=$key="}
+      previous=$arg
+    done
+    if [ -z "$value" ] && [ -n "$config" ] && [ -r "$config" ]; then
+      value=$(toml_value "$key" <"$config")
+    fi
   fi
-  case $value in  # a TOML string's quotes, either kind
-    \"*\") value=${value:1:${#value}-2} ;;
+  case $value in  # a TOML string's quotes, either kind (a basic string's \" and \\ escapes)
+    \"*\") value=${value:1:${#value}-2} value=${value//\\\"/\"} value=${value//\\\\/\\} ;;
     \'*\') value=${value:1:${#value}-2} ;;
   esac
   echo "$value"
 }
 
+ask_zerolap
 [ -n "$log_dir" ] || log_dir=$(key_of output dir)
 [ -n "$log_dir" ] || log_dir=runs/default
 mkdir -p "$log_dir/supervise" || { echo "supervise: cannot create '$log_dir/supervise'" >&2; exit 2; }
@@ -117,6 +162,36 @@ stop_if_signalled() {
   exit "$stopped"
 }
 
+# wait_for_locks: before a restart, waits until no process holds the lock of output.dir or
+# checkpoint.dir (a flock(2) on `.zerolap.lock` in each, held by rank 0 while it runs;
+# runtime/checkpoint/directory_lock.h), at most runtime.timeout_s. A launcher may end before its
+# ranks: after a second signal Open MPI's mpirun exits at once while they finish shutting down
+# (they may even write one more checkpoint) within runtime.timeout_s; a restart into their
+# directories before then would be refused as bad input (exit 2) and end the supervisor.
+wait_for_locks() {
+  command -v flock >/dev/null || return 0
+  local limit dir lock holder
+  limit=$(key_of runtime timeout_s)  # a TOML float: 300.0, 1e+06
+  limit=$(LC_ALL=C printf '%.0f' "${limit:-x}" 2>/dev/null) && [[ $limit =~ ^[1-9][0-9]*$ ]] ||
+    limit=300
+  for dir in "$(key_of output dir)" "$(key_of checkpoint dir)"; do
+    lock="$dir/.zerolap.lock"
+    if [ -z "$dir" ] || [ ! -f "$lock" ]; then continue; fi
+    flock -n -E 3 "$lock" true 2>/dev/null
+    [ $? -eq 3 ] || continue  # free (or not lockable here: the attempt says so)
+    holder=$(head -c 200 "$lock" 2>/dev/null | head -n 1)
+    echo "supervise: '$dir' is in use by a running zerolap (${holder:-holder unknown}; a" \
+      "launcher may exit before its ranks): waiting up to $limit s (runtime.timeout_s) for it" \
+      "to end before attempt $attempt" >&2
+    flock -w "$limit" -E 3 "$lock" true 2>/dev/null &
+    await_child TERM
+    stop_if_signalled "while waiting for '$dir'"
+    if [ "$code" -eq 3 ]; then
+      echo "supervise: '$dir' is still in use after $limit s: attempt $attempt starts anyway" >&2
+    fi
+  done
+}
+
 hook_out=""
 if [ -n "$hook" ]; then
   hook_out=$(mktemp) || exit 2
@@ -157,8 +232,9 @@ while :; do
       exit "$last"
     }
     line=$(<"$hook_out")
-    [ -n "$line" ] && eval "command=($line)"
+    [ -n "$line" ] && eval "command=($line)" && ask_zerolap
   fi
+  wait_for_locks  # before `latest` is read: the ranks may write one more checkpoint
   resume=(--set checkpoint.resume=true)
   dir=$(key_of checkpoint dir) given=$(key_of checkpoint resume)
   if from=$(latest_checkpoint "$dir"); then

@@ -76,7 +76,7 @@ int run_cli(int argc, char** argv) {
   app.set_version_flag("--version", [] { return version_text(); });  // names the CPU GEMM
   app.require_subcommand(1);
 
-  ConfigArgs train_args, plan_args, bench_args;
+  ConfigArgs train_args, plan_args, bench_args, config_args;
   int plan_world = 0;
   auto* train = app.add_subcommand("train", "Train a model from a TOML config");
   add_config_args(*train, train_args);
@@ -113,6 +113,9 @@ int run_cli(int argc, char** argv) {
   bench->add_flag("--wide", bench_wide,
                   "Print every column (wider than 100 columns); bench.json and bench.csv always "
                   "have them all");
+  auto* config = app.add_subcommand(
+      "config", "Print the effective config as TOML: every key, --set applied, defaults filled in");
+  add_config_args(*config, config_args);
   std::string inspect_path;
   auto* inspect = app.add_subcommand("inspect", "List the tensors and metadata of a checkpoint");
   inspect->add_option("file", inspect_path,
@@ -132,7 +135,7 @@ int run_cli(int argc, char** argv) {
   consolidate->add_flag("--overwrite", consolidate_overwrite,
                         "Replace `out` when it exists (never a file of a checkpoint)");
 
-  const CLI::App* const commands[] = {train, plan, bench, inspect, consolidate};
+  const CLI::App* const commands[] = {train, plan, bench, config, inspect, consolidate};
   // An unknown first word is named (CLI11 would only say that a subcommand is required).
   const auto is_command = [&](const char* word) {
     return std::any_of(std::begin(commands), std::end(commands),
@@ -145,7 +148,7 @@ int run_cli(int argc, char** argv) {
     if (speaks) {
       std::fprintf(stderr,
                    "zerolap: error: unknown command '%s' (the commands: train, plan, bench, "
-                   "inspect, consolidate; see zerolap --help)\n",
+                   "config, inspect, consolidate; see zerolap --help)\n",
                    argv[1]);
     }
     return kExitBadInput;
@@ -167,11 +170,14 @@ int run_cli(int argc, char** argv) {
     return kExitBadInput;
   }
 
+  // `config` reads files only: it answers scripts (scripts/supervise.sh) without starting MPI.
+  if (*config) return run_config_command(config_args);
+
   // MPI_Init waits for every rank with no deadline of its own: the start-up watchdog gives it
   // runtime.timeout_s, read from the config before MPI starts.
-  const ConfigArgs* config_args = *train ? &train_args : *plan ? &plan_args
-                                : *bench ? &bench_args : nullptr;
-  MpiSession session(&argc, &argv, startup_timeout_s(config_args));
+  const ConfigArgs* run_args = *train ? &train_args : *plan ? &plan_args
+                             : *bench ? &bench_args : nullptr;
+  MpiSession session(&argc, &argv, startup_timeout_s(run_args));
   const World& world = session.world();
   try {
     if (*train) return run_train_command(train_args, world);

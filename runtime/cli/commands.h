@@ -17,6 +17,9 @@ struct ConfigArgs {
 };
 
 int run_train_command(const ConfigArgs& args, const World& world);
+// Prints the effective config (to_toml: every key, --set applied, defaults filled in) on stdout;
+// runs before MPI starts, on no world. A bad config exits 2 with the reader's message.
+int run_config_command(const ConfigArgs& args);
 // `zerolap plan` options beyond the config: a link for the scaling tables (they override the
 // config's [link]) and a measured compute time for the prediction (runtime/bench/scaling_model.h).
 // --link-gbps, --latency-us, --node-ranks and --intra-gbps are kept as given and applied as their

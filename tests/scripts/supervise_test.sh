@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
 # failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts (a
-# fine-tune's once a checkpoint exists), the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
+# fine-tune's once a checkpoint exists; the keys read as TOML allows them, dotted ones included),
+# a restart that waits for the last attempt's directory lock, the command changed by --hook and
+# SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
 # or at once during the backoff or the hook; and a 4-rank run whose rank 2 is killed with
 # SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
 # uninterrupted run, bitwise, and metrics.csv has each step once.
@@ -54,6 +56,70 @@ grep -q "^supervise: restart 1 of 1: attempt 2 after exit 1, resuming from none 
   { cat "$work/c1b.err"; fail "a restart before any checkpoint does not say it starts at step 0"; }
 grep -q "attempt 2: --set checkpoint.dir=\"$work/c1bck\" --set checkpoint.resume=true$" "$work/c1b/supervise/attempt_2.log" ||
   { cat "$work/c1b/supervise/attempt_2.log"; fail "a restart before any checkpoint does not resume"; }
+
+# The same keys as top-level dotted keys (`checkpoint.dir = ...`, valid TOML), with spaces and
+# quotes around the names, output.dir among them: they were read only as `key =` in a [section],
+# so a fine-tune restarted from step 0 with fresh parameters, and its logs went to runs/default.
+printf '%s\n' "checkpoint . dir = '$work/c1dck'" "\"checkpoint\".resume = \"base.safetensors\"" \
+  "output.dir = \"$work/c1d\"  # where" '[train]' 'steps = 3' >"$work/c1d.toml"
+"$supervise" --max-restarts 1 --backoff 0 -- \
+  bash -c 'echo "attempt $SUPERVISE_ATTEMPT: $*"; exit 1' sh train "$work/c1d.toml" 2>"$work/c1d.err"
+grep -q "^supervise: restart 1 of 1: attempt 2 after exit 1, no checkpoint in '$work/c1dck' yet: from checkpoint.resume = \"base.safetensors\" again" "$work/c1d.err" ||
+  { cat "$work/c1d.err"; fail "dotted keys: a fine-tune's restart does not begin from its checkpoint"; }
+grep -q "attempt 2: train $work/c1d.toml$" "$work/c1d/supervise/attempt_2.log" ||
+  fail "dotted keys: the attempt logs are not in output.dir, or a fine-tune's restart resumes"
+
+# The same with zerolap itself (it prints the effective config: `zerolap config`): a fine-tune
+# from a 2-rank run's step 6, configured with dotted keys, crashes at step 9 before its first
+# `latest`; the restart begins from step 6 again and finishes.
+cat >"$work/ft.toml" <<EOF
+checkpoint.resume = "$work/ftbase/ck/step_00000006.safetensors"
+checkpoint.dir = "$work/ft/ck"
+checkpoint.every = 3
+output.dir = "$work/ft"
+[model]
+widths = [2, 8, 3]
+[data]
+kind = "spirals"
+train_samples = 64
+test_samples = 16
+batch_size = 8
+[train]
+steps = 12
+log_every = 3
+eval_every = 0
+EOF
+mpirun -np 2 $flags "$zerolap" train "$work/ft.toml" --set checkpoint.resume=false \
+  --set "output.dir=\"$work/ftbase\"" --set "checkpoint.dir=\"$work/ftbase/ck\"" \
+  --set train.steps=6 >"$work/ftbase.log" 2>&1 || { cat "$work/ftbase.log"; fail "the base run"; }
+(cd "$work" && "$supervise" --max-restarts 1 --backoff 0 -- bash -c \
+  '[ "$SUPERVISE_ATTEMPT" = 1 ] && export ZEROLAP_FAULT_CHECKPOINT=after_write:9; exec "$@"' \
+  sh mpirun -np 2 $flags "$zerolap" train "$work/ft.toml" >"$work/ft.out" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$work/ft.out"; fail "the supervised fine-tune ended with $rc"; }
+grep -q "no checkpoint in '$work/ft/ck' yet: from checkpoint.resume = \"$work/ftbase/ck/step_00000006.safetensors\" again" "$work/ft.out" ||
+  { cat "$work/ft.out"; fail "the fine-tune's restart line"; }
+grep -q "resumed from $work/ftbase/ck/step_00000006.safetensors at step 6" \
+  "$work/ft/supervise/attempt_2.log" 2>/dev/null ||
+  { cat "$work/ft.out"; fail "the fine-tune's restart did not begin from its checkpoint"; }
+[ ! -e "$work/runs" ] || fail "the fine-tune's attempt logs went to runs/default"
+
+# A restart waits while the last attempt's directory is still locked (its ranks outliving the
+# launcher, as after a second signal to mpirun), instead of starting into it: zerolap refuses a
+# locked directory with exit 2, and the supervisor stopped there for good.
+mkdir -p "$work/locked"
+"$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/lk" -- bash -c '
+  lock="$0/.zerolap.lock"
+  if [ "$SUPERVISE_ATTEMPT" = 1 ]; then
+    flock "$lock" sleep 2 >/dev/null 2>&1 &
+    while flock -n "$lock" true; do sleep 0.02; done
+    exit 1
+  fi
+  flock -n "$lock" true || exit 2' "$work/locked" --set "output.dir=$work/locked" 2>"$work/lk.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$work/lk.err"; fail "a restart into a locked directory: exit $rc"; }
+grep -q "^supervise: '$work/locked' is in use by a running zerolap .*waiting up to 300 s" \
+  "$work/lk.err" || { cat "$work/lk.err"; fail "no word on the wait for the lock"; }
 
 # --hook replaces the command of a restart (here: one that succeeds).
 printf '#!/bin/sh\necho "bash -c \\"exit 0\\""\n' >"$work/hook.sh" && chmod +x "$work/hook.sh"

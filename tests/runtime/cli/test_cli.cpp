@@ -155,6 +155,24 @@ TEST_CASE("a malformed command line is one error, exit 2", "[cli]") {
   CHECK(run_zerolap("train", "OMPI_COMM_WORLD_RANK=1").exit_code == 2);
 }
 
+// `config` prints what a run would use, as the reader reads it (dotted keys included) with --set
+// applied: scripts/supervise.sh asks it where a run writes instead of reading TOML itself.
+TEST_CASE("config prints the effective config, dotted keys and --set applied", "[cli]") {
+  const std::string dotted = "checkpoint.dir = \"ft_ck\"\n"
+                             "checkpoint.resume = \"base/s.safetensors\"\n"
+                             "output.dir = \"ft\"\n";
+  const std::string path = write_file("dotted.toml", dotted + kSpirals);
+  const CliResult r = run_zerolap("config " + path + " --set output.dir=other");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[checkpoint]\ndir = \"ft_ck\"\n") &&
+                           Catch::Contains("resume = \"base/s.safetensors\"\n") &&
+                           Catch::Contains("[output]\ndir = \"other\"\n") &&
+                           Catch::Contains("steps = 30\n"));
+  const CliResult bad = run_zerolap("config " + path + " --set checkpoint.every=-1");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("checkpoint.every"));
+}
+
 TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
   const auto path = write_file("ok.toml", kSpirals);
   // A tiny cap gives one bucket per module (Note [Bucket order]): 2 linear layers, 2 buckets.

@@ -1,0 +1,29 @@
+// `zerolap config`: the effective configuration of a command line, as canonical TOML.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "base/errors.h"
+#include "runtime/cli/commands.h"
+#include "runtime/config/config.h"
+
+namespace zl {
+
+// Reads files only: no MPI, no world. A script (scripts/supervise.sh) asks it where a run writes
+// and whether it began from a given checkpoint, with the reader's own rules (dotted keys, inline
+// tables, --set) instead of a second TOML reader of its own.
+int run_config_command(const ConfigArgs& args) {
+  try {
+    const std::string toml = to_toml(load_config(args.path, args.overrides));
+    const bool written = std::fwrite(toml.data(), 1, toml.size(), stdout) == toml.size();
+    return written && std::fflush(stdout) == 0 ? 0 : 1;
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "zerolap: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zerolap: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace zl
