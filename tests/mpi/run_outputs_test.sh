@@ -16,6 +16,7 @@
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
 #    a directory without a manifest is named as such; a restart with checkpoint.resume = true
 #    before the first checkpoint, on another world size, is the same run.
+#  - A fine-tune into its base's output.dir or into another fine-tune's is refused.
 #  - A live run's directories are refused to a second launch; without flock, a run warns.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
@@ -218,6 +219,41 @@ unset ZEROLAP_FAULT_CHECKPOINT
 train 2 out_ft3 ck_ft3 ft3_again.log --set train.steps=30 \
   --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\""
 expect 0 ft3_again.log "the fine-tune again after a kill before its first latest"
+
+# A fine-tune inherits its base run's id, so the id alone does not tell the base's outputs from a
+# fine-tune's: an output.dir follows the checkpoint.dir its run.json names. A fine-tune from step
+# 10 (outside its checkpoint.dir) into the base's output.dir, or into another fine-tune's, would
+# replace the metrics after step 10 and config.toml: refused, the files as they were.
+# A fine-tune's resume into its own directories, and a continuation from the base's latest (into
+# its output.dir, with a copy of its checkpoint.dir), proceed.
+train 1 out_l ck_l lin.log
+expect 0 lin.log "the base run of the fine-tunes"
+id_l=$(run_id_of out_l)
+for f in metrics.csv config.toml run.json; do cp "$work/out_l/$f" "$work/l_$f.before"; done
+from10="checkpoint.resume=\"$work/ck_l/step_00000010.safetensors\""
+train 1 out_l ck_lA ftA_into_base.log --set optimizer.lr=0.003 --set "$from10"
+expect 2 ftA_into_base.log "a fine-tune into its base run's output.dir" &&
+  says ftA_into_base.log "the fine-tune's refusal" \
+    "output.dir '$work/out_l' holds the outputs of another branch of run $id_l" \
+    "checkpoint.dir '$work/ck_l'" "latest is step 20" "--set output.dir=DIR" "output.overwrite = true"
+for f in metrics.csv config.toml run.json; do
+  same "out_l/$f" "l_$f.before" "the fine-tune refused in the base's output.dir changed $f"
+done
+train 1 out_lA ck_lA ftA.log --set optimizer.lr=0.003 --set "$from10"
+expect 0 ftA.log "a fine-tune into new directories"
+cp "$work/out_lA/metrics.csv" "$work/lA_metrics.before"
+train 1 out_lA ck_lB ftB_into_ftA.log --set "$from10"
+expect 2 ftB_into_ftA.log "a second fine-tune into the first one's output.dir" &&
+  says ftB_into_ftA.log "the second fine-tune's refusal" \
+    "output.dir '$work/out_lA' holds the outputs of another branch of run $id_l" "'$work/ck_lA'"
+same out_lA/metrics.csv lA_metrics.before "the refused second fine-tune changed the first one's metrics"
+train 1 out_lA ck_lA ftA_resume.log --set optimizer.lr=0.003 --set checkpoint.resume=true \
+  --set train.steps=30
+expect 0 ftA_resume.log "a fine-tune's resume = true into its own directories"
+cp -r "$work/ck_l" "$work/ck_lC"
+train 1 out_l ck_lC continue.log --set train.steps=30 \
+  --set "checkpoint.resume=\"$work/ck_l/step_00000020.safetensors\""
+expect 0 continue.log "a continuation from the base's latest into its output.dir"
 
 # The overwrite keys give the directory to the new run.
 train 2 out_s1 ck_s seed1_overwrite.log --set train.steps=0 --set model.seed=1 \
