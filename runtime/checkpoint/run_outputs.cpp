@@ -348,30 +348,38 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
     const fs::path parent = resumed.has_parent_path() ? resumed.parent_path() : ".";
     const bool resumed_here = start.resumed && fs::equivalent(ck.dir, parent, ec);
     if (resumed_here) claim.keep_name = resumed.filename().string();
+    const bool outside = start.resumed && !resumed_here;
     std::vector<std::string> later, others;
-    bool latest_is_later = false;
+    bool latest_is_later = false, at_start = false;
     const std::int64_t latest = latest_step(ck.dir);
     for (const DirCheckpoint& c : cks.checkpoints) {
       if (c.name == claim.keep_name) continue;
       const bool own = c.run_id && *c.run_id == run_id;
-      if (own && c.step > start.step) {
+      // From outside checkpoint.dir, the run's checkpoint at the very step it starts from is
+      // another branch's (a fine-tune's: they share the run id) unless it is the one it loads.
+      const bool other_branch =
+          outside && own && c.step == start.step &&
+          !same_checkpoint((fs::path(ck.dir) / c.name).string(), start.path.string());
+      if (own && (c.step > start.step || other_branch)) {
         later.push_back(c.name);
         latest_is_later = latest_is_later || c.step == latest;
+        at_start = at_start || other_branch;
       }
       if (!own && ck_verdict == Verdict::Take) others.push_back(c.name);
     }
     // A branch from a checkpoint in checkpoint.dir replaces the run's later ones there, as asked.
     // From one elsewhere (a fine-tune of a base run, which inherits its id) it would remove what
     // another branch, or this command before a crash, wrote and `latest` names: refused.
-    if (start.resumed && !resumed_here && latest_is_later && !ck.overwrite) {
+    if (outside && latest_is_later && !ck.overwrite) {
       throw UserError(fmt::format(
-          "checkpoint.dir '{}' holds run {}'s checkpoints after step {}, up to step {} (latest): "
+          "checkpoint.dir '{}' holds run {}'s checkpoints {} step {}, up to step {} (latest): "
           "{}. This run resumes that run from '{}', outside checkpoint.dir, and would remove "
           "them: they are another branch of the run, or this command's own before it stopped. "
           "Choose: go on from them (--set checkpoint.resume=true), a new directory (--set "
           "checkpoint.dir=DIR), or checkpoint.overwrite = true to remove them and go on from "
           "step {}",
-          ck.dir, run_id, start.step, latest, name_list(later), start.path.string(), start.step));
+          ck.dir, run_id, at_start ? "from" : "after", start.step, latest, name_list(later),
+          start.path.string(), start.step));
     }
     std::vector<std::string> lines;
     if (!others.empty()) {

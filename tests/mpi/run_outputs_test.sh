@@ -16,7 +16,8 @@
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
 #    a directory without a manifest is named as such; a restart with checkpoint.resume = true
 #    before the first checkpoint, on another world size, is the same run.
-#  - A fine-tune into its base's output.dir or into another fine-tune's is refused.
+#  - A fine-tune into its base's output.dir or another fine-tune's, or from the base's step 20 into
+#    a checkpoint.dir whose latest is another fine-tune's step 20, is refused.
 #  - A live run's directories are refused to a second launch; without flock, a run warns.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
@@ -223,7 +224,8 @@ expect 0 ft3_again.log "the fine-tune again after a kill before its first latest
 # A fine-tune inherits its base run's id, so the id alone does not tell the base's outputs from a
 # fine-tune's: an output.dir follows the checkpoint.dir its run.json names. A fine-tune from step
 # 10 (outside its checkpoint.dir) into the base's output.dir, or into another fine-tune's, would
-# replace the metrics after step 10 and config.toml: refused, the files as they were.
+# replace the metrics after step 10 and config.toml: refused, the files as they were. A fine-tune
+# from base step 20 into a checkpoint.dir whose latest is another fine-tune's step 20 is refused.
 # A fine-tune's resume into its own directories, and a continuation from the base's latest (into
 # its output.dir, with a copy of its checkpoint.dir), proceed.
 train 1 out_l ck_l lin.log
@@ -247,6 +249,14 @@ expect 2 ftB_into_ftA.log "a second fine-tune into the first one's output.dir" &
   says ftB_into_ftA.log "the second fine-tune's refusal" \
     "output.dir '$work/out_lA' holds the outputs of another branch of run $id_l" "'$work/ck_lA'"
 same out_lA/metrics.csv lA_metrics.before "the refused second fine-tune changed the first one's metrics"
+cp "$work/ck_lA/step_00000020.safetensors" "$work/lA_20.before"
+train 1 out_lB ck_lA ftB_same_step.log --set train.steps=30 \
+  --set "checkpoint.resume=\"$work/ck_l/step_00000020.safetensors\""
+expect 2 ftB_same_step.log "a fine-tune from base step 20 into a fine-tune's checkpoint.dir at step 20" &&
+  says ftB_same_step.log "the same-step refusal" \
+    "checkpoint.dir '$work/ck_lA' holds run $id_l's checkpoints from step 20, up to step 20 (latest)"
+same ck_lA/step_00000020.safetensors lA_20.before "the refused fine-tune changed the other's step 20"
+[ -e "$work/ck_lA/step_00000030.safetensors" ] && bad "the refused fine-tune wrote into ck_lA"
 train 1 out_lA ck_lA ftA_resume.log --set optimizer.lr=0.003 --set checkpoint.resume=true \
   --set train.steps=30
 expect 0 ftA_resume.log "a fine-tune's resume = true into its own directories"
