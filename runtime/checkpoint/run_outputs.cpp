@@ -349,7 +349,7 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
     const bool resumed_here = start.resumed && fs::equivalent(ck.dir, parent, ec);
     if (resumed_here) claim.keep_name = resumed.filename().string();
     const bool outside = start.resumed && !resumed_here;
-    std::vector<std::string> later, others;
+    std::vector<std::string> later, others, foreign;
     bool latest_is_later = false, at_start = false;
     const std::int64_t latest = latest_step(ck.dir);
     for (const DirCheckpoint& c : cks.checkpoints) {
@@ -366,6 +366,25 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
         at_start = at_start || other_branch;
       }
       if (!own && ck_verdict == Verdict::Take) others.push_back(c.name);
+      // Another run's checkpoint (copied in by hand, or written before run ids) where this run
+      // writes its own: the write would replace it, and `keep` then prune it as this run's.
+      if (!own && c.run_id && ck_verdict != Verdict::Take && c.step >= start.step) {
+        foreign.push_back(fmt::format("{} (run {})", c.name,
+                                      c.run_id->empty() ? std::string("written before run ids")
+                                                        : escaped_excerpt(*c.run_id)));
+        if (ck.overwrite) others.push_back(c.name);
+      }
+    }
+    if (!foreign.empty() && !ck.overwrite) {
+      const bool one = foreign.size() == 1;
+      const char* them = one ? "it" : "them";
+      throw UserError(fmt::format(
+          "checkpoint.dir '{}' holds {} at or after step {}, where this run (run {}) writes its "
+          "own: {}. This run would replace {} and then prune {} as its own. Choose: move {} out "
+          "of the directory, a new directory (--set checkpoint.dir=DIR), or checkpoint.overwrite "
+          "= true to remove {}",
+          ck.dir, one ? "another run's checkpoint" : "other runs' checkpoints", start.step, run_id,
+          name_list(foreign), them, them, them, them));
     }
     // A branch from a checkpoint in checkpoint.dir replaces the run's later ones there, as asked.
     // From one elsewhere (a fine-tune of a base run, which inherits its id) it would remove what

@@ -17,7 +17,8 @@
 #    a directory without a manifest is named as such; a restart with checkpoint.resume = true
 #    before the first checkpoint, on another world size, is the same run.
 #  - A fine-tune into its base's output.dir or another fine-tune's, or from the base's step 20 into
-#    a checkpoint.dir whose latest is another fine-tune's step 20, is refused.
+#    a checkpoint.dir whose latest is another fine-tune's step 20, is refused; another run's
+#    checkpoints copied into an owned checkpoint.dir at steps the owner writes are refused, kept.
 #  - A live run's directories are refused to a second launch; without flock, a run warns.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
@@ -227,7 +228,9 @@ expect 0 ft3_again.log "the fine-tune again after a kill before its first latest
 # replace the metrics after step 10 and config.toml: refused, the files as they were. A fine-tune
 # from base step 20 into a checkpoint.dir whose latest is another fine-tune's step 20 is refused.
 # A fine-tune's resume into its own directories, and a continuation from the base's latest (into
-# its output.dir, with a copy of its checkpoint.dir), proceed.
+# its output.dir, with a copy of its checkpoint.dir), proceed. Another run's checkpoints copied by
+# hand into an owned checkpoint.dir, at steps the owner writes (a file, a sharded directory), are
+# refused at start-up, never overwritten.
 train 1 out_l ck_l lin.log
 expect 0 lin.log "the base run of the fine-tunes"
 id_l=$(run_id_of out_l)
@@ -264,6 +267,19 @@ cp -r "$work/ck_l" "$work/ck_lC"
 train 1 out_l ck_lC continue.log --set train.steps=30 \
   --set "checkpoint.resume=\"$work/ck_l/step_00000020.safetensors\""
 expect 0 continue.log "a continuation from the base's latest into its output.dir"
+train 1 out_sh ck_sh sharded.log --set train.steps=0 --set model.seed=5 \
+  --set 'checkpoint.format="sharded"'
+expect 0 sharded.log "a sharded run with train.steps = 0"
+id_sh=$(run_id_of ck_sh)
+cp "$work/ck_s/step_00000000.safetensors" "$work/ck_lC/step_00000040.safetensors"
+cp -r "$work/ck_sh/step_00000000" "$work/ck_lC/step_00000050"
+train 1 out_l ck_lC copied.log --set checkpoint.resume=true --set train.steps=50 \
+  --set checkpoint.keep=1
+expect 2 copied.log "a resume into a checkpoint.dir holding other runs' checkpoints at its steps" &&
+  says copied.log "the copied checkpoints' refusal" \
+    "step_00000040.safetensors (run $id_s)" "step_00000050 (run $id_sh)" "checkpoint.overwrite = true"
+same ck_lC/step_00000040.safetensors s0.before "the refused resume changed the copied checkpoint"
+[ -e "$work/ck_lC/step_00000050/manifest.json" ] || bad "the copied sharded checkpoint is gone"
 
 # The overwrite keys give the directory to the new run.
 train 2 out_s1 ck_s seed1_overwrite.log --set train.steps=0 --set model.seed=1 \
