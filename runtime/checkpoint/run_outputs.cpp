@@ -144,6 +144,66 @@ std::int64_t latest_step(const std::string& dir) {
   }
 }
 
+// Whether two configured directories are one ("" is none: one only with another "").
+bool same_dir(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return a == b;
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec)) return true;
+  const fs::path x = fs::weakly_canonical(fs::absolute(a, ec), ec);
+  const fs::path y = fs::weakly_canonical(fs::absolute(b, ec), ec);
+  return !ec && x == y;
+}
+
+// The checkpoint.dir of the launch that last wrote `record` ("" when none, or not a config).
+std::string recorded_checkpoint_dir(const RunRecord& record) {
+  try {
+    const toml::table config = toml::parse(record.config);
+    return config["checkpoint"]["dir"].value_or(std::string());
+  } catch (const toml::parse_error&) {
+    return "";
+  }
+}
+
+// Exit 2 when output.dir `out`, owned by run `run_id`, holds another branch of the run: its
+// metrics.csv and config.toml follow the checkpoints of the checkpoint.dir its run.json names, and
+// this run neither writes that directory nor goes on from its `latest`. A fine-tune inherits the
+// id of the run it loads (docs/checkpoints.md, "One owner per directory"), so the id alone would
+// let it replace the base's (or another fine-tune's) metrics after its step and config.toml,
+// leaving them no longer matching those checkpoints. Not refused: that directory gone, or without
+// a `latest` of the run (moved away, or given to another run); output.overwrite = true.
+void refuse_other_branch(const DirState& out, const Config& config, const Start& start,
+                         const std::string& run_id) {
+  if (!out.record || out.record->run_id != run_id || out.files.empty()) return;
+  if (config.output.overwrite) return;
+  const std::string followed = recorded_checkpoint_dir(*out.record);
+  if (followed.empty() || same_dir(followed, config.checkpoint.dir)) return;
+  std::optional<std::string> latest;
+  try {
+    latest = latest_checkpoint(followed);
+  } catch (const UserError&) {
+    return;
+  }
+  if (!latest || checkpoint_run_id(*latest) != run_id) return;
+  if (start.resumed && same_checkpoint(start.path.string(), *latest)) return;  // goes on from it
+  const std::string self =
+      start.resumed ? fmt::format("resumes that run from '{}' (step {})", start.path.string(),
+                                  start.step)
+                    : std::string("starts that run at step 0");
+  const std::string into = config.checkpoint.dir.empty()
+                               ? std::string("without a checkpoint.dir")
+                               : fmt::format("with checkpoint.dir '{}'", config.checkpoint.dir);
+  throw UserError(fmt::format(
+      "output.dir '{}' holds the outputs of another branch of run {}: they follow checkpoint.dir "
+      "'{}' (its {}), whose latest is step {} ('{}'). This run {} {}, and would rewrite its "
+      "metrics.csv after step {} and its config.toml, so that they no longer match those "
+      "checkpoints (a fine-tune inherits the run id of the checkpoint it loads). Choose: a new "
+      "directory for this run (--set output.dir=DIR), go on from that branch (--set "
+      "checkpoint.dir='{}' --set checkpoint.resume=true), or output.overwrite = true to give the "
+      "directory to this run",
+      out.dir, run_id, followed, kRunRecordName, latest_step(followed), *latest, self, into,
+      start.step, followed));
+}
+
 // Why the launch is not the same command as the one that last wrote `record` ("" when it is).
 std::string why_not_same(const RunRecord& record, const Launch& launch) {
   std::vector<std::string> why;
@@ -270,6 +330,7 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   }
   if (run_id.empty()) run_id = new_run_id();
 
+  refuse_other_branch(out, config, start, run_id);
   const Verdict out_verdict = judge(out, launch, start, run_id, config.output.overwrite,
                                     "output.overwrite");
   const Verdict ck_verdict = has_ck ? judge(cks, launch, start, run_id, ck.overwrite,
@@ -287,30 +348,57 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
     const fs::path parent = resumed.has_parent_path() ? resumed.parent_path() : ".";
     const bool resumed_here = start.resumed && fs::equivalent(ck.dir, parent, ec);
     if (resumed_here) claim.keep_name = resumed.filename().string();
-    std::vector<std::string> later, others;
-    bool latest_is_later = false;
+    const bool outside = start.resumed && !resumed_here;
+    std::vector<std::string> later, others, foreign;
+    bool latest_is_later = false, at_start = false;
     const std::int64_t latest = latest_step(ck.dir);
     for (const DirCheckpoint& c : cks.checkpoints) {
       if (c.name == claim.keep_name) continue;
       const bool own = c.run_id && *c.run_id == run_id;
-      if (own && c.step > start.step) {
+      // From outside checkpoint.dir, the run's checkpoint at the very step it starts from is
+      // another branch's (a fine-tune's: they share the run id) unless it is the one it loads.
+      const bool other_branch =
+          outside && own && c.step == start.step &&
+          !same_checkpoint((fs::path(ck.dir) / c.name).string(), start.path.string());
+      if (own && (c.step > start.step || other_branch)) {
         later.push_back(c.name);
         latest_is_later = latest_is_later || c.step == latest;
+        at_start = at_start || other_branch;
       }
       if (!own && ck_verdict == Verdict::Take) others.push_back(c.name);
+      // Another run's checkpoint (copied in by hand, or written before run ids) where this run
+      // writes its own: the write would replace it, and `keep` then prune it as this run's.
+      if (!own && c.run_id && ck_verdict != Verdict::Take && c.step >= start.step) {
+        foreign.push_back(fmt::format("{} (run {})", c.name,
+                                      c.run_id->empty() ? std::string("written before run ids")
+                                                        : escaped_excerpt(*c.run_id)));
+        if (ck.overwrite) others.push_back(c.name);
+      }
+    }
+    if (!foreign.empty() && !ck.overwrite) {
+      const bool one = foreign.size() == 1;
+      const char* them = one ? "it" : "them";
+      throw UserError(fmt::format(
+          "checkpoint.dir '{}' holds {} at or after step {}, where this run (run {}) writes its "
+          "own: {}. This run would replace {} and then prune {} as its own. Choose: move {} out "
+          "of the directory, a new directory (--set checkpoint.dir=DIR), or checkpoint.overwrite "
+          "= true to remove {}",
+          ck.dir, one ? "another run's checkpoint" : "other runs' checkpoints", start.step, run_id,
+          name_list(foreign), them, them, them, them));
     }
     // A branch from a checkpoint in checkpoint.dir replaces the run's later ones there, as asked.
     // From one elsewhere (a fine-tune of a base run, which inherits its id) it would remove what
     // another branch, or this command before a crash, wrote and `latest` names: refused.
-    if (start.resumed && !resumed_here && latest_is_later && !ck.overwrite) {
+    if (outside && latest_is_later && !ck.overwrite) {
       throw UserError(fmt::format(
-          "checkpoint.dir '{}' holds run {}'s checkpoints after step {}, up to step {} (latest): "
+          "checkpoint.dir '{}' holds run {}'s checkpoints {} step {}, up to step {} (latest): "
           "{}. This run resumes that run from '{}', outside checkpoint.dir, and would remove "
           "them: they are another branch of the run, or this command's own before it stopped. "
           "Choose: go on from them (--set checkpoint.resume=true), a new directory (--set "
           "checkpoint.dir=DIR), or checkpoint.overwrite = true to remove them and go on from "
           "step {}",
-          ck.dir, run_id, start.step, latest, name_list(later), start.path.string(), start.step));
+          ck.dir, run_id, at_start ? "from" : "after", start.step, latest, name_list(later),
+          start.path.string(), start.step));
     }
     std::vector<std::string> lines;
     if (!others.empty()) {

@@ -4,7 +4,14 @@
 // its run.json names):
 //  - a resume inherits the run id of the checkpoint it loads, and proceeds in that run's
 //    directories whatever keys changed (lr, world size, mode); that run's checkpoints after the
-//    step it resumes from are removed once the checkpoint is loaded (one line says so);
+//    step it resumes from are removed once the checkpoint is loaded (one line says so); but a
+//    resume from outside checkpoint.dir (a fine-tune) is exit 2 when `latest` there names another
+//    branch's checkpoint: a later one, or one at its step that is not the one it loads;
+//  - output.dir follows the checkpoint.dir its run.json names: a run of the same id with another
+//    checkpoint.dir, whose `latest` is still the run's and not where this run starts, is exit 2
+//    (a fine-tune shares its base's id, and would replace the base's metrics);
+//  - another run's checkpoint in checkpoint.dir at or after the step this run starts from (copied
+//    in by hand) is exit 2: the run would replace it, then prune it as its own;
 //  - checkpoint.resume = true with nothing to resume yet (no `latest`), into directories both
 //    owned by one training run, restarts that run from step 0, on any world size;
 //  - a fresh run whose command equals the one that last wrote a directory (the same

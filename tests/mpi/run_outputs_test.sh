@@ -16,6 +16,9 @@
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
 #    a directory without a manifest is named as such; a restart with checkpoint.resume = true
 #    before the first checkpoint, on another world size, is the same run.
+#  - A fine-tune into its base's output.dir or another fine-tune's, or from the base's step 20 into
+#    a checkpoint.dir whose latest is another fine-tune's step 20, is refused; another run's
+#    checkpoints copied into an owned checkpoint.dir at steps the owner writes are refused, kept.
 #  - A live run's directories are refused to a second launch; without flock, a run warns.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
@@ -218,6 +221,65 @@ unset ZEROLAP_FAULT_CHECKPOINT
 train 2 out_ft3 ck_ft3 ft3_again.log --set train.steps=30 \
   --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\""
 expect 0 ft3_again.log "the fine-tune again after a kill before its first latest"
+
+# A fine-tune inherits its base run's id, so the id alone does not tell the base's outputs from a
+# fine-tune's: an output.dir follows the checkpoint.dir its run.json names. A fine-tune from step
+# 10 (outside its checkpoint.dir) into the base's output.dir, or into another fine-tune's, would
+# replace the metrics after step 10 and config.toml: refused, the files as they were. A fine-tune
+# from base step 20 into a checkpoint.dir whose latest is another fine-tune's step 20 is refused.
+# A fine-tune's resume into its own directories, and a continuation from the base's latest (into
+# its output.dir, with a copy of its checkpoint.dir), proceed. Another run's checkpoints copied by
+# hand into an owned checkpoint.dir, at steps the owner writes (a file, a sharded directory), are
+# refused at start-up, never overwritten.
+train 1 out_l ck_l lin.log
+expect 0 lin.log "the base run of the fine-tunes"
+id_l=$(run_id_of out_l)
+for f in metrics.csv config.toml run.json; do cp "$work/out_l/$f" "$work/l_$f.before"; done
+from10="checkpoint.resume=\"$work/ck_l/step_00000010.safetensors\""
+train 1 out_l ck_lA ftA_into_base.log --set optimizer.lr=0.003 --set "$from10"
+expect 2 ftA_into_base.log "a fine-tune into its base run's output.dir" &&
+  says ftA_into_base.log "the fine-tune's refusal" \
+    "output.dir '$work/out_l' holds the outputs of another branch of run $id_l" \
+    "checkpoint.dir '$work/ck_l'" "latest is step 20" "--set output.dir=DIR" "output.overwrite = true"
+for f in metrics.csv config.toml run.json; do
+  same "out_l/$f" "l_$f.before" "the fine-tune refused in the base's output.dir changed $f"
+done
+train 1 out_lA ck_lA ftA.log --set optimizer.lr=0.003 --set "$from10"
+expect 0 ftA.log "a fine-tune into new directories"
+cp "$work/out_lA/metrics.csv" "$work/lA_metrics.before"
+train 1 out_lA ck_lB ftB_into_ftA.log --set "$from10"
+expect 2 ftB_into_ftA.log "a second fine-tune into the first one's output.dir" &&
+  says ftB_into_ftA.log "the second fine-tune's refusal" \
+    "output.dir '$work/out_lA' holds the outputs of another branch of run $id_l" "'$work/ck_lA'"
+same out_lA/metrics.csv lA_metrics.before "the refused second fine-tune changed the first one's metrics"
+cp "$work/ck_lA/step_00000020.safetensors" "$work/lA_20.before"
+train 1 out_lB ck_lA ftB_same_step.log --set train.steps=30 \
+  --set "checkpoint.resume=\"$work/ck_l/step_00000020.safetensors\""
+expect 2 ftB_same_step.log "a fine-tune from base step 20 into a fine-tune's checkpoint.dir at step 20" &&
+  says ftB_same_step.log "the same-step refusal" \
+    "checkpoint.dir '$work/ck_lA' holds run $id_l's checkpoints from step 20, up to step 20 (latest)"
+same ck_lA/step_00000020.safetensors lA_20.before "the refused fine-tune changed the other's step 20"
+[ -e "$work/ck_lA/step_00000030.safetensors" ] && bad "the refused fine-tune wrote into ck_lA"
+train 1 out_lA ck_lA ftA_resume.log --set optimizer.lr=0.003 --set checkpoint.resume=true \
+  --set train.steps=30
+expect 0 ftA_resume.log "a fine-tune's resume = true into its own directories"
+cp -r "$work/ck_l" "$work/ck_lC"
+train 1 out_l ck_lC continue.log --set train.steps=30 \
+  --set "checkpoint.resume=\"$work/ck_l/step_00000020.safetensors\""
+expect 0 continue.log "a continuation from the base's latest into its output.dir"
+train 1 out_sh ck_sh sharded.log --set train.steps=0 --set model.seed=5 \
+  --set 'checkpoint.format="sharded"'
+expect 0 sharded.log "a sharded run with train.steps = 0"
+id_sh=$(run_id_of ck_sh)
+cp "$work/ck_s/step_00000000.safetensors" "$work/ck_lC/step_00000040.safetensors"
+cp -r "$work/ck_sh/step_00000000" "$work/ck_lC/step_00000050"
+train 1 out_l ck_lC copied.log --set checkpoint.resume=true --set train.steps=50 \
+  --set checkpoint.keep=1
+expect 2 copied.log "a resume into a checkpoint.dir holding other runs' checkpoints at its steps" &&
+  says copied.log "the copied checkpoints' refusal" \
+    "step_00000040.safetensors (run $id_s)" "step_00000050 (run $id_sh)" "checkpoint.overwrite = true"
+same ck_lC/step_00000040.safetensors s0.before "the refused resume changed the copied checkpoint"
+[ -e "$work/ck_lC/step_00000050/manifest.json" ] || bad "the copied sharded checkpoint is gone"
 
 # The overwrite keys give the directory to the new run.
 train 2 out_s1 ck_s seed1_overwrite.log --set train.steps=0 --set model.seed=1 \

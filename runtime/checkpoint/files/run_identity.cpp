@@ -32,6 +32,24 @@ constexpr std::int64_t kMaxRecordBytes = std::int64_t{16} << 20;
       path.string(), why));
 }
 
+// What tells a checkpoint from another of its run: its __metadata__ (step, config, world size,
+// and for a file the CRC32 of each tensor and of the data section), and for a sharded one the CRC32
+// of each shard file. Throws UserError when `path` cannot be read as a checkpoint.
+std::string content_identity(const std::string& path) {
+  std::string id;
+  if (const auto manifest = sharded_manifest_of(path)) {
+    const Manifest m = read_manifest(*manifest);
+    id = "sharded\n";
+    for (const auto& [key, value] : m.metadata) id += key + "=" + value + "\n";
+    for (const ShardEntry& s : m.shards) id += fmt::format("shard {} {:08x}\n", s.bytes, s.crc32);
+    return id;
+  }
+  const SafetensorsReader file(path);
+  id = "file\n";
+  for (const auto& [key, value] : file.metadata()) id += key + "=" + value + "\n";
+  return id;
+}
+
 }  // namespace
 
 std::string new_run_id() {
@@ -101,6 +119,16 @@ std::optional<std::string> checkpoint_run_id(const std::string& path) {
     return metadata_value(SafetensorsReader(path).metadata(), "run_id");
   } catch (const UserError&) {
     return std::nullopt;
+  }
+}
+
+bool same_checkpoint(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec)) return true;
+  try {
+    return content_identity(a) == content_identity(b);
+  } catch (const UserError&) {
+    return false;
   }
 }
 

@@ -36,4 +36,11 @@ void write_run_record(const std::string& dir, const RunRecord& record);
 // when the file cannot be read as a checkpoint.
 std::optional<std::string> checkpoint_run_id(const std::string& path);
 
+// Whether two checkpoints (files, sharded directories or their manifests) are the same one: the
+// same file, or a copy of it (the same __metadata__, whose CRC32s cover every tensor, and for a
+// sharded one the same shards' CRC32s). A fine-tune inherits its base run's id, so two branches of
+// a run at one step differ here alone (docs/checkpoints.md, "One owner per directory"). false when
+// either cannot be read.
+bool same_checkpoint(const std::string& a, const std::string& b);
+
 }  // namespace zl

@@ -234,6 +234,26 @@ TEST_CASE("pruning deletes only the pruning run's own checkpoints", "[checkpoint
   CHECK(listed[1].step == 6);
 }
 
+TEST_CASE("same_checkpoint tells a copy from another branch's checkpoint of the run",
+          "[checkpoint]") {
+  // Two fine-tunes of one run share its id: at one step only their contents tell them apart.
+  const fs::path a = temp_dir("same_checkpoint_a"), b = temp_dir("same_checkpoint_b");
+  const auto write = [](const fs::path& dir, float value) {
+    SafetensorsWriter w((dir / checkpoint_file_name(4)).string(), {{"x", "F32", {1}}},
+                        {{"run_id", "run-a"}, {"step", "4"}});
+    w.write_floats(&value, 1);
+    w.finish();
+    return (dir / checkpoint_file_name(4)).string();
+  };
+  const std::string first = write(a, 1.0f);
+  CHECK(same_checkpoint(first, first));
+  fs::copy_file(first, b / "copy.safetensors");
+  CHECK(same_checkpoint(first, (b / "copy.safetensors").string()));
+  const std::string other = write(b, 2.0f);  // the same run and step, another value
+  CHECK_FALSE(same_checkpoint(first, other));
+  CHECK_FALSE(same_checkpoint(first, (b / "missing.safetensors").string()));
+}
+
 TEST_CASE("run.json round-trips; a garbage one is unreadable, naming the file", "[checkpoint]") {
   const fs::path dir = temp_dir("run_record");
   CHECK_FALSE(read_run_record(dir.string()).has_value());
