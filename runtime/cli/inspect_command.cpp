@@ -35,8 +35,7 @@ std::string checkpoint_file(const std::string& path) {
 // whether the file matches them; a shard that is missing, truncated or differs is listed as such,
 // and then reported as a UserError (exit 2) naming the first one. The manifest and the shards go
 // through the checks the loaders and `consolidate` run (the same functions), so a checkpoint
-// listed as ok is one they read; before, a self-consistent hand-edited manifest whose step or
-// generation its shards do not have was listed as ok.
+// listed as ok is one they read.
 void inspect_sharded_checkpoint(const std::string& manifest_path) {
   const Manifest m = read_manifest(manifest_path);
   check_manifest_facts(m, manifest_path);

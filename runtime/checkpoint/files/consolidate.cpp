@@ -24,9 +24,7 @@ constexpr std::int64_t kChunkFloats = std::int64_t{1} << 20;  // 4 MiB
 // The output is renamed over `out`, so it must be a new or a regular file, and never a file of a
 // checkpoint: not inside the one it is made from (which it would otherwise replace a file of, or
 // join), nor in another sharded checkpoint's directory, nor a `latest` pointer or a manifest
-// anywhere. An existing file is replaced only with ExistingOutput::Replace (`--overwrite`): before,
-// another checkpoint's shard, another directory's `latest` and a sibling step's manifest were
-// overwritten without a word.
+// anywhere. An existing file is replaced only with ExistingOutput::Replace (`--overwrite`).
 void check_output(const std::string& out, const std::string& manifest_path,
                   ExistingOutput existing) {
   if (out.empty()) {
@@ -55,8 +53,7 @@ void check_output(const std::string& out, const std::string& manifest_path,
   }
   const std::string name = fs::path(out).filename().string();
   if (fs::exists((parent.empty() ? fs::path(".") : parent) / kManifestName, ec) ||
-      name == kManifestName ||
-      name == kLatestPointerName) {
+      name == kManifestName || name == kLatestPointerName) {
     throw UserError(fmt::format("consolidate: the output '{}' is a file of a checkpoint (a sharded "
                                 "checkpoint's directory holds it, or it is named {} or {}); write "
                                 "it elsewhere",
