@@ -173,6 +173,9 @@ std::string recorded_checkpoint_dir(const RunRecord& record) {
 // a `latest` of the run (moved away, or given to another run); output.overwrite = true.
 void refuse_other_branch(const DirState& out, const Config& config, const Start& start,
                          const std::string& run_id) {
+  // A fresh run has this id only as the same command again (checkpoint.* aside): it writes the
+  // same metrics, whichever checkpoint.dir it has.
+  if (!start.resumed) return;
   if (!out.record || out.record->run_id != run_id || out.files.empty()) return;
   if (config.output.overwrite) return;
   const std::string followed = recorded_checkpoint_dir(*out.record);
@@ -184,11 +187,9 @@ void refuse_other_branch(const DirState& out, const Config& config, const Start&
     return;
   }
   if (!latest || checkpoint_run_id(*latest) != run_id) return;
-  if (start.resumed && same_checkpoint(start.path.string(), *latest)) return;  // goes on from it
+  if (same_checkpoint(start.path.string(), *latest)) return;  // goes on from it
   const std::string self =
-      start.resumed ? fmt::format("resumes that run from '{}' (step {})", start.path.string(),
-                                  start.step)
-                    : std::string("starts that run at step 0");
+      fmt::format("resumes that run from '{}' (step {})", start.path.string(), start.step);
   const std::string into = config.checkpoint.dir.empty()
                                ? std::string("without a checkpoint.dir")
                                : fmt::format("with checkpoint.dir '{}'", config.checkpoint.dir);
@@ -366,9 +367,14 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
         at_start = at_start || other_branch;
       }
       if (!own && ck_verdict == Verdict::Take) others.push_back(c.name);
-      // Another run's checkpoint (copied in by hand, or written before run ids) where this run
-      // writes its own: the write would replace it, and `keep` then prune it as this run's.
-      if (!own && c.run_id && ck_verdict != Verdict::Take && c.step >= start.step) {
+      // Another run's checkpoint (copied in by hand, or written before run ids) under a name this
+      // run may write (a later step, in its format): the write would replace it, and `keep` then
+      // prune it as this run's.
+      const std::string would_write = config.checkpoint.format == CheckpointFormat::Sharded
+                                          ? sharded_dir_name(c.step)
+                                          : checkpoint_file_name(c.step);
+      if (!own && c.run_id && ck_verdict != Verdict::Take && c.step > start.step &&
+          c.name == would_write) {
         foreign.push_back(fmt::format("{} (run {})", c.name,
                                       c.run_id->empty() ? std::string("written before run ids")
                                                         : escaped_excerpt(*c.run_id)));
@@ -379,8 +385,8 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
       const bool one = foreign.size() == 1;
       const char* them = one ? "it" : "them";
       throw UserError(fmt::format(
-          "checkpoint.dir '{}' holds {} at or after step {}, where this run (run {}) writes its "
-          "own: {}. This run would replace {} and then prune {} as its own. Choose: move {} out "
+          "checkpoint.dir '{}' holds {} after step {}, under names this run (run {}) writes: "
+          "{}. This run would replace {} and then prune {} as its own. Choose: move {} out "
           "of the directory, a new directory (--set checkpoint.dir=DIR), or checkpoint.overwrite "
           "= true to remove {}",
           ck.dir, one ? "another run's checkpoint" : "other runs' checkpoints", start.step, run_id,

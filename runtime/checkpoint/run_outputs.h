@@ -10,8 +10,8 @@
 //  - output.dir follows the checkpoint.dir its run.json names: a run of the same id with another
 //    checkpoint.dir, whose `latest` is still the run's and not where this run starts, is exit 2
 //    (a fine-tune shares its base's id, and would replace the base's metrics);
-//  - another run's checkpoint in checkpoint.dir at or after the step this run starts from (copied
-//    in by hand) is exit 2: the run would replace it, then prune it as its own;
+//  - another run's checkpoint in checkpoint.dir after the step this run starts from, under a name
+//    this run writes (copied in by hand), is exit 2: the run would replace it, then prune it;
 //  - checkpoint.resume = true with nothing to resume yet (no `latest`), into directories both
 //    owned by one training run, restarts that run from step 0, on any world size;
 //  - a fresh run whose command equals the one that last wrote a directory (the same

@@ -18,7 +18,7 @@
 #    before the first checkpoint, on another world size, is the same run.
 #  - A fine-tune into its base's output.dir or another fine-tune's, or from the base's step 20 into
 #    a checkpoint.dir whose latest is another fine-tune's step 20, is refused; another run's
-#    checkpoints copied into an owned checkpoint.dir at steps the owner writes are refused, kept.
+#    checkpoints copied into an owned checkpoint.dir under names the owner writes are refused, kept.
 #  - A live run's directories are refused to a second launch; without flock, a run warns.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
@@ -229,8 +229,8 @@ expect 0 ft3_again.log "the fine-tune again after a kill before its first latest
 # from base step 20 into a checkpoint.dir whose latest is another fine-tune's step 20 is refused.
 # A fine-tune's resume into its own directories, and a continuation from the base's latest (into
 # its output.dir, with a copy of its checkpoint.dir), proceed. Another run's checkpoints copied by
-# hand into an owned checkpoint.dir, at steps the owner writes (a file, a sharded directory), are
-# refused at start-up, never overwritten.
+# hand into an owned checkpoint.dir under names the owner writes are refused at start-up, never
+# overwritten; one in the other format (a sharded directory where it writes files) is not refused.
 train 1 out_l ck_l lin.log
 expect 0 lin.log "the base run of the fine-tunes"
 id_l=$(run_id_of out_l)
@@ -277,9 +277,15 @@ train 1 out_l ck_lC copied.log --set checkpoint.resume=true --set train.steps=50
   --set checkpoint.keep=1
 expect 2 copied.log "a resume into a checkpoint.dir holding other runs' checkpoints at its steps" &&
   says copied.log "the copied checkpoints' refusal" \
-    "step_00000040.safetensors (run $id_s)" "step_00000050 (run $id_sh)" "checkpoint.overwrite = true"
+    "step_00000040.safetensors (run $id_s)" "checkpoint.overwrite = true"
+grep -q "step_00000050 (run" "$work/copied.log" &&
+  bad "a sharded checkpoint was refused where this run writes single files"
 same ck_lC/step_00000040.safetensors s0.before "the refused resume changed the copied checkpoint"
 [ -e "$work/ck_lC/step_00000050/manifest.json" ] || bad "the copied sharded checkpoint is gone"
+# The command that last wrote out_l (the continuation's config, 30 steps) again from step 0, with
+# another checkpoint.dir: a rerun (it writes the same metrics), not another branch.
+train 1 out_l ck_l2 rerun_other_ck.log --set train.steps=30
+expect 0 rerun_other_ck.log "the same command again with another checkpoint.dir"
 
 # The overwrite keys give the directory to the new run.
 train 2 out_s1 ck_s seed1_overwrite.log --set train.steps=0 --set model.seed=1 \
