@@ -72,15 +72,15 @@ grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v 
   fail "--no-optimizer wrote state"
 # An output that would overwrite the checkpoint, or is no file (named by its type), is refused
 # (exit 2) and changes nothing; so is one whose directory does not exist or cannot hold a file,
-# named as the output, and an empty one (an internal error, exit 1, before). An existing file is
-# refused without --overwrite (it was replaced: another checkpoint's shard, a `latest`), and a
-# path among another checkpoint's files even with it (a sibling step's manifest was replaced).
+# named as the output, and an empty one. An existing file is refused without --overwrite, and a
+# file of a checkpoint even with it: another step's manifest or shard, a new file in a sharded
+# step's directory, a `latest`, a step_N.safetensors beside a `latest`.
 step8="$good/step_00000008"
 sums=$(find "$good" -type f | sort | xargs cat | cksum)
 mkdir -p "$work/a_dir" && mkfifo "$work/a_fifo" && ln -s one.safetensors "$work/a_link"
 cp "$work/one.safetensors" "$work/kept.safetensors"
 others=("$step8/../step_00000006/manifest.json" "$good/step_00000006/shard_00000_of_00002.g0.safetensors"
-  "$good/step_00000006/new.safetensors" "$good/latest")
+  "$good/step_00000006/new.safetensors" "$good/latest" "$good/step_00000009.safetensors")
 for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/new.safetensors" \
     "$work/a_dir" "$work/a_fifo" "$work/a_link" "$work/missing/one.safetensors" "" \
     /proc/one.safetensors "$work/one.safetensors" "${others[@]}"; do
@@ -118,7 +118,7 @@ echo "ok"
 echo "--- inspect refuses the hand-edited manifests that consolidate and train refuse"
 # Each edit of step 8's manifest is under its recomputed CRC32, so only the checks of its content
 # can refuse it. `inspect` says whether a checkpoint is usable: it runs the loaders' checks, exit 2
-# with their message (it listed these as ok, and a fractional piece begin was truncated by all).
+# with their message (a fractional piece begin is refused by all three).
 edit() {  # NAME PYTHON: a copy of step 8 whose manifest body `m` went through PYTHON; prints it
   local to=$work/edit_$1/step_00000008
   rm -rf "$work/edit_$1" && mkdir -p "$work/edit_$1" && cp -r "$step8" "$to"

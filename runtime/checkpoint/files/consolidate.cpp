@@ -52,12 +52,18 @@ void check_output(const std::string& out, const std::string& manifest_path,
                                 out, step.string()));
   }
   const std::string name = fs::path(out).filename().string();
-  if (fs::exists((parent.empty() ? fs::path(".") : parent) / kManifestName, ec) ||
+  const fs::path dir = parent.empty() ? fs::path(".") : parent;
+  // A step_N.safetensors beside a `latest` is one of that checkpoint.dir's checkpoints (pruning
+  // and resumes count it): replacing or adding one is the run's job, never consolidate's.
+  const bool checkpoint_name_in_checkpoint_dir =
+      checkpoint_step_of(name) >= 0 && fs::exists(dir / kLatestPointerName, ec);
+  if (fs::exists(dir / kManifestName, ec) || checkpoint_name_in_checkpoint_dir ||
       name == kManifestName || name == kLatestPointerName) {
-    throw UserError(fmt::format("consolidate: the output '{}' is a file of a checkpoint (a sharded "
-                                "checkpoint's directory holds it, or it is named {} or {}); write "
-                                "it elsewhere",
-                                out, kManifestName, kLatestPointerName));
+    throw UserError(fmt::format(
+        "consolidate: the output '{}' is a file of a checkpoint (a sharded checkpoint's directory "
+        "holds it, it is a step_N.safetensors beside a {}, or it is named {} or {}); write it "
+        "elsewhere",
+        out, kLatestPointerName, kManifestName, kLatestPointerName));
   }
   if (exists && existing == ExistingOutput::Refuse) {
     throw UserError(fmt::format("consolidate: the output '{}' exists; give --overwrite to replace "
