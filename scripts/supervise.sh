@@ -171,8 +171,8 @@ stop_if_signalled() {
 wait_for_locks() {
   command -v flock >/dev/null || return 0
   local limit dir lock holder
-  limit=$(key_of runtime timeout_s)  # a TOML float: 300.0, 1e+06
-  limit=$(LC_ALL=C printf '%.0f' "${limit:-x}" 2>/dev/null) && [[ $limit =~ ^[1-9][0-9]*$ ]] ||
+  limit=$(key_of runtime timeout_s)  # a TOML float: 300.0, 0.5, 1e+06 (flock -w takes each)
+  LC_ALL=C awk -v t="${limit:-x}" 'BEGIN { exit !(t ~ /^[0-9.eE+-]+$/ && t + 0 > 0) }' ||
     limit=300
   for dir in "$(key_of output dir)" "$(key_of checkpoint dir)"; do
     lock="$dir/.zerolap.lock"
