@@ -255,8 +255,8 @@ grep "^supervise: restart" "$work/sup.log"
 
 # Bitwise: every tensor's CRC32 (parameters and optimizer state) of the last checkpoints.
 crcs() { "$zerolap" inspect "$1" | awk '$2 == "F32" { print $1, $NF }'; }
-crcs "$work/ref/ck/step_00000$steps.safetensors" >"$work/ref.crc" || fail "inspect the reference"
-crcs "$work/sup/ck/step_00000$steps.safetensors" >"$work/sup.crc" || fail "inspect the supervised run's"
+crcs "$work/ref/ck/$(printf 'step_%08d' "$steps").safetensors" >"$work/ref.crc" || fail "inspect the reference"
+crcs "$work/sup/ck/$(printf 'step_%08d' "$steps").safetensors" >"$work/sup.crc" || fail "inspect the supervised run's"
 [ -s "$work/ref.crc" ] && cmp -s "$work/ref.crc" "$work/sup.crc" ||
   { diff "$work/ref.crc" "$work/sup.crc" | head; fail "the supervised run's tensors differ from the uninterrupted run's"; }
 logged=$(awk -F, 'NR > 1 && $3 != "" { print $1 }' "$work/sup/metrics.csv")

@@ -153,7 +153,6 @@ std::optional<std::string> sharded_manifest_of(const std::string& path) {
 std::string complete_shard_path(const std::string& manifest_path, const ShardEntry& s) {
   const fs::path parent = fs::path(manifest_path).parent_path();
   const std::string file = ((parent.empty() ? fs::path(".") : parent) / s.file).string();
-  std::error_code ec;
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0) {
     throw UserError(
@@ -166,8 +165,8 @@ std::string complete_shard_path(const std::string& manifest_path, const ShardEnt
                                 "by '{}'): resume from another checkpoint",
                                 file, s.rank, file_type_name(st.st_mode), manifest_path));
   }
-  const std::uint64_t bytes = fs::file_size(file, ec);
-  if (ec || bytes != s.bytes) {
+  const auto bytes = static_cast<std::uint64_t>(st.st_size);
+  if (bytes != s.bytes) {
     throw UserError(
         fmt::format("checkpoint shard '{}' has {} bytes, its manifest '{}' says {}: "
                     "the file is truncated or belongs to another checkpoint",
