@@ -137,8 +137,8 @@ check_dir adam_limit "$work/adam_limit"
 echo "ok: adam at lr = 1e10 is finite and trains on; with train.max_loss = 1e6 it exits 1 at step 2"
 
 # --- sharded: the checkpoint of step 1 is `latest` after step 2 diverges, sync or async -----------
-# An async write of step 1 was still in flight when step 2 diverged, and the run ended without
-# committing it: step_00000001 held both shards but no manifest, and there was no `latest`.
+# An async write of step 1 is still in flight when step 2 diverges: the run commits it (its
+# manifest and `latest`) before it ends, as a sync write would have.
 for async in false true; do
   name="sharded_async_$async"
   rc=$(run "$name" --set checkpoint.dir=\""$work/$name"\" --set checkpoint.format=\"sharded\" \

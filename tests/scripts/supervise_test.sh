@@ -58,8 +58,8 @@ grep -q "attempt 2: --set checkpoint.dir=\"$work/c1bck\" --set checkpoint.resume
   { cat "$work/c1b/supervise/attempt_2.log"; fail "a restart before any checkpoint does not resume"; }
 
 # The same keys as top-level dotted keys (`checkpoint.dir = ...`, valid TOML), with spaces and
-# quotes around the names, output.dir among them: they were read only as `key =` in a [section],
-# so a fine-tune restarted from step 0 with fresh parameters, and its logs went to runs/default.
+# quotes around the names, output.dir among them: the restart begins from the given checkpoint
+# again (not step 0 with fresh parameters), and the logs go to that output.dir.
 printf '%s\n' "checkpoint . dir = '$work/c1dck'" "\"checkpoint\".resume = \"base.safetensors\"" \
   "output.dir = \"$work/c1d\"  # where" '[train]' 'steps = 3' >"$work/c1d.toml"
 "$supervise" --max-restarts 1 --backoff 0 -- \
@@ -105,8 +105,8 @@ grep -q "resumed from $work/ftbase/ck/step_00000006.safetensors at step 6" \
 [ ! -e "$work/runs" ] || fail "the fine-tune's attempt logs went to runs/default"
 
 # A restart waits while the last attempt's directory is still locked (its ranks outliving the
-# launcher, as after a second signal to mpirun), instead of starting into it: zerolap refuses a
-# locked directory with exit 2, and the supervisor stopped there for good.
+# launcher, as after a second signal to mpirun), instead of starting into it: zerolap would refuse
+# the locked directory with exit 2, and the supervisor would stop there for good.
 mkdir -p "$work/locked"
 "$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/lk" -- bash -c '
   lock="$0/.zerolap.lock"
@@ -184,8 +184,7 @@ done
 
 # The real thing: 4 ranks, rank 2 killed with SIGKILL at a random step, twice. Both kills come in
 # the first ~110 steps of 600, so on a loaded machine an attempt still has hundreds of steps (a few
-# seconds) to run when kill_rank2 sees the step: with 150 steps a restarted attempt could finish
-# between two polls, and there was no rank 2 left to kill.
+# seconds) to run when kill_rank2 sees the step, and rank 2 is still there to kill.
 steps=600
 cat >"$work/run.toml" <<EOF
 [model]

@@ -96,8 +96,8 @@ TEST_CASE("bench: the link.ranks study of element shards is refused on CUDA, nam
 
 TEST_CASE("bench: link.ranks must be a multiple of each hybrid mode's shard group",
           "[bench-modes]") {
-  // link.ranks = 3 below the world of 4 with hsdp@2 reached the link model's internal check
-  // (exit 1); the modelled replicas of groups of 2 need link.ranks to be a multiple of 2.
+  // link.ranks = 3 below the world of 4 with hsdp@2 is a UserError naming the mode: the
+  // modelled replicas of groups of 2 need link.ranks to be a multiple of 2.
   const auto config = [](const std::string& ranks) {
     return parse_config(kConfig, "b.toml",
                         {"link.bandwidth_gbps=10", "link.ranks=" + ranks,

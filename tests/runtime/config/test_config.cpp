@@ -764,8 +764,8 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     REQUIRE_THROWS_WITH(parse(with("[train]\nclip_grad_norm = 1.0\n"),
                               {"parallel.mode=zero", "parallel.overlap=interleaved"}),
                         Contains("(at configs/x.toml:4)"));
-    // A shard group needs element shards: with ddp, and with a bucket collective. (The key, then
-    // its value: it read "parallel.shard_group: = 2 splits".)
+    // A shard group needs element shards: with ddp, and with a bucket collective. The message
+    // names the key, then its value.
     REQUIRE_THROWS_WITH(parse(kMinimal, {"parallel.shard_group=2"}),
                         Contains("--set parallel.shard_group: parallel.shard_group: 2 splits "
                                  "every bucket's element shards over groups of 2 ranks, which "
@@ -810,9 +810,9 @@ TEST_CASE("config: a link.ranks study of a shard group needs two real groups", "
 
 TEST_CASE("config: link.ranks with a shard group is a multiple of the group, at any world size",
           "[config]") {
-  // Below the world size too: link.ranks = 3 on 4 ranks in groups of 2 reached the link model's
-  // internal check (exit 1) instead of naming the keys. The model times link.ranks / G replicas
-  // of the groups of G (docs/config.md, [link] ranks), whatever the world.
+  // Below the world size too: link.ranks = 3 on 4 ranks in groups of 2 is a config error naming
+  // both keys. The model times link.ranks / G replicas of the groups of G (docs/config.md,
+  // [link] ranks), whatever the world.
   const std::string hybrid = kMinimal +
                              "[parallel]\nmode = \"zero\"\ncollective = "
                              "\"reduce_scatter_allgather\"\n[link]\nbandwidth_gbps = 10\n";

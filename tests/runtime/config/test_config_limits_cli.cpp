@@ -249,8 +249,8 @@ TEST_CASE("keys bounded so derived durations and byte figures stay exact", "[cli
 
 TEST_CASE("link.ranks that the shard groups do not tile is exit 2 in train and plan",
           "[cli][limits]") {
-  // On 4 ranks in groups of 2, link.ranks = 3 reached the link model's internal check (exit 1),
-  // and `plan` accepted it (exit 0). The key is checked when the config is read.
+  // On 4 ranks in groups of 2, link.ranks = 3 is exit 2 for train and plan alike: the key is
+  // checked when the config is read, before the link model.
   const std::string set =
       " --set parallel.mode=zero --set parallel.collective=reduce_scatter_allgather "
       "--set parallel.shard_group=2 --set link.ranks=3 --set link.bandwidth_gbps=10";

@@ -100,7 +100,7 @@ TEST_CASE("a manifest's numbers are integers: a fraction or a wrapped value is r
           "[sharded-manifest]") {
   const nlohmann::json good = two_shard_body();
   CHECK_NOTHROW(zl::parse_manifest(signed_manifest(good), "m.json"));
-  // 112.5 was truncated to 112 and 2^64 - 8 wrapped to -8: another piece than the file says.
+  // A fraction or a number past int64 is refused, not truncated or wrapped into another piece.
   for (const nlohmann::json& begin : {nlohmann::json(6.5), nlohmann::json(6.0),
                                       nlohmann::json(std::uint64_t{18446744073709551608u})}) {
     nlohmann::json body = good;
@@ -111,7 +111,7 @@ TEST_CASE("a manifest's numbers are integers: a fraction or a wrapped value is r
                                                     begin.dump() + " is not an integer"));
   }
   nlohmann::json body = good;
-  body["world_size"] = (std::int64_t{1} << 32) + 2;  // was read as an int: 2
+  body["world_size"] = (std::int64_t{1} << 32) + 2;  // not read as an int's 2
   CHECK_THROWS_AS(zl::parse_manifest(signed_manifest(body), "m.json"), zl::UserError);
 }
 

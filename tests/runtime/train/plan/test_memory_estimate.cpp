@@ -165,8 +165,8 @@ TEST_CASE("a run that does not fit is refused naming the figure and the key", "[
 
 TEST_CASE("runtime.memory_limit_mb names the batch key whose activations dominate", "[memory]") {
   // When no stage, precision, bucket size or rank count fits, the advice names the key that sizes
-  // the larger part of the estimate. It said data.batch_size when evaluation's activations (of
-  // data.eval_batch_size) were the larger, where no batch_size fits.
+  // the larger part of the estimate: data.eval_batch_size when evaluation's activations are the
+  // larger, where no data.batch_size fits.
   SECTION("evaluation's activations: data.eval_batch_size") {
     // The buffers fit 4 MiB; evaluation's activations do not, even in bf16.
     const Config c = config_of({"runtime.memory_limit_mb=4", "data.eval_batch_size=4000"});
