@@ -21,9 +21,6 @@
 namespace zl {
 namespace {
 
-constexpr int kExitRuntimeFailure = 1;
-constexpr int kExitBadInput = 2;
-
 // A number flag's check: finite and in (lo, hi], bounds printed readably (CLI11's own ranges let
 // NaN through, since every comparison with it is false).
 CLI::Validator finite_in(const char* flag, double lo, double hi) {

@@ -11,6 +11,10 @@
 
 namespace zl {
 
+// The exit codes (base/errors.h): a RuntimeFailure, and a UserError (bad input).
+inline constexpr int kExitRuntimeFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
 struct ConfigArgs {
   std::string path;
   std::vector<std::string> overrides;  // --set section.key=value

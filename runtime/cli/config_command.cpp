@@ -16,13 +16,13 @@ int run_config_command(const ConfigArgs& args) {
   try {
     const std::string toml = to_toml(load_config(args.path, args.overrides));
     const bool written = std::fwrite(toml.data(), 1, toml.size(), stdout) == toml.size();
-    return written && std::fflush(stdout) == 0 ? 0 : 1;
+    return written && std::fflush(stdout) == 0 ? 0 : kExitRuntimeFailure;
   } catch (const UserError& e) {
     std::fprintf(stderr, "zerolap: error: %s\n", e.what());
-    return 2;
+    return kExitBadInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zerolap: error: %s\n", e.what());
-    return 1;
+    return kExitRuntimeFailure;
   }
 }
 

@@ -78,7 +78,7 @@ int run_train_command(const ConfigArgs& args, const World& world) {
         fmt::print(stderr, "zerolap: error: {}\n", e.what());
         std::fflush(stderr);
       }
-      return 1;
+      return kExitRuntimeFailure;
     }
     if (config.output.trace) {
       trainer->synchronize();
