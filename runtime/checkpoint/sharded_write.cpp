@@ -14,7 +14,6 @@
 #include <zlib.h>  // crc32_combine
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -64,9 +63,7 @@ std::int64_t largest_generation(const std::string& step_dir) {
     const std::size_t dot = name.find('.', g + 2);
     if (name.rfind("shard_", 0) != 0 || g == std::string::npos || dot == std::string::npos)
       continue;
-    std::int64_t value = -1;
-    const auto [end, err] = std::from_chars(name.data() + g + 2, name.data() + dot, value);
-    if (err == std::errc() && end == name.data() + dot) last = std::max(last, value);
+    last = std::max(last, parse_count(name.substr(g + 2, dot - g - 2)).value_or(-1));
   }
   return last;
 }

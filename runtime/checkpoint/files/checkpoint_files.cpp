@@ -46,14 +46,12 @@ std::int64_t metadata_int(const SafetensorsReader& file, const std::string& key)
                            "header was damaged or the file was written by another tool)",
                            key));
   }
-  std::int64_t value = -1;
-  const std::string& s = it->second;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || value < 0) {
+  const std::optional<std::int64_t> value = parse_count(it->second);
+  if (!value) {
     fail(file, fmt::format("metadata '{}' = '{}' is not a non-negative integer", key,
-                           escaped_excerpt(s)));
+                           escaped_excerpt(it->second)));
   }
-  return value;
+  return *value;
 }
 
 // Checks one tensor the loader will read: present, F32, the parameter's shape.
@@ -80,6 +78,13 @@ std::string metadata_value(const std::map<std::string, std::string>& metadata,
                            const std::string& key) {
   const auto it = metadata.find(key);
   return it == metadata.end() ? std::string() : it->second;
+}
+
+std::optional<std::int64_t> parse_count(std::string_view text) {
+  std::int64_t value = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
+  return value;
 }
 
 void rename_durably(const fs::path& temp, const fs::path& path, const std::string& dir,
@@ -121,11 +126,8 @@ std::int64_t step_in_name(const std::string& name, const char* suffix) {
   if (name.size() <= prefix + tail || !name.starts_with(kNamePrefix) || !name.ends_with(suffix)) {
     return -1;
   }
-  std::int64_t step = -1;
-  const char* first = name.data() + prefix;
-  const char* last = name.data() + name.size() - tail;
-  const auto [end, ec] = std::from_chars(first, last, step);
-  return ec == std::errc() && end == last ? step : -1;
+  return parse_count(std::string_view(name).substr(prefix, name.size() - prefix - tail))
+      .value_or(-1);
 }
 
 std::int64_t checkpoint_step_of(const std::string& name) { return step_in_name(name, kNameSuffix); }

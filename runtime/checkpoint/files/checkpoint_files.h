@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,9 @@ inline constexpr const char* kLatestPointerName = "latest";  // holds the newest
 // absent.
 std::string metadata_value(const std::map<std::string, std::string>& metadata,
                            const std::string& key);
+// `text`, all of it, as a non-negative decimal integer (a step, a count); nullopt for anything
+// else.
+std::optional<std::int64_t> parse_count(std::string_view text);
 
 // Test hook for the crash-safety tests, never set in production: ZEROLAP_FAULT_CHECKPOINT =
 // "after_write" (temp file complete and fsynced, not renamed) or "after_rename" (renamed, `latest`

@@ -303,13 +303,11 @@ CheckpointFacts check_manifest_facts(const Manifest& m, const std::string& path)
   }
   CheckpointFacts facts;
   for (const auto& [key, field] : kFactKeys) {
-    const std::string text = metadata_value(m.metadata, key);
-    std::int64_t value = -1;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || value < 0) {
+    const std::optional<std::int64_t> value = parse_count(metadata_value(m.metadata, key));
+    if (!value) {
       throw failed(fmt::format("metadata '{}' is missing or not a non-negative integer", key));
     }
-    facts.*field = value;
+    facts.*field = *value;
   }
   facts.config_toml = metadata_value(m.metadata, "config");
   if (facts.step != m.step || facts.optimizer_step > facts.step) {
