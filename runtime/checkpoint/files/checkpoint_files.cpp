@@ -72,6 +72,21 @@ void check_tensor(const SafetensorsReader& file, const std::string& name,
   }
 }
 
+// "step_<step><suffix>", the step zero-padded to 8 digits, and its inverse: the step of such a
+// name, or -1 for another name.
+std::string step_name(std::int64_t step, const char* suffix) {
+  return fmt::format("{}{:08d}{}", kNamePrefix, step, suffix);
+}
+
+std::int64_t step_in_name(const std::string& name, const char* suffix) {
+  const std::size_t prefix = std::strlen(kNamePrefix), tail = std::strlen(suffix);
+  if (name.size() <= prefix + tail || !name.starts_with(kNamePrefix) || !name.ends_with(suffix)) {
+    return -1;
+  }
+  return parse_count(std::string_view(name).substr(prefix, name.size() - prefix - tail))
+      .value_or(-1);
+}
+
 }  // namespace
 
 std::string metadata_value(const std::map<std::string, std::string>& metadata,
@@ -115,22 +130,13 @@ std::string tensor_name(const std::string& param, const std::vector<std::string>
   return state_tensor_name(param, states[static_cast<std::size_t>(which)]);
 }
 
-std::string step_name(std::int64_t step, const char* suffix) {
-  return fmt::format("{}{:08d}{}", kNamePrefix, step, suffix);
-}
-
 std::string checkpoint_file_name(std::int64_t step) { return step_name(step, kNameSuffix); }
 
-std::int64_t step_in_name(const std::string& name, const char* suffix) {
-  const std::size_t prefix = std::strlen(kNamePrefix), tail = std::strlen(suffix);
-  if (name.size() <= prefix + tail || !name.starts_with(kNamePrefix) || !name.ends_with(suffix)) {
-    return -1;
-  }
-  return parse_count(std::string_view(name).substr(prefix, name.size() - prefix - tail))
-      .value_or(-1);
-}
-
 std::int64_t checkpoint_step_of(const std::string& name) { return step_in_name(name, kNameSuffix); }
+
+std::string sharded_dir_name(std::int64_t step) { return step_name(step, ""); }
+
+std::int64_t sharded_step_of(const std::string& name) { return step_in_name(name, ""); }
 
 bool checkpoint_due(const CheckpointConfig& config, std::int64_t step, std::int64_t total_steps) {
   if (config.dir.empty()) return false;

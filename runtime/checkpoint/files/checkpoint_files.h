@@ -57,10 +57,9 @@ inline constexpr const char* kSharedDirCheckPrefix = ".zerolap_shared_check_";
 std::string checkpoint_file_name(std::int64_t step);
 // The step of a checkpoint_file_name, or -1 for another name.
 std::int64_t checkpoint_step_of(const std::string& file_name);
-// "step_<step><suffix>", the step zero-padded to 8 digits (checkpoint_file_name,
-// sharded_dir_name), and its inverse: the step of such a name, or -1 for another name.
-std::string step_name(std::int64_t step, const char* suffix);
-std::int64_t step_in_name(const std::string& name, const char* suffix);
+// "step_00000120": a sharded checkpoint's directory in checkpoint.dir; -1 for another name.
+std::string sharded_dir_name(std::int64_t step);
+std::int64_t sharded_step_of(const std::string& dir_name);
 
 // True when checkpoint.dir is set and `step` is a multiple of checkpoint.every or the last step.
 bool checkpoint_due(const CheckpointConfig& config, std::int64_t step, std::int64_t total_steps);

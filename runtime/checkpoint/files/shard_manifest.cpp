@@ -134,10 +134,6 @@ std::int64_t ManifestParameter::numel() const {
   return n;
 }
 
-std::string sharded_dir_name(std::int64_t step) { return step_name(step, ""); }
-
-std::int64_t sharded_step_of(const std::string& name) { return step_in_name(name, ""); }
-
 std::string shard_file_name(int rank, int world, std::int64_t generation) {
   return fmt::format("shard_{:05d}_of_{:05d}.g{}.safetensors", rank, world, generation);
 }

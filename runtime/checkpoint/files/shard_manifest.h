@@ -50,10 +50,7 @@ struct Manifest {
   std::vector<ShardEntry> shards;               // rank order
 };
 
-// "step_00000120": a sharded checkpoint's directory in checkpoint.dir; -1 for another name.
-std::string sharded_dir_name(std::int64_t step);
-std::int64_t sharded_step_of(const std::string& dir_name);
-// "shard_00003_of_00004.g0.safetensors".
+// "shard_00003_of_00004.g0.safetensors", in the checkpoint's directory (sharded_dir_name).
 std::string shard_file_name(int rank, int world, std::int64_t generation);
 
 // The manifest path when `path` is a sharded checkpoint: its manifest or its directory.
