@@ -438,8 +438,7 @@ void write_checkpoint(const TrainingState& state, const std::string& path) {
   if (world.is_root()) {
     writer->finish();
     checkpoint_fault_point("after_write", state.position.step);
-    const fs::path parent = fs::path(path).parent_path();
-    rename_durably(temp, path, parent.empty() ? "." : parent.string(), "checkpoint ");
+    rename_durably(temp, path, "checkpoint ");
   }
   // The file is durable before any rank moves on.
   timed_barrier(comm.get(), comm.limit(), "the barrier after writing a checkpoint");

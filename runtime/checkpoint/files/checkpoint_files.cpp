@@ -102,22 +102,21 @@ std::optional<std::int64_t> parse_count(std::string_view text) {
   return value;
 }
 
-void rename_durably(const fs::path& temp, const fs::path& path, const std::string& dir,
-                    const char* what) {
+void rename_durably(const fs::path& temp, const fs::path& path, const char* what) {
   std::error_code ec;
-  fs::rename(temp, path, ec);  // atomic: a reader sees the old file or the new one, never half
+  fs::rename(temp, path, ec);
   if (ec) {
     throw RuntimeFailure(fmt::format("cannot rename {}'{}' to '{}': {}", what, temp.string(),
                                      path.string(), ec.message()));
   }
-  sync_directory(dir);
+  sync_directory(path.has_parent_path() ? path.parent_path().string() : ".");
 }
 
 void replace_file_durably(const std::string& dir, const std::string& name, const std::string& text,
                           const char* what) {
   const fs::path temp = fs::path(dir) / (name + kCheckpointTempSuffix);
   write_whole_file_durably(temp.string(), text, what);
-  rename_durably(temp, fs::path(dir) / name, dir);
+  rename_durably(temp, fs::path(dir) / name);
 }
 
 std::string state_tensor_name(const std::string& param, const std::string& state) {

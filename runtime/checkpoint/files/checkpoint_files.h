@@ -120,10 +120,10 @@ void sync_directory(const std::string& dir);
 void checkpoint_fault_point(const char* point, std::int64_t step);
 
 // Renames `temp` to `path` (atomic: a reader sees the old file or the new one, never half), then
-// fsyncs `dir`, which holds both, so that the rename is durable. RuntimeFailure "cannot rename
-// <what>'<temp>' to '<path>'".
+// fsyncs the directory of `path`, which holds both, so that the rename is durable.
+// RuntimeFailure "cannot rename <what>'<temp>' to '<path>'".
 void rename_durably(const std::filesystem::path& temp, const std::filesystem::path& path,
-                    const std::string& dir, const char* what = "");
+                    const char* what = "");
 // Replaces `dir`/`name` with `text` atomically: `name`.tmp written and fsynced (on failure it is
 // removed: RuntimeFailure "cannot write <what> '<dir>/<name>.tmp': <reason>"), then
 // rename_durably.

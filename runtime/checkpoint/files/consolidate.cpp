@@ -118,8 +118,7 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
     }
     writer.finish();
   }
-  const fs::path parent = fs::path(out).parent_path();
-  rename_durably(temp, out, parent.empty() ? "." : parent.string());
+  rename_durably(temp, out);
   return tensors.size();
 }
 
