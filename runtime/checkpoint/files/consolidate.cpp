@@ -90,12 +90,17 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
   for (std::size_t i = 0; i < m.shards.size(); ++i) shards.verify(i);
 
   const bool with_state = state == ConsolidateState::Include;
-  std::vector<TensorSpec> tensors;
-  for (const ManifestParameter& p : m.parameters) tensors.push_back({p.name, "F32", p.shape});
+  // The file's tensors in order: the parameters (which = -1), then their state (tensor_name).
+  std::vector<std::pair<const ManifestParameter*, int>> order;
+  for (const ManifestParameter& p : m.parameters) order.emplace_back(&p, -1);
   for (const ManifestParameter& p : m.parameters) {
-    for (std::size_t s = 0; s < m.state_names.size() && with_state; ++s) {
-      tensors.push_back({state_tensor_name(p.name, m.state_names[s]), "F32", p.shape});
+    for (int s = 0; s < static_cast<int>(m.state_names.size()) && with_state; ++s) {
+      order.emplace_back(&p, s);
     }
+  }
+  std::vector<TensorSpec> tensors;
+  for (const auto& [p, which] : order) {
+    tensors.push_back({tensor_name(p->name, m.state_names, which), "F32", p->shape});
   }
   std::map<std::string, std::string> metadata = m.metadata;
   if (!with_state) metadata["optimizer_state_omitted"] = "true";
@@ -103,18 +108,13 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
   std::vector<float> chunk;
   {
     SafetensorsWriter writer(temp, tensors, metadata);
-    // Tensor by tensor in the writer's order: the parameters, then their state.
-    const auto copy = [&](const ManifestParameter& p, int which) {
-      for (std::int64_t at = 0; at < p.numel(); at += kChunkFloats) {
-        const std::int64_t n = std::min(kChunkFloats, p.numel() - at);
+    for (const auto& [p, which] : order) {
+      for (std::int64_t at = 0; at < p->numel(); at += kChunkFloats) {
+        const std::int64_t n = std::min(kChunkFloats, p->numel() - at);
         chunk.resize(static_cast<std::size_t>(n));
-        shards.read(p.name, which, at, at + n, chunk.data());
+        shards.read(p->name, which, at, at + n, chunk.data());
         writer.write_floats(chunk.data(), n);
       }
-    };
-    for (const ManifestParameter& p : m.parameters) copy(p, -1);
-    for (const ManifestParameter& p : m.parameters) {
-      for (int s = 0; s < static_cast<int>(m.state_names.size()) && with_state; ++s) copy(p, s);
     }
     writer.finish();
   }
