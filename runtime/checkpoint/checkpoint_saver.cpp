@@ -10,7 +10,15 @@
 namespace zl {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
 bool sharded(const Config& c) { return c.checkpoint.format == CheckpointFormat::Sharded; }
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
 }  // namespace
 
 CheckpointSaver::CheckpointSaver(const Config& config, const World& world)
@@ -43,10 +51,6 @@ void CheckpointSaver::save(const TrainingState& state) {
     save_checkpoint(state);
     return;
   }
-  using Clock = std::chrono::steady_clock;
-  const auto seconds_since = [](Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  };
   const Clock::time_point start = Clock::now();
   interval_s_ = seconds_since(last_save_);
   last_save_ = start;
@@ -99,14 +103,10 @@ void CheckpointSaver::commit_in_flight() {
   }
 }
 
-void CheckpointSaver::hurry_if_late() {
-  const double ran_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - task_started_).count();
-  if (ran_s > 0.25 * interval_s_) task_.hurry();
-}
-
 void CheckpointSaver::poll() {
-  hurry_if_late();
+  // Once the task has run for a quarter of the time between the last two save()s, so that the
+  // write, then rank 0's publication, is done before the next.
+  if (seconds_since(task_started_) > 0.25 * interval_s_) task_.hurry();
   if (!in_flight_) {
     // Rank 0's publication: its failure ends the job at the step boundary after it.
     if (task_.running() && task_.finished()) task_.wait();

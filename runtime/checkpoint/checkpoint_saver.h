@@ -51,9 +51,6 @@ class CheckpointSaver {
   // Collective: once every rank's shard is durable, gathers their records and starts rank 0's
   // publication in the background.
   void commit_in_flight();
-  // Hurries the background task (poll) once it has run for a quarter of the time between the
-  // last two save()s, so that the write, then rank 0's publication, is done before the next.
-  void hurry_if_late();
 
   const Config& config_;
   const World& world_;
