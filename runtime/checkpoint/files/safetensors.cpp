@@ -31,15 +31,6 @@ constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // the limit of the ref
 constexpr std::size_t kChunkBytes = 1 << 20;
 constexpr const char* kCrcPlaceholder = "00000000";
 
-std::int64_t checked_numel(const std::vector<std::int64_t>& shape) {
-  std::int64_t n = 1;
-  for (const std::int64_t d : shape) {
-    if (d < 0 || (d > 0 && n > (std::int64_t{1} << 56) / d)) return -1;
-    n *= d;
-  }
-  return n;
-}
-
 }  // namespace
 
 std::int64_t dtype_size(const std::string& dtype) {
@@ -51,7 +42,14 @@ std::int64_t dtype_size(const std::string& dtype) {
   return it == kSizes.end() ? 0 : it->second;
 }
 
-std::int64_t TensorSpec::numel() const { return checked_numel(shape); }
+std::int64_t TensorSpec::numel() const {
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > (std::int64_t{1} << 56) / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
 
 std::string format_shape(const std::vector<std::int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));

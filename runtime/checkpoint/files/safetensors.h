@@ -22,7 +22,7 @@ struct TensorSpec {
   std::string name;
   std::string dtype = "F32";
   std::vector<std::int64_t> shape;
-  std::int64_t numel() const;
+  std::int64_t numel() const;  // -1 for a negative dimension or over 2^56 elements
 };
 
 // A tensor of a file's header: its spec and where its data is.
