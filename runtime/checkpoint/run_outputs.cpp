@@ -79,7 +79,8 @@ Start find_start(const CheckpointConfig& c) {
 
 // A directory as this run finds it.
 struct DirState {
-  const char* key = "";  // "output.dir" or "checkpoint.dir"
+  const char* key = "";            // "output.dir" or "checkpoint.dir"
+  const char* overwrite_key = "";  // "output.overwrite" or "checkpoint.overwrite"
   std::string dir;
   std::optional<RunRecord> record;
   std::vector<std::string> files;  // a run's files in it: outputs, or checkpoints
@@ -113,7 +114,7 @@ std::string legacy_config_note(const fs::path& dir, const std::string& run_toml)
 }
 
 DirState output_state(const std::string& dir) {
-  DirState s{"output.dir", dir, read_run_record(dir), {}, {}};
+  DirState s{"output.dir", "output.overwrite", dir, read_run_record(dir), {}, {}};
   std::error_code ec;
   for (const char* name : kOutputFiles) {
     if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec))) s.files.push_back(name);
@@ -122,7 +123,8 @@ DirState output_state(const std::string& dir) {
 }
 
 DirState checkpoint_state(const std::string& dir) {
-  DirState s{"checkpoint.dir", dir, read_run_record(dir), {}, list_checkpoints(dir)};
+  DirState s{"checkpoint.dir", "checkpoint.overwrite", dir, read_run_record(dir), {},
+             list_checkpoints(dir)};
   for (const DirCheckpoint& c : s.checkpoints) s.files.push_back(c.name);
   return s;
 }
@@ -223,7 +225,7 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
 
 // Exit 2: `s` holds another run's files.
 [[noreturn]] void refuse(const DirState& s, const Launch& launch, const Start& start,
-                         const std::string& run_id, const char* overwrite_key) {
+                         const std::string& run_id) {
   std::string owner;
   if (s.record) {
     const std::string why = why_not_same(*s.record, launch);
@@ -271,7 +273,7 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
   throw UserError(fmt::format(
       "{} '{}' belongs to another run: {}; it holds {}. {}, and a directory is written only by the "
       "run that owns it. Choose: {}, or {} = true to give the directory to this run{}",
-      s.key, s.dir, owner, name_list(s.files), self, choices, overwrite_key,
+      s.key, s.dir, owner, name_list(s.files), self, choices, s.overwrite_key,
       s.key == std::string("checkpoint.dir") ? " (the other run's checkpoints are removed)" : ""));
 }
 
@@ -279,10 +281,10 @@ enum class Verdict { Own, Claim, Take };
 
 // Whether the run `run_id` may write into `s`; exit 2 when not.
 Verdict judge(const DirState& s, const Launch& launch, const Start& start,
-              const std::string& run_id, bool overwrite, const char* overwrite_key) {
+              const std::string& run_id, bool overwrite) {
   if (s.record && s.record->run_id == run_id) return Verdict::Own;
   if (s.files.empty()) return Verdict::Claim;  // nothing of another run's is there to lose
-  if (!overwrite) refuse(s, launch, start, run_id, overwrite_key);
+  if (!overwrite) refuse(s, launch, start, run_id);
   return Verdict::Take;
 }
 
@@ -332,11 +334,9 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   if (run_id.empty()) run_id = new_run_id();
 
   refuse_other_branch(out, config, start, run_id);
-  const Verdict out_verdict = judge(out, launch, start, run_id, config.output.overwrite,
-                                    "output.overwrite");
-  const Verdict ck_verdict = has_ck ? judge(cks, launch, start, run_id, ck.overwrite,
-                                            "checkpoint.overwrite")
-                                    : Verdict::Claim;
+  const Verdict out_verdict = judge(out, launch, start, run_id, config.output.overwrite);
+  const Verdict ck_verdict =
+      has_ck ? judge(cks, launch, start, run_id, ck.overwrite) : Verdict::Claim;
 
   RunOutputsClaim claim;
   if (has_ck) {
@@ -442,7 +442,7 @@ RunOutputsClaim check_bench_outputs(Config& config, int world_size) {
   const std::string run_id = same_command(out, launch) ? out.record->run_id : new_run_id();
   RunOutputsClaim claim;
   claim.taken_note = taken_outputs_note(
-      out, judge(out, launch, Start{}, run_id, config.output.overwrite, "output.overwrite"));
+      out, judge(out, launch, Start{}, run_id, config.output.overwrite));
   claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
   config.run_id = run_id;
   return claim;
