@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -124,12 +123,6 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
           const ElementRange& stepped = opt.stepped(b.index);
           const ElementRange params = state.mode.gathers_parameters() ? stepped : whole;
           const bool has_state = ns > 0 && stepped.numel > 0 && state.mode.steps_on(b, world.rank);
-          std::set<std::size_t> needed;
-          for_each_param_run(store, b, params, [&](int id, std::int64_t lo, std::int64_t hi) {
-            shards->shards_of(store.info(id).name, lo, hi, needed);
-          });
-          for (const std::size_t i : needed) shards->open(i);
-
           host.assign(static_cast<std::size_t>(b.numel), 0.0f);
           if (has_state) st.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
           // fn(p, which, lo, hi, out) for each run this rank loads: the values (which = -1) into

@@ -60,15 +60,6 @@ std::unique_ptr<SafetensorsReader> ShardSet::checked_reader(std::size_t i) const
   return reader;
 }
 
-void ShardSet::shards_of(const std::string& name, std::int64_t lo, std::int64_t hi,
-                         std::set<std::size_t>& out) const {
-  const auto it = by_param_.find(name);
-  if (it == by_param_.end()) return;
-  for (const auto& [shard, p] : it->second) {
-    if (p->begin < hi && p->begin + p->numel > lo) out.insert(shard);
-  }
-}
-
 void ShardSet::read(const std::string& param, int which, std::int64_t lo, std::int64_t hi,
                     float* out) {
   const std::string tensor = tensor_name(param, m_.state_names, which);

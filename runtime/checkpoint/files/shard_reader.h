@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -26,9 +25,6 @@ class ShardSet {
   // Everything a reader checks of shard i before using it: its CRC32 (verify_shard), then what
   // open(i) checks. The loaders, `consolidate` and `inspect` all check a shard with this function.
   void verify(std::size_t i) const;
-  // Adds to `out` the shards holding any of elements [lo, hi) of parameter `name`.
-  void shards_of(const std::string& name, std::int64_t lo, std::int64_t hi,
-                 std::set<std::size_t>& out) const;
   // Elements [lo, hi) of parameter `param`'s value (which = -1) or of its state `which` (index
   // into the manifest's state names) into out[0, hi - lo).
   void read(const std::string& param, int which, std::int64_t lo, std::int64_t hi, float* out);
