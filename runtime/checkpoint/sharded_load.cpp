@@ -125,28 +125,23 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
           const bool has_state = ns > 0 && stepped.numel > 0 && state.mode.steps_on(b, world.rank);
           host.assign(static_cast<std::size_t>(b.numel), 0.0f);
           if (has_state) st.assign(static_cast<std::size_t>(ns * b.numel), 0.0f);
-          // fn(p, which, lo, hi, out) for each run this rank loads: the values (which = -1) into
-          // `host`, then each state `which` into `st`.
-          const auto each_run = [&](auto fn) {
-            for (int which = -1; which < (has_state ? ns : 0); ++which) {
-              float* into = which < 0 ? host.data() : st.data() + which * b.numel;
-              const ElementRange& runs = which < 0 ? params : stepped;
-              for_each_param_run(store, b, runs, [&](int id, std::int64_t lo, std::int64_t hi) {
-                const ParameterInfo& p = store.info(id);
-                fn(p, which, lo, hi, into + p.offset + lo - b.offset);
-              });
-            }
-          };
-          each_run([&](const ParameterInfo& p, int which, auto lo, auto hi, float* out) {
-            shards->read(p.name, which, lo, hi, out);
-          });
-          // Note [Loaded values]: bucket b's parameters (`host`) and state (`st`) as read, before
-          // they reach the device: every value is checked here (checkpoint_values.h), on the
-          // rank that read it, inside the agreement, so a bad one is exit 2 on every rank.
-          each_run([&](const ParameterInfo& p, int which, auto lo, auto hi, float* out) {
-            check_checkpoint_values(path, tensor_name(p.name, opt.state_names(), which), out,
-                                    hi - lo, lo);
-          });
+          // Each run this rank loads: the values (which = -1) into `host`, then each state `which`
+          // into `st`.
+          for (int which = -1; which < (has_state ? ns : 0); ++which) {
+            float* into = which < 0 ? host.data() : st.data() + which * b.numel;
+            const ElementRange& runs = which < 0 ? params : stepped;
+            for_each_param_run(store, b, runs, [&](int id, std::int64_t lo, std::int64_t hi) {
+              const ParameterInfo& p = store.info(id);
+              float* out = into + p.offset + lo - b.offset;
+              shards->read(p.name, which, lo, hi, out);
+              // Note [Loaded values]: bucket b's parameters (`host`) and state (`st`) as read,
+              // before they reach the device: every value is checked here (checkpoint_values.h),
+              // on the rank that read it, inside the agreement, so a bad one is exit 2 on every
+              // rank.
+              check_checkpoint_values(path, tensor_name(p.name, opt.state_names(), which), out,
+                                      hi - lo, lo);
+            });
+          }
           parameters_from_host(state, b, host);
           if (has_state) state_from_host(state, b, st);
         }
