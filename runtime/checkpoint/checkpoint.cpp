@@ -501,13 +501,9 @@ void resume_at(const TrainingState& state, const CheckpointFacts& facts, const s
                cursor / state.batches_per_epoch);
   }
   const auto changed = result_differences(facts.config_toml, to_toml(state.config));
-  constexpr std::size_t kShown = 8;  // a crafted checkpoint may differ in any number of keys
   if (!changed.empty()) {
-    const std::size_t shown = std::min(changed.size(), kShown);
-    const auto end = changed.begin() + static_cast<std::ptrdiff_t>(shown);
-    fmt::print("zerolap: note: the config differs from the checkpoint's in {}{}\n",
-               fmt::join(changed.begin(), end, ", "),
-               changed.size() > shown ? fmt::format(" and {} more", changed.size() - shown) : "");
+    fmt::print("zerolap: note: the config differs from the checkpoint's in {}\n",
+               name_list(changed, 8));
   }
   std::fflush(stdout);
 }

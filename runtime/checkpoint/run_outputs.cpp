@@ -24,18 +24,8 @@ namespace {
 // Every file `zerolap train` or `zerolap bench` writes into output.dir.
 constexpr const char* kOutputFiles[] = {"metrics.csv", "config.toml", "trace.json", "bench.json",
                                         "bench.csv"};
-constexpr std::size_t kNamesShown = 4;  // files named in a message; the rest are counted
 // A saved config.toml is far below this; anything larger is not one.
 constexpr std::int64_t kMaxSavedConfigBytes = std::int64_t{16} << 20;
-
-std::string name_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (std::size_t i = 0; i < names.size() && i < kNamesShown; ++i) {
-    out += (i ? ", " : "") + names[i];
-  }
-  if (names.size() > kNamesShown) out += fmt::format(" and {} more", names.size() - kNamesShown);
-  return out;
-}
 
 // This launch: its subcommand, world size and effective config.
 struct Launch {

@@ -95,6 +95,13 @@ std::string metadata_value(const std::map<std::string, std::string>& metadata,
   return it == metadata.end() ? std::string() : it->second;
 }
 
+std::string name_list(const std::vector<std::string>& names, std::size_t shown) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += fmt::format(" and {} more", names.size() - shown);
+  return out;
+}
+
 std::optional<std::int64_t> parse_count(std::string_view text) {
   std::int64_t value = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);

@@ -28,6 +28,9 @@ inline constexpr const char* kLatestPointerName = "latest";  // holds the newest
 // absent.
 std::string metadata_value(const std::map<std::string, std::string>& metadata,
                            const std::string& key);
+// The first `shown` of `names`, comma-separated, and " and <n> more" for the rest: names in a
+// message, which a directory or a crafted checkpoint may hold any number of.
+std::string name_list(const std::vector<std::string>& names, std::size_t shown = 4);
 // `text`, all of it, as a non-negative decimal integer (a step, a count); nullopt for anything
 // else.
 std::optional<std::int64_t> parse_count(std::string_view text);
