@@ -87,6 +87,10 @@ std::int64_t step_in_name(const std::string& name, const char* suffix) {
       .value_or(-1);
 }
 
+std::string state_tensor_name(const std::string& param, const std::string& state) {
+  return fmt::format("optimizer.{}.{}", param, state);
+}
+
 }  // namespace
 
 std::string metadata_value(const std::map<std::string, std::string>& metadata,
@@ -124,10 +128,6 @@ void replace_file_durably(const std::string& dir, const std::string& name, const
   const fs::path temp = fs::path(dir) / (name + kCheckpointTempSuffix);
   write_whole_file_durably(temp.string(), text, what);
   rename_durably(temp, fs::path(dir) / name);
-}
-
-std::string state_tensor_name(const std::string& param, const std::string& state) {
-  return fmt::format("optimizer.{}.{}", param, state);
 }
 
 std::string tensor_name(const std::string& param, const std::vector<std::string>& states,

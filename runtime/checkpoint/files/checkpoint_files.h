@@ -42,11 +42,8 @@ std::optional<std::int64_t> parse_count(std::string_view text);
 inline constexpr const char* kFaultEnvVar = "ZEROLAP_FAULT_CHECKPOINT";
 inline constexpr int kFaultExitCode = 86;
 
-// The optimizer-state tensor of a parameter, named as torch.optim's state_dict:
-// "optimizer.<param>.<state>".
-std::string state_tensor_name(const std::string& param, const std::string& state);
 // The tensor of a parameter's value (which = -1: the parameter's own name) or of its state
-// states[which] (state_tensor_name).
+// states[which], named as torch.optim's state_dict: "optimizer.<param>.<state>".
 std::string tensor_name(const std::string& param, const std::vector<std::string>& states,
                         int which);
 
