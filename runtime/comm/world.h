@@ -65,12 +65,7 @@ inline int cpu_threads(int requested, const World& world) {
 
 // Throws RuntimeFailure naming the MPI call, its error string, file:line and rank.
 void check_mpi(int code, const char* expr, const char* file, int line);
-
-}  // namespace zl
-
 #define ZL_MPI_CHECK(expr) ::zl::check_mpi((expr), #expr, __FILE__, __LINE__)
-
-namespace zl {
 
 // Bad input that has already been reported (by the lowest rank that saw it): every rank ends with
 // exit code 2 through a clean MPI_Finalize rather than MPI_Abort.
