@@ -93,7 +93,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeo
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   mpi_bf16();  // creates the bf16 type and op here, on the constructing thread, in rank order
-  stream_ = std::make_unique<CpuStream>(name_);
+  stream_ = std::make_unique<CpuStream>();
   stream_->enqueue([priority] { prepare_comm_thread(priority); });
 }
 
