@@ -31,10 +31,10 @@ struct World {
 
 class MpiSession {
  public:
-  // Initialises MPI (unless already initialised, e.g. by a test main) and checks the thread level.
-  // startup_timeout_s > 0: MPI_Init and the node grouping run under a StartupWatchdog of that
-  // deadline (runtime/comm/startup_watchdog.h), which ends the process naming the phase.
-  MpiSession(int* argc, char*** argv, double startup_timeout_s = 0.0);
+  // Initialises MPI (unless already initialised) and checks the thread level. MPI_Init and the
+  // node grouping run under a StartupWatchdog of startup_timeout_s
+  // (runtime/comm/startup_watchdog.h), which ends the process naming the phase.
+  MpiSession(int* argc, char*** argv, double startup_timeout_s);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
