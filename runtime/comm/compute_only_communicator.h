@@ -22,9 +22,8 @@ class ComputeOnlyCommunicator final : public Communicator {
   int size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
 
-  // No data moves: each is a no-op ordered as the collective it stands for, after the work issued
-  // so far on its issuing stream. (A plain then() would not wait for that stream on CUDA: the
-  // interleaved step issued behind it could then run during the backward writing its gradients.)
+  // no_op, not then(): on CUDA a continuation does not wait for the issuing stream, so the
+  // interleaved step issued behind it could run during the backward writing its gradients.
   using Communicator::all_reduce;
   using Communicator::broadcast;
   using Communicator::reduce;

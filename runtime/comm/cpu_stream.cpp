@@ -18,9 +18,7 @@ void Completion::signal(std::exception_ptr error) {
   cv_.notify_all();
 }
 
-CpuStream::CpuStream(std::string name) : name_(std::move(name)) {
-  thread_ = std::thread([this] { run(); });
-}
+CpuStream::CpuStream() : thread_([this] { run(); }) {}
 
 CpuStream::~CpuStream() {
   {

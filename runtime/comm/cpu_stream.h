@@ -10,7 +10,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 
 namespace zl {
@@ -33,7 +32,7 @@ class Completion {
 
 class CpuStream {
  public:
-  explicit CpuStream(std::string name);
+  CpuStream();
   ~CpuStream();  // runs what is queued, then joins the thread
   CpuStream(const CpuStream&) = delete;
   CpuStream& operator=(const CpuStream&) = delete;
@@ -41,7 +40,6 @@ class CpuStream {
   std::shared_ptr<Completion> enqueue(std::function<void()> task);
   // Waits for everything enqueued so far; rethrows a poisoned stream's error.
   void synchronize() { enqueue([] {})->wait(); }
-  const std::string& name() const { return name_; }
   bool on_stream_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
@@ -51,13 +49,12 @@ class CpuStream {
     std::function<void()> fn;
     std::shared_ptr<Completion> done;
   };
-  std::string name_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
   bool stopping_ = false;
   std::exception_ptr poisoned_;
-  std::thread thread_;
+  std::thread thread_;  // last: it starts once the members above exist
 };
 
 }  // namespace zl

@@ -68,12 +68,11 @@ std::uint64_t fnv1a(const std::string& s) {
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
-  std::vector<int> shown(ranks.begin(),
-                         ranks.begin() + static_cast<std::ptrdiff_t>(
-                                             std::min(ranks.size(), kMaxRanksListed)));
+  const std::size_t shown = std::min(ranks.size(), kMaxRanksListed);
+  const auto end = ranks.begin() + static_cast<std::ptrdiff_t>(shown);
   std::string out = fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks",
-                                fmt::join(shown, ", "));
-  if (ranks.size() > shown.size()) out += fmt::format(" and {} more", ranks.size() - shown.size());
+                                fmt::join(ranks.begin(), end, ", "));
+  if (ranks.size() > shown) out += fmt::format(" and {} more", ranks.size() - shown);
   return out;
 }
 

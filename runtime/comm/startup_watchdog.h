@@ -13,7 +13,7 @@ namespace zl {
 
 class StartupWatchdog {
  public:
-  // timeout_s <= 0: no watchdog (a test main that initialised MPI itself).
+  // timeout_s <= 0: no watchdog.
   explicit StartupWatchdog(double timeout_s);
   ~StartupWatchdog() { done(); }
   StartupWatchdog(const StartupWatchdog&) = delete;

@@ -10,21 +10,25 @@
 
 namespace zl {
 
-void wait_with_deadline(MPI_Request& request, const WaitLimit& limit,
-                        std::string_view operation) {
+void poll_request(MPI_Request& request, double timeout_s,
+                  const std::function<std::string()>& on_timeout) {
   poll_until(
       [&] {
         int done = 0;
         ZL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
         return done != 0;
       },
-      limit.timeout_s,
-      [&] {
-        return fmt::format(
-            "rank {}: {} did not complete within runtime.timeout_s = {} s (a peer rank died, is "
-            "stopped or hangs, or runs another program)",
-            limit.rank, operation, limit.timeout_s);
-      });
+      timeout_s, on_timeout);
+}
+
+void wait_with_deadline(MPI_Request& request, const WaitLimit& limit,
+                        std::string_view operation) {
+  poll_request(request, limit.timeout_s, [&] {
+    return fmt::format(
+        "rank {}: {} did not complete within runtime.timeout_s = {} s (a peer rank died, is "
+        "stopped or hangs, or runs another program)",
+        limit.rank, operation, limit.timeout_s);
+  });
 }
 
 void timed_barrier(MPI_Comm comm, const WaitLimit& limit, std::string_view operation) {

@@ -7,6 +7,8 @@
 
 #include <mpi.h>
 
+#include <functional>
+#include <string>
 #include <string_view>
 
 namespace zl {
@@ -17,8 +19,13 @@ struct WaitLimit {
   double timeout_s = 300;
 };
 
-// Polls `request` to completion (Note [Polling back-off] in base/poll.h); after limit.timeout_s
-// throws RuntimeFailure: "rank R: <operation> did not complete within runtime.timeout_s = T s ...".
+// Polls `request` to completion (Note [Polling back-off] in base/poll.h); after timeout_s throws
+// RuntimeFailure(on_timeout()). MPI_Wait would hang on a peer that died or diverged.
+void poll_request(MPI_Request& request, double timeout_s,
+                  const std::function<std::string()>& on_timeout);
+
+// poll_request against `limit`, failing with "rank R: <operation> did not complete within
+// runtime.timeout_s = T s ...".
 void wait_with_deadline(MPI_Request& request, const WaitLimit& limit, std::string_view operation);
 
 void timed_barrier(MPI_Comm comm, const WaitLimit& limit, std::string_view operation);

@@ -1,9 +1,6 @@
 // MPI start-up and shutdown, rank facts, and the job-wide abort.
 #include "runtime/comm/world.h"
 
-#include "base/fault_stop.h"
-#include "runtime/comm/startup_watchdog.h"
-
 #include <sched.h>
 
 #include <algorithm>
@@ -13,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "base/errors.h"
+#include "base/fault_stop.h"
+#include "runtime/comm/startup_watchdog.h"
 #include "runtime/comm/timed_mpi.h"
-#include "runtime/comm/comm_options.h"
 
 namespace zl {
 namespace {

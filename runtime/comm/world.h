@@ -31,10 +31,10 @@ struct World {
 
 class MpiSession {
  public:
-  // Initialises MPI (unless already initialised, e.g. by a test main) and checks the thread level.
-  // startup_timeout_s > 0: MPI_Init and the node grouping run under a StartupWatchdog of that
-  // deadline (runtime/comm/startup_watchdog.h), which ends the process naming the phase.
-  MpiSession(int* argc, char*** argv, double startup_timeout_s = 0.0);
+  // Initialises MPI (unless already initialised) and checks the thread level. MPI_Init and the
+  // node grouping run under a StartupWatchdog of startup_timeout_s
+  // (runtime/comm/startup_watchdog.h), which ends the process naming the phase.
+  MpiSession(int* argc, char*** argv, double startup_timeout_s);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
@@ -65,12 +65,7 @@ inline int cpu_threads(int requested, const World& world) {
 
 // Throws RuntimeFailure naming the MPI call, its error string, file:line and rank.
 void check_mpi(int code, const char* expr, const char* file, int line);
-
-}  // namespace zl
-
 #define ZL_MPI_CHECK(expr) ::zl::check_mpi((expr), #expr, __FILE__, __LINE__)
-
-namespace zl {
 
 // Bad input that has already been reported (by the lowest rank that saw it): every rank ends with
 // exit code 2 through a clean MPI_Finalize rather than MPI_Abort.

@@ -9,7 +9,6 @@
 #include "base/bf16.h"
 #include "kernels/elementwise.h"
 #include "base/errors.h"
-#include "base/poll.h"
 #include "runtime/comm/thread_priority.h"
 #include "runtime/comm/timed_mpi.h"
 #include "base/tracer.h"
@@ -74,6 +73,14 @@ const MpiBf16& mpi_bf16() {
 MPI_Datatype mpi_type(DType dtype) { return dtype == DType::F32 ? MPI_FLOAT : mpi_bf16().type; }
 MPI_Op mpi_sum(DType dtype) { return dtype == DType::F32 ? MPI_SUM : mpi_bf16().sum; }
 
+// ReduceOp::Average divides the fp32 sum of `world` ranks on the host (check_reduce_op keeps it
+// off bf16 buffers).
+void finish_average(ReduceOp op, void* sum, std::int64_t n, int world) {
+  if (op == ReduceOp::Average && world > 1) {
+    scale(ExecContext{}, static_cast<float*>(sum), n, 1.0f / world);
+  }
+}
+
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeout_s,
@@ -86,7 +93,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::string name, double timeo
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   mpi_bf16();  // creates the bf16 type and op here, on the constructing thread, in rank order
-  stream_ = std::make_unique<CpuStream>(name_);
+  stream_ = std::make_unique<CpuStream>();
   stream_->enqueue([priority] { prepare_comm_thread(priority); });
 }
 
@@ -100,22 +107,13 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::wait_request(MPI_Request& request, const char* what, std::int64_t bytes) {
-  // Poll rather than MPI_Wait so a peer that died or diverged becomes a timeout error instead of a
-  // hang (and so the thread sleeps between polls: Note [Polling back-off]).
-  poll_until(
-      [&] {
-        int done = 0;
-        ZL_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-        return done != 0;
-      },
-      timeout_s_,
-      [&] {
-        return fmt::format(
-            "rank {}: {} of {} bytes on communicator '{}' did not complete within "
-            "runtime.timeout_s = {} s (a peer rank died, hangs, or issued collectives in another "
-            "order)",
-            rank_, what, bytes, name_, timeout_s_);
-      });
+  poll_request(request, timeout_s_, [&] {
+    return fmt::format(
+        "rank {}: {} of {} bytes on communicator '{}' did not complete within "
+        "runtime.timeout_s = {} s (a peer rank died, hangs, or issued collectives in another "
+        "order)",
+        rank_, what, bytes, name_, timeout_s_);
+  });
 }
 
 Work MpiCommunicator::submit(CollectiveOp op, std::int64_t payload_bytes, std::string label,
@@ -146,8 +144,7 @@ Work MpiCommunicator::submit(CollectiveOp op, std::int64_t payload_bytes, std::s
   return Work(std::make_shared<CompletionWork>(stream_->enqueue(std::move(task))));
 }
 
-// Average divides the fp32 sum on the host (check_reduce_op keeps it off bf16 buffers). The
-// issuing stream needs no ordering on the CPU: the caller produced the buffer before calling.
+// The issuing stream needs no ordering on the CPU: the caller produced the buffer before calling.
 Work MpiCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, ReduceOp op,
                                  const ExecContext*) {
   const int count = checked_count(n, name_);
@@ -158,9 +155,7 @@ Work MpiCommunicator::all_reduce(void* buf, std::int64_t n, DType dtype, ReduceO
     ZL_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dtype), mpi_sum(dtype), comm_,
                                 &req));
     wait_request(req, "all_reduce", bytes);
-    if (op == ReduceOp::Average && size_ > 1) {
-      scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
-    }
+    finish_average(op, buf, n, size_);
   };
   return submit(CollectiveOp::AllReduce, bytes, "all_reduce", issue_and_wait);
 }
@@ -178,9 +173,7 @@ Work MpiCommunicator::reduce(void* buf, std::int64_t n, DType dtype, int root, R
     ZL_MPI_CHECK(MPI_Ireduce(send, recv, count, mpi_type(dtype), mpi_sum(dtype), root, comm_,
                              &req));
     wait_request(req, "reduce", bytes);
-    if (op == ReduceOp::Average && size_ > 1 && rank_ == root) {
-      scale(ExecContext{}, static_cast<float*>(buf), n, 1.0f / size_);
-    }
+    if (rank_ == root) finish_average(op, buf, n, size_);
   };
   return submit(CollectiveOp::Reduce, bytes, "reduce", issue_and_wait);
 }
@@ -220,9 +213,7 @@ Work MpiCommunicator::reduce_scatter(void* buf, std::int64_t n, DType dtype, Red
     wait_request(req, "reduce_scatter", bytes);
     char* mine = static_cast<char*>(buf) + rank_ * shard_bytes;
     if (shard_bytes > 0) std::memcpy(mine, scatter_scratch_.data(), shard_bytes);
-    if (op == ReduceOp::Average && size_ > 1) {
-      scale(ExecContext{}, reinterpret_cast<float*>(mine), shard, 1.0f / size_);
-    }
+    finish_average(op, mine, shard, size_);
   };
   return submit(CollectiveOp::ReduceScatter, bytes, "reduce_scatter", issue_and_wait);
 }

@@ -219,12 +219,18 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, std::string name, double tim
     reserve_f64_staging(2 * static_cast<std::int64_t>(size_));
   } catch (...) {
     shared_->abort();
-    if (f64_host_ != nullptr) cudaFreeHost(f64_host_);
-    if (f64_device_ != nullptr) cudaFree(f64_device_);
-    if (issued_ != nullptr) cudaEventDestroy(issued_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    free_cuda_resources();
     throw;
   }
+}
+
+// Best effort and silent: it runs in the destructor and while a constructor's failure unwinds.
+void NcclCommunicator::free_cuda_resources() noexcept {
+  pending_timings_.clear();
+  if (f64_host_ != nullptr) cudaFreeHost(f64_host_);
+  if (f64_device_ != nullptr) cudaFree(f64_device_);
+  if (issued_ != nullptr) cudaEventDestroy(issued_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
 // Sized up front for the step's verdict (2 x world doubles, step_verdict.cpp) and the evaluation's
@@ -265,11 +271,7 @@ NcclCommunicator::~NcclCommunicator() {
     if (!shared_->aborted && shared_->comm != nullptr) ncclCommDestroy(shared_->comm);
     shared_->comm = nullptr;  // Works that outlive this communicator only query their events
   }
-  pending_timings_.clear();
-  if (f64_host_ != nullptr) cudaFreeHost(f64_host_);
-  if (f64_device_ != nullptr) cudaFree(f64_device_);
-  if (issued_ != nullptr) cudaEventDestroy(issued_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  free_cuda_resources();
 }
 
 void NcclCommunicator::check_usable() const {

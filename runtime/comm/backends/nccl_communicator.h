@@ -99,6 +99,7 @@ class NcclCommunicator final : public Communicator {
   void harvest_timings() const;  // finished collectives' GPU time into stats_; stats_mutex_ held
   void check_usable() const;
   void reserve_f64_staging(std::int64_t n);  // all_reduce_f64's staging for n doubles
+  void free_cuda_resources() noexcept;       // the comm stream, its events, the f64 staging
 
   std::string name_;
   int rank_ = 0;

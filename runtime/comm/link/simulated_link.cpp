@@ -25,7 +25,6 @@ namespace {
 // steady clock's range (~292 years of nanoseconds), so a reservation never overflows it.
 constexpr double kMaxModelledWaitS = 1e9;
 
-// The bandwidth of a tier's link in Gb/s.
 double tier_bandwidth_gbps(const LinkConfig& link, LinkTier tier) {
   return tier == LinkTier::Intra ? link.intra_gbps : link.bandwidth_gbps;
 }

@@ -104,7 +104,7 @@ class Hold {
 class LoopbackCommunicator final : public Communicator {
  public:
   LoopbackCommunicator(std::string name, CollectiveLog& log)
-      : name_(std::move(name)), log_(log), stream_(name_) {}
+      : name_(std::move(name)), log_(log) {}
   ~LoopbackCommunicator() override = default;  // the stream drains: open every Hold before
 
   int rank() const override { return 0; }

@@ -13,7 +13,7 @@
 
 TEST_CASE("tasks run in FIFO order on one thread; a completion covers earlier tasks",
           "[cpu_stream]") {
-  zl::CpuStream stream("test");
+  zl::CpuStream stream;
   std::vector<int> order;  // touched only by the stream thread until synchronize()
   std::vector<std::shared_ptr<zl::Completion>> done;
   for (int i = 0; i < 100; ++i) {
@@ -30,7 +30,7 @@ TEST_CASE("tasks run in FIFO order on one thread; a completion covers earlier ta
 }
 
 TEST_CASE("a throwing task poisons the stream: it and every later task fail", "[cpu_stream]") {
-  zl::CpuStream stream("test");
+  zl::CpuStream stream;
   std::atomic<int> ran{0};
   auto ok = stream.enqueue([&] { ++ran; });
   auto bad = stream.enqueue([] { throw std::runtime_error("collective failed"); });
@@ -47,7 +47,7 @@ TEST_CASE("threads enqueue and wait concurrently; the destructor drains the queu
   constexpr int kThreads = 4, kTasks = 200;
   std::vector<int> counts(kThreads, 0);  // each written only by stream tasks, read after join
   {
-    zl::CpuStream stream("test");
+    zl::CpuStream stream;
     std::vector<std::thread> producers;
     for (int t = 0; t < kThreads; ++t) {
       producers.emplace_back([&, t] {
