@@ -396,16 +396,16 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
     const auto* text = node->as_string();
     if (text != nullptr && text->get() == "auto") {
       rt.threads = kAutoThreads;
-    } else if (node->is_integer()) {
-      if (const auto v = node->as_integer()->get(); v < 1 || v > kMaxCpuThreads) {
+    } else if (const auto* v = node->as_integer()) {
+      if (v->get() < 1 || v->get() > kMaxCpuThreads) {
         r.fail("threads",
                fmt::format("must be in [1, {}] or \"auto\" (got {}): the OpenMP team of one "
                            "rank's GEMMs and kernels, one library thread per member, and more "
                            "than {} is more than any CPU node has hardware threads",
-                           kMaxCpuThreads, v, kMaxCpuThreads),
+                           kMaxCpuThreads, v->get(), kMaxCpuThreads),
                node);
       }
-      rt.threads = static_cast<int>(node->as_integer()->get());
+      rt.threads = static_cast<int>(v->get());
     } else {
       r.type_error("threads", *node, "an integer >= 1 or \"auto\"");
     }
