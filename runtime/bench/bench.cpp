@@ -492,9 +492,9 @@ void check_bench_memory(const Config& config, const World& world) {
     if (e.total() > need.total()) need = e;
   }
   // The bench's fp32 CPU copy of the model, and its optimizer measurement: parameters, gradients,
-  // two moments and a master of at least 8M elements (bench_limits.cpp), held while it runs.
+  // two moments and a master of at least kCpuBandwidthElements, held while it runs.
   const std::int64_t numel = layout.total_numel();
-  const std::int64_t measured = std::max<std::int64_t>(numel, std::int64_t{8} << 20);
+  const std::int64_t measured = std::max(numel, kCpuBandwidthElements);
   const std::int64_t own = numel * 4 + 5 * measured * 4;
   need.parameters += numel * 4 + measured * 4;
   need.gradients += measured * 4;
