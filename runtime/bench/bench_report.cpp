@@ -235,11 +235,11 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
         "machine\n",
         noisy_rows, rep.rows.size(), kNoisySpread, kNoisyVsIdeal);
   }
-  for (const BenchRow& r : rep.rows) {
-    if (!wide || r.precision != "bf16") continue;  // the bf16 rows' wire and masters, once
-    out += fmt::format("bf16 rows: reduce_dtype {}, master_weights {}\n", r.reduce_dtype,
-                       r.master_weights);
-    break;
+  const auto bf16 = std::find_if(rep.rows.begin(), rep.rows.end(),
+                                 [](const BenchRow& r) { return r.precision == "bf16"; });
+  if (wide && bf16 != rep.rows.end()) {  // the bf16 rows' wire and masters, once
+    out += fmt::format("bf16 rows: reduce_dtype {}, master_weights {}\n", bf16->reduce_dtype,
+                       bf16->master_weights);
   }
   out += wrap_lines(
       fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and "
