@@ -161,7 +161,7 @@ struct BenchConfig {
 struct OutputConfig {
   std::string dir = "runs/default";
   bool trace = false;
-  // true: replace another run's metrics.csv, config.toml and trace.json in dir.
+  // true: replace another run's outputs in dir (runtime/checkpoint/run_outputs.h).
   bool overwrite = false;
 };
 
