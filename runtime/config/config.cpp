@@ -23,10 +23,6 @@ using namespace config_detail;
 
 namespace {
 
-constexpr std::string_view kSections[] = {"model",     "data",  "optimizer",  "parallel",
-                                          "precision", "train", "checkpoint", "runtime",
-                                          "bench",     "link",  "output"};
-
 // The first element of `values` equal to an earlier one; null when each is there once.
 template <class T>
 const T* first_repeat(const std::vector<T>& values) {
@@ -161,7 +157,9 @@ void apply_overrides(toml::table& root, const std::vector<std::string>& override
 }
 
 void check_sections(const toml::table& root, const ConfigSource& source) {
-  const std::vector<std::string> names(std::begin(kSections), std::end(kSections));
+  const std::vector<std::string> names{"model",     "data",  "optimizer",  "parallel",
+                                       "precision", "train", "checkpoint", "runtime",
+                                       "bench",     "link",  "output"};
   for (const auto& [key, node] : root) {
     const std::string name(key.str());
     const std::string where = source.location(name, &node);
