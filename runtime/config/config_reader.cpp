@@ -72,17 +72,12 @@ std::vector<T> array_of(const SectionReader& r, std::string_view key, const toml
 
 }  // namespace
 
-bool Range::contains(double v) const {
-  // NaN compares false with every bound, so it is in no range.
-  return (min_exclusive ? v > min : v >= min) && (max_exclusive ? v < max : v <= max);
-}
-
-bool Range::contains_integer(std::int64_t v) const {
-  // long double holds every int64 exactly (64-bit or wider mantissa), as it does each bound.
+bool Range::contains(long double v) const {
+  // long double holds every int64 exactly (64-bit or wider mantissa), as it does every double and
+  // each bound. NaN compares false with every bound, so it is in no range.
   static_assert(std::numeric_limits<long double>::digits >= 64, "int64 bounds need exact compares");
-  const long double x = static_cast<long double>(v);
   const long double lo = min, hi = max;
-  return (min_exclusive ? x > lo : x >= lo) && (max_exclusive ? x < hi : x <= hi);
+  return (min_exclusive ? v > lo : v >= lo) && (max_exclusive ? v < hi : v <= hi);
 }
 
 std::string Range::describe() const {
@@ -186,7 +181,7 @@ std::int64_t SectionReader::checked_integer(std::string_view key, const toml::no
                                             Range range) const {
   const auto* v = node.as_integer();
   if (v == nullptr) type_error(key, node, "an integer");
-  if (!range.contains_integer(v->get())) {
+  if (!range.contains(v->get())) {
     fail(key, fmt::format("{} (got {})", range.describe(), v->get()), &node);
   }
   return v->get();

@@ -28,9 +28,8 @@ struct Range {
   bool min_exclusive = false;
   bool max_exclusive = false;
 
-  bool contains(double v) const;
-  // Exact for every int64 (contains(double) rounds integers beyond 2^53 to a neighbour).
-  bool contains_integer(std::int64_t v) const;
+  // Exact for every double and every int64 (a double would round integers beyond 2^53).
+  bool contains(long double v) const;
   std::string describe() const;  // "must be > 0", "must be in [0, 1)"
 };
 
