@@ -78,26 +78,24 @@ std::string csv_cell(const nlohmann::ordered_json& v) {
   return v.dump();
 }
 
-// The narrow tables have no precision or bucket-cap column (the mode names need the room): a line
-// names the precision and the cap where either changes.
-std::string row_group(const std::vector<BenchRow>& rows, std::size_t i) {
-  const BenchRow& r = rows[i];
-  if (i > 0 && rows[i - 1].precision == r.precision &&
-      rows[i - 1].bucket_cap_mb == r.bucket_cap_mb) {
-    return "";
-  }
-  const std::string precision =
-      r.precision != "bf16" ? r.precision
-                            : fmt::format("bf16 (reduce_dtype {}, master_weights {})",
-                                          r.reduce_dtype, r.master_weights);
-  return fmt::format("{}, bucket_cap_mb {:g}:\n", precision, r.bucket_cap_mb);
-}
-
-// A narrow table's lines: `line(row)` for each row, after its group's line (row_group).
+// A narrow table's lines: `line(row)` for each row. The narrow tables have no precision or
+// bucket-cap column (the mode names need the room): a line names the precision and the cap before
+// the rows where either changes.
 template <typename Line>
 std::string grouped_lines(const std::vector<BenchRow>& rows, const Line& line) {
   std::string out;
-  for (std::size_t i = 0; i < rows.size(); ++i) out += row_group(rows, i) + line(rows[i]);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const BenchRow& r = rows[i];
+    if (i == 0 || rows[i - 1].precision != r.precision ||
+        rows[i - 1].bucket_cap_mb != r.bucket_cap_mb) {
+      const std::string precision =
+          r.precision != "bf16" ? r.precision
+                                : fmt::format("bf16 (reduce_dtype {}, master_weights {})",
+                                              r.reduce_dtype, r.master_weights);
+      out += fmt::format("{}, bucket_cap_mb {:g}:\n", precision, r.bucket_cap_mb);
+    }
+    out += line(r);
+  }
   return out;
 }
 
@@ -116,15 +114,16 @@ std::string tier_table(const BenchReport& rep, const ModeColumn& mode) {
       rep.link.node_ranks));
   out += fmt::format("{} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6}\n", mode("mode"), "inter", "exposed",
                      "hidden", "intra", "exposed", "hidden");
-  return out + grouped_lines(rep.rows, [&](const BenchRow& r) {
-           std::string line = mode(r.mode);
-           for (const BenchRow::TierFigures& t : r.tiers) {
-             line += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
-                                 t.exposed_comm_s * 1e3,
-                                 hidden_share(t.exposed_comm_s, t.comm_model_s) * 100.0);
-           }
-           return line + "\n";
-         });
+  out += grouped_lines(rep.rows, [&](const BenchRow& r) {
+    std::string line = mode(r.mode);
+    for (const BenchRow::TierFigures& t : r.tiers) {
+      line += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
+                          t.exposed_comm_s * 1e3,
+                          hidden_share(t.exposed_comm_s, t.comm_model_s) * 100.0);
+    }
+    return line + "\n";
+  });
+  return out;
 }
 
 }  // namespace
