@@ -58,10 +58,9 @@ std::vector<PrecisionConfig> bench_precisions(const Config& config) {
   if (config.bench.precision.empty()) return {config.precision};
   std::vector<PrecisionConfig> out;
   for (ComputePrecision compute : config.bench.precision) {
-    PrecisionConfig p;  // fp32 wire and masters: the only ones fp32 and tf32 accept
+    PrecisionConfig p;
     p.compute = compute;
     if (compute == ComputePrecision::Bf16) {
-      // The config accepts bf16 wire or remainders only with compute = "bf16": else fp32 here.
       p.reduce_dtype = config.precision.reduce_dtype;
       p.master_weights = config.precision.master_weights;
     }
@@ -322,13 +321,6 @@ void ideal_step(BenchRow& row, const ModePlan& mode, const BucketPlan& plan, con
   row.predicted_step_s = predicted_step_s(mode, comm, row.compute_s, shares);
 }
 
-// The layout and buckets a run of `mode` allocates at `cap_mb` (element shards pad every bucket:
-// runtime/train/plan/shard_layout.h).
-PlannedLayout plan_for(const Config& config, const ModePlan& mode, double cap_mb, int world_size) {
-  return plan_layout(config.model, config.parallel, mode,
-                     planned_ranks(config, mode, world_size), cap_mb);
-}
-
 // The caps of bench.bucket_cap_mb (parallel.bucket_cap_mb when empty).
 std::vector<double> bench_caps(const Config& config) {
   return config.bench.bucket_cap_mb.empty() ? std::vector<double>{config.parallel.bucket_cap_mb}
@@ -341,7 +333,8 @@ struct PlannedRun {
   double cap = 0.0;
   Mode mode;
   ModePlan mode_plan;  // bench_mode_plan
-  // Its own layout and buckets (element shards pad them; link.ranks shrinks shards).
+  // The layout and buckets it allocates (element shards pad every bucket: shard_layout.h;
+  // link.ranks shrinks the shards).
   PlannedLayout planned;
 };
 
@@ -353,11 +346,67 @@ std::vector<PlannedRun> plan_runs(const Config& config, int world) {
     for (const double cap : bench_caps(config)) {
       for (const Mode& mode : bench_modes(config)) {
         const ModePlan mode_plan = bench_mode_plan(mode, config, precision, world);
-        runs.push_back({precision, cap, mode, mode_plan, plan_for(config, mode_plan, cap, world)});
+        runs.push_back({precision, cap, mode, mode_plan,
+                        plan_layout(config.model, config.parallel, mode_plan,
+                                    planned_ranks(config, mode_plan, world), cap)});
       }
     }
   }
   return runs;
+}
+
+// The row of `run` from its rounds' totals `sum` (Note [Bench rounds]): maxed over ranks, per
+// step, beside its plan's memory and its ideal step. Collective.
+BenchRow pooled_row(const Config& config, const World& world, const PlannedRun& run,
+                    const RoundTotals& sum, const BenchLimits& limits,
+                    const ParameterStore& layout) {
+  const WaitLimit limit{world.rank, config.runtime.timeout_s};
+  const ModePlan& mode_plan = run.mode_plan;
+  const BucketPlan& plan = run.planned.plan;
+  BenchRow row;
+  row.precision = to_string(run.precision.compute);
+  row.reduce_dtype = dtype_name(mode_plan.reduce_dtype);
+  row.master_weights = to_string(mode_plan.master_weights);
+  row.mode = run.mode.name();
+  row.bucket_cap_mb = run.cap;
+  row.buckets = static_cast<int>(plan.buckets.size());
+  row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
+
+  const auto steps = static_cast<double>(config.bench.steps * sum.rounds);
+  const auto per_step_max = [&](std::vector<double> totals) {
+    max_over_ranks(world, limit, totals);
+    for (double& x : totals) x /= steps;
+    return totals;
+  };
+  std::vector<double> maxed = sum.figures;
+  max_over_ranks(world, limit, maxed);
+  set_per_step(row, maxed, steps);
+  row.comm_overhead_s = row.step_s - row.compute_s;
+  row.phases_vs_step = row.step_s > 0.0
+                           ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
+                           : 0.0;
+  row.bucket_reduction_s = per_step_max(sum.bucket_reduction_s);
+  row.bucket_step_s = per_step_max(sum.bucket_step_s);
+  row.bucket_broadcast_s = per_step_max(sum.bucket_broadcast_s);
+  row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
+
+  row.step_times_s = sum.step_s;
+  max_over_ranks(world, limit, row.step_times_s);
+  row.step_median_s = percentile(row.step_times_s, 0.5);
+  row.step_p10_s = percentile(row.step_times_s, 0.1);
+  row.step_p90_s = percentile(row.step_times_s, 0.9);
+
+  row.optimizer_state_bytes = gather_to_all(world, limit, sum.allocated.state);
+  row.state_bytes = gather_to_all(world, limit, sum.allocated.total());
+  row.peak_rss_bytes = gather_to_all(world, limit, sum.peak_rss);
+  for (int r = 0; r < world.size; ++r) {
+    const RankMemory want = rank_memory(mode_plan, plan, run.planned.layout.total_numel(), r);
+    row.planned_optimizer_state_bytes.push_back(want.state);
+    row.planned_state_bytes.push_back(want.total());
+  }
+  ideal_step(row, mode_plan, plan, comm_spans(mode_plan, config.link, world.size), limits,
+             compute_shares(layout, plan));
+  return row;
 }
 
 }  // namespace
@@ -443,9 +492,9 @@ void check_bench_memory(const Config& config, const World& world) {
     if (e.total() > need.total()) need = e;
   }
   // The bench's fp32 CPU copy of the model, and its optimizer measurement: parameters, gradients,
-  // two moments and a master of at least 8M elements (bench_limits.cpp), held while it runs.
+  // two moments and a master of at least kCpuBandwidthElements, held while it runs.
   const std::int64_t numel = layout.total_numel();
-  const std::int64_t measured = std::max<std::int64_t>(numel, std::int64_t{8} << 20);
+  const std::int64_t measured = std::max(numel, kCpuBandwidthElements);
   const std::int64_t own = numel * 4 + 5 * measured * 4;
   need.parameters += numel * 4 + measured * 4;
   need.gradients += measured * 4;
@@ -583,53 +632,7 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
 
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (totals[i].rounds == 0) break;  // stopped before this run's first round
-    const PlannedRun& run = runs[i];
-    const ModePlan& mode_plan = run.mode_plan;
-    const BucketPlan& plan = run.planned.plan;
-    const RoundTotals& sum = totals[i];
-    BenchRow row;
-    row.precision = to_string(run.precision.compute);
-    row.reduce_dtype = dtype_name(mode_plan.reduce_dtype);
-    row.master_weights = to_string(mode_plan.master_weights);
-    row.mode = run.mode.name();
-    row.bucket_cap_mb = run.cap;
-    row.buckets = static_cast<int>(plan.buckets.size());
-    row.samples_per_step = config.data.batch_size * config.train.grad_accum * world.size;
-
-    const auto steps = static_cast<double>(config.bench.steps * sum.rounds);
-    std::vector<double> maxed = sum.figures;
-    max_over_ranks(world, limit, maxed);
-    set_per_step(row, maxed, steps);
-    row.comm_overhead_s = row.step_s - row.compute_s;
-    row.phases_vs_step = row.step_s > 0.0
-                             ? (row.forward_s + row.backward_s + row.optimizer_s) / row.step_s
-                             : 0.0;
-    for (auto [from, to] : {std::pair{&sum.bucket_reduction_s, &row.bucket_reduction_s},
-                            std::pair{&sum.bucket_step_s, &row.bucket_step_s},
-                            std::pair{&sum.bucket_broadcast_s, &row.bucket_broadcast_s}}) {
-      *to = *from;
-      max_over_ranks(world, limit, *to);
-      for (double& x : *to) x /= steps;
-    }
-    row.samples_per_s = static_cast<double>(row.samples_per_step) / row.step_s;
-
-    row.step_times_s = sum.step_s;
-    max_over_ranks(world, limit, row.step_times_s);
-    row.step_median_s = percentile(row.step_times_s, 0.5);
-    row.step_p10_s = percentile(row.step_times_s, 0.1);
-    row.step_p90_s = percentile(row.step_times_s, 0.9);
-
-    row.optimizer_state_bytes = gather_to_all(world, limit, sum.allocated.state);
-    row.state_bytes = gather_to_all(world, limit, sum.allocated.total());
-    row.peak_rss_bytes = gather_to_all(world, limit, sum.peak_rss);
-    for (int r = 0; r < world.size; ++r) {
-      const RankMemory want = rank_memory(mode_plan, plan, run.planned.layout.total_numel(), r);
-      row.planned_optimizer_state_bytes.push_back(want.state);
-      row.planned_state_bytes.push_back(want.total());
-    }
-    ideal_step(row, mode_plan, plan, comm_spans(mode_plan, config.link, world.size),
-               report.limits, compute_shares(layout, plan));
-    report.rows.push_back(std::move(row));
+    report.rows.push_back(pooled_row(config, world, runs[i], totals[i], report.limits, layout));
   }
 
   for (BenchRow& row : report.rows) {

@@ -133,12 +133,6 @@ std::string gemm_kernel_name(const ExecContext& exec, ComputePrecision precision
   return cpu;
 }
 
-// The memory bandwidth of a rank: the `add` kernel (c = a + b: 12 bytes per element, STREAM's
-// "add") on the rank's compute context, so on the CPU split across runtime.threads as the
-// optimizer step is. Over 3 x 32 MiB per rank on the CPU, well past the last-level cache of the
-// machines this runs on, and 3 x 1 GiB on a GPU, past any GPU's cache.
-constexpr std::int64_t kCpuBandwidthElements = 8 << 20;
-
 // Writes every element of a buffer that a timed kernel only reads. A fresh CPU DeviceBuffer is
 // mapped zero pages (base/device_buffer.cpp): read without a write first, every load hits the one
 // shared zero page in cache and the figure measures the cache, not the memory.
@@ -150,6 +144,9 @@ void write_once(const ExecContext& exec, const DeviceBuffer& buffer) {
   }
 }
 
+// The memory bandwidth of a rank: the `add` kernel (c = a + b: 12 bytes per element, STREAM's
+// "add") on the rank's compute context, so on the CPU split across runtime.threads as the
+// optimizer step is. 3 x 1 GiB on a GPU, past any GPU's cache.
 double measure_bandwidth(const ExecContext& exec, const World& world, const WaitLimit& limit) {
   const std::int64_t n =
       exec.device == DeviceKind::Cuda ? std::int64_t{256} << 20 : kCpuBandwidthElements;

@@ -88,6 +88,11 @@ struct CollectiveSize {
   auto operator<=>(const CollectiveSize&) const = default;  // by op, dtype, bytes, communicator
 };
 
+// The elements of each buffer of the CPU's bandwidth measurement, and the least the optimizer
+// measurement steps on the CPU: 3 x 32 MiB per rank, well past the last-level cache of the
+// machines this runs on.
+inline constexpr std::int64_t kCpuBandwidthElements = std::int64_t{8} << 20;
+
 // Measures every limit for `config`'s model in each of `precisions` and the given collective
 // sizes (deduplicated).
 BenchLimits measure_limits(const Config& config, const World& world,

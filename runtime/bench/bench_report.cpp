@@ -78,19 +78,25 @@ std::string csv_cell(const nlohmann::ordered_json& v) {
   return v.dump();
 }
 
-// The narrow tables have no precision or bucket-cap column (the mode names need the room): a line
-// names the precision and the cap where either changes.
-std::string row_group(const std::vector<BenchRow>& rows, std::size_t i) {
-  const BenchRow& r = rows[i];
-  if (i > 0 && rows[i - 1].precision == r.precision &&
-      rows[i - 1].bucket_cap_mb == r.bucket_cap_mb) {
-    return "";
+// A narrow table's lines: `line(row)` for each row. The narrow tables have no precision or
+// bucket-cap column (the mode names need the room): a line names the precision and the cap before
+// the rows where either changes.
+template <typename Line>
+std::string grouped_lines(const std::vector<BenchRow>& rows, const Line& line) {
+  std::string out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const BenchRow& r = rows[i];
+    if (i == 0 || rows[i - 1].precision != r.precision ||
+        rows[i - 1].bucket_cap_mb != r.bucket_cap_mb) {
+      const std::string precision =
+          r.precision != "bf16" ? r.precision
+                                : fmt::format("bf16 (reduce_dtype {}, master_weights {})",
+                                              r.reduce_dtype, r.master_weights);
+      out += fmt::format("{}, bucket_cap_mb {:g}:\n", precision, r.bucket_cap_mb);
+    }
+    out += line(r);
   }
-  const std::string precision =
-      r.precision != "bf16" ? r.precision
-                            : fmt::format("bf16 (reduce_dtype {}, master_weights {})",
-                                          r.reduce_dtype, r.master_weights);
-  return fmt::format("{}, bucket_cap_mb {:g}:\n", precision, r.bucket_cap_mb);
+  return out;
 }
 
 // Share of `comm_model_s` (the collectives timed alone) that did not lengthen the step.
@@ -108,17 +114,15 @@ std::string tier_table(const BenchReport& rep, const ModeColumn& mode) {
       rep.link.node_ranks));
   out += fmt::format("{} {:>8} {:>8} {:>6} {:>8} {:>8} {:>6}\n", mode("mode"), "inter", "exposed",
                      "hidden", "intra", "exposed", "hidden");
-  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
-    const BenchRow& r = rep.rows[i];
-    out += row_group(rep.rows, i);
-    out += mode(r.mode);
+  out += grouped_lines(rep.rows, [&](const BenchRow& r) {
+    std::string line = mode(r.mode);
     for (const BenchRow::TierFigures& t : r.tiers) {
-      out += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
-                         t.exposed_comm_s * 1e3,
-                         hidden_share(t.exposed_comm_s, t.comm_model_s) * 100.0);
+      line += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
+                          t.exposed_comm_s * 1e3,
+                          hidden_share(t.exposed_comm_s, t.comm_model_s) * 100.0);
     }
-    out += "\n";
-  }
+    return line + "\n";
+  });
   return out;
 }
 
@@ -186,40 +190,43 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                                      : fmt::format("{} GEMM thread{} per rank, ", rep.cpu_threads,
                                                    rep.cpu_threads == 1 ? "" : "s"),
       rep.comm_priority == CommPriority::Realtime ? "realtime" : "at normal priority");
-  std::vector<std::string> noisy(rep.rows.size());
-  for (std::size_t i = 0; i < rep.rows.size(); ++i) noisy[i] = noise_reason(rep.rows[i]);
   // Narrow: the mark right after /ideal; a row of the longest mode name
   // (zero2/after_backward/reduce_scatter_allgather, 45 columns) ends at column 97.
-  const auto mark = [&](std::size_t i) { return noisy[i].empty() ? "" : wide ? " *" : "*"; };
+  const auto mark = [&](const BenchRow& r) {
+    return noise_reason(r).empty() ? "" : wide ? " *" : "*";
+  };
   out += wide ? fmt::format("{:<5} {} {:>6} {:>8} {:>15} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} "
                             "{:>8} {:>6}\n",
                             "prec", mode("mode"), "cap", "step", "p10-p90", "samples/s", "x ddp",
                             "compute", "comm", "exposed", "hidden", "ideal", "/ideal")
               : fmt::format("{} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"),
                             "step", "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
-  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
-    const BenchRow& r = rep.rows[i];
+  const auto step_line = [&](const BenchRow& r) {
     const double hidden = hidden_share(r.exposed_comm_s, r.comm_model_s);
     const std::string speedup = r.speedup_vs_ddp ? fmt::format("{:.2f}", *r.speedup_vs_ddp) : "-";
     if (wide) {
-      out += fmt::format(
+      return fmt::format(
           "{:<5} {} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% "
           "{:>8.2f} {:>6.2f}{}\n",
           r.precision, mode(r.mode), r.bucket_cap_mb, r.step_s * 1e3,
           fmt::format("{:.2f}-{:.2f}", r.step_p10_s * 1e3, r.step_p90_s * 1e3), r.samples_per_s,
           speedup, r.compute_s * 1e3, r.comm_model_s * 1e3, r.exposed_comm_s * 1e3,
-          hidden * 100.0, r.ideal_step_s * 1e3, r.vs_ideal, mark(i));
-    } else {
-      out += row_group(rep.rows, i);
-      out += fmt::format("{} {:>7.2f} {:>6.2f} {:>5} {:>7.2f} {:>7.2f} {:>5.0f}% {:>6.2f}{}\n",
-                         mode(r.mode), r.step_s * 1e3,
-                         r.step_p10_s > 0.0 ? r.step_p90_s / r.step_p10_s : 0.0, speedup,
-                         r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.vs_ideal,
-                         mark(i));
+          hidden * 100.0, r.ideal_step_s * 1e3, r.vs_ideal, mark(r));
     }
+    return fmt::format("{} {:>7.2f} {:>6.2f} {:>5} {:>7.2f} {:>7.2f} {:>5.0f}% {:>6.2f}{}\n",
+                       mode(r.mode), r.step_s * 1e3,
+                       r.step_p10_s > 0.0 ? r.step_p90_s / r.step_p10_s : 0.0, speedup,
+                       r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.vs_ideal,
+                       mark(r));
+  };
+  if (wide) {
+    for (const BenchRow& r : rep.rows) out += step_line(r);
+  } else {
+    out += grouped_lines(rep.rows, step_line);
   }
-  std::size_t noisy_rows = 0;
-  for (const std::string& why : noisy) noisy_rows += why.empty() ? 0 : 1;
+  const auto noisy_rows = std::count_if(rep.rows.begin(), rep.rows.end(), [](const BenchRow& r) {
+    return !noise_reason(r).empty();
+  });
   if (noisy_rows > 0) {
     out += fmt::format(
         "* noisy: {} of {} rows (p90/p10 above {:.1f}, exposed above comm, or /ideal below {:.1f}:"
@@ -227,11 +234,11 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
         "machine\n",
         noisy_rows, rep.rows.size(), kNoisySpread, kNoisyVsIdeal);
   }
-  for (const BenchRow& r : rep.rows) {
-    if (!wide || r.precision != "bf16") continue;  // the bf16 rows' wire and masters, once
-    out += fmt::format("bf16 rows: reduce_dtype {}, master_weights {}\n", r.reduce_dtype,
-                       r.master_weights);
-    break;
+  const auto bf16 = std::find_if(rep.rows.begin(), rep.rows.end(),
+                                 [](const BenchRow& r) { return r.precision == "bf16"; });
+  if (wide && bf16 != rep.rows.end()) {  // the bf16 rows' wire and masters, once
+    out += fmt::format("bf16 rows: reduce_dtype {}, master_weights {}\n", bf16->reduce_dtype,
+                       bf16->master_weights);
   }
   out += wrap_lines(
       fmt::format("\nfrom the streams' timeline ({}): phases' busy time, collectives, and "
@@ -259,14 +266,12 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
   } else {
     out += fmt::format("{} {:>7} {:>8} {:>6} {:>5} {:>6} {:>6} {:>7}\n", mode("mode"), "forward",
                        "backward", "optim", "wait", "reduce", "bcast", "exposed");
-    for (std::size_t i = 0; i < rep.rows.size(); ++i) {
-      const BenchRow& r = rep.rows[i];
-      out += row_group(rep.rows, i);
-      out += fmt::format("{} {:>7.2f} {:>8.2f} {:>6.2f} {:>5.2f} {:>6.2f} {:>6.2f} {:>7.2f}\n",
+    out += grouped_lines(rep.rows, [&](const BenchRow& r) {
+      return fmt::format("{} {:>7.2f} {:>8.2f} {:>6.2f} {:>5.2f} {:>6.2f} {:>6.2f} {:>7.2f}\n",
                          mode(r.mode), r.forward_s * 1e3, r.backward_s * 1e3, r.optimizer_s * 1e3,
                          r.wait_s * 1e3, r.reduction_s * 1e3, r.broadcast_s * 1e3,
                          r.exposed_comm_s * 1e3);
-    }
+    });
     out += wrap_lines(fmt::format(
         "\nper rank (max over ranks): the bytes sent per step{}, the state (parameters + "
         "gradients + master + optimizer state) and the peak resident memory",
@@ -275,17 +280,15 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
                                    "intra MB", "state MiB", "peak MiB")
                      : fmt::format("{} {:>9} {:>10} {:>9}\n", mode("mode"), "wire MB",
                                    "state MiB", "peak MiB");
-    for (std::size_t i = 0; i < rep.rows.size(); ++i) {
-      const BenchRow& r = rep.rows[i];
-      out += row_group(rep.rows, i);
-      const auto mb = [](std::int64_t bytes) { return static_cast<double>(bytes) * 1e-6; };
+    const auto mb = [](std::int64_t bytes) { return static_cast<double>(bytes) * 1e-6; };
+    out += grouped_lines(rep.rows, [&](const BenchRow& r) {
       const std::string wire =
           two_tiers ? fmt::format("{:>9.2f} {:>9.2f}", mb(r.tiers[0].wire_bytes_per_step),
                                   mb(r.tiers[1].wire_bytes_per_step))
                     : fmt::format("{:>9.2f}", mb(r.wire_bytes_per_step));
-      out += fmt::format("{} {} {:>10.2f} {:>9.1f}\n", mode(r.mode), wire,
+      return fmt::format("{} {} {:>10.2f} {:>9.1f}\n", mode(r.mode), wire,
                          mib(max_of(r.state_bytes)), mib(max_of(r.peak_rss_bytes)));
-    }
+    });
   }
   if (two_tiers) out += tier_table(rep, mode);
   const BenchLimits& l = rep.limits;

@@ -185,8 +185,10 @@ int run_cli(int argc, char** argv) {
     }
     if (*inspect) return run_inspect_command(inspect_path, world);
     if (*consolidate) {
-      return run_consolidate_command(consolidate_in, consolidate_out, !consolidate_no_optimizer,
-                                     consolidate_overwrite, world);
+      return run_consolidate_command(
+          consolidate_in, consolidate_out,
+          consolidate_no_optimizer ? ConsolidateState::Omit : ConsolidateState::Include,
+          consolidate_overwrite ? ExistingOutput::Replace : ExistingOutput::Refuse, world);
     }
     return kExitBadInput;
   } catch (const ReportedUserError&) {

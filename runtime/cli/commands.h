@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/bench/bench_report.h"
+#include "runtime/checkpoint/files/consolidate.h"
 #include "runtime/comm/world.h"
 
 namespace zl {
@@ -47,6 +48,6 @@ int run_bench_command(const ConfigArgs& args, const World& world,
 int run_inspect_command(const std::string& path, const World& world);
 // Writes one safetensors file from a sharded checkpoint (rank 0); a bad checkpoint exits 2.
 int run_consolidate_command(const std::string& checkpoint, const std::string& out,
-                            bool with_optimizer, bool overwrite, const World& world);
+                            ConsolidateState state, ExistingOutput existing, const World& world);
 
 }  // namespace zl

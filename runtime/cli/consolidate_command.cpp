@@ -3,20 +3,18 @@
 // rank 0 of the job.
 #include <fmt/format.h>
 
-#include "runtime/checkpoint/files/consolidate.h"
 #include "runtime/cli/commands.h"
 
 namespace zl {
 
 int run_consolidate_command(const std::string& checkpoint, const std::string& out,
-                            bool with_optimizer, bool overwrite, const World& world) {
+                            ConsolidateState state, ExistingOutput existing, const World& world) {
   agree_on_user_errors(world, [&] {
     if (!world.is_root()) return;
-    const std::size_t n = consolidate_checkpoint(
-        checkpoint, out, with_optimizer ? ConsolidateState::Include : ConsolidateState::Omit,
-        overwrite ? ExistingOutput::Replace : ExistingOutput::Refuse);
+    const std::size_t n = consolidate_checkpoint(checkpoint, out, state, existing);
     fmt::print("zerolap: consolidated {} -> {} ({} tensors{})\n", checkpoint, out, n,
-               with_optimizer ? ", optimizer state included" : ", parameters only");
+               state == ConsolidateState::Include ? ", optimizer state included"
+                                                  : ", parameters only");
     std::fflush(stdout);
   });
   return 0;

@@ -81,6 +81,56 @@ void inspect_sharded_checkpoint(const std::string& manifest_path) {
   if (!first_error.empty()) throw UserError(first_error);
 }
 
+// A safetensors file: its tensors with their checksums, its metadata, and the config of the run
+// that wrote it, after verify_checksums (a corrupt file is a UserError).
+void inspect_file(const std::string& path) {
+  const SafetensorsReader file(path);
+  file.verify_checksums();
+  fmt::print("{}: {} tensors, {} bytes of data, {}-byte header, checksums {}\n", path,
+             file.tensors().size(), file.data_bytes(), file.header_bytes(),
+             file.has_checksums() ? "ok (CRC32)" : "absent (not written by zerolap)");
+  // A zerolap checkpoint's precision up front: its parameter tensors are fp32 either way (the
+  // masters of a bf16 run), so the dtype column alone cannot say what trained it.
+  const auto& meta = file.metadata();
+  if (meta.count("precision") != 0 && meta.count("step") != 0) {
+    const auto value = [&](const char* key) {
+      const auto it = meta.find(key);
+      return it == meta.end() ? std::string("?") : it->second;
+    };
+    fmt::print("step {}, precision {} (reduce_dtype {}, master_weights {}); parameters stored as "
+               "fp32{}\n",
+               value("step"), value("precision"), value("reduce_dtype"), value("master_weights"),
+               value("precision") == "bf16" ? " master weights" : "");
+  }
+  // Names and metadata are the file's bytes: printed escaped and bounded, so control bytes
+  // never reach the terminal and a huge name cannot flood it.
+  const auto shown = [](std::string_view text, std::size_t max) {
+    return escaped_excerpt(text, max, Quotes::AsIs);
+  };
+  std::size_t width = 4;
+  for (const TensorEntry& t : file.tensors()) width = std::max(width, shown(t.name, 200).size());
+  fmt::print("\n{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", "name", width, "dtype", "shape", "bytes",
+             "crc32");
+  for (const TensorEntry& t : file.tensors()) {
+    const auto crc = meta.find(tensor_crc_key(t.name));
+    fmt::print("{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", shown(t.name, 200), width,
+               shown(t.dtype, 16), format_shape(t.shape), t.end - t.begin,
+               crc == meta.end() ? "-" : shown(crc->second, 16));
+  }
+  fmt::print("\nmetadata:\n");
+  const std::string multi_line_key = "config";
+  for (const auto& [key, value] : meta) {
+    if (key.rfind(tensor_crc_key(""), 0) == 0 || key == multi_line_key) continue;
+    fmt::print("  {} = {}\n", shown(key, 200), shown(value, 1000));
+  }
+  if (const auto config = meta.find(multi_line_key); config != meta.end()) {
+    fmt::print("\nconfig of the run that wrote it:\n");
+    std::istringstream lines(config->second);
+    for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", shown(line, 1000));
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int run_inspect_command(const std::string& given_path, const World& world) {
@@ -90,53 +140,9 @@ int run_inspect_command(const std::string& given_path, const World& world) {
     if (path != given_path) fmt::print("{}: latest checkpoint {}\n", given_path, path);
     if (sharded_manifest_of(path)) {
       inspect_sharded_checkpoint(path);
-      return;
+    } else {
+      inspect_file(path);
     }
-    const SafetensorsReader file(path);
-    file.verify_checksums();
-    fmt::print("{}: {} tensors, {} bytes of data, {}-byte header, checksums {}\n", path,
-               file.tensors().size(), file.data_bytes(), file.header_bytes(),
-               file.has_checksums() ? "ok (CRC32)" : "absent (not written by zerolap)");
-    // A zerolap checkpoint's precision up front: its parameter tensors are fp32 either way (the
-    // masters of a bf16 run), so the dtype column alone cannot say what trained it.
-    const auto& meta = file.metadata();
-    if (meta.count("precision") != 0 && meta.count("step") != 0) {
-      const auto value = [&](const char* key) {
-        const auto it = meta.find(key);
-        return it == meta.end() ? std::string("?") : it->second;
-      };
-      fmt::print("step {}, precision {} (reduce_dtype {}, master_weights {}); parameters stored as "
-                 "fp32{}\n",
-                 value("step"), value("precision"), value("reduce_dtype"), value("master_weights"),
-                 value("precision") == "bf16" ? " master weights" : "");
-    }
-    // Names and metadata are the file's bytes: printed escaped and bounded, so control bytes
-    // never reach the terminal and a huge name cannot flood it.
-    const auto shown = [](std::string_view text, std::size_t max) {
-      return escaped_excerpt(text, max, Quotes::AsIs);
-    };
-    std::size_t width = 4;
-    for (const TensorEntry& t : file.tensors()) width = std::max(width, shown(t.name, 200).size());
-    fmt::print("\n{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", "name", width, "dtype", "shape", "bytes",
-               "crc32");
-    for (const TensorEntry& t : file.tensors()) {
-      const auto crc = file.metadata().find(tensor_crc_key(t.name));
-      fmt::print("{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", shown(t.name, 200), width,
-                 shown(t.dtype, 16), format_shape(t.shape), t.end - t.begin,
-                 crc == file.metadata().end() ? "-" : shown(crc->second, 16));
-    }
-    fmt::print("\nmetadata:\n");
-    const std::string multi_line_key = "config";
-    for (const auto& [key, value] : file.metadata()) {
-      if (key.rfind(tensor_crc_key(""), 0) == 0 || key == multi_line_key) continue;
-      fmt::print("  {} = {}\n", shown(key, 200), shown(value, 1000));
-    }
-    if (const auto config = file.metadata().find(multi_line_key); config != file.metadata().end()) {
-      fmt::print("\nconfig of the run that wrote it:\n");
-      std::istringstream lines(config->second);
-      for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", shown(line, 1000));
-    }
-    std::fflush(stdout);
   });
   return 0;
 }

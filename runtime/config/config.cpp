@@ -23,10 +23,6 @@ using namespace config_detail;
 
 namespace {
 
-constexpr std::string_view kSections[] = {"model",     "data",  "optimizer",  "parallel",
-                                          "precision", "train", "checkpoint", "runtime",
-                                          "bench",     "link",  "output"};
-
 // The first element of `values` equal to an earlier one; null when each is there once.
 template <class T>
 const T* first_repeat(const std::vector<T>& values) {
@@ -161,7 +157,9 @@ void apply_overrides(toml::table& root, const std::vector<std::string>& override
 }
 
 void check_sections(const toml::table& root, const ConfigSource& source) {
-  const std::vector<std::string> names(std::begin(kSections), std::end(kSections));
+  const std::vector<std::string> names{"model",     "data",  "optimizer",  "parallel",
+                                       "precision", "train", "checkpoint", "runtime",
+                                       "bench",     "link",  "output"};
   for (const auto& [key, node] : root) {
     const std::string name(key.str());
     const std::string where = source.location(name, &node);
@@ -396,16 +394,16 @@ void read_runtime(const toml::table& root, ConfigSource& source, RuntimeConfig& 
     const auto* text = node->as_string();
     if (text != nullptr && text->get() == "auto") {
       rt.threads = kAutoThreads;
-    } else if (node->is_integer()) {
-      if (const auto v = node->as_integer()->get(); v < 1 || v > kMaxCpuThreads) {
+    } else if (const auto* v = node->as_integer()) {
+      if (v->get() < 1 || v->get() > kMaxCpuThreads) {
         r.fail("threads",
                fmt::format("must be in [1, {}] or \"auto\" (got {}): the OpenMP team of one "
                            "rank's GEMMs and kernels, one library thread per member, and more "
                            "than {} is more than any CPU node has hardware threads",
-                           kMaxCpuThreads, v, kMaxCpuThreads),
+                           kMaxCpuThreads, v->get(), kMaxCpuThreads),
                node);
       }
-      rt.threads = static_cast<int>(node->as_integer()->get());
+      rt.threads = static_cast<int>(v->get());
     } else {
       r.type_error("threads", *node, "an integer >= 1 or \"auto\"");
     }

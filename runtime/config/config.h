@@ -1,5 +1,5 @@
-// The run configuration: TOML files (see docs/config.md and docs/design.md, "Config contract") plus
-// `--set section.key=value` overrides. Parsing validates everything up front: an unknown key, a
+// The run configuration: TOML files (see docs/config.md) plus `--set section.key=value`
+// overrides. Parsing validates everything up front: an unknown key, a
 // wrong type or an out-of-range value is a UserError that names the key and its file and line.
 #pragma once
 
@@ -161,7 +161,7 @@ struct BenchConfig {
 struct OutputConfig {
   std::string dir = "runs/default";
   bool trace = false;
-  // true: replace another run's metrics.csv, config.toml and trace.json in dir.
+  // true: replace another run's outputs in dir (runtime/checkpoint/run_outputs.h).
   bool overwrite = false;
 };
 
@@ -218,8 +218,9 @@ std::vector<std::string> accepted_config_keys();
 // run outputs and hashed (config_hash) into checkpoints.
 std::string to_toml(const Config& config);
 // Whether a key ("section.key", as to_toml spells it) can change what a run computes. False for
-// [checkpoint] and [output] (where a run writes, whether it resumed), runtime.timeout_s and
-// runtime.comm_priority (how long it waits for a peer, how its comm threads are scheduled).
+// [checkpoint] and [output] (where a run writes, whether it resumed), runtime.timeout_s,
+// runtime.comm_priority and runtime.memory_limit_mb (how long it waits for a peer, how its comm
+// threads are scheduled, what memory it may use).
 bool key_affects_results(const std::string& key);
 // The keys that affect results with their canonical TOML values, in to_toml's order:
 // {"train.steps", "30"}, {"optimizer.lr", "0.001"}, ... (ranks compare them at start-up).

@@ -72,17 +72,12 @@ std::vector<T> array_of(const SectionReader& r, std::string_view key, const toml
 
 }  // namespace
 
-bool Range::contains(double v) const {
-  // NaN compares false with every bound, so it is in no range.
-  return (min_exclusive ? v > min : v >= min) && (max_exclusive ? v < max : v <= max);
-}
-
-bool Range::contains_integer(std::int64_t v) const {
-  // long double holds every int64 exactly (64-bit or wider mantissa), as it does each bound.
+bool Range::contains(long double v) const {
+  // long double holds every int64 exactly (64-bit or wider mantissa), as it does every double and
+  // each bound. NaN compares false with every bound, so it is in no range.
   static_assert(std::numeric_limits<long double>::digits >= 64, "int64 bounds need exact compares");
-  const long double x = static_cast<long double>(v);
   const long double lo = min, hi = max;
-  return (min_exclusive ? x > lo : x >= lo) && (max_exclusive ? x < hi : x <= hi);
+  return (min_exclusive ? v > lo : v >= lo) && (max_exclusive ? v < hi : v <= hi);
 }
 
 std::string Range::describe() const {
@@ -150,6 +145,14 @@ SectionReader::SectionReader(ConfigSource& source, const toml::table& root, std:
   if (table_ != nullptr) source_.record(section_, *table_);
 }
 
+std::vector<const toml::node*> SectionReader::elements(const toml::node& node) {
+  const auto* arr = node.as_array();
+  if (arr == nullptr) return {&node};
+  std::vector<const toml::node*> out;
+  for (std::size_t i = 0; i < arr->size(); ++i) out.push_back(arr->get(i));
+  return out;
+}
+
 bool SectionReader::has(std::string_view key) const {
   return table_ != nullptr && table_->get(key) != nullptr;
 }
@@ -178,7 +181,7 @@ std::int64_t SectionReader::checked_integer(std::string_view key, const toml::no
                                             Range range) const {
   const auto* v = node.as_integer();
   if (v == nullptr) type_error(key, node, "an integer");
-  if (!range.contains_integer(v->get())) {
+  if (!range.contains(v->get())) {
     fail(key, fmt::format("{} (got {})", range.describe(), v->get()), &node);
   }
   return v->get();
@@ -262,23 +265,19 @@ void SectionReader::number_array(std::string_view key, std::vector<T>& out, Rang
                                  std::size_t exact_size, bool allow_scalar) {
   const auto* node = get(key);
   if (node == nullptr) return;
-  std::vector<const toml::node*> elements;
-  if (const auto* arr = node->as_array()) {
-    for (std::size_t i = 0; i < arr->size(); ++i) elements.push_back(arr->get(i));
-  } else if (allow_scalar && node->is_number()) {
-    elements.push_back(node);
-  } else {
+  if (!node->is_array() && !(allow_scalar && node->is_number())) {
     fail(key,
          fmt::format("expected an array of numbers{}, got {}", allow_scalar ? " or a number" : "",
                      type_name(*node)),
          node);
   }
-  if (exact_size > 0 && elements.size() != exact_size) {
-    fail(key, fmt::format("expected {} numbers, got {}", exact_size, elements.size()), node);
+  const std::vector<const toml::node*> items = elements(*node);
+  if (exact_size > 0 && items.size() != exact_size) {
+    fail(key, fmt::format("expected {} numbers, got {}", exact_size, items.size()), node);
   }
   std::vector<T> values;
-  for (std::size_t i = 0; i < elements.size(); ++i) {
-    const toml::node& element = *elements[i];
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const toml::node& element = *items[i];
     if (!element.is_number()) {
       fail(key,
            fmt::format("expected an array of numbers, got {} at index {}", type_name(element), i),

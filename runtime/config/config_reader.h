@@ -28,9 +28,8 @@ struct Range {
   bool min_exclusive = false;
   bool max_exclusive = false;
 
-  bool contains(double v) const;
-  // Exact for every int64 (contains(double) rounds integers beyond 2^53 to a neighbour).
-  bool contains_integer(std::int64_t v) const;
+  // Exact for every double and every int64 (a double would round integers beyond 2^53).
+  bool contains(long double v) const;
   std::string describe() const;  // "must be > 0", "must be in [0, 1)"
 };
 
@@ -98,16 +97,11 @@ class SectionReader {
 
   template <class E, std::size_t N>
   void enumeration(std::string_view key, E& out, const EnumName<E> (&names)[N]) {
-    std::string text;
-    string(key, text);
-    if (!has(key)) return;
-    const auto it = std::find_if(std::begin(names), std::end(names),
-                                 [&](const auto& n) { return n.name == text; });
-    if (it == std::end(names)) {
-      fail(key,
-           "expected one of " + enum_choices(names) + ", got \"" + escaped_excerpt(text) + "\"");
+    if (const toml::node* node = get(key)) {
+      const auto* text = node->as_string();
+      if (text == nullptr) type_error(key, *node, "a string");
+      out = named(key, names, *node, text->get());
     }
-    out = it->value;
   }
 
   // One name of `names` or an array of them (a sweep): each must be a known name, none twice. An
@@ -116,27 +110,17 @@ class SectionReader {
   void enumeration_list(std::string_view key, std::vector<E>& out, const EnumName<E> (&names)[N]) {
     const toml::node* node = get(key);
     if (node == nullptr) return;
-    std::vector<const toml::node*> elements;
-    if (const auto* arr = node->as_array()) {
-      for (std::size_t i = 0; i < arr->size(); ++i) elements.push_back(arr->get(i));
-    } else {
-      elements.push_back(node);
-    }
-    const std::string choices = enum_choices(names);
     std::vector<E> values;
-    for (const toml::node* element : elements) {
+    for (const toml::node* element : elements(*node)) {
       const auto* text = element->as_string();
-      if (text == nullptr) type_error(key, *element, "one of " + choices + " or a list of them");
-      const auto it = std::find_if(std::begin(names), std::end(names),
-                                   [&](const auto& n) { return n.name == text->get(); });
-      if (it == std::end(names)) {
-        fail(key, "expected one of " + choices + ", got \"" + escaped_excerpt(text->get()) + "\"",
-             element);
+      if (text == nullptr) {
+        type_error(key, *element, "one of " + enum_choices(names) + " or a list of them");
       }
-      if (std::find(values.begin(), values.end(), it->value) != values.end()) {
+      const E value = named(key, names, *element, text->get());
+      if (std::find(values.begin(), values.end(), value) != values.end()) {
         fail(key, "\"" + text->get() + "\" is listed twice", element);
       }
-      values.push_back(it->value);
+      values.push_back(value);
     }
     out = std::move(values);
   }
@@ -154,6 +138,21 @@ class SectionReader {
  private:
   std::int64_t checked_integer(std::string_view key, const toml::node& node, Range range) const;
   double checked_number(std::string_view key, const toml::node& node) const;
+  // The value of the name `text` in `names`; UserError at `node` listing the names otherwise.
+  template <class E, std::size_t N>
+  E named(std::string_view key, const EnumName<E> (&names)[N], const toml::node& node,
+          const std::string& text) const {
+    const auto it = std::find_if(std::begin(names), std::end(names),
+                                 [&](const auto& n) { return n.name == text; });
+    if (it == std::end(names)) {
+      fail(key,
+           "expected one of " + enum_choices(names) + ", got \"" + escaped_excerpt(text) + "\"",
+           &node);
+    }
+    return it->value;
+  }
+  // The elements of an array node, or the node itself when it is not one.
+  static std::vector<const toml::node*> elements(const toml::node& node);
 
   ConfigSource& source_;
   const toml::table* table_;
