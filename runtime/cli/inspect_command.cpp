@@ -89,24 +89,24 @@ void inspect_file(const std::string& path) {
   fmt::print("{}: {} tensors, {} bytes of data, {}-byte header, checksums {}\n", path,
              file.tensors().size(), file.data_bytes(), file.header_bytes(),
              file.has_checksums() ? "ok (CRC32)" : "absent (not written by zerolap)");
+  // Names and metadata are the file's bytes: printed escaped and bounded, so control bytes
+  // never reach the terminal and a huge name cannot flood it.
+  const auto shown = [](std::string_view text, std::size_t max) {
+    return escaped_excerpt(text, max, Quotes::AsIs);
+  };
   // A zerolap checkpoint's precision up front: its parameter tensors are fp32 either way (the
   // masters of a bf16 run), so the dtype column alone cannot say what trained it.
   const auto& meta = file.metadata();
   if (meta.count("precision") != 0 && meta.count("step") != 0) {
     const auto value = [&](const char* key) {
       const auto it = meta.find(key);
-      return it == meta.end() ? std::string("?") : it->second;
+      return it == meta.end() ? std::string("?") : shown(it->second, 200);
     };
     fmt::print("step {}, precision {} (reduce_dtype {}, master_weights {}); parameters stored as "
                "fp32{}\n",
                value("step"), value("precision"), value("reduce_dtype"), value("master_weights"),
                value("precision") == "bf16" ? " master weights" : "");
   }
-  // Names and metadata are the file's bytes: printed escaped and bounded, so control bytes
-  // never reach the terminal and a huge name cannot flood it.
-  const auto shown = [](std::string_view text, std::size_t max) {
-    return escaped_excerpt(text, max, Quotes::AsIs);
-  };
   std::size_t width = 4;
   for (const TensorEntry& t : file.tensors()) width = std::max(width, shown(t.name, 200).size());
   fmt::print("\n{:<{}}  {:<5}  {:<14}  {:>12}  {}\n", "name", width, "dtype", "shape", "bytes",

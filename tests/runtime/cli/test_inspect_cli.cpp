@@ -50,8 +50,9 @@ TEST_CASE("zerolap inspect lists tensors, shapes, dtypes and metadata", "[checkp
 
 TEST_CASE("zerolap inspect prints a file's names and metadata escaped and bounded",
           "[checkpoint][cli]") {
-  // Control bytes in a tensor name, a metadata key or value, or the stored config must not reach
-  // the terminal (an ESC sequence could rewrite the screen), and a huge name not flood it.
+  // Control bytes in a tensor name, a metadata key or value (the summary line's step and precision
+  // too), or the stored config must not reach the terminal (an ESC sequence could rewrite the
+  // screen), and a huge name not flood it.
   const fs::path dir = fs::path(ZEROLAP_TEST_TMP) / fmt::format("inspect-{}", ::getpid());
   fs::create_directories(dir);
   const std::string path = (dir / "hostile.safetensors").string();
@@ -60,6 +61,8 @@ TEST_CASE("zerolap inspect prints a file's names and metadata escaped and bounde
   {
     zl::SafetensorsWriter w(path, {{evil, "F32", {2}}, {huge, "F32", {1}}},
                             {{"key\x1b]0;title\x07", "value\x1b[31m"},
+                             {"step", "7\x1b[2J"},
+                             {"precision", "bf16\x1b]0;title\x07"},
                              {"config", "[model]\n\x1b[2Jwidths = [3, 4]"}});
     const float x[3] = {1, 2, 3};
     w.write_floats(x, 3);
@@ -71,7 +74,8 @@ TEST_CASE("zerolap inspect prints a file's names and metadata escaped and bounde
   CHECK(r.output.find('\x1b') == std::string::npos);
   CHECK(r.output.find('\x07') == std::string::npos);
   CHECK_THAT(r.output, Contains("evil\\x1b[2J\\x07name") && Contains("value\\x1b[31m") &&
-                           Contains("\\x1b[2Jwidths = [3, 4]"));
+                           Contains("\\x1b[2Jwidths = [3, 4]") &&
+                           Contains("step 7\\x1b[2J, precision bf16\\x1b]0;title\\x07"));
   CHECK(r.output.size() < 20000);  // the 100000-byte name is cut
 }
 
