@@ -227,11 +227,16 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
                         "by hand{})",
                         kRunRecordName, outputs ? legacy_config_note(s.dir, launch.config) : "");
   }
-  // A file named as a checkpoint that cannot be read (damaged, a FIFO): say what it is.
+  // A checkpoint that cannot be read (a damaged file or manifest, a FIFO): say what it is.
   for (const DirCheckpoint& c : s.checkpoints) {
     if (c.run_id) continue;
+    const std::string path = (fs::path(s.dir) / c.name).string();
     try {
-      const SafetensorsReader file((fs::path(s.dir) / c.name).string());
+      if (const auto manifest = sharded_manifest_of(path)) {
+        read_manifest(*manifest);
+      } else {
+        const SafetensorsReader file(path);
+      }
     } catch (const UserError& e) {
       owner += fmt::format("; {} is unreadable ({})", c.name, e.what());
     }

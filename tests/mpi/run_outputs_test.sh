@@ -10,8 +10,8 @@
 #  - A resume of the owner's lineage on another world size with another lr proceeds, replacing its
 #    later checkpoints; a second fine-tune from outside into a checkpoint.dir whose `latest` is
 #    past its step is refused (not after a kill before the first `latest`); the overwrite keys go
-#    ahead; a garbage run.json or config.toml is reported
-#    as unreadable; the bench twice; the README's two training commands, each twice.
+#    ahead; a garbage run.json or config.toml, and a damaged checkpoint file or sharded manifest,
+#    are reported as unreadable; the bench twice; the README's two training commands, each twice.
 #  - A run refused after the ownership check (a later start-up check, a checkpoint that does not
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
 #    a directory without a manifest is named as such; a restart with checkpoint.resume = true
@@ -310,6 +310,21 @@ echo "step" >"$work/out_h/metrics.csv"
 train 2 out_h ck_h garbage_config.log
 expect 2 garbage_config.log "a garbage config.toml" &&
   says garbage_config.log "the garbage config.toml" "'$work/out_h/config.toml' is unreadable"
+
+# A checkpoint of no known run that cannot be read is named with what is wrong with it: a single
+# file's header, a sharded checkpoint's manifest (not "it is a directory").
+mkdir -p "$work/ck_u/step_00000010" "$work/ck_v"
+printf '\x01garbage{' >"$work/ck_u/step_00000010/manifest.json"
+train 2 out_u ck_u unreadable_sharded.log
+expect 2 unreadable_sharded.log "a checkpoint.dir holding a damaged sharded checkpoint" &&
+  says unreadable_sharded.log "the damaged manifest" "step_00000010 is unreadable" \
+    "$work/ck_u/step_00000010/manifest.json"
+grep -q "it is a directory" "$work/unreadable_sharded.log" &&
+  bad "a damaged sharded checkpoint was named as a directory, not by its manifest"
+printf 'junk' >"$work/ck_v/step_00000010.safetensors"
+train 2 out_v ck_v unreadable_file.log
+expect 2 unreadable_file.log "a checkpoint.dir holding a damaged checkpoint file" &&
+  says unreadable_file.log "the damaged file" "step_00000010.safetensors is unreadable" "truncated"
 
 # The bench: the same command again replaces its own results; another bench is refused.
 bench bench bench_first.log
