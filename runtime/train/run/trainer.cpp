@@ -34,8 +34,8 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                                 world_.rank, initial_fp32);
   }
   optimizer_ = std::make_unique<RankOptimizer>(config_.optimizer, plan_, setup_.model->store(),
-                                                  world_.rank, setup_.mode, setup_.total_steps,
-                                                  initial_fp32, shards_.get());
+                                               world_.rank, setup_.mode, setup_.total_steps,
+                                               initial_fp32, shards_.get());
   parts_ = std::make_unique<StepParts>(setup_.mode, step_options_, plan_, setup_.model->store(),
                                        *optimizer_, setup_.comms(), setup_.compute, &tracer_,
                                        shards_.get());

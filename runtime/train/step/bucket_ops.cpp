@@ -101,7 +101,7 @@ double BucketOps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int ra
 
 double BucketOps::local_grad_sum_sq(int rank) {
   return gradients_.dtype() == DType::BF16 ? sum_of_stepped_squares(norm_spans_bf16_, rank)
-                                      : sum_of_stepped_squares(norm_spans_f32_, rank);
+                                           : sum_of_stepped_squares(norm_spans_f32_, rank);
 }
 
 }  // namespace zl

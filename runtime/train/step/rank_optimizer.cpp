@@ -40,9 +40,9 @@ std::int16_t* remainders_of(const DeviceBuffer& buf) {
 }  // namespace
 
 RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan,
-                                   ParameterStore& store, int rank, const ModePlan& mode,
-                                   std::int64_t total_steps, std::span<const float> initial_fp32,
-                                   ParameterShards* shards)
+                             ParameterStore& store, int rank, const ModePlan& mode,
+                             std::int64_t total_steps, std::span<const float> initial_fp32,
+                             ParameterShards* shards)
     : config_(config),
       plan_(plan),
       store_(store),
@@ -155,7 +155,7 @@ int RankOptimizer::stepped_bucket_of(int param_id, const char* what) const {
 }
 
 std::int64_t RankOptimizer::index_in_stepped(int bucket, const ElementRange& range,
-                                                const char* what) const {
+                                             const char* what) const {
   ZL_CHECK(owns(bucket), "{}: bucket {} is not stepped on this rank", what, bucket);
   const ElementRange& mine = at(bucket).range;
   ZL_CHECK(mine.contains(range),
@@ -197,7 +197,7 @@ void RankOptimizer::read_master_range(int bucket, const ElementRange& range, flo
 }
 
 void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
-                                          const float* values) {
+                                       const float* values) {
   const std::int64_t within = index_in_stepped(bucket, range, "write_master");
   const DeviceKind device = store_.device();
   const std::int64_t n = range.numel;

@@ -57,8 +57,8 @@ class RankOptimizer {
   // `shards`: where the stepped parameters live with ParamStorage::Gathered (ZeRO stage 3,
   // runtime/train/step/parameter_gather.h); null for a flat store, whose buffer holds them.
   RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
-                   int rank, const ModePlan& mode, std::int64_t total_steps,
-                   std::span<const float> initial_fp32 = {}, ParameterShards* shards = nullptr);
+                int rank, const ModePlan& mode, std::int64_t total_steps,
+                std::span<const float> initial_fp32 = {}, ParameterShards* shards = nullptr);
 
   const OptimizerConfig& config() const { return config_; }
   bool owns(int bucket) const { return at(bucket).owned; }

@@ -47,7 +47,7 @@ void StepParts::broadcast_initial_parameters() {
   Work last;
   for (std::int64_t offset = 0; offset < store.total_numel(); offset += kChunk) {
     last = comms.broadcast.broadcast(params + offset * dtype_size(dtype),
-                                    std::min(kChunk, store.total_numel() - offset), dtype, 0);
+                                     std::min(kChunk, store.total_numel() - offset), dtype, 0);
   }
   last.wait();  // stream order: every earlier chunk is done too
 }
