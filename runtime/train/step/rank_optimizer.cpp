@@ -99,31 +99,28 @@ StepScalars RankOptimizer::next_step(float grad_scale) {
 }
 
 void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,
-                                   const BucketGradient& grad) {
+                                const BucketGradient& grad) {
   SteppedBucket& mine = at(bucket);
   ZL_CHECK(mine.owned, "bucket {} stepped on a rank that does not own it", bucket);
   // The stepped part: the whole bucket, or this rank's shard (Note [Shard layout]: the update is
   // element-wise, so a shard cutting through a parameter steps its part exactly).
-  const ElementRange& range = mine.range;
-  const std::int64_t n = range.numel;
-  const void* g_data = grad.data;  // at the range's first element
+  const std::int64_t n = mine.range.numel;
   const bool adam = config_.kind != OptimizerKind::Sgd;
   const AdamHyper adam_hyper{config_.lr,           config_.beta1,       config_.beta2,
                              config_.eps,          config_.weight_decay,
                              config_.kind == OptimizerKind::AdamW};
   const SgdHyper sgd_hyper{config_.lr, config_.momentum, config_.dampening, config_.weight_decay,
                            config_.nesterov};
-  // Adam's m or SGD's momentum buffer; null for plain SGD.
+  // Adam's m, or SGD's momentum buffer; null for plain SGD (no state: momentum 0).
   float* m = mine.state.empty() ? nullptr : mine.state[0].data();
   if (has_masters_) {
-    const DeviceBuffer& master = mine.master;
     const bool fp32_master = master_weights_ == MasterWeights::Fp32;
-    Bf16OptimizerSlice slice{.grad = g_data,
+    Bf16OptimizerSlice slice{.grad = grad.data,
                              .grad_dtype = grad.dtype,
                              .param = param_at<Bf16>(bucket, 0),
                              .master_weights = master_weights_,
-                             .master = fp32_master ? master.data() : nullptr,
-                             .remainder = fp32_master ? nullptr : remainders_of(master),
+                             .master = fp32_master ? mine.master.data() : nullptr,
+                             .remainder = fp32_master ? nullptr : remainders_of(mine.master),
                              .m = m};
     if (adam) {
       slice.v = mine.state[1].data();
@@ -135,13 +132,12 @@ void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecCont
     ZL_CHECK(grad.dtype == DType::F32, "bucket {}: {} gradients for fp32 parameters", bucket,
              dtype_name(grad.dtype));
     float* p = param_at<float>(bucket, 0);
-    const auto* g = static_cast<const float*>(g_data);
+    const auto* g = static_cast<const float*>(grad.data);
     if (adam) {
       adam_step(exec, p, g, m, mine.state[1].data(), n,
                 make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
     } else {
-      sgd_step(exec, p, g, config_.momentum != 0.0f ? m : nullptr, n,
-               make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
+      sgd_step(exec, p, g, m, n, make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
     }
   }
 }
