@@ -20,14 +20,11 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   assert_valid(options, mode);
-  const GradShares shares = mode.sharded_state ? GradShares::Sharded : GradShares::Replicated;
-  schedule = make_schedule(mode.schedule, ScheduleParts{.step = context,
-                                                        .reducer = reducer,
-                                                        .buckets = buckets,
-                                                        .every_rank = comms.every_rank(),
-                                                        .options = options,
-                                                        .grad_shares = shares,
-                                                        .share_ranks = plan.world_size});
+  schedule = make_schedule(ScheduleParts{.step = context,
+                                         .reducer = reducer,
+                                         .buckets = buckets,
+                                         .every_rank = comms.every_rank(),
+                                         .options = options});
   if (mode.gathers_parameters()) {
     ZL_CHECK(shards, "{} gathers parameter shards, and none were given", mode.name());
     gather_ = std::make_unique<ParameterGather>(context, *shards, buckets, comms.broadcast);
