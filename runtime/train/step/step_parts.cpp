@@ -14,7 +14,7 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
     : comms(comms),
       program(collective_program(mode, plan)),
       context{mode, plan, store, program, compute, tracer},
-      gradients(mode, plan, store, comms.reduce.rank(), tracer),
+      gradients(context, comms.reduce.rank()),
       reducer(context, gradients, comms.reduce, comms.replica),
       buckets(context, gradients, optimizer, comms.broadcast, reducer.reduced_on().name()) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
