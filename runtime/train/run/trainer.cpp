@@ -84,7 +84,7 @@ double Trainer::window_check_value() {
   parts_->synchronize();
   // Stage 3 has no whole parameters between steps: each rank checks its shards.
   if (shards_) return shards_->sum_of_squares(setup_.compute);
-  return zl::window_check_value(step_options_.step_check, setup_.model->store(), setup_.compute);
+  return zl::window_check_value(setup_.model->store(), setup_.compute);
 }
 
 void Trainer::check_window(double loss_sum, double check_value, std::int64_t first_step,
