@@ -23,8 +23,7 @@ BucketOps::BucketOps(const StepContext& step, const GradientStore& gradients,
 }
 
 void BucketOps::step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
-                              StepStream stream) {
-  ZL_CHECK(optimizer_.owns(bucket), "bucket {} stepped on a rank that does not own it", bucket);
+                            StepStream stream) {
   step_.notify(StepEvent::Kind::StepBegin, bucket);
   {
     const Bucket& b = step_.bucket(bucket);
