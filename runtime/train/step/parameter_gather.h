@@ -39,8 +39,6 @@
 
 namespace zl {
 
-class Tracer;
-
 // Stage 3's parameters between steps: this rank's shard of every bucket (ModePlan::stepped_range
 // elements of the store's dtype). Made before the optimizer, which steps them in place, and the
 // gather, which all-gathers them: both are built with them.
