@@ -47,14 +47,13 @@ RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& pl
       plan_(plan),
       store_(store),
       total_steps_(total_steps),
+      master_weights_(mode.master_weights),
       state_names_(optimizer_state_names(config)) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   ZL_CHECK((shards != nullptr) == (store.storage() == ParamStorage::Gathered),
            "parameter shards go with a store of gathered parameters, and only there");
-  has_masters_ = store.param_dtype() == DType::BF16;
-  master_weights_ = mode.master_weights;
-  if (has_masters_) {
+  if (has_masters()) {
     ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
              "bf16 masters need the {} fp32 initial values (got {})", store.total_numel(),
              initial_fp32.size());
@@ -73,7 +72,7 @@ RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& pl
     for (std::size_t i = 0; i < state_names_.size(); ++i) {
       mine.state.emplace_back(store.device(), range.numel);
     }
-    if (!has_masters_) continue;
+    if (!has_masters()) continue;
     // Exactly the fp32 initial values: the store holds master_to_bf16 of them (Model::
     // initialize_parameters), so the fp32 master, or the bf16 parameter joined with the
     // remainder, is the fp32 initial value bit for bit.
@@ -113,7 +112,7 @@ void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecCont
                            config_.nesterov};
   // Adam's m, or SGD's momentum buffer; null for plain SGD (no state: momentum 0).
   float* m = mine.state.empty() ? nullptr : mine.state[0].data();
-  if (has_masters_) {
+  if (has_masters()) {
     const bool fp32_master = master_weights_ == MasterWeights::Fp32;
     Bf16OptimizerSlice slice{.grad = grad.data,
                              .grad_dtype = grad.dtype,
@@ -176,7 +175,7 @@ void RankOptimizer::read_master_range(int bucket, const ElementRange& range, flo
   const std::int64_t within = index_in_stepped(bucket, range, "read_master");
   const DeviceKind device = store_.device();
   const std::int64_t n = range.numel;
-  if (!has_masters_) {
+  if (!has_masters()) {
     copy_to_host(param_at<float>(bucket, within), device, out, n);
     return;
   }
@@ -197,7 +196,7 @@ void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
   const std::int64_t within = index_in_stepped(bucket, range, "write_master");
   const DeviceKind device = store_.device();
   const std::int64_t n = range.numel;
-  if (!has_masters_) {
+  if (!has_masters()) {
     copy_from_host(values, param_at<float>(bucket, within), device, n);
     return;
   }
