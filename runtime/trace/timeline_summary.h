@@ -3,15 +3,15 @@
 // figure is a length of a set of time and never negative.
 //
 // Note [Exposed communication]: compute = the union of forward and backward (minus the compute
-// stream's waits inside them: for broadcasts, and in ZeRO stage 2 for a gradient pool buffer)
-// and optimizer spans, on any stream (interleaved steps run
-// on the comm stream); comm = the union of the collectives' spans on the comm streams. Hidden =
-// |comm ∩ compute|, exposed = |comm \ compute| (communication while no compute ran), idle = the
-// window minus |compute ∪ comm| (launch gaps, host work, read-backs). A span nested in another of
-// the same stream (the real collective inside the simulated link's) is part of it. Collectives
-// whose recorder did not know the bucket get it by issue order: the k-th reduction (or
-// broadcast) of the window is bucket k mod buckets, since each step issues one per bucket in
-// bucket order on each communicator (all_reduce_f64, the clip norm's, has no bucket).
+// stream's waits inside them: for broadcasts, and in ZeRO stage 2 for a gradient pool buffer) and
+// optimizer spans, on any stream (interleaved steps run on the comm stream); comm = the union of
+// the collectives' spans on the comm streams. Hidden = |comm ∩ compute|, exposed = |comm \ compute|
+// (communication while no compute ran), idle = the window minus |compute ∪ comm| (launch gaps, host
+// work, read-backs). A span nested in another of the same stream (the real collective inside the
+// simulated link's) is part of it. Collectives whose recorder did not know the bucket get it by
+// issue order: the k-th reduction (or broadcast) of the window is bucket k mod buckets, since each
+// step issues one per bucket in bucket order on each communicator (all_reduce_f64, the clip norm's,
+// has no bucket).
 #pragma once
 
 #include <string>

@@ -74,7 +74,6 @@ BucketPlan build_bucket_plan(const ParameterStore& store, double cap_mb, double 
 
   BucketPlan plan;
   plan.world_size = world_size;
-  plan.assignment = assignment;
   plan.bucket_of_param.assign(static_cast<std::size_t>(store.count()), -1);
 
   const std::vector<int> order = store.ids_in_layout_order();

@@ -39,7 +39,6 @@ struct BucketPlan {
   std::vector<Bucket> buckets;
   std::vector<int> bucket_of_param;  // param id -> bucket index
   int world_size = 1;
-  AssignmentPolicy assignment = AssignmentPolicy::RoundRobin;
 
   // Elements of the buckets assigned to `rank`.
   std::int64_t numel_assigned_to(int rank) const;

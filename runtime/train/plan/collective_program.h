@@ -4,19 +4,18 @@
 // (ProgramCheck), and `zerolap plan`, the bench and the scaling model count and time it.
 //
 // Note [Collective program]: invariant 1 (docs/design.md) is per communicator, so the program is
-// one sequence per communicator (CommRole): the gradients' collectives on the reduce
-// communicator, the publishes and gathers on the broadcast communicator, and with hybrid
-// sharding each shard's all-reduce across the replicas on the replica communicator (Note
-// [Replica all-reduce]). Only the order within a
-// communicator is fixed; across them the streams overlap. The three places that issue a step's
-// collectives (Reducer, BucketOps::publish, ParameterGather in a training pass) hand each one
-// to ProgramCheck::issued, which compares it with the next entry of its communicator's sequence
-// and throws an InternalError naming both on a mismatch, in every build (a comparison and an
-// increment). The sequences wrap at the step's end, so nothing resets them between steps (the
+// one sequence per communicator (CommRole): the gradients' collectives on the reduce communicator,
+// the publishes and gathers on the broadcast communicator, and with hybrid sharding each shard's
+// all-reduce across the replicas on the replica communicator (Note [Replica all-reduce]). Only the
+// order within a communicator is fixed; across them the streams overlap. The three places that
+// issue a step's collectives (Reducer, BucketOps::publish, ParameterGather in a training pass) hand
+// each one to ProgramCheck::issued, which compares it with the next entry of its communicator's
+// sequence and throws an InternalError naming both on a mismatch, in every build (a comparison and
+// an increment). The sequences wrap at the step's end, so nothing resets them between steps (the
 // interleaved continuations still issue after train_step returned). A skipped step (the verdict
 // came first and was not finite) publishes nothing: its schedule skips those entries. What is
-// outside a step (the initial broadcast, evaluation's and checkpoints' gathers, the verdict's
-// and metrics' all-reduces) is in no program.
+// outside a step (the initial broadcast, evaluation's and checkpoints' gathers, the verdict's and
+// metrics' all-reduces) is in no program.
 #pragma once
 
 #include <array>
@@ -63,7 +62,7 @@ std::vector<ProgramEntry> collective_program(const ModePlan& mode, const BucketP
 std::vector<bool> forward_entries(const ModePlan& mode, const BucketPlan& plan);
 
 // Where each communicator of a step sits on the modelled machine (Note [Link model],
-// runtime/comm/simulated_link.h), for a job of `world` ranks: the reduce and broadcast
+// runtime/comm/link/simulated_link.h), for a job of `world` ranks: the reduce and broadcast
 // communicators span the shard group (G consecutive ranks; without a shard group, every rank),
 // the replica communicator one rank of each group (world / G ranks, G apart). `mode.replicas`
 // must be the world's (make_run_mode_plan). The trainer wraps each communicator in the link of

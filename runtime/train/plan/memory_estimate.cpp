@@ -49,7 +49,7 @@ std::int64_t read_mem_available() {
 }  // namespace
 
 RankMemory estimate_rank_memory(const Config& config, const ParameterStore& layout,
-                                    const BucketPlan& plan, const ModePlan& mode, int rank) {
+                                const BucketPlan& plan, const ModePlan& mode, int rank) {
   // The buffers from the one place that sizes them (the allocations are tested against it).
   RankMemory m = rank_memory(mode, plan, layout.total_numel(), rank);
   const std::int64_t train =
@@ -64,7 +64,7 @@ RankMemory estimate_rank_memory(const Config& config, const ParameterStore& layo
 }
 
 RankMemory estimate_peak_rank_memory(const Config& config, const ParameterStore& layout,
-                                         const BucketPlan& plan, const ModePlan& mode) {
+                                     const BucketPlan& plan, const ModePlan& mode) {
   RankMemory peak;
   for (int r = 0; r < plan.world_size; ++r) {
     const RankMemory m = estimate_rank_memory(config, layout, plan, mode, r);

@@ -24,10 +24,10 @@ namespace zl {
 // the bucket plan and the mode and precision of the job (make_mode_plan of the config's
 // [parallel], [optimizer] and [precision]), for `rank`'s share of masters and optimizer state.
 RankMemory estimate_rank_memory(const Config& config, const ParameterStore& layout,
-                                    const BucketPlan& plan, const ModePlan& mode, int rank);
+                                const BucketPlan& plan, const ModePlan& mode, int rank);
 // The largest estimate over the plan's ranks.
 RankMemory estimate_peak_rank_memory(const Config& config, const ParameterStore& layout,
-                                         const BucketPlan& plan, const ModePlan& mode);
+                                     const BucketPlan& plan, const ModePlan& mode);
 
 // "1.20 GiB (parameters 300.0 MiB, gradients ..., [master ...,] optimizer state ...,
 // activations ...)"; the master only where a bf16 run keeps one.

@@ -39,11 +39,8 @@ struct ElementRange {
   }
 };
 
-// Stage 2's gradient pool: backward writes a bucket's gradients into one of this many buffers of
-// the largest bucket's size, which returns to the pool once the bucket's reduce-scatter completed
-// and its shard was accumulated. Two: the bucket backward is writing and the one being
-// reduce-scattered (a third bucket's backward waits for the older one, as DeepSpeed's double
-// buffer). Fewer buckets, fewer buffers.
+// The buffers of stage 2's gradient pool (Note [Gradient pool]), each of the largest bucket: the
+// bucket backward is writing and the one being reduce-scattered, as DeepSpeed's double buffer.
 inline constexpr int kGradientPoolBuffers = 2;
 
 // Where a step's gradients are reduced from and read by the step and the norm (gradient_store.h):

@@ -8,13 +8,12 @@
 namespace zl {
 
 std::string human_bytes(std::int64_t bytes) {
+  constexpr double kKiB = 1024.0, kMiB = 1024 * kKiB, kGiB = 1024 * kMiB, kTiB = 1024 * kGiB;
   const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024 * 1024) {
-    return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
-  }
-  if (b >= 1024.0 * 1024.0 * 1024.0) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024.0) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  if (b >= kTiB) return fmt::format("{:.2f} TiB", b / kTiB);
+  if (b >= kGiB) return fmt::format("{:.2f} GiB", b / kGiB);
+  if (b >= kMiB) return fmt::format("{:.2f} MiB", b / kMiB);
+  if (b >= kKiB) return fmt::format("{:.1f} KiB", b / kKiB);
   return fmt::format("{} B", bytes);
 }
 

@@ -6,21 +6,6 @@
 
 namespace zl {
 
-namespace {
-
-// The layout padding of `mode` for the buckets of `unpadded` (a plan of the unpadded layout):
-// after each bucket's last parameter, rounded up to kAlignFloats x the world with element shards;
-// else empty, kAlignFloats (each parameter's own alignment: no extra).
-LayoutPadding shard_layout_padding(const ModePlan& mode, const BucketPlan& unpadded) {
-  LayoutPadding padding;
-  padding.multiple = ParameterStore::kAlignFloats * (mode.element_shards ? unpadded.world_size : 1);
-  if (!mode.element_shards) return padding;
-  for (const Bucket& b : unpadded.buckets) padding.after.push_back(b.param_ids.back());
-  return padding;
-}
-
-}  // namespace
-
 int planned_ranks(const Config& config, const ModePlan& mode, int world) {
   if (mode.mode.shard_group > 0) return mode.mode.shard_group;
   return mode.element_shards && config.link.ranks > world ? config.link.ranks : world;
@@ -32,7 +17,12 @@ PlannedLayout plan_layout(const ModelSpec& spec, const ParallelConfig& parallel,
   const BucketPlan unpadded_plan = build_bucket_plan(unpadded, cap_mb, parallel.first_bucket_cap_mb,
                                                      world, parallel.assignment);
   PlannedLayout out;
-  out.padding = shard_layout_padding(mode, unpadded_plan);
+  // With element shards: after each bucket's last parameter, rounded up to kAlignFloats x the
+  // world; else none beyond each parameter's own alignment.
+  out.padding.multiple = ParameterStore::kAlignFloats * (mode.element_shards ? world : 1);
+  if (mode.element_shards) {
+    for (const Bucket& b : unpadded_plan.buckets) out.padding.after.push_back(b.param_ids.back());
+  }
   out.layout = Model::parameter_layout(spec, out.padding);
   out.plan = build_bucket_plan(out.layout, cap_mb, parallel.first_bucket_cap_mb, world,
                                parallel.assignment);

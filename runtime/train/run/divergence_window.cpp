@@ -10,9 +10,7 @@
 
 namespace zl {
 
-double window_check_value(StepCheck check, const ParameterStore& store,
-                          const ExecContext& compute) {
-  if (check == StepCheck::EveryStep) return 0.0;
+double window_check_value(const ParameterStore& store, const ExecContext& compute) {
   return store.param_dtype() == DType::BF16
              ? sum_of_squares(compute, store.params_as<Bf16>(), store.total_numel())
              : sum_of_squares(compute, store.params_as<float>(), store.total_numel());

@@ -12,10 +12,9 @@
 
 namespace zl {
 
-// This rank's part of a window's check: the sum of squares of its parameters (one read-back; 0
-// under EveryStep, where every step was checked already). Call with no step in flight.
-double window_check_value(StepCheck check, const ParameterStore& store,
-                          const ExecContext& compute);
+// This rank's part of a window's check: the sum of squares of its parameters (one read-back).
+// Call with no step in flight.
+double window_check_value(const ParameterStore& store, const ExecContext& compute);
 
 // Throws NonfiniteStop when the window (steps first..last), summed over ranks, is not finite:
 // `loss_sum` its training loss, `check_value` the parameters' sum of squares. Nothing under

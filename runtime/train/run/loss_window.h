@@ -2,8 +2,7 @@
 // losses, correct predictions, samples, steps counted). On CUDA the sums stay on the device and
 // take() reads them back once per window, so no micro-batch stalls the host between forward and
 // backward, unless the step's check reads the step's loss (step_loss(); docs/design.md,
-// "Divergence"); on the CPU they are host doubles, added per step and then per window in the order
-// the run loop always used (docs/design.md, "Data flow of one step").
+// "Divergence"); on the CPU they are host doubles, added per step and then per window.
 #pragma once
 
 #include <cstdint>
@@ -49,12 +48,11 @@ class LossWindow {
 
  private:
   double* sums();  // where this micro-batch's sums go: device doubles on CUDA, step_ on the CPU
-
-  ExecContext compute_;
-  DeviceBuffer device_sums_;  // CUDA: kLossSumCount doubles, zeroed by each take
   // Reads the device sums into `host` (adding) and zeroes them; throws on bad labels.
   void add_device_sums(double* host);
 
+  ExecContext compute_;
+  DeviceBuffer device_sums_;  // CUDA: kLossSumCount doubles, zeroed by each take
   double step_[kLossSumCount] = {};  // CPU, or CUDA after step_loss(): this step's sums
   double step_samples_ = 0.0;
   StepLoss window_;  // the host's part: loss and correct (CPU, or read per step), samples, steps

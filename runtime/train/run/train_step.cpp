@@ -87,9 +87,12 @@ void Trainer::train_step() {
       });
       // Stage 3: the gather buffers go back and the next forward gathers again, except, between
       // micro-batches, the bucket it reads first (Note [Parameter gathers]).
-      if (setup_.mode.gathers_parameters() && batch.last()) parts_->gather().release_all();
-      if (setup_.mode.gathers_parameters() && !batch.last()) {
-        parts_->gather().release_for_next_micro_batch();
+      if (setup_.mode.gathers_parameters()) {
+        if (batch.last()) {
+          parts_->gather().release_all();
+        } else {
+          parts_->gather().release_for_next_micro_batch();
+        }
       }
     }
     parts_->reducer.end_backward();

@@ -34,8 +34,8 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                                                 world_.rank, initial_fp32);
   }
   optimizer_ = std::make_unique<RankOptimizer>(config_.optimizer, plan_, setup_.model->store(),
-                                                  world_.rank, setup_.mode, setup_.total_steps,
-                                                  initial_fp32, shards_.get());
+                                               world_.rank, setup_.mode, setup_.total_steps,
+                                               initial_fp32, shards_.get());
   parts_ = std::make_unique<StepParts>(setup_.mode, step_options_, plan_, setup_.model->store(),
                                        *optimizer_, setup_.comms(), setup_.compute, &tracer_,
                                        shards_.get());
@@ -84,7 +84,7 @@ double Trainer::window_check_value() {
   parts_->synchronize();
   // Stage 3 has no whole parameters between steps: each rank checks its shards.
   if (shards_) return shards_->sum_of_squares(setup_.compute);
-  return zl::window_check_value(step_options_.step_check, setup_.model->store(), setup_.compute);
+  return zl::window_check_value(setup_.model->store(), setup_.compute);
 }
 
 void Trainer::check_window(double loss_sum, double check_value, std::int64_t first_step,

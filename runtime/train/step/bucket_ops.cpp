@@ -23,8 +23,7 @@ BucketOps::BucketOps(const StepContext& step, const GradientStore& gradients,
 }
 
 void BucketOps::step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
-                              StepStream stream) {
-  ZL_CHECK(optimizer_.owns(bucket), "bucket {} stepped on a rank that does not own it", bucket);
+                            StepStream stream) {
   step_.notify(StepEvent::Kind::StepBegin, bucket);
   {
     const Bucket& b = step_.bucket(bucket);
@@ -101,7 +100,7 @@ double BucketOps::sum_of_stepped_squares(std::vector<ReadSpan<T>>& spans, int ra
 
 double BucketOps::local_grad_sum_sq(int rank) {
   return gradients_.dtype() == DType::BF16 ? sum_of_stepped_squares(norm_spans_bf16_, rank)
-                                      : sum_of_stepped_squares(norm_spans_f32_, rank);
+                                           : sum_of_stepped_squares(norm_spans_f32_, rank);
 }
 
 }  // namespace zl

@@ -26,8 +26,6 @@
 
 namespace zl {
 
-class Tracer;
-
 // Where a bucket's step runs: on the main thread's compute stream, or inside a continuation on
 // the reduce communicator's stream (interleaved). It names the span in the trace and timeline.
 enum class StepStream { Compute, Reduce };

@@ -9,9 +9,10 @@
 
 namespace zl {
 
-GradientPool::GradientPool(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                           int rank, Tracer* tracer)
-    : plan_(plan), tracer_(tracer), wire_dtype_(mode.reduce_dtype) {
+GradientPool::GradientPool(const StepContext& step, int rank) : step_(step) {
+  const ModePlan& mode = step.mode;
+  const BucketPlan& plan = step.plan;
+  ParameterStore& store = step.store;
   ZL_CHECK(mode.pools_gradients() && mode.element_shards, "a gradient pool for {}", mode.name());
   ZL_CHECK(store.gradient_storage() == GradientStorage::Bound,
            "stage 2 binds the gradients, but the store allocated its own");
@@ -20,7 +21,7 @@ GradientPool::GradientPool(const ModePlan& mode, const BucketPlan& plan, Paramet
   slots_.resize(static_cast<std::size_t>(mode.pool_buffers(plan)));
   for (Slot& s : slots_) {
     s.fp32 = DeviceBuffer(store.device(), largest);
-    if (wire_dtype_ == DType::BF16) s.wire = DeviceBuffer(store.device(), largest, DType::BF16);
+    if (bf16_wire()) s.wire = DeviceBuffer(store.device(), largest, DType::BF16);
   }
   shard_at_.resize(n);
   shard_of_.resize(n);
@@ -58,7 +59,7 @@ void GradientPool::begin_backward(Accumulate into_shard) {
 }
 
 void GradientPool::before_grad_write(int param_id, const ExecContext& compute) {
-  const int bucket = plan_.bucket_of_param[static_cast<std::size_t>(param_id)];
+  const int bucket = step_.plan.bucket_of_param[static_cast<std::size_t>(param_id)];
   char& acquired = acquired_[static_cast<std::size_t>(bucket)];
   if (acquired) return;
   acquired = 1;
@@ -69,8 +70,7 @@ void GradientPool::before_grad_write(int param_id, const ExecContext& compute) {
            "pool buffer, was issued",
            bucket, slot.user);
   {
-    TimelineScope timed(tracer_ ? &tracer_->timeline() : nullptr, compute, "compute", "wait",
-                        bucket);
+    TimelineScope timed(step_.timeline(), compute, "compute", "wait", bucket);
     slot.released.stream_wait(compute);
   }
   slot.user = bucket;
@@ -84,7 +84,7 @@ void* GradientPool::prepare(const Bucket& b, const ExecContext& compute) {
   Slot& slot = slots_[static_cast<std::size_t>(buffer_of(b.index))];
   ZL_CHECK(slot.user == b.index && acquired_[static_cast<std::size_t>(b.index)],
            "bucket {} reduce-scattered without its pool buffer", b.index);
-  if (wire_dtype_ == DType::F32) return slot.fp32.data();
+  if (!bf16_wire()) return slot.fp32.data();
   cast(compute, slot.fp32.data(), slot.wire.data<Bf16>(), b.numel);
   return slot.wire.raw();
 }
@@ -96,7 +96,7 @@ Work GradientPool::accumulate_and_release(const Bucket& b, Communicator& comm) {
   const std::int64_t within = range.offset - b.offset;  // the shard in the bucket's buffer
   float* shard = shards_.data() + shard_at_[i];
   float* received = slot.fp32.data() + within;
-  const Bf16* wire = wire_dtype_ == DType::BF16 ? slot.wire.data<Bf16>() + within : nullptr;
+  const Bf16* wire = bf16_wire() ? slot.wire.data<Bf16>() + within : nullptr;
   const Accumulate into = into_shard_;
   // On the reduce stream after the reduce-scatter (communicator.h: then()). bf16 wire: the
   // received bf16 sums widen exactly to fp32; the fp32 buffer is free once it was cast.

@@ -31,17 +31,15 @@
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/step/rank_optimizer.h"
+#include "runtime/train/step/step_context.h"
 
 namespace zl {
 
-class Tracer;
-
 class GradientPool {
  public:
-  // Binds every parameter's gradient of `store` (GradientStorage::Bound) into the buffer of its
-  // bucket. `rank`: whose shard this rank keeps (ModePlan::stepped_range).
-  GradientPool(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store, int rank,
-               Tracer* tracer);
+  // Binds every parameter's gradient of the step's store (GradientStorage::Bound) into the buffer
+  // of its bucket. `rank`: whose shard this rank keeps (ModePlan::stepped_range).
+  GradientPool(const StepContext& step, int rank);
 
   int buffers() const { return static_cast<int>(slots_.size()); }
   int buffer_of(int bucket) const { return bucket % buffers(); }
@@ -73,9 +71,9 @@ class GradientPool {
     int user = -1;      // the bucket last given this buffer
     bool issued = true;  // whether that bucket's reduce-scatter was issued
   };
-  const BucketPlan& plan_;
-  Tracer* tracer_;
-  DType wire_dtype_;
+  bool bf16_wire() const { return step_.mode.reduce_dtype == DType::BF16; }
+
+  const StepContext& step_;
   std::vector<Slot> slots_;
   DeviceBuffer shards_;                   // this rank's shard of every bucket, in bucket order
   std::vector<std::int64_t> shard_at_;    // [bucket]: its shard's first element in shards_

@@ -6,17 +6,14 @@
 
 namespace zl {
 
-GradientStore::GradientStore(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store,
-                             int rank, Tracer* tracer)
-    : store_(store), kind_(mode.gradient_store), wire_dtype_(mode.reduce_dtype) {
-  if (kind_ == GradientStoreKind::Bf16Wire) {
-    bf16_ = DeviceBuffer(store.device(), store.total_numel(), DType::BF16);
+GradientStore::GradientStore(const StepContext& step, int rank) : step_(step) {
+  const DeviceKind device = step.store.device();
+  if (step.mode.gradient_store == GradientStoreKind::Bf16Wire) {
+    bf16_ = DeviceBuffer(device, step.store.total_numel(), DType::BF16);
   }
-  if (kind_ == GradientStoreKind::ShardPool) {
-    pool_ = std::make_unique<GradientPool>(mode, plan, store, rank, tracer);
-  }
-  if (const std::int64_t n = mode.replica_wire_numel(plan); n > 0) {
-    replica_wire_ = DeviceBuffer(store.device(), n, DType::BF16);
+  if (pooled()) pool_ = std::make_unique<GradientPool>(step, rank);
+  if (const std::int64_t n = step.mode.replica_wire_numel(step.plan); n > 0) {
+    replica_wire_ = DeviceBuffer(device, n, DType::BF16);
   }
 }
 
@@ -34,11 +31,11 @@ ReplicaOperand GradientStore::replica_operand(const Bucket& b, const ElementRang
 }
 
 void* GradientStore::prepare(const Bucket& b, const ExecContext& exec) {
-  switch (kind_) {
-    case GradientStoreKind::Fp32: return store_.grad() + b.offset;
+  switch (step_.mode.gradient_store) {
+    case GradientStoreKind::Fp32: return step_.store.grad() + b.offset;
     case GradientStoreKind::Bf16Wire: {
       Bf16* slice = bf16_.data<Bf16>() + b.offset;
-      cast(exec, store_.grad() + b.offset, slice, b.numel);
+      cast(exec, step_.store.grad() + b.offset, slice, b.numel);
       return slice;
     }
     case GradientStoreKind::ShardPool: return pool_->prepare(b, exec);
@@ -47,14 +44,13 @@ void* GradientStore::prepare(const Bucket& b, const ExecContext& exec) {
 }
 
 Work GradientStore::finish(const Bucket& b, Communicator& comm, Work collective) {
-  if (kind_ != GradientStoreKind::ShardPool) return collective;
-  return pool_->accumulate_and_release(b, comm);
+  return pooled() ? pool_->accumulate_and_release(b, comm) : collective;
 }
 
 BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& range) const {
-  switch (kind_) {
+  switch (step_.mode.gradient_store) {
     case GradientStoreKind::Fp32:
-      return BucketGradient{.data = store_.grad() + range.offset, .dtype = DType::F32};
+      return BucketGradient{.data = step_.store.grad() + range.offset, .dtype = DType::F32};
     case GradientStoreKind::Bf16Wire:
       return BucketGradient{.data = bf16_.data<Bf16>() + range.offset, .dtype = DType::BF16};
     case GradientStoreKind::ShardPool: return pool_->shard_gradient(b, range);
@@ -63,7 +59,7 @@ BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& rang
 }
 
 std::int64_t GradientStore::bytes() const {
-  if (kind_ == GradientStoreKind::ShardPool) return pool_->shard_bytes() + pool_bytes();
+  if (pooled()) return pool_->shard_bytes() + pool_bytes();
   return bf16_.bytes();
 }
 

@@ -24,10 +24,9 @@
 #include "runtime/train/step/gradient_pool.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/step/rank_optimizer.h"
+#include "runtime/train/step/step_context.h"
 
 namespace zl {
-
-class Tracer;
 
 // What hybrid sharding's replica all-reduce runs on for one shard (Note [Replica all-reduce]):
 // `data`, elements of `dtype`, in place; with `widened` set (stage 2's fp32 shard under a bf16
@@ -41,14 +40,12 @@ struct ReplicaOperand {
 class GradientStore {
  public:
   // Stage 2 binds the store's gradients into its pool (the store must be GradientStorage::Bound).
-  GradientStore(const ModePlan& mode, const BucketPlan& plan, ParameterStore& store, int rank,
-               Tracer* tracer);
+  // `rank`: whose shard a pool keeps (ModePlan::stepped_range).
+  GradientStore(const StepContext& step, int rank);
 
-  // The dtype the collectives move (reduce_dtype).
-  DType wire_dtype() const { return wire_dtype_; }
-  // The dtype of the reduced gradients the step and the norm read: the wire's, or fp32 for the
-  // stage-2 shard (accumulated in fp32).
-  DType dtype() const { return kind_ == GradientStoreKind::ShardPool ? DType::F32 : wire_dtype_; }
+  // The dtype of the reduced gradients the step and the norm read: the wire's (reduce_dtype), or
+  // fp32 for the stage-2 shard (accumulated in fp32).
+  DType dtype() const { return pooled() ? DType::F32 : step_.mode.reduce_dtype; }
   // Bucket b's collective buffer, made ready on `exec` (bf16: the cast of its fp32 gradients,
   // enqueued on exec's stream; fp32: the gradients themselves, nothing to do).
   void* prepare(const Bucket& b, const ExecContext& exec);
@@ -65,7 +62,7 @@ class GradientStore {
   // Stage 2's pool (kind ShardPool; an InternalError otherwise): the grad-write hook and each
   // backward's start go to it.
   GradientPool& pool() {
-    ZL_CHECK(kind_ == GradientStoreKind::ShardPool, "no gradient pool without stage 2 or 3");
+    ZL_CHECK(pooled(), "no gradient pool without stage 2 or 3");
     return *pool_;
   }
   // Bytes allocated here: the bf16 buffer (reduce_dtype = "bf16"), or stage 2's shards and pool
@@ -74,14 +71,13 @@ class GradientStore {
   std::int64_t bytes() const;
   // The part of bytes() that is stage 2's pool and the replica buffer (RankMemory::gradient_pool).
   std::int64_t pool_bytes() const {
-    const bool pooled = kind_ == GradientStoreKind::ShardPool;
-    return (pooled ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
+    return (pooled() ? pool_->pool_bytes() : 0) + replica_wire_.bytes();
   }
 
  private:
-  ParameterStore& store_;
-  GradientStoreKind kind_;
-  DType wire_dtype_;
+  bool pooled() const { return step_.mode.gradient_store == GradientStoreKind::ShardPool; }
+
+  const StepContext& step_;
   DeviceBuffer bf16_;                   // Bf16Wire: total_numel elements
   DeviceBuffer replica_wire_;           // ModePlan::replica_wire_numel elements of bf16
   std::unique_ptr<GradientPool> pool_;  // ShardPool

@@ -10,17 +10,16 @@
 // in forward only), which backward's prefetch skips too.
 // So when a layer first reads bucket b, every bucket behind b in that pass is done: forward
 // releases the buckets above b, backward those below. Bucket 0 is the last forward reads and the
-// first backward reads: it stays resident between the two; likewise the last bucket stays from
-// one micro-batch's backward to the next one's forward. A gather of b is issued only after
-// b's step (BucketOps::wait_for_bucket: the interleaved continuation) and all-gathers the
-// rank's shard into the buffer (Communicator::all_gather_from) on the broadcast communicator,
-// issued from the compute stream; the same reads give the same issue order on every rank
-// (invariant 1). The collective reads the shard until it completes; b's next step comes after
-// every gather of b was waited for (b's forward reads it, and so does b's backward where it
-// reads b), so a step never writes a shard being read. A released
-// buffer is reused by a later gather only after the released gather completed (CPU: a host wait)
-// and, on CUDA, after the compute work issued so far (the all-gather is ordered behind it), so no
-// layer still reading it is overwritten.
+// first backward reads: it stays resident between the two; likewise the last bucket stays from one
+// micro-batch's backward to the next one's forward. A gather of b is issued only after b's step
+// (BucketOps::wait_for_bucket: the interleaved continuation) and all-gathers the rank's shard into
+// the buffer (Communicator::all_gather_from) on the broadcast communicator, issued from the compute
+// stream; the same reads give the same issue order on every rank (invariant 1). The collective
+// reads the shard until it completes; b's next step comes after every gather of b was waited for
+// (b's forward reads it, and so does b's backward where it reads b), so a step never writes a shard
+// being read. A released buffer is reused by a later gather only after the released gather
+// completed (CPU: a host wait) and, on CUDA, after the compute work issued so far (the all-gather
+// is ordered behind it), so no layer still reading it is overwritten.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +37,6 @@
 #include "runtime/train/step/step_context.h"
 
 namespace zl {
-
-class Tracer;
 
 // Stage 3's parameters between steps: this rank's shard of every bucket (ModePlan::stepped_range
 // elements of the store's dtype). Made before the optimizer, which steps them in place, and the

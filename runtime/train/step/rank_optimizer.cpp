@@ -40,21 +40,20 @@ std::int16_t* remainders_of(const DeviceBuffer& buf) {
 }  // namespace
 
 RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan,
-                                   ParameterStore& store, int rank, const ModePlan& mode,
-                                   std::int64_t total_steps, std::span<const float> initial_fp32,
-                                   ParameterShards* shards)
+                             ParameterStore& store, int rank, const ModePlan& mode,
+                             std::int64_t total_steps, std::span<const float> initial_fp32,
+                             ParameterShards* shards)
     : config_(config),
       plan_(plan),
       store_(store),
       total_steps_(total_steps),
+      master_weights_(mode.master_weights),
       state_names_(optimizer_state_names(config)) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   ZL_CHECK((shards != nullptr) == (store.storage() == ParamStorage::Gathered),
            "parameter shards go with a store of gathered parameters, and only there");
-  has_masters_ = store.param_dtype() == DType::BF16;
-  master_weights_ = mode.master_weights;
-  if (has_masters_) {
+  if (has_masters()) {
     ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
              "bf16 masters need the {} fp32 initial values (got {})", store.total_numel(),
              initial_fp32.size());
@@ -73,7 +72,7 @@ RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& pl
     for (std::size_t i = 0; i < state_names_.size(); ++i) {
       mine.state.emplace_back(store.device(), range.numel);
     }
-    if (!has_masters_) continue;
+    if (!has_masters()) continue;
     // Exactly the fp32 initial values: the store holds master_to_bf16 of them (Model::
     // initialize_parameters), so the fp32 master, or the bf16 parameter joined with the
     // remainder, is the fp32 initial value bit for bit.
@@ -99,31 +98,28 @@ StepScalars RankOptimizer::next_step(float grad_scale) {
 }
 
 void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecContext& exec,
-                                   const BucketGradient& grad) {
+                                const BucketGradient& grad) {
   SteppedBucket& mine = at(bucket);
   ZL_CHECK(mine.owned, "bucket {} stepped on a rank that does not own it", bucket);
   // The stepped part: the whole bucket, or this rank's shard (Note [Shard layout]: the update is
   // element-wise, so a shard cutting through a parameter steps its part exactly).
-  const ElementRange& range = mine.range;
-  const std::int64_t n = range.numel;
-  const void* g_data = grad.data;  // at the range's first element
+  const std::int64_t n = mine.range.numel;
   const bool adam = config_.kind != OptimizerKind::Sgd;
   const AdamHyper adam_hyper{config_.lr,           config_.beta1,       config_.beta2,
                              config_.eps,          config_.weight_decay,
                              config_.kind == OptimizerKind::AdamW};
   const SgdHyper sgd_hyper{config_.lr, config_.momentum, config_.dampening, config_.weight_decay,
                            config_.nesterov};
-  // Adam's m or SGD's momentum buffer; null for plain SGD.
+  // Adam's m, or SGD's momentum buffer; null for plain SGD (no state: momentum 0).
   float* m = mine.state.empty() ? nullptr : mine.state[0].data();
-  if (has_masters_) {
-    const DeviceBuffer& master = mine.master;
+  if (has_masters()) {
     const bool fp32_master = master_weights_ == MasterWeights::Fp32;
-    Bf16OptimizerSlice slice{.grad = g_data,
+    Bf16OptimizerSlice slice{.grad = grad.data,
                              .grad_dtype = grad.dtype,
                              .param = param_at<Bf16>(bucket, 0),
                              .master_weights = master_weights_,
-                             .master = fp32_master ? master.data() : nullptr,
-                             .remainder = fp32_master ? nullptr : remainders_of(master),
+                             .master = fp32_master ? mine.master.data() : nullptr,
+                             .remainder = fp32_master ? nullptr : remainders_of(mine.master),
                              .m = m};
     if (adam) {
       slice.v = mine.state[1].data();
@@ -135,13 +131,12 @@ void RankOptimizer::step_bucket(int bucket, const StepScalars& s, const ExecCont
     ZL_CHECK(grad.dtype == DType::F32, "bucket {}: {} gradients for fp32 parameters", bucket,
              dtype_name(grad.dtype));
     float* p = param_at<float>(bucket, 0);
-    const auto* g = static_cast<const float*>(g_data);
+    const auto* g = static_cast<const float*>(grad.data);
     if (adam) {
       adam_step(exec, p, g, m, mine.state[1].data(), n,
                 make_adam_step(adam_hyper, s.lr, s.t, s.grad_scale));
     } else {
-      sgd_step(exec, p, g, config_.momentum != 0.0f ? m : nullptr, n,
-               make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
+      sgd_step(exec, p, g, m, n, make_sgd_step(sgd_hyper, s.lr, s.t, s.grad_scale));
     }
   }
 }
@@ -155,7 +150,7 @@ int RankOptimizer::stepped_bucket_of(int param_id, const char* what) const {
 }
 
 std::int64_t RankOptimizer::index_in_stepped(int bucket, const ElementRange& range,
-                                                const char* what) const {
+                                             const char* what) const {
   ZL_CHECK(owns(bucket), "{}: bucket {} is not stepped on this rank", what, bucket);
   const ElementRange& mine = at(bucket).range;
   ZL_CHECK(mine.contains(range),
@@ -180,7 +175,7 @@ void RankOptimizer::read_master_range(int bucket, const ElementRange& range, flo
   const std::int64_t within = index_in_stepped(bucket, range, "read_master");
   const DeviceKind device = store_.device();
   const std::int64_t n = range.numel;
-  if (!has_masters_) {
+  if (!has_masters()) {
     copy_to_host(param_at<float>(bucket, within), device, out, n);
     return;
   }
@@ -197,11 +192,11 @@ void RankOptimizer::read_master_range(int bucket, const ElementRange& range, flo
 }
 
 void RankOptimizer::write_master_range(int bucket, const ElementRange& range,
-                                          const float* values) {
+                                       const float* values) {
   const std::int64_t within = index_in_stepped(bucket, range, "write_master");
   const DeviceKind device = store_.device();
   const std::int64_t n = range.numel;
-  if (!has_masters_) {
+  if (!has_masters()) {
     copy_from_host(values, param_at<float>(bucket, within), device, n);
     return;
   }

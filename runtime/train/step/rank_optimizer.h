@@ -57,8 +57,8 @@ class RankOptimizer {
   // `shards`: where the stepped parameters live with ParamStorage::Gathered (ZeRO stage 3,
   // runtime/train/step/parameter_gather.h); null for a flat store, whose buffer holds them.
   RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
-                   int rank, const ModePlan& mode, std::int64_t total_steps,
-                   std::span<const float> initial_fp32 = {}, ParameterShards* shards = nullptr);
+                int rank, const ModePlan& mode, std::int64_t total_steps,
+                std::span<const float> initial_fp32 = {}, ParameterShards* shards = nullptr);
 
   const OptimizerConfig& config() const { return config_; }
   bool owns(int bucket) const { return at(bucket).owned; }
@@ -90,7 +90,7 @@ class RankOptimizer {
   std::int64_t state_bytes() const;  // allocated on this rank
 
   // Master weights (bf16 parameters only; an fp32 store's parameters are their own masters).
-  bool has_masters() const { return has_masters_; }
+  bool has_masters() const { return store_.param_dtype() == DType::BF16; }
   // Allocated on this rank: ModePlan::master_bytes.
   std::int64_t master_bytes() const;
   // out (the parameter's numel, host) = its fp32 master: the fp32 master, or the bf16 parameter
@@ -138,8 +138,7 @@ class RankOptimizer {
   ParameterStore& store_;
   std::int64_t total_steps_;
   std::int64_t t_ = 0;
-  bool has_masters_ = false;
-  MasterWeights master_weights_ = MasterWeights::Fp32;
+  MasterWeights master_weights_;
   std::vector<std::string> state_names_;
   std::vector<SteppedBucket> buckets_;  // [bucket]
 };

@@ -66,7 +66,7 @@ std::optional<int> Reducer::start_next_collective() {
   // bf16: the cast goes on the compute stream, which the collective (issued with the default
   // issuing stream) follows; on the CPU it is done when prepare() returns.
   void* grad = buffer_.prepare(b, step_.compute);
-  const DType dtype = buffer_.wire_dtype();
+  const DType dtype = step_.mode.reduce_dtype;
   const int root = op_ == CollectiveOp::Reduce ? b.assigned_rank : -1;
   step_.program.issued({CommRole::Reduce, op_, bucket, b.numel, micro_, dtype, root});
   step_.notify(StepEvent::Kind::CollectiveStarted, bucket);

@@ -42,8 +42,6 @@
 
 namespace zl {
 
-class Tracer;
-
 // Which backward of a step is running: micro-batch `index` of `count` (train.grad_accum).
 struct MicroBatch {
   std::int64_t index = 0, count = 1;

@@ -146,9 +146,10 @@ StepVerdict Schedule::check(const StepScalars& scalars, const StepLossFn& step_l
   if (parts_.options.step_check == StepCheck::EveryLogWindow) return StepVerdict{};
   const double grad_sum_sq = parts_.buckets.local_grad_sum_sq(parts_.every_rank.rank());
   const double mean_loss = step_loss() / static_cast<double>(parts_.options.grad_accum);
-  StepVerdict verdict = agree_on_step(mean_loss, grad_sum_sq, parts_.grad_shares,
-                                      parts_.share_ranks, parts_.options.max_loss,
-                                      parts_.every_rank);
+  const StepContext& step = parts_.step;
+  const GradShares shares = step.mode.sharded_state ? GradShares::Sharded : GradShares::Replicated;
+  StepVerdict verdict = agree_on_step(mean_loss, grad_sum_sq, shares, step.plan.world_size,
+                                      parts_.options.max_loss, parts_.every_rank);
   last_grad_norm_ = std::sqrt(verdict.grad_sum_sq) * static_cast<double>(scalars.grad_scale);
   return verdict;
 }
@@ -169,8 +170,8 @@ StepScalars Schedule::clipped(const StepScalars& scalars, const StepVerdict& ver
   return s;
 }
 
-std::unique_ptr<Schedule> make_schedule(ScheduleKind kind, ScheduleParts parts) {
-  switch (kind) {
+std::unique_ptr<Schedule> make_schedule(ScheduleParts parts) {
+  switch (parts.step.mode.schedule) {
     case ScheduleKind::Ddp:
     case ScheduleKind::ZeroNone: return std::make_unique<ZeroNoneSchedule>(parts);
     case ScheduleKind::ZeroAfterBackward: return std::make_unique<ZeroAfterBackwardSchedule>(parts);

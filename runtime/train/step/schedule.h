@@ -47,8 +47,6 @@ struct ScheduleParts {
   BucketOps& buckets;
   Communicator& every_rank;  // the verdict's all-reduce
   const StepOptions& options;
-  GradShares grad_shares = GradShares::Replicated;
-  int share_ranks = 1;  // agree_on_step: the ranks whose shares sum to the norm (one shard group)
 };
 
 class Schedule {
@@ -79,6 +77,7 @@ class Schedule {
   double last_grad_norm_ = 0.0;
 };
 
-std::unique_ptr<Schedule> make_schedule(ScheduleKind kind, ScheduleParts parts);
+// The schedule of parts.step.mode.
+std::unique_ptr<Schedule> make_schedule(ScheduleParts parts);
 
 }  // namespace zl

@@ -43,7 +43,6 @@ inline bool verdict_needed_every_step(const TrainConfig& train) {
 // during backward neither clips nor skips, and a per-window check only where no step needs its
 // verdict at once.
 inline void assert_valid(const StepOptions& options, const ModePlan& mode) {
-  // Config validation (runtime/config/config.cpp) rejects these combinations with a message.
   ZL_CHECK(mode.can_clip || options.clip_grad_norm <= 0.0f, "{} cannot clip", mode.name());
   ZL_CHECK(mode.schedule != ScheduleKind::ZeroInterleaved ||
                options.on_nonfinite == OnNonfinite::Stop,

@@ -14,20 +14,17 @@ StepParts::StepParts(const ModePlan& mode, const StepOptions& options, const Buc
     : comms(comms),
       program(collective_program(mode, plan)),
       context{mode, plan, store, program, compute, tracer},
-      gradients(mode, plan, store, comms.reduce.rank(), tracer),
+      gradients(context, comms.reduce.rank()),
       reducer(context, gradients, comms.reduce, comms.replica),
       buckets(context, gradients, optimizer, comms.broadcast, reducer.reduced_on().name()) {
   ZL_CHECK(mode.param_dtype == store.param_dtype(), "a {} mode plan for a {} parameter store",
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   assert_valid(options, mode);
-  const GradShares shares = mode.sharded_state ? GradShares::Sharded : GradShares::Replicated;
-  schedule = make_schedule(mode.schedule, ScheduleParts{.step = context,
-                                                        .reducer = reducer,
-                                                        .buckets = buckets,
-                                                        .every_rank = comms.every_rank(),
-                                                        .options = options,
-                                                        .grad_shares = shares,
-                                                        .share_ranks = plan.world_size});
+  schedule = make_schedule(ScheduleParts{.step = context,
+                                         .reducer = reducer,
+                                         .buckets = buckets,
+                                         .every_rank = comms.every_rank(),
+                                         .options = options});
   if (mode.gathers_parameters()) {
     ZL_CHECK(shards, "{} gathers parameter shards, and none were given", mode.name());
     gather_ = std::make_unique<ParameterGather>(context, *shards, buckets, comms.broadcast);
@@ -47,7 +44,7 @@ void StepParts::broadcast_initial_parameters() {
   Work last;
   for (std::int64_t offset = 0; offset < store.total_numel(); offset += kChunk) {
     last = comms.broadcast.broadcast(params + offset * dtype_size(dtype),
-                                    std::min(kChunk, store.total_numel() - offset), dtype, 0);
+                                     std::min(kChunk, store.total_numel() - offset), dtype, 0);
   }
   last.wait();  // stream order: every earlier chunk is done too
 }

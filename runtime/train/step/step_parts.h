@@ -25,8 +25,6 @@
 
 namespace zl {
 
-class Tracer;
-
 // The communicators one rank's step issues on (runtime/train/run/trainer_setup.cpp builds them).
 // With hybrid sharding reduce and broadcast span the rank's shard group
 // (Note [Replica all-reduce]).

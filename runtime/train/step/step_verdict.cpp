@@ -33,8 +33,6 @@ StepVerdict agree_on_step(double local_loss, double local_grad_sum_sq, GradShare
                           int share_ranks, double loss_limit, Communicator& comm) {
   const int world = comm.size();
   const auto w = static_cast<std::size_t>(world);
-  // Slot r holds rank r's loss and slot world + r its gradient share; every other rank adds 0, and
-  // x + 0 is x bit for bit (nan and inf included), so every rank reads back the values themselves.
   std::vector<double> slots(2 * w, 0.0);
   slots[static_cast<std::size_t>(comm.rank())] = local_loss;
   slots[w + static_cast<std::size_t>(comm.rank())] = local_grad_sum_sq;

@@ -34,11 +34,11 @@ struct StepVerdict {
 
 // Collective over `comm`, every rank of the job (every rank at the same point of the same step):
 // all-reduces this rank's step loss and gradient share (2 x world size doubles) and returns the
-// same verdict on every rank. grad_sum_sq of a Replicated run is this rank's own share, bit for
-// bit as before; of a Sharded one the sum of the shares of ranks 0 .. `share_ranks` - 1 (a shard
-// group holds every shard once: the whole world, or with hybrid sharding the first group, whose
-// replicas hold the same bits). `local_loss` is the mean over the step's micro-batches; above
-// `loss_limit` (> 0) it fails too.
+// same verdict on every rank. grad_sum_sq of a Replicated run is `local_grad_sum_sq` itself; of
+// a Sharded one the sum of the shares of ranks 0 .. `share_ranks` - 1 (a shard group holds every
+// shard once: the whole world, or with hybrid sharding the first group, whose replicas hold the
+// same bits). `local_loss` is the mean over the step's micro-batches; above `loss_limit` (> 0) it
+// fails too.
 StepVerdict agree_on_step(double local_loss, double local_grad_sum_sq, GradShares shares,
                           int share_ranks, double loss_limit, Communicator& comm);
 
