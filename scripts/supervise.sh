@@ -15,7 +15,9 @@
 # for SIGKILL).
 #  - One line per restart on stderr: the attempt, the exit code, the step it resumes from.
 #  - A log of every attempt, DIR/supervise/attempt_K.log (K from 1), beside the console output;
-#    DIR is --log-dir, else the command's output.dir (zerolap's default runs/default).
+#    DIR is --log-dir, else the command's output.dir (zerolap's default runs/default). Its last
+#    line says how the attempt exited, after all the attempt's output: the supervisor waits, up
+#    to 10 s, for output that processes the command started still write after it exits.
 #  - The command's keys (output.dir, checkpoint.dir, checkpoint.resume, runtime.timeout_s) are
 #    its zerolap's: `zerolap config` prints them, --set applied, where the word before `train`
 #    is a program named zerolap*; else they are read here from its last --set, else the config
@@ -198,15 +200,36 @@ if [ -n "$hook" ]; then
   trap 'rm -f "$hook_out"' EXIT
 fi
 
+# wait_for_log_writers PID...: waits, up to 10 s in all, for the attempt's tee processes. Each
+# ends once every process that holds the attempt's stdout or stderr has ended, and an mpirun may
+# exit before its ranks do; the log then has the attempt's whole output before the exit line.
+wait_for_log_writers() {
+  local pid tenths=0
+  for pid in "$@"; do
+    while kill -0 "$pid" 2>/dev/null && [ "$tenths" -lt 100 ]; do
+      sleep 0.1
+      tenths=$((tenths + 1))
+    done
+  done
+  [ "$tenths" -lt 100 ] || echo "supervise: attempt $attempt's processes still write output" \
+    "10 s after it exited: going on; their output goes on into its log" >&2
+}
+
 attempt=1 last=0 resume=()
 while :; do
   [ "$attempt" -eq 1 ] || stop_if_signalled
   log="$log_dir/supervise/attempt_$attempt.log"
   echo "supervise: attempt $attempt: ${command[*]} ${resume[*]}" >"$log"
+  exec {to_out}> >(tee -a "$log")
+  out_writer=$!
+  exec {to_err}> >(tee -a "$log" >&2)
+  err_writer=$!
   SUPERVISE_ATTEMPT=$attempt SUPERVISE_LAST_EXIT=$last "${command[@]}" "${resume[@]}" \
-    > >(tee -a "$log") 2> >(tee -a "$log" >&2) &
+    >&"$to_out" 2>&"$to_err" {to_out}>&- {to_err}>&- &
   await_child ""
   last=$code
+  exec {to_out}>&- {to_err}>&-
+  wait_for_log_writers "$out_writer" "$err_writer"
   echo "supervise: attempt $attempt exited $last" >>"$log"
   case $last in
     0 | 2 | 130 | 143) exit "$last" ;;

@@ -2,7 +2,8 @@
 # scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
 # failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts (a
 # fine-tune's once a checkpoint exists; the keys read as TOML allows them, dotted ones included),
-# a restart that waits for the last attempt's directory lock, the command changed by --hook and
+# a restart that waits for the last attempt's directory lock, an attempt's whole output in its log
+# before the exit line, the command changed by --hook and
 # SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
 # or at once during the backoff or the hook; and a 4-rank run whose rank 2 is killed with
 # SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
@@ -20,6 +21,14 @@ for code in 0 2 130 143; do
   [ "$(ls "$work/c$code/supervise" | wc -l)" -eq 1 ] || fail "exit $code was restarted"
   ! grep -q restart "$work/c$code.err" || fail "exit $code printed a restart line"
 done
+
+# An attempt's log holds all its output before the supervisor's "exited" line, also output a child
+# writes after the command itself exits (the ranks of an mpirun that exits first).
+"$supervise" --max-restarts 0 --backoff 0 --log-dir "$work/late" -- \
+  bash -c 'x=late; (sleep 1; echo "$x output"; echo "$x error" >&2) & exit 1' 2>/dev/null
+grep -n . "$work/late/supervise/attempt_1.log" | tr '\n' ' ' >"$work/late.lines"
+grep -q "late output.*late error.*exited 1\|late error.*late output.*exited 1" "$work/late.lines" ||
+  { cat "$work/late/supervise/attempt_1.log"; fail "an attempt's log misses output, or has it after the exit line"; }
 
 # A failure: N restarts, a line and a log each, then the last code, checkpoint.resume=true appended
 # to each restart; but a run begun from a given checkpoint (checkpoint.resume = "FILE", a
