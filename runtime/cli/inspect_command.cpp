@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -46,11 +48,16 @@ void inspect_sharded_checkpoint(const std::string& manifest_path) {
   };
   std::int64_t numel = 0;
   for (const ManifestParameter& p : m.parameters) numel += p.numel();
+  // The manifest's bytes, escaped like every name below: no control byte reaches the terminal.
+  std::vector<std::string> state_names;
+  for (const std::string& name : m.state_names) {
+    state_names.push_back(escaped_excerpt(name, 200, Quotes::AsIs));
+  }
   fmt::print(
       "{}: sharded checkpoint of step {} (generation {}), {} shards, {} parameters ({} "
       "elements), optimizer state [{}]\n",
       manifest_path, m.step, m.generation, m.shards.size(), m.parameters.size(), numel,
-      fmt::join(m.state_names, ", "));
+      fmt::join(state_names, ", "));
   fmt::print("precision {}, mode {}, written on {} ranks; parameters stored as fp32\n",
              value("precision"), value("mode"), value("world_size"));
   fmt::print("\n{:<40}  {:>4}  {:>12}  {:<8}  {:>6}  {}\n", "shard", "rank", "bytes", "crc32",

@@ -149,6 +149,11 @@ for case in \
   [ "$(error_line "$work/edit_$name.inspect")" = "$(error_line "$work/edit_$name.cons")" ] ||
     { cat "$work/edit_$name.inspect" "$work/edit_$name.cons"; fail "$name: not the same message"; }
 done
+# A state name with control bytes is printed escaped (the summary line, before any shard check).
+to=$(edit escape 'm["optimizer_state"][0] += "\x1b[2J"') || fail "escape: the edit failed"
+"$zerolap" inspect "$to" >"$work/edit_escape.inspect" 2>&1
+! grep -q $'\x1b' "$work/edit_escape.inspect" && grep -qF '\x1b[2J' "$work/edit_escape.inspect" ||
+  { cat -v "$work/edit_escape.inspect"; fail "escape: a state name's control bytes reached the output"; }
 to=$work/edit_step/step_00000008
 rc=$(run edit_step "$work/edit_step_ck" --set "checkpoint.resume=\"$to\"")
 [ "$rc" -eq 2 ] || { cat "$work/edit_step.log"; fail "step: train exit $rc, not 2"; }
