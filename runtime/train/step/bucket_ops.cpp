@@ -24,6 +24,8 @@ BucketOps::BucketOps(const StepContext& step, const GradientStore& gradients,
 
 void BucketOps::step_bucket(int bucket, const StepScalars& scalars, const ExecContext& exec,
                             StepStream stream) {
+  // Checked before any side effect (the observer's StepBegin, the spans, the gradient's lookup).
+  ZL_CHECK(optimizer_.owns(bucket), "bucket {} stepped on a rank that does not own it", bucket);
   step_.notify(StepEvent::Kind::StepBegin, bucket);
   {
     const Bucket& b = step_.bucket(bucket);

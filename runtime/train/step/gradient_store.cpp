@@ -44,7 +44,8 @@ void* GradientStore::prepare(const Bucket& b, const ExecContext& exec) {
 }
 
 Work GradientStore::finish(const Bucket& b, Communicator& comm, Work collective) {
-  return pooled() ? pool_->accumulate_and_release(b, comm) : collective;
+  if (!pooled()) return collective;  // moved, not copied (a conditional operator would copy)
+  return pool_->accumulate_and_release(b, comm);
 }
 
 BucketGradient GradientStore::gradient(const Bucket& b, const ElementRange& range) const {

@@ -1,7 +1,8 @@
 // StepContext: what every part of one rank's step reads - the mode and bucket plans, the
 // parameter store, the check of the step's collectives against its program (Note [Collective
 // program]), the compute stream, and (both nullable) the tracer and the tests' observer.
-// StepParts holds it; the Reducer, BucketOps, ParameterGather and the schedule refer to it.
+// StepParts holds it; the Reducer, BucketOps, GradientStore, GradientPool, ParameterGather and
+// the schedule refer to it.
 #pragma once
 
 #include <cstddef>
