@@ -202,17 +202,18 @@ fi
 
 # wait_for_log_writers PID...: waits, up to 10 s in all, for the attempt's tee processes. Each
 # ends once every process that holds the attempt's stdout or stderr has ended, and an mpirun may
-# exit before its ranks do; the log then has the attempt's whole output before the exit line.
+# exit before its ranks do; the log then has the attempt's whole output before the exit line. A
+# signal to the supervisor ends the wait.
 wait_for_log_writers() {
   local pid tenths=0
   for pid in "$@"; do
-    while kill -0 "$pid" 2>/dev/null && [ "$tenths" -lt 100 ]; do
+    while kill -0 "$pid" 2>/dev/null && [ "$tenths" -lt 100 ] && [ -z "$stopped" ]; do
       sleep 0.1
       tenths=$((tenths + 1))
     done
   done
-  [ "$tenths" -lt 100 ] || echo "supervise: attempt $attempt's processes still write output" \
-    "10 s after it exited: going on; their output goes on into its log" >&2
+  [ "$tenths" -lt 100 ] || echo "supervise: processes the attempt started still hold its output" \
+    "open 10 s after it exited: going on (what they write still goes to its log)" >&2
 }
 
 attempt=1 last=0 resume=()
@@ -220,9 +221,11 @@ while :; do
   [ "$attempt" -eq 1 ] || stop_if_signalled
   log="$log_dir/supervise/attempt_$attempt.log"
   echo "supervise: attempt $attempt: ${command[*]} ${resume[*]}" >"$log"
-  exec {to_out}> >(tee -a "$log")
+  # The tees ignore SIGINT and SIGTERM: a signal to the whole process group (Ctrl-C, a scheduler)
+  # must not cut the log while the attempt still writes as it stops; each ends when its pipe does.
+  exec {to_out}> >(trap '' INT TERM; exec tee -a "$log")
   out_writer=$!
-  exec {to_err}> >(tee -a "$log" >&2)
+  exec {to_err}> >(trap '' INT TERM; exec tee -a "$log" >&2 {to_out}>&-)
   err_writer=$!
   SUPERVISE_ATTEMPT=$attempt SUPERVISE_LAST_EXIT=$last "${command[@]}" "${resume[@]}" \
     >&"$to_out" 2>&"$to_err" {to_out}>&- {to_err}>&- &

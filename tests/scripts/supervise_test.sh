@@ -3,11 +3,11 @@
 # failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts (a
 # fine-tune's once a checkpoint exists; the keys read as TOML allows them, dotted ones included),
 # a restart that waits for the last attempt's directory lock, an attempt's whole output in its log
-# before the exit line, the command changed by --hook and
-# SUPERVISE_ATTEMPT; a SIGTERM to it stops it, during an attempt
-# or at once during the backoff or the hook; and a 4-rank run whose rank 2 is killed with
-# SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
-# uninterrupted run, bitwise, and metrics.csv has each step once.
+# before the exit line, the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it (or
+# to its process group, the attempt's last output logged) stops it, during an attempt or at once
+# during the backoff or the hook; and a 4-rank run whose rank 2 is killed with SIGKILL at a random
+# step, twice, ends with the parameters and optimizer state of an uninterrupted run, bitwise, and
+# metrics.csv has each step once.
 # Usage: supervise_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/../mpi/cli_test_prologue.sh" "$1" "$3"
 supervise="$2/scripts/supervise.sh"
@@ -190,6 +190,21 @@ for between in backoff hook; do
     { cat "$work/between.err"; fail "no word that the $between was stopped before attempt 2"; }
   rm -rf "$work/between"
 done
+
+# A SIGTERM to the supervisor's whole process group (a scheduler stopping the job) reaches the
+# attempt, which still writes as it shuts down: that output is in the log, and the attempt's own
+# code (143) comes back, not a failure to write its output.
+setsid "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/group" -- bash -c \
+  'x=stopping; trap "sleep 0.5; echo \$x now; exit 143" TERM; echo started; sleep 30 & wait' \
+  2>"$work/group.err" &
+supervisor=$!
+for _ in $(seq 1 200); do grep -q started "$work/group/supervise/attempt_1.log" 2>/dev/null && break; sleep 0.05; done
+kill -TERM -- "-$supervisor"
+wait "$supervisor"
+rc=$?
+[ "$rc" -eq 143 ] || { cat "$work/group.err"; fail "a SIGTERM to the supervisor's process group gave $rc, not 143"; }
+grep -q "stopping now" "$work/group/supervise/attempt_1.log" ||
+  { cat "$work/group/supervise/attempt_1.log"; fail "the output of an attempt stopped with its process group is not in its log"; }
 
 # The real thing: 4 ranks, rank 2 killed with SIGKILL at a random step, twice. Both kills come in
 # the first ~110 steps of 600, so on a loaded machine an attempt still has hundreds of steps (a few
