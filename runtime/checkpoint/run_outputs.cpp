@@ -75,6 +75,9 @@ struct DirState {
   std::optional<RunRecord> record;
   std::vector<std::string> files;  // a run's files in it: outputs, or checkpoints
   std::vector<DirCheckpoint> checkpoints;
+  // The files of the other key's kind in it (checkpoints in an output.dir, outputs in a
+  // checkpoint.dir): another run's make it that run's other directory.
+  std::vector<std::string> other_files;
 };
 
 // A config.toml with no run.json beside it (an older zerolap's outputs): its differences from this
@@ -103,18 +106,25 @@ std::string legacy_config_note(const fs::path& dir, const std::string& run_toml)
   return keys.empty() ? "" : fmt::format("; its config.toml differs in {}", name_list(keys));
 }
 
-DirState output_state(const std::string& dir) {
-  DirState s{"output.dir", "output.overwrite", dir, read_run_record(dir), {}, {}};
+std::vector<std::string> output_files_in(const std::string& dir) {
+  std::vector<std::string> files;
   std::error_code ec;
   for (const char* name : kOutputFiles) {
-    if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec))) s.files.push_back(name);
+    if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec))) files.push_back(name);
   }
+  return files;
+}
+
+DirState output_state(const std::string& dir) {
+  DirState s{"output.dir", "output.overwrite", dir, read_run_record(dir), output_files_in(dir),
+             {}, {}};
+  for (const DirCheckpoint& c : list_checkpoints(dir)) s.other_files.push_back(c.name);
   return s;
 }
 
 DirState checkpoint_state(const std::string& dir) {
   DirState s{"checkpoint.dir", "checkpoint.overwrite", dir, read_run_record(dir), {},
-             list_checkpoints(dir)};
+             list_checkpoints(dir), output_files_in(dir)};
   for (const DirCheckpoint& c : s.checkpoints) s.files.push_back(c.name);
   return s;
 }
@@ -144,6 +154,40 @@ bool same_dir(const std::string& a, const std::string& b) {
   const fs::path x = fs::weakly_canonical(fs::absolute(a, ec), ec);
   const fs::path y = fs::weakly_canonical(fs::absolute(b, ec), ec);
   return !ec && x == y;
+}
+
+// Exit 2 when `dir`, the directory of `key`, is or lies inside a checkpoint: a directory that holds
+// a sharded checkpoint's manifest, or one named like a checkpoint in a directory with a `latest`
+// or in this run's checkpoint.dir `ck_dir` ("": none). Its run writes and prunes such a directory
+// whole (a sharded write removes the files its manifest does not name), with anything another
+// run, or this run's outputs, put there.
+void refuse_inside_checkpoint(const char* key, const std::string& dir, const std::string& ck_dir) {
+  std::error_code ec;
+  const auto resolved = [&](const std::string& d) {
+    const fs::path p = fs::weakly_canonical(fs::absolute(d, ec), ec);
+    return p.filename().empty() ? p.parent_path() : p;
+  };
+  const fs::path start = resolved(dir);
+  const fs::path own_ck = ck_dir.empty() ? fs::path() : resolved(ck_dir);
+  for (fs::path p = start; p.has_relative_path(); p = p.parent_path()) {
+    const std::string name = p.filename().string();
+    const bool named = checkpoint_step_of(name) >= 0 || sharded_step_of(name) >= 0;
+    std::string what;
+    if (fs::exists(p / kManifestName, ec)) {
+      what = fmt::format("a sharded checkpoint (it holds {})", kManifestName);
+    } else if (named && fs::exists(p.parent_path() / kLatestPointerName, ec)) {
+      what = fmt::format("named like a checkpoint in '{}', which holds a `{}`",
+                         p.parent_path().string(), kLatestPointerName);
+    } else if (named && !own_ck.empty() && p.parent_path() == own_ck) {
+      what = fmt::format("named like a checkpoint in this run's checkpoint.dir '{}'", ck_dir);
+    } else {
+      continue;
+    }
+    throw UserError(fmt::format(
+        "{} '{}' {}{}: a checkpoint's directory holds that checkpoint alone (its run writes and "
+        "prunes it whole, with anything else in it). Choose a directory outside it (--set {}=DIR)",
+        key, dir, p == start ? "is " : fmt::format("lies inside '{}', ", p.string()), what, key));
+  }
 }
 
 // The checkpoint.dir of the launch that last wrote `record` ("" when none, or not a config).
@@ -213,9 +257,10 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
   return fmt::format("{}", fmt::join(why, "; "));
 }
 
-// Exit 2: `s` holds another run's files.
+// Exit 2: `s` holds another run's files: of its key's kind, or (`other_kind`) of the other key's,
+// which no overwrite key gives to this run.
 [[noreturn]] void refuse(const DirState& s, const Launch& launch, const Start& start,
-                         const std::string& run_id) {
+                         const std::string& run_id, bool other_kind) {
   std::string owner;
   if (s.record) {
     const std::string why = why_not_same(*s.record, launch);
@@ -251,6 +296,16 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
                        "'{}', so nothing to resume",
                        start.found_nothing_in);
   }
+  if (other_kind) {
+    const bool outputs = s.key == std::string("output.dir");
+    throw UserError(fmt::format(
+        "{} '{}' is another run's {}: {}; it holds {}. {}, and one directory is not two runs' "
+        "output.dir and checkpoint.dir: its {} would name this run, and that run could no longer "
+        "write there (no overwrite key gives it to this run). Choose a new directory for this run "
+        "(--set {}=DIR)",
+        s.key, s.dir, outputs ? "checkpoint.dir" : "output.dir", owner, name_list(s.other_files),
+        self, kRunRecordName, s.key));
+  }
   std::string choices;
   if (launch.command == std::string("bench")) {
     choices = "a new directory (--set output.dir=DIR)";
@@ -274,12 +329,17 @@ std::string why_not_same(const RunRecord& record, const Launch& launch) {
 
 enum class Verdict { Own, Claim, Take };
 
-// Whether the run `run_id` may write into `s`; exit 2 when not.
+// Whether the run `run_id` may write into `s`; exit 2 when not. `both_keys`: `s` is this run's
+// output.dir and checkpoint.dir at once.
 Verdict judge(const DirState& s, const Launch& launch, const Start& start,
-              const std::string& run_id, bool overwrite) {
+              const std::string& run_id, bool overwrite, bool both_keys) {
   if (s.record && s.record->run_id == run_id) return Verdict::Own;
+  // Another run's checkpoint.dir taken as this run's output.dir (or the reverse) would get this
+  // run's run.json, and that run's next launch would be refused there; taking it as both keys is
+  // the rule below, where checkpoint.overwrite removes the other run's checkpoints.
+  if (!s.other_files.empty() && !both_keys) refuse(s, launch, start, run_id, true);
   if (s.files.empty()) return Verdict::Claim;  // nothing of another run's is there to lose
-  if (!overwrite) refuse(s, launch, start, run_id);
+  if (!overwrite) refuse(s, launch, start, run_id, false);
   return Verdict::Take;
 }
 
@@ -305,6 +365,8 @@ std::string taken_outputs_note(const DirState& s, Verdict verdict) {
 RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   const Launch launch{"train", world_size, to_toml(config)};
   const CheckpointConfig& ck = config.checkpoint;
+  refuse_inside_checkpoint("output.dir", config.output.dir, ck.dir);
+  if (!ck.dir.empty()) refuse_inside_checkpoint("checkpoint.dir", ck.dir, ck.dir);
   const Start start = find_start(ck);
   const DirState out = output_state(config.output.dir);
   const bool has_ck = !ck.dir.empty();
@@ -329,9 +391,11 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   if (run_id.empty()) run_id = new_run_id();
 
   refuse_other_branch(out, config, start, run_id);
-  const Verdict out_verdict = judge(out, launch, start, run_id, config.output.overwrite);
+  const bool both_keys = has_ck && same_dir(config.output.dir, ck.dir);
+  const Verdict out_verdict =
+      judge(out, launch, start, run_id, config.output.overwrite, both_keys);
   const Verdict ck_verdict =
-      has_ck ? judge(cks, launch, start, run_id, ck.overwrite) : Verdict::Claim;
+      has_ck ? judge(cks, launch, start, run_id, ck.overwrite, both_keys) : Verdict::Claim;
 
   RunOutputsClaim claim;
   if (has_ck) {
@@ -433,11 +497,12 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
 
 RunOutputsClaim check_bench_outputs(Config& config, int world_size) {
   const Launch launch{"bench", world_size, to_toml(config)};
+  refuse_inside_checkpoint("output.dir", config.output.dir, "");
   const DirState out = output_state(config.output.dir);
   const std::string run_id = same_command(out, launch) ? out.record->run_id : new_run_id();
   RunOutputsClaim claim;
   claim.taken_note = taken_outputs_note(
-      out, judge(out, launch, Start{}, run_id, config.output.overwrite));
+      out, judge(out, launch, Start{}, run_id, config.output.overwrite, /*both_keys=*/false));
   claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
   config.run_id = run_id;
   return claim;

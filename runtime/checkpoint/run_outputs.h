@@ -19,7 +19,10 @@
 //    run's identity and replaces its outputs, as a rerun always has;
 //  - any other run into a directory that holds another run's files is exit 2 naming that run and
 //    the `overwrite` key; with output.overwrite / checkpoint.overwrite = true it takes the
-//    directory (the other runs' checkpoints are removed once this run has loaded its own).
+//    directory (the other runs' checkpoints are removed once this run has loaded its own);
+//  - but another run's checkpoints in output.dir, or its outputs in checkpoint.dir, are exit 2
+//    whatever the overwrite keys, unless the directory is both keys of this run: the directory
+//    is the other run's other one, which its next launch needs.
 // A directory with run.json but none of a run's files (a run that failed before its first file) is
 // free to a run that is not its owner.
 // A live run's directories are refused before this rule reads them (directory_lock.h).

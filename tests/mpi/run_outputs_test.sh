@@ -6,7 +6,9 @@
 #  - Refused with exit 2 naming the owning run and the overwrite key, the files left as they were:
 #    a second fresh run (another seed) into one checkpoint.dir; a resume from another directory's
 #    checkpoint into an owned checkpoint.dir; a resume into another run's output.dir; a fresh run
-#    on another world size into an output.dir; a bench (trace on) into a training run's output.dir.
+#    on another world size into an output.dir; a bench (trace on) into a training run's output.dir;
+#    a run's checkpoint.dir as another's output.dir (a bench's too) and its output.dir as
+#    another's checkpoint.dir, whatever the overwrite keys.
 #  - A resume of the owner's lineage on another world size with another lr proceeds, replacing its
 #    later checkpoints; a second fine-tune from outside into a checkpoint.dir whose `latest` is
 #    past its step is refused (not after a kill before the first `latest`); the overwrite keys go
@@ -19,6 +21,8 @@
 #  - A fine-tune into its base's output.dir or another fine-tune's, or from the base's step 20 into
 #    a checkpoint.dir whose latest is another fine-tune's step 20, is refused; another run's
 #    checkpoints copied into an owned checkpoint.dir under names the owner writes are refused, kept.
+#  - A checkpoint.dir that is another run's sharded checkpoint, a bench's output.dir inside one,
+#    and an output.dir named like a checkpoint in the run's own checkpoint.dir are refused.
 #  - A live run's directories are refused to a second launch; without flock, a run warns.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
@@ -166,6 +170,24 @@ expect 2 bench_into_train.log "a bench into a training run's output.dir" &&
     "it was written by \`zerolap train\`" "output.overwrite = true"
 keep_a "a bench into the run's output.dir"
 
+# Run A's checkpoint.dir as another run's output.dir, its output.dir as another run's
+# checkpoint.dir, and a bench into its checkpoint.dir: refused whatever the overwrite keys (that
+# directory's run.json would name the new run, and run A's next launch would be refused there).
+train 2 ck ck_o out_into_ck.log --set model.seed=4 --set output.overwrite=true
+expect 2 out_into_ck.log "a fresh run whose output.dir is another run's checkpoint.dir" &&
+  says out_into_ck.log "the refusal" "output.dir '$work/ck' is another run's checkpoint.dir: run $id_a" \
+    "step_00000010.safetensors" "--set output.dir=DIR"
+train 2 out_o out ck_into_out.log --set model.seed=4 --set checkpoint.overwrite=true
+expect 2 ck_into_out.log "a fresh run whose checkpoint.dir is another run's output.dir" &&
+  says ck_into_out.log "the refusal" "checkpoint.dir '$work/out' is another run's output.dir: run $id_a" \
+    "metrics.csv" "--set checkpoint.dir=DIR"
+bench ck bench_into_ck.log --set output.overwrite=true
+expect 2 bench_into_ck.log "a bench into a training run's checkpoint.dir" &&
+  says bench_into_ck.log "the refusal" "output.dir '$work/ck' is another run's checkpoint.dir: run $id_a"
+same out/run.json out_run.json.before "a run refused as another run's other directory changed out/run.json"
+same ck/run.json ck_run.json.before "a run refused as another run's other directory changed ck/run.json"
+keep_a "a run into another run's other directory"
+
 # A run that would take both directories (both overwrite keys) but fails a later start-up check
 # (the memory limit), and a bench that would take output.dir but fails reading its data: each
 # leaves the directories as they were, so run A's resume below still proceeds.
@@ -286,6 +308,28 @@ same ck_lC/step_00000040.safetensors s0.before "the refused resume changed the c
 # another checkpoint.dir: a rerun (it writes the same metrics), not another branch.
 train 1 out_l ck_l2 rerun_other_ck.log --set train.steps=30
 expect 0 rerun_other_ck.log "the same command again with another checkpoint.dir"
+
+# A directory that is, or lies inside, a checkpoint is no run's: its run writes and prunes it
+# whole. The sharded run's step_00000000 as a checkpoint.dir, a bench's output.dir inside it, and
+# an output.dir named like a checkpoint in the run's own (sharded) checkpoint.dir are refused.
+ls "$work/ck_sh/step_00000000" >"$work/sh_step.before"
+train 2 out_in ck_sh/step_00000000 ck_in_step.log --set train.steps=2 --set model.seed=6
+expect 2 ck_in_step.log "a checkpoint.dir that is another run's sharded checkpoint" &&
+  says ck_in_step.log "the refusal" \
+    "checkpoint.dir '$work/ck_sh/step_00000000' is a sharded checkpoint (it holds manifest.json)" \
+    "--set checkpoint.dir=DIR"
+bench ck_sh/step_00000000/b bench_in_step.log
+expect 2 bench_in_step.log "a bench whose output.dir lies inside a sharded checkpoint" &&
+  says bench_in_step.log "the refusal" "output.dir '$work/ck_sh/step_00000000/b' lies inside"
+ls "$work/ck_sh/step_00000000" | grep -v '^b$' | cmp -s - "$work/sh_step.before" ||
+  bad "a refused run wrote into another run's sharded checkpoint"
+train 2 ck_o3/step_00000002 ck_o3 out_is_step.log --set train.steps=2 \
+  --set 'checkpoint.format="sharded"'
+expect 2 out_is_step.log "an output.dir named like a checkpoint in the run's own checkpoint.dir" &&
+  says out_is_step.log "the refusal" \
+    "output.dir '$work/ck_o3/step_00000002' is named like a checkpoint in this run's checkpoint.dir '$work/ck_o3'" \
+    "--set output.dir=DIR"
+[ -e "$work/ck_o3/run.json" ] && bad "the refused run wrote run.json into its checkpoint.dir"
 
 # The overwrite keys give the directory to the new run.
 train 2 out_s1 ck_s seed1_overwrite.log --set train.steps=0 --set model.seed=1 \
