@@ -6,18 +6,22 @@
 #
 # Runs COMMAND (an mpirun or srun line ending in `zerolap train CONFIG [--set ...]`). When it exits
 # with a failure it waits S seconds (default 10) and runs it again with
-# `--set checkpoint.resume=true` appended, up to N times; but a run begun from a given checkpoint
-# (checkpoint.resume = "FILE", a fine-tune) that failed before checkpoint.dir had a checkpoint (its
-# `latest`) runs as it was, from that file again, not from step 0. It never restarts after exit 0
+# `--set checkpoint.resume=true` appended (after each `zerolap train` of an MPMD line's app
+# contexts too), up to N times; but a run begun from a given checkpoint (checkpoint.resume =
+# "FILE", a fine-tune) that failed before checkpoint.dir had a checkpoint (its `latest`) runs as it
+# was, from that file again, not from step 0, and so does a run without a checkpoint.dir (from
+# step 0). It never restarts after exit 0
 # (done), 2 (bad input: the same command fails the same way), 130 or 143 (SIGINT / SIGTERM: the
 # user or the scheduler stopped the job); any other code is a failure: 1 (a runtime failure, a rank
 # that died), or what the launcher reports for a rank killed by a signal (Open MPI's mpirun: 137
 # for SIGKILL).
 #  - One line per restart on stderr: the attempt, the exit code, the step it resumes from.
 #  - A log of every attempt, DIR/supervise/attempt_K.log (K from 1), beside the console output;
-#    DIR is --log-dir, else the command's output.dir (zerolap's default runs/default). Its last
-#    line says how the attempt exited, after all the attempt's output: the supervisor waits, up
-#    to 10 s, for output that processes the command started still write after it exits.
+#    DIR is --log-dir, else the command's output.dir (zerolap's default runs/default). It is
+#    appended to (a requeued job keeps the earlier logs): a line with the date, the supervisor's
+#    pid and the command, the attempt's output, and a line that says how the attempt exited, after
+#    all its output: the supervisor waits, up to 10 s, for output that processes the command
+#    started still write after it exits.
 #  - The command's keys (output.dir, checkpoint.dir, checkpoint.resume, runtime.timeout_s) are
 #    its zerolap's: `zerolap config` prints them, --set applied, where the word before `train`
 #    is a program named zerolap*; else they are read here from its last --set, else the config
@@ -27,11 +31,14 @@
 #    would refuse the directory with exit 2), and says so on stderr.
 #  - The command of a restart may differ (fewer ranks on the nodes that remain): it runs with
 #    SUPERVISE_ATTEMPT (1, 2, ...) and SUPERVISE_LAST_EXIT in its environment, and with --hook,
-#    PROGRAM runs before each restart as `PROGRAM ATTEMPT LAST_EXIT`: a non-empty line it prints
-#    replaces COMMAND for that attempt and the next (read as shell words; resume is still
-#    appended), and a non-zero exit of PROGRAM stops the supervisor with the last exit code.
-#  - A SIGINT or SIGTERM to it goes to the attempt and stops it after that attempt (exit 130 or
-#    143, or the attempt's 0 or 2); during the backoff or the hook it stops it at once, 130 or 143.
+#    PROGRAM runs before each restart as `PROGRAM ATTEMPT LAST_EXIT`: the last non-blank line it
+#    prints replaces COMMAND for that attempt and the next (read as shell words, else exit 2;
+#    resume is still appended), and a non-zero exit of PROGRAM stops the supervisor with the last
+#    exit code.
+#  - A SIGINT or SIGTERM to it (or to its process group) goes once to the attempt's process group
+#    and stops the supervisor after that attempt (exit 130 or 143, or the attempt's 0 or 2), once
+#    the processes the attempt started (a wrapper script's mpirun) have ended too, up to
+#    runtime.timeout_s; during the backoff or the hook it stops it at once, 130 or 143.
 # Exit code: the last attempt's.
 set -u
 
@@ -51,7 +58,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || { echo "supervise: no COMMAND after --" >&2; usage; }
-[[ $max_restarts =~ ^[0-9]+$ ]] || { echo "supervise: --max-restarts needs a whole number (got '$max_restarts')" >&2; exit 2; }
+[[ $max_restarts =~ ^[0-9]{1,9}$ ]] || { echo "supervise: --max-restarts needs a whole number below 10^9 (got '$max_restarts')" >&2; exit 2; }
 [[ $backoff =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "supervise: --backoff needs seconds (got '$backoff')" >&2; exit 2; }
 command=("$@")
 
@@ -105,7 +112,7 @@ key_of() {
       [[ $arg == "--set=$key="* ]] && value=${arg#"--set=$key="}
       previous=$arg
     done
-    if [ -z "$value" ] && [ -n "$config" ] && [ -r "$config" ]; then
+    if [ -z "$value" ] && [ -n "$config" ] && [ -f "$config" ] && [ -r "$config" ]; then
       value=$(toml_value "$key" <"$config")
     fi
   fi
@@ -125,29 +132,34 @@ mkdir -p "$log_dir/supervise" || { echo "supervise: cannot create '$log_dir/supe
 # (exit 1) before the run's first checkpoint.
 latest_checkpoint() {
   local dir=$1 name
-  [ -n "$dir" ] && name=$(cat "$dir/latest" 2>/dev/null) && [ -n "$name" ] || return 1
+  # A regular file only: reading a FIFO would block (zerolap refuses one itself).
+  [ -n "$dir" ] && [ -f "$dir/latest" ] && name=$(head -c 4096 "$dir/latest" 2>/dev/null) &&
+    [ -n "$name" ] || return 1
   [[ $name =~ step_0*([0-9]+) ]] && echo "step ${BASH_REMATCH[1]} ($dir/$name)" || echo "$dir/$name"
 }
 
 # A signal to the supervisor (Ctrl-C, scancel) stops it. During an attempt it goes to the attempt
 # and stops the supervisor after it, whatever the attempt returns (mpirun exits 1 after a SIGINT
 # of its own). Between attempts it ends the backoff's sleep or the hook at once and no attempt
-# follows; they get SIGTERM, as a script's background child ignores SIGINT. Every child runs in
-# the background so that the trap runs at once: bash runs it only after a foreground child ends.
-child="" child_signal="" stopped="" signal=""
+# follows; they get SIGTERM. Every child runs in the background so that the trap runs at once
+# (bash runs it only after a foreground child ends), in a process group of its own (set -m), and
+# the supervisor passes a signal on to that group once: a signal to the supervisor's whole group
+# (Ctrl-C in a terminal, kill -- -PGID) must reach mpirun once, as a second one makes it exit at
+# once without the interrupted step's checkpoint; and a wrapper's children get it too.
+child="" child_signal="" stopped="" signal="" signals=0
 forward() {
-  signal=$1 stopped=$2
-  [ -n "$child" ] && kill -s "${child_signal:-$signal}" "$child" 2>/dev/null
+  signal=$1 stopped=$2 signals=$((signals + 1))
+  [ -n "$child" ] && kill -s "${child_signal:-$signal}" -- "-$child" 2>/dev/null
 }
 trap 'forward INT 130' INT
 trap 'forward TERM 143' TERM
 
-# await_child SIGNAL: waits for the child just started in the background ($!) and sets $code to
-# its exit code. A signal to the supervisor sends it SIGNAL (empty: that same signal); one that
-# came before $child was set is passed on here.
+# await_child SIGNAL: waits for the child just started in the background ($!, in a process group
+# of its own) and sets $code to its exit code. A signal to the supervisor sends its group SIGNAL
+# (empty: that same signal); one that came before $child was set is passed on here.
 await_child() {
   child=$! child_signal=$1
-  [ -n "$stopped" ] && kill -s "${child_signal:-$signal}" "$child" 2>/dev/null
+  [ -n "$stopped" ] && kill -s "${child_signal:-$signal}" -- "-$child" 2>/dev/null
   while :; do
     wait "$child"
     code=$?
@@ -164,6 +176,16 @@ stop_if_signalled() {
   exit "$stopped"
 }
 
+# timeout_s: the command's runtime.timeout_s, a TOML float (300.0, 0.5, 1e+06; flock -w and awk
+# take each), or zerolap's default 300 when it is not a positive number.
+timeout_s() {
+  local limit
+  limit=$(key_of runtime timeout_s)
+  LC_ALL=C awk -v t="${limit:-x}" 'BEGIN { exit !(t ~ /^[0-9.eE+-]+$/ && t + 0 > 0) }' ||
+    limit=300
+  echo "$limit"
+}
+
 # wait_for_locks: before a restart, waits until no process holds the lock of output.dir or
 # checkpoint.dir (a flock(2) on `.zerolap.lock` in each, held by rank 0 while it runs;
 # runtime/checkpoint/directory_lock.h), at most runtime.timeout_s. A launcher may end before its
@@ -173,9 +195,7 @@ stop_if_signalled() {
 wait_for_locks() {
   command -v flock >/dev/null || return 0
   local limit dir lock holder
-  limit=$(key_of runtime timeout_s)  # a TOML float: 300.0, 0.5, 1e+06 (flock -w takes each)
-  LC_ALL=C awk -v t="${limit:-x}" 'BEGIN { exit !(t ~ /^[0-9.eE+-]+$/ && t + 0 > 0) }' ||
-    limit=300
+  limit=$(timeout_s)
   for dir in "$(key_of output dir)" "$(key_of checkpoint dir)"; do
     lock="$dir/.zerolap.lock"
     if [ -z "$dir" ] || [ ! -f "$lock" ]; then continue; fi
@@ -185,7 +205,9 @@ wait_for_locks() {
     echo "supervise: '$dir' is in use by a running zerolap (${holder:-holder unknown}; a" \
       "launcher may exit before its ranks): waiting up to $limit s (runtime.timeout_s) for it" \
       "to end before attempt $attempt" >&2
+    set -m
     flock -w "$limit" -E 3 "$lock" true 2>/dev/null &
+    set +m
     await_child TERM
     stop_if_signalled "while waiting for '$dir'"
     if [ "$code" -eq 3 ]; then
@@ -203,11 +225,11 @@ fi
 # wait_for_log_writers PID...: waits, up to 10 s in all, for the attempt's tee processes. Each
 # ends once every process that holds the attempt's stdout or stderr has ended, and an mpirun may
 # exit before its ranks do; the log then has the attempt's whole output before the exit line. A
-# signal to the supervisor ends the wait.
+# signal to the supervisor during the wait ends it.
 wait_for_log_writers() {
-  local pid tenths=0
+  local pid tenths=0 signals_before=$signals
   for pid in "$@"; do
-    while kill -0 "$pid" 2>/dev/null && [ "$tenths" -lt 100 ] && [ -z "$stopped" ]; do
+    while kill -0 "$pid" 2>/dev/null && [ "$tenths" -lt 100 ] && [ "$signals" -eq "$signals_before" ]; do
       sleep 0.1
       tenths=$((tenths + 1))
     done
@@ -216,23 +238,86 @@ wait_for_log_writers() {
     "open 10 s after it exited: going on (what they write still goes to its log)" >&2
 }
 
-attempt=1 last=0 resume=()
+# wait_for_group PGID: after a signal stopped the attempt, waits while a process of its process
+# group still runs, up to runtime.timeout_s, before the supervisor exits: a wrapper script ends at
+# the signal while the mpirun it started still writes the interrupted step's checkpoint, and a
+# scheduler kills what is left of a job once its script exits. A second signal goes to the group
+# too (mpirun then exits at once) and ends the wait.
+wait_for_group() {
+  local group=$1 limit tenths=0 max_tenths signals_before=$signals
+  [ -n "$stopped" ] && kill -0 -- "-$group" 2>/dev/null || return 0
+  limit=$(timeout_s)
+  max_tenths=$(LC_ALL=C awk -v t="$limit" 'BEGIN { printf "%d", t * 10 }')
+  echo "supervise: attempt $attempt exited $last; processes it started still run: waiting up to" \
+    "$limit s (runtime.timeout_s) for them to end" >&2
+  child=$group child_signal=""
+  while kill -0 -- "-$group" 2>/dev/null && [ "$tenths" -lt "$max_tenths" ] &&
+    [ "$signals" -eq "$signals_before" ]; do
+    sleep 0.1
+    tenths=$((tenths + 1))
+  done
+  child=""
+}
+
+# attempt_command: COMMAND with the resume words after every `zerolap train` of it: before each
+# `:` that ends one of an MPMD line's app contexts (every rank must resume, not the last context's
+# alone), and at the end.
+attempt_command() {
+  local arg previous="" in_train=""
+  run=()
+  for arg in "${command[@]}"; do
+    if [ "$arg" = : ] && [ -n "$in_train" ]; then
+      run+=("${resume[@]}")
+      in_train=""
+    fi
+    run+=("$arg")
+    [ "$arg" = train ] && [[ ${previous##*/} == zerolap* ]] && in_train=1
+    previous=$arg
+  done
+  run+=("${resume[@]}")
+}
+
+# read_hook_line: the command the hook printed (its last non-blank line) into `command`, read as
+# shell words; exit 2 when it is not a list of words (an unbalanced quote, a `;`, a comment).
+read_hook_line() {
+  local line
+  line=$(grep -v '^[[:space:]]*$' "$hook_out" | tail -n 1)
+  [ -n "$line" ] || return 0
+  if ! eval "new_command=($line)" 2>/dev/null || [ "${#new_command[@]}" -eq 0 ]; then
+    echo "supervise: the hook '$hook' printed a line that is not a command (shell words):" \
+      "'$line': stopping before attempt $attempt" >&2
+    exit 2
+  fi
+  command=("${new_command[@]}")
+  ask_zerolap
+}
+
+attempt=1 last=0 resume=() run=()
 while :; do
   [ "$attempt" -eq 1 ] || stop_if_signalled
+  # Appended to: a rerun of the job (a requeue) keeps the logs of the runs before it.
   log="$log_dir/supervise/attempt_$attempt.log"
-  echo "supervise: attempt $attempt: ${command[*]} ${resume[*]}" >"$log"
+  attempt_command
+  echo "supervise: attempt $attempt ($(date '+%Y-%m-%d %H:%M:%S'), supervisor pid $$): ${run[*]}" \
+    >>"$log"
   # The tees ignore SIGINT and SIGTERM: a signal to the whole process group (Ctrl-C, a scheduler)
   # must not cut the log while the attempt still writes as it stops; each ends when its pipe does.
-  exec {to_out}> >(trap '' INT TERM; exec tee -a "$log")
+  # tee -p: a console that goes away (`| head`) must not end the training with it.
+  exec {to_out}> >(trap '' INT TERM; exec tee -p -a "$log")
   out_writer=$!
-  exec {to_err}> >(trap '' INT TERM; exec tee -a "$log" >&2 {to_out}>&-)
+  exec {to_err}> >(trap '' INT TERM; exec tee -p -a "$log" >&2 {to_out}>&-)
   err_writer=$!
-  SUPERVISE_ATTEMPT=$attempt SUPERVISE_LAST_EXIT=$last "${command[@]}" "${resume[@]}" \
-    >&"$to_out" 2>&"$to_err" {to_out}>&- {to_err}>&- &
+  set -m
+  SUPERVISE_ATTEMPT=$attempt SUPERVISE_LAST_EXIT=$last "${run[@]}" \
+    </dev/null >&"$to_out" 2>&"$to_err" {to_out}>&- {to_err}>&- &
+  set +m
+  attempt_group=$!
   await_child ""
   last=$code
   exec {to_out}>&- {to_err}>&-
+  wait_for_group "$attempt_group"
   wait_for_log_writers "$out_writer" "$err_writer"
+  [ -z "$(tail -c 1 "$log")" ] || echo >>"$log"  # the attempt's last line may lack its newline
   echo "supervise: attempt $attempt exited $last" >>"$log"
   case $last in
     0 | 2 | 130 | 143) exit "$last" ;;
@@ -246,19 +331,22 @@ while :; do
     exit "$last"
   fi
   attempt=$((attempt + 1))
+  set -m
   sleep "$backoff" &
+  set +m
   await_child TERM
   stop_if_signalled "during the backoff"
   if [ -n "$hook" ]; then
-    "$hook" "$attempt" "$last" >"$hook_out" &
+    set -m
+    "$hook" "$attempt" "$last" </dev/null >"$hook_out" &
+    set +m
     await_child TERM
     stop_if_signalled "while the hook ran"
     [ "$code" -eq 0 ] || {
       echo "supervise: the hook '$hook' exited non-zero before attempt $attempt: stopping" >&2
       exit "$last"
     }
-    line=$(<"$hook_out")
-    [ -n "$line" ] && eval "command=($line)" && ask_zerolap
+    read_hook_line
   fi
   wait_for_locks  # before `latest` is read: the ranks may write one more checkpoint
   resume=(--set checkpoint.resume=true)
@@ -269,8 +357,12 @@ while :; do
     # A run begun from a given checkpoint (a fine-tune): from that checkpoint again.
     resume=()
     from="no checkpoint in '${dir:-checkpoint.dir}' yet: from checkpoint.resume = \"$given\" again"
+  elif [ -z "$dir" ]; then
+    # Nothing to resume from (zerolap refuses checkpoint.resume = true without a checkpoint.dir).
+    resume=()
+    from="no checkpoint.dir: from step 0"
   else
-    from="resuming from none yet (no checkpoint in '${dir:-checkpoint.dir}'): step 0"
+    from="resuming from none yet (no checkpoint in '$dir'): step 0"
   fi
   echo "supervise: restart $((attempt - 1)) of $max_restarts: attempt $attempt after exit $last, $from" >&2
 done

@@ -5,7 +5,10 @@
 # a restart that waits for the last attempt's directory lock, an attempt's whole output in its log
 # before the exit line, the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it (or
 # to its process group, the attempt's last output logged) stops it, during an attempt or at once
-# during the backoff or the hook; and a 4-rank run whose rank 2 is killed with SIGKILL at a random
+# during the backoff or the hook, reaching an attempt's process group once and waiting for what a
+# wrapper script started; resume words in every context of an MPMD line, none without a
+# checkpoint.dir; the hook's last line, exit 2 for one that is not shell words; logs appended to
+# by a rerun; and a 4-rank run whose rank 2 is killed with SIGKILL at a random
 # step, twice, ends with the parameters and optimizer state of an uninterrupted run, bitwise, and
 # metrics.csv has each step once.
 # Usage: supervise_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
@@ -205,6 +208,64 @@ rc=$?
 [ "$rc" -eq 143 ] || { cat "$work/group.err"; fail "a SIGTERM to the supervisor's process group gave $rc, not 143"; }
 grep -q "stopping now" "$work/group/supervise/attempt_1.log" ||
   { cat "$work/group/supervise/attempt_1.log"; fail "the output of an attempt stopped with its process group is not in its log"; }
+
+# One SIGTERM to the whole group reaches the attempt once (mpirun exits at once, without the
+# interrupted step's checkpoint, on a second); and a wrapper script that dies at it while a process
+# it started still writes: the supervisor waits for that process, its output is in the log before
+# the exit line, and nothing of the attempt runs on after the supervisor.
+setsid "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/group2" -- bash -c \
+  '(trap "sleep 1; echo child saved; exit 143" TERM; echo started; sleep 30 & wait) & wait' \
+  2>"$work/group2.err" &
+supervisor=$!
+for _ in $(seq 1 200); do grep -q started "$work/group2/supervise/attempt_1.log" 2>/dev/null && break; sleep 0.05; done
+kill -TERM -- "-$supervisor"
+wait "$supervisor"
+rc=$?
+log="$work/group2/supervise/attempt_1.log"
+[ "$rc" -eq 143 ] || { cat "$work/group2.err"; fail "a wrapper stopped with its process group gave $rc, not 143"; }
+[ "$(grep -cx "child saved" "$log")" -eq 1 ] ||
+  { cat "$log"; fail "the attempt's child got the group's SIGTERM other than once, or was not waited for"; }
+[ "$(tail -n 1 "$log")" = "supervise: attempt 1 exited 143" ] || { cat "$log"; fail "the exit line is not last"; }
+! pgrep -f "echo child saved" >/dev/null || fail "the attempt's child runs on after the supervisor exited"
+
+# An MPMD line (`mpirun -np 1 zerolap train A : -np 1 zerolap train B`) resumes every app context,
+# not only the last one's ranks; a run with no checkpoint.dir restarts from step 0 without the
+# resume key (zerolap refuses checkpoint.resume = true without one).
+"$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/mpmd" -- bash -c 'echo "args: $*"; exit 1' \
+  sh /none/zerolap train a.toml --set "checkpoint.dir=\"$work/m\"" : /none/zerolap train a.toml \
+  --set "checkpoint.dir=\"$work/m\"" 2>/dev/null
+resumed="--set checkpoint.dir=\"$work/m\" --set checkpoint.resume=true"
+grep -qxF "args: /none/zerolap train a.toml $resumed : /none/zerolap train a.toml $resumed" \
+  "$work/mpmd/supervise/attempt_2.log" || { cat "$work/mpmd/supervise/attempt_2.log"; fail "an MPMD restart does not resume every context"; }
+"$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/nock" -- bash -c 'echo "args: $*"; exit 1' \
+  sh train "$work/none.toml" 2>"$work/nock.err"
+grep -q "^supervise: restart 1 of 1: attempt 2 after exit 1, no checkpoint.dir: from step 0$" "$work/nock.err" &&
+  grep -qxF "args: train $work/none.toml" "$work/nock/supervise/attempt_2.log" ||
+  { cat "$work/nock.err" "$work/nock/supervise/attempt_2.log"; fail "a run without checkpoint.dir restarts with the resume key"; }
+
+# The hook's last non-blank line is the command; one that is not shell words stops the supervisor
+# with exit 2, saying so, before the next attempt.
+printf '#!/bin/sh\necho "ignored first line"\necho "bash -c \\"exit 0\\""\necho\n' >"$work/hook2.sh"
+printf '#!/bin/sh\necho "bash -c \\"exit 0"\n' >"$work/hook_bad.sh"
+chmod +x "$work/hook2.sh" "$work/hook_bad.sh"
+"$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/hook2" --hook "$work/hook2.sh" -- \
+  bash -c 'exit 1' 2>"$work/hook2.err" || { cat "$work/hook2.err"; fail "the hook's last line was not the command"; }
+"$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/hook_bad" --hook "$work/hook_bad.sh" -- \
+  bash -c 'exit 1' 2>"$work/hook_bad.err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "printed a line that is not a command .*stopping before attempt 2" "$work/hook_bad.err" &&
+  [ ! -e "$work/hook_bad/supervise/attempt_2.log" ] ||
+  { cat "$work/hook_bad.err"; fail "a hook line that is not shell words gave $rc, not 2 with a message"; }
+
+# A rerun with the same log directory (a requeued job) appends to the attempt logs; the exit line
+# is a line of its own after output that ends without a newline.
+for run in 1 2; do
+  "$supervise" --max-restarts 0 --backoff 0 --log-dir "$work/rerun" -- bash -c 'printf "run %s" "$0"' "$run" 2>/dev/null
+done
+log="$work/rerun/supervise/attempt_1.log"
+[ "$(grep -c '^supervise: attempt 1 (.*supervisor pid [0-9]*): bash' "$log")" -eq 2 ] &&
+  [ "$(grep -cx 'supervise: attempt 1 exited 0' "$log")" -eq 2 ] && grep -qx "run 1" "$log" && grep -qx "run 2" "$log" ||
+  { cat "$log"; fail "a rerun's log does not follow the last one's, or an exit line is glued to the output"; }
 
 # The real thing: 4 ranks, rank 2 killed with SIGKILL at a random step, twice. Both kills come in
 # the first ~110 steps of 600, so on a loaded machine an attempt still has hundreds of steps (a few
