@@ -11,8 +11,9 @@
 # "FILE", a fine-tune) that failed before checkpoint.dir had a checkpoint (its `latest`) runs as it
 # was, from that file again, not from step 0, and so does a run without a checkpoint.dir (from
 # step 0). It never restarts after exit 0
-# (done), 2 (bad input: the same command fails the same way), 130 or 143 (SIGINT / SIGTERM: the
-# user or the scheduler stopped the job); any other code is a failure: 1 (a runtime failure, a rank
+# (done), 2 (bad input: the same command fails the same way), 126 or 127 (the command cannot run
+# or is not found), 130 or 143 (SIGINT / SIGTERM: the user or the scheduler stopped the job); any
+# other code is a failure: 1 (a runtime failure, a rank
 # that died), or what the launcher reports for a rank killed by a signal (Open MPI's mpirun: 137
 # for SIGKILL).
 #  - One line per restart on stderr: the attempt, the exit code, the step it resumes from.
@@ -160,10 +161,24 @@ trap 'forward TERM 143' TERM
 await_child() {
   child=$! child_signal=$1
   [ -n "$stopped" ] && kill -s "${child_signal:-$signal}" -- "-$child" 2>/dev/null
+  local status signals_before
   while :; do
+    signals_before=$signals
     wait "$child"
-    code=$?
-    kill -0 "$child" 2>/dev/null || break  # a trapped signal interrupts wait; the child runs on
+    status=$?
+    if [ "$signals" -eq "$signals_before" ]; then
+      code=$status
+      break
+    fi
+    # A trapped signal ends `wait` at once with 128 + its number, also when the child has just
+    # exited (an attempt that stops at once on SIGTERM with exit 0): the child's own code is what
+    # a second `wait` returns; 127 (no such child) when the first one had returned it already.
+    if ! kill -0 "$child" 2>/dev/null; then
+      wait "$child" 2>/dev/null
+      code=$?
+      [ "$code" -ne 127 ] || code=$status
+      break
+    fi
   done
   child=""
 }
@@ -321,6 +336,11 @@ while :; do
   echo "supervise: attempt $attempt exited $last" >>"$log"
   case $last in
     0 | 2 | 130 | 143) exit "$last" ;;
+    126 | 127)
+      # The shell's codes for a command it cannot run: the same command would fail the same way.
+      echo "supervise: attempt $attempt exited $last: the command was not found or cannot run" \
+        "(${command[0]}): it would fail again" >&2
+      exit "$last" ;;
   esac
   if [ -n "$stopped" ]; then
     echo "supervise: stopped by a signal during attempt $attempt (it exited $last): no restart" >&2

@@ -4,7 +4,7 @@
 # fine-tune's once a checkpoint exists; the keys read as TOML allows them, dotted ones included),
 # a restart that waits for the last attempt's directory lock, an attempt's whole output in its log
 # before the exit line, the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it (or
-# to its process group, the attempt's last output logged) stops it, during an attempt or at once
+# to its process group, the attempt's last output logged, its own code kept) stops it, during an attempt or at once
 # during the backoff or the hook, reaching an attempt's process group once and waiting for what a
 # wrapper script started; resume words in every context of an MPMD line, none without a
 # checkpoint.dir; the hook's last line, exit 2 for one that is not shell words; logs appended to
@@ -16,7 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../mpi/cli_test_prologue.sh" "$1" "$3"
 supervise="$2/scripts/supervise.sh"
 
 # Exit codes that are never restarted: one attempt, no restart line.
-for code in 0 2 130 143; do
+for code in 0 2 126 127 130 143; do
   "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/c$code" -- bash -c "exit $code" \
     2>"$work/c$code.err"
   rc=$?
@@ -155,6 +155,19 @@ for body in 'exec sleep 30' 'sleep 30 & trap "kill $!; exit 1" TERM; wait'; do
   [ "$rc" -eq 143 ] || { cat "$work/signalled.err"; fail "a SIGTERM to the supervisor ($body) ended it with $rc"; }
   [ ! -e "$work/signalled/supervise/attempt_2.log" ] || fail "a SIGTERM to the supervisor ($body) restarted"
   rm -rf "$work/signalled"
+done
+
+# An attempt that exits 0 at once on the SIGTERM the supervisor passes on: its 0 comes back (a
+# signal's interrupted `wait` returned 143 for it when the attempt had just ended).
+for run in 1 2 3; do
+  "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/quick$run" -- \
+    bash -c 'trap "exit 0" TERM; echo started; sleep 30 & wait' >/dev/null 2>&1 &
+  supervisor=$!
+  for _ in $(seq 1 200); do grep -qs started "$work/quick$run/supervise/attempt_1.log" && break; sleep 0.05; done
+  kill -TERM "$supervisor"
+  wait "$supervisor"
+  rc=$?
+  [ "$rc" -eq 0 ] || { tail -n 1 "$work/quick$run/supervise/attempt_1.log"; fail "an attempt that exited 0 on SIGTERM came back as $rc"; }
 done
 
 # A signal between attempts, during the backoff or while the hook runs, stops the supervisor at
