@@ -178,22 +178,29 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
           where_set(config, "data.global_batch_size"), config.data.global_batch_size,
           data.train.num_samples, data.train.name));
     }
-    sampler = std::make_unique<DistributedSampler>(SamplerSpec{
-        .num_samples = data.train.num_samples,
-        .local_batch = config.data.batch_size,
-        .world_size = world.size,
-        .shuffle = config.data.shuffle,
-        .seed = config.data.seed,
-        .dataset_name = data.train.name,
-    });
+    try {
+      sampler = std::make_unique<DistributedSampler>(SamplerSpec{
+          .num_samples = data.train.num_samples,
+          .local_batch = config.data.batch_size,
+          .world_size = world.size,
+          .shuffle = config.data.shuffle,
+          .seed = config.data.seed,
+          .dataset_name = data.train.name,
+      });
+    } catch (const UserError& e) {  // the data layer knows no config: the place is added here
+      throw UserError(fmt::format("{}: {}", where_set(config, "data.batch_size"), e.what()));
+    }
     steps_per_epoch = sampler->batches_per_epoch() / config.train.grad_accum;
     if (steps_per_epoch < 1) {
       // The sampler checked that one global batch fits, so the product is below
       // grad_accum * the sample count: no overflow.
+      const std::string accum_at = where_set(config, "train.grad_accum");
+      const std::string batch_at = where_set(config, "data.batch_size");
       throw UserError(fmt::format(
-          "train.grad_accum ({}) x data.batch_size ({}) x world size ({}) = {} exceeds the {} "
+          "{}: train.grad_accum ({}) x data.batch_size ({}) x world size ({}) = {} exceeds the {} "
           "samples of {}: a step's micro-batches all come from one epoch; lower "
           "train.grad_accum or data.batch_size, or run on fewer ranks",
+          accum_at == batch_at ? accum_at : accum_at + " and " + batch_at,
           config.train.grad_accum, config.data.batch_size, world.size,
           config.train.grad_accum * config.data.batch_size * world.size, data.train.num_samples,
           data.train.name));

@@ -104,10 +104,17 @@ TEST_CASE("train.grad_accum is bounded, and a step larger than an epoch names it
   }
   SECTION("more micro-batches than one epoch holds") {
     // train_samples = 64 makes 21 per arm, 63 in all: 3 micro-batches of 16 fit, 4 do not.
+    // Both keys' places are named: the --set, and the file's line.
     const CliResult r = run_bounded("train " + spirals + " --set train.grad_accum=4");
-    check_bad_input(r, "train.grad_accum (4) x data.batch_size (16) x world size (1) = 64 "
-                       "exceeds the 63 samples of spirals/train");
+    check_bad_input(r, "--set train.grad_accum and " + spirals + ":7: train.grad_accum (4) x "
+                       "data.batch_size (16) x world size (1) = 64 exceeds the 63 samples of "
+                       "spirals/train");
     CHECK_THAT(r.output, Catch::Contains("lower train.grad_accum or data.batch_size"));
+  }
+  SECTION("a per-rank batch larger than the data") {
+    const CliResult r = run_bounded("train " + spirals + " --set data.batch_size=64");
+    check_bad_input(r, "--set data.batch_size: data.batch_size (64) x world size (1) = 64 "
+                       "exceeds the 63 samples of spirals/train");
   }
   SECTION("a global batch larger than the data") {
     // Both figures were derived from data.global_batch_size, yet the advice was to lower them,
