@@ -210,14 +210,18 @@ done
 # A SIGTERM to the supervisor's whole process group (a scheduler stopping the job) reaches the
 # attempt, which still writes as it shuts down: that output is in the log, and the attempt's own
 # code (143) comes back, not a failure to write its output.
-setsid "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/group" -- bash -c \
-  'x=stopping; trap "sleep 0.5; echo \$x now; exit 143" TERM; echo started; sleep 30 & wait' \
-  2>"$work/group.err" &
-supervisor=$!
-for _ in $(seq 1 200); do grep -q started "$work/group/supervise/attempt_1.log" 2>/dev/null && break; sleep 0.05; done
-kill -TERM -- "-$supervisor"
-wait "$supervisor"
-rc=$?
+# stop_group NAME SCRIPT: runs a supervisor in a session of its own over `bash -c SCRIPT` (which
+# prints "started"), sends SIGTERM to its whole process group then, and sets rc to its exit code.
+stop_group() {
+  setsid "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/$1" -- bash -c "$2" \
+    2>"$work/$1.err" &
+  supervisor=$!
+  for _ in $(seq 1 200); do grep -q started "$work/$1/supervise/attempt_1.log" 2>/dev/null && break; sleep 0.05; done
+  kill -TERM -- "-$supervisor"
+  wait "$supervisor"
+  rc=$?
+}
+stop_group group 'x=stopping; trap "sleep 0.5; echo \$x now; exit 143" TERM; echo started; sleep 30 & wait'
 [ "$rc" -eq 143 ] || { cat "$work/group.err"; fail "a SIGTERM to the supervisor's process group gave $rc, not 143"; }
 grep -q "stopping now" "$work/group/supervise/attempt_1.log" ||
   { cat "$work/group/supervise/attempt_1.log"; fail "the output of an attempt stopped with its process group is not in its log"; }
@@ -226,14 +230,7 @@ grep -q "stopping now" "$work/group/supervise/attempt_1.log" ||
 # interrupted step's checkpoint, on a second); and a wrapper script that dies at it while a process
 # it started still writes: the supervisor waits for that process, its output is in the log before
 # the exit line, and nothing of the attempt runs on after the supervisor.
-setsid "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/group2" -- bash -c \
-  '(trap "sleep 1; echo child saved; exit 143" TERM; echo started; sleep 30 & wait) & wait' \
-  2>"$work/group2.err" &
-supervisor=$!
-for _ in $(seq 1 200); do grep -q started "$work/group2/supervise/attempt_1.log" 2>/dev/null && break; sleep 0.05; done
-kill -TERM -- "-$supervisor"
-wait "$supervisor"
-rc=$?
+stop_group group2 '(trap "sleep 1; echo child saved; exit 143" TERM; echo started; sleep 30 & wait) & wait'
 log="$work/group2/supervise/attempt_1.log"
 [ "$rc" -eq 143 ] || { cat "$work/group2.err"; fail "a wrapper stopped with its process group gave $rc, not 143"; }
 [ "$(grep -cx "child saved" "$log")" -eq 1 ] ||
