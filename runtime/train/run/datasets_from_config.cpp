@@ -1,13 +1,33 @@
 // load_datasets: the [data] section turned into datasets (see datasets_from_config.h).
 #include "runtime/train/run/datasets_from_config.h"
 
+#include <new>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "base/errors.h"
 
 namespace zl {
 
-DatasetSplits load_datasets(const Config& config) {
+namespace {
+
+// The keys that size the data of `config` and where they were set, for a message.
+std::string data_size_keys(const Config& config) {
+  const DataConfig& d = config.data;
+  switch (d.kind) {
+    case DataKind::FashionMnist: return fmt::format("data.path = '{}'", d.path);
+    case DataKind::Idx: return fmt::format("data.train_images = '{}'", d.train_images);
+    case DataKind::Spirals:
+    case DataKind::Teacher:
+      return fmt::format("data.train_samples = {} ({}), data.test_samples = {} ({})",
+                         d.train_samples, where_set(config, "data.train_samples"), d.test_samples,
+                         where_set(config, "data.test_samples"));
+  }
+  return "";
+}
+
+DatasetSplits load_splits(const Config& config) {
   const auto& d = config.data;
   const auto& widths = config.model.widths;
   DatasetSplits splits;
@@ -37,6 +57,25 @@ DatasetSplits load_datasets(const Config& config) {
                                         .seed = d.seed});
       break;
   }
+  return splits;
+}
+
+}  // namespace
+
+DatasetSplits load_datasets(const Config& config) {
+  const auto& widths = config.model.widths;
+  DatasetSplits splits;
+  try {
+    splits = load_splits(config);
+  } catch (const std::bad_alloc&) {
+    // The memory check before the model is allocated counts the model and its optimizer state,
+    // not the data: a data set too large for the process ends here (exit 1), named.
+    throw RuntimeFailure(fmt::format(
+        "out of host memory loading the {} data ({}): this process could not allocate it; use "
+        "fewer samples, or a node with more free memory",
+        to_string(config.data.kind), data_size_keys(config)));
+  }
+  const auto& d = config.data;
   const Dataset& train = splits.train;
   if (train.feature_dim != widths.front()) {
     throw UserError(fmt::format(

@@ -80,6 +80,25 @@ TEST_CASE("a batch whose activations overflow is exit 2 naming the batch key", "
   }
 }
 
+TEST_CASE("generated data within the limits that does not fit the process names the data set",
+          "[cli][limits]") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  WARN("a sanitizer reserves more address space than the limit: skipped");  // never silent
+#else
+  // 2^30 samples of 2 floats and a label (~12 GB) in a process limited to 6 GB of address space
+  // (a smaller node): a runtime failure (exit 1) that names the data set and its keys, not
+  // "std::bad_alloc" alone.
+  const CliResult r = zl::test::run_zerolap(
+      "train " + spirals_config() + " --set data.train_samples=1073741824",
+      "ulimit -v 6000000 && timeout -k 5 120");
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("out of host memory") &&
+                           Catch::Contains("the spirals data") &&
+                           Catch::Contains("--set data.train_samples"));
+#endif
+}
+
 TEST_CASE("train.grad_accum is bounded, and a step larger than an epoch names its keys",
           "[cli][limits]") {
   const std::string spirals = spirals_config();
