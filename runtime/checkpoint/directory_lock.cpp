@@ -14,11 +14,10 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
+#include "runtime/checkpoint/files/run_identity.h"
 
 namespace zl {
 namespace {
-
-constexpr const char* kLockName = ".zerolap.lock";
 
 std::string this_holder() {
   char host[256] = {};
@@ -29,7 +28,7 @@ std::string this_holder() {
 }  // namespace
 
 DirectoryLock::DirectoryLock(const std::string& dir, const std::string& key) {
-  const std::string path = (std::filesystem::path(dir) / kLockName).string();
+  const std::string path = (std::filesystem::path(dir) / kDirectoryLockName).string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) return;  // an unwritable directory is require_writable_dir's to report
   if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {

@@ -21,9 +21,6 @@ namespace zl {
 namespace fs = std::filesystem;
 namespace {
 
-// Every file `zerolap train` or `zerolap bench` writes into output.dir.
-constexpr const char* kOutputFiles[] = {"metrics.csv", "config.toml", "trace.json", "bench.json",
-                                        "bench.csv"};
 // A saved config.toml is far below this; anything larger is not one.
 constexpr std::int64_t kMaxSavedConfigBytes = std::int64_t{16} << 20;
 
@@ -109,7 +106,7 @@ std::string legacy_config_note(const fs::path& dir, const std::string& run_toml)
 std::vector<std::string> output_files_in(const std::string& dir) {
   std::vector<std::string> files;
   std::error_code ec;
-  for (const char* name : kOutputFiles) {
+  for (const char* name : kRunOutputFiles) {
     if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec))) files.push_back(name);
   }
   return files;

@@ -12,6 +12,12 @@ namespace zl {
 
 inline constexpr const char* kRunRecordName = "run.json";
 inline constexpr const char* kRunRecordFormat = "zerolap-run";
+// The file a live run's rank 0 holds a lock on in each directory it writes
+// (runtime/checkpoint/directory_lock.h); it stays when the run ends.
+inline constexpr const char* kDirectoryLockName = ".zerolap.lock";
+// Every file `zerolap train` or `zerolap bench` writes into output.dir.
+inline constexpr const char* kRunOutputFiles[] = {"metrics.csv", "config.toml", "trace.json",
+                                                  "bench.json", "bench.csv"};
 
 // What run.json says. `command`, `world_size` and `config` are of the launch that wrote it last,
 // so "the same command again" compares with them.
