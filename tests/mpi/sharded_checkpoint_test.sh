@@ -74,13 +74,17 @@ grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v 
 # (exit 2) and changes nothing; so is one whose directory does not exist or cannot hold a file,
 # named as the output, and an empty one. An existing file is refused without --overwrite, and a
 # file of a checkpoint even with it: another step's manifest or shard, a new file in a sharded
-# step's directory, a `latest`, a step_N.safetensors beside a `latest`.
+# step's directory, a `latest`, a step_N.safetensors beside a `latest`; and a file of a run's
+# directory: a run.json or .zerolap.lock anywhere (a new one too), a run's output beside a run.json.
 step8="$good/step_00000008"
-sums=$(find "$good" -type f | sort | xargs cat | cksum)
+outs=$work/out_good
+sums=$(find "$good" "$outs" -type f | sort | xargs cat | cksum)
 mkdir -p "$work/a_dir" && mkfifo "$work/a_fifo" && ln -s one.safetensors "$work/a_link"
 cp "$work/one.safetensors" "$work/kept.safetensors"
 others=("$step8/../step_00000006/manifest.json" "$good/step_00000006/shard_00000_of_00002.g0.safetensors"
-  "$good/step_00000006/new.safetensors" "$good/latest" "$good/step_00000009.safetensors")
+  "$good/step_00000006/new.safetensors" "$good/latest" "$good/step_00000009.safetensors"
+  "$good/run.json" "$good/.zerolap.lock" "$outs/run.json" "$outs/metrics.csv" "$outs/config.toml"
+  "$work/a_dir/run.json" "$work/a_dir/.zerolap.lock")
 for out in "$step8/manifest.json" "$(ls "$step8"/shard_* | head -n 1)" "$step8/new.safetensors" \
     "$work/a_dir" "$work/a_fifo" "$work/a_link" "$work/missing/one.safetensors" "" \
     /proc/one.safetensors "$work/one.safetensors" "${others[@]}"; do
@@ -104,7 +108,8 @@ for out in "${others[@]}"; do
   [ "$rc" -eq 2 ] && grep -qF "$out" "$work/cons3.log" ||
     { cat "$work/cons3.log"; fail "consolidate --overwrite into '$out': exit $rc, not 2 naming it"; }
 done
-[ "$(find "$good" -type f | sort | xargs cat | cksum)" = "$sums" ] &&
+[ "$(find "$good" "$outs" -type f | sort | xargs cat | cksum)" = "$sums" ] &&
+  [ -z "$(ls -A "$work/a_dir")" ] &&
   [ "$(ls "$step8" | wc -l)" -eq 3 ] && [ "$(ls "$good/step_00000006" | wc -l)" -eq 3 ] ||
   { ls -lR "$good"; fail "a refused consolidate changed a checkpoint"; }
 cmp -s "$work/one.safetensors" "$work/kept.safetensors" || fail "a refused consolidate replaced a file"

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 
 #include <fmt/format.h>
 
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
+#include "runtime/checkpoint/files/run_identity.h"
 #include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/checkpoint/files/shard_reader.h"
 
@@ -24,7 +26,10 @@ constexpr std::int64_t kChunkFloats = std::int64_t{1} << 20;  // 4 MiB
 // The output is renamed over `out`, so it must be a new or a regular file, and never a file of a
 // checkpoint: not inside the one it is made from (which it would otherwise replace a file of, or
 // join), nor in another sharded checkpoint's directory, nor a `latest` pointer or a manifest
-// anywhere. An existing file is replaced only with ExistingOutput::Replace (`--overwrite`).
+// anywhere; and never a file of a run's directory: a run.json or a lock file anywhere (a new one
+// would make a directory look owned or locked), nor a run's output beside a run.json (the run's
+// own metrics or config, which a resume checks). An existing file is replaced only with
+// ExistingOutput::Replace (`--overwrite`).
 void check_output(const std::string& out, const std::string& manifest_path,
                   ExistingOutput existing) {
   if (out.empty()) {
@@ -64,6 +69,16 @@ void check_output(const std::string& out, const std::string& manifest_path,
         "holds it, it is a step_N.safetensors beside a {}, or it is named {} or {}); write it "
         "elsewhere",
         out, kLatestPointerName, kManifestName, kLatestPointerName));
+  }
+  const bool run_output_beside_record =
+      std::any_of(std::begin(kRunOutputFiles), std::end(kRunOutputFiles),
+                  [&](const char* output) { return name == output; }) &&
+      fs::exists(fs::symlink_status(dir / kRunRecordName, ec));
+  if (name == kRunRecordName || name == kDirectoryLockName || run_output_beside_record) {
+    throw UserError(fmt::format(
+        "consolidate: the output '{}' is a file of a run's directory (it is named {} or {}, or it "
+        "is a run's output beside a {}); write it elsewhere",
+        out, kRunRecordName, kDirectoryLockName, kRunRecordName));
   }
   if (exists && existing == ExistingOutput::Refuse) {
     throw UserError(fmt::format("consolidate: the output '{}' exists; give --overwrite to replace "

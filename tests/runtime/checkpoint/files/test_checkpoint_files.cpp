@@ -24,6 +24,7 @@
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/files/checkpoint_pruning.h"
+#include "runtime/checkpoint/files/consolidate.h"
 #include "runtime/checkpoint/files/run_identity.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
 #include "runtime/config/config.h"
@@ -291,6 +292,46 @@ TEST_CASE("a pointer or run.json that cannot be written is named and leaves no t
   fails_naming(kRunRecordName, "run record", [&] {
     write_run_record(dir.string(), RunRecord{"20260101-000000-0000abcd", "train", 1, ""});
   });
+}
+
+TEST_CASE("consolidate never writes a file of a run's directory, even with --overwrite",
+          "[checkpoint]") {
+  // The output is checked before the checkpoint is read: any manifest.json makes a step here.
+  const fs::path dir = temp_dir("consolidate_run_files");
+  const fs::path step = dir / "ck" / "step_00000002";
+  fs::create_directories(step);
+  std::ofstream(step / kManifestName) << "{}";
+  const fs::path run = dir / "run", other = dir / "other";
+  write_run_record(run.string(), RunRecord{"20260101-000000-0000abcd", "train", 1, ""});
+  std::ofstream(run / kDirectoryLockName) << "pid 1 on host h\n";
+  std::ofstream(run / "metrics.csv") << "step,loss\n";
+  fs::create_directories(other);
+  const auto contents = [&] {
+    std::string all;
+    for (const char* name : {kRunRecordName, kDirectoryLockName, "metrics.csv"}) {
+      std::ifstream in(run / name);
+      all.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return all;
+  };
+  const std::string before = contents();
+  // A run's record and lock anywhere, existing or new; a run's output beside a run.json.
+  for (const fs::path& out : {run / kRunRecordName, run / kDirectoryLockName, run / "metrics.csv",
+                              run / "config.toml", other / kRunRecordName,
+                              other / kDirectoryLockName}) {
+    for (const ExistingOutput existing : {ExistingOutput::Refuse, ExistingOutput::Replace}) {
+      CHECK_THROWS_WITH(
+          consolidate_checkpoint(step.string(), out.string(), ConsolidateState::Include, existing),
+          Contains("'" + out.string() + "' is a file of a run's directory"));
+    }
+  }
+  CHECK(contents() == before);
+  CHECK(fs::is_empty(other));
+  CHECK_FALSE(fs::exists(run / "config.toml"));
+  // With no run.json beside it, metrics.csv is no run's: the checkpoint is read (and refused).
+  CHECK_THROWS_WITH(consolidate_checkpoint(step.string(), (other / "metrics.csv").string(),
+                                           ConsolidateState::Include),
+                    !Contains("a file of a run's directory") && Contains(kManifestName));
 }
 
 TEST_CASE("pruning keeps the checkpoint a running run resumed from", "[checkpoint]") {
