@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/standard_output.h"
 #include "base/writable_dir.h"
 #include "runtime/bench/bench.h"
 #include "runtime/bench/bench_report.h"
@@ -96,7 +97,7 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
                                               ? fmt::format(" and {}/trace.json", config.output.dir)
                                               : ""),
                               "  ", width));
-  std::fflush(stdout);
+  flush_standard_output();
   return 0;
 }
 

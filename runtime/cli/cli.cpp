@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <string>
 #include <exception>
+#include <system_error>
 
 #include "base/errors.h"
+#include "base/standard_output.h"
 #include "runtime/cli/commands.h"
 #include "runtime/cli/gemm_check.h"
 #include "runtime/comm/startup_watchdog.h"
@@ -176,7 +178,7 @@ int run_cli(int argc, char** argv) {
                              : *bench ? &bench_args : nullptr;
   MpiSession session(&argc, &argv, startup_timeout_s(run_args));
   const World& world = session.world();
-  try {
+  const auto run_command = [&] {
     if (*train) return run_train_command(train_args, world);
     if (*plan) return run_plan_command(plan_args, plan_world, world, plan_options);
     if (*bench) {
@@ -191,10 +193,24 @@ int run_cli(int argc, char** argv) {
           consolidate_overwrite ? ExistingOutput::Replace : ExistingOutput::Refuse, world);
     }
     return kExitBadInput;
+  };
+  try {
+    const int code = run_command();
+    // What the command printed last is still buffered: a report that cannot be written fails
+    // it here (base/standard_output.h), where the flush at exit would drop the error.
+    if (code == 0) flush_standard_output();
+    return code;
   } catch (const ReportedUserError&) {
     return kExitBadInput;  // every rank agreed; the message is out; MPI finalises cleanly
   } catch (const UserError& e) {
     abort_job(world, kExitBadInput, e.what());
+  } catch (const std::system_error& e) {
+    // fmt::print's failed write (a report longer than stdio's buffer): stdout's error flag says
+    // the stream was stdout, named as flush_standard_output names it.
+    abort_job(world, kExitRuntimeFailure,
+              std::ferror(stdout) != 0
+                  ? fmt::format("cannot write to standard output: {}", e.code().message())
+                  : std::string(e.what()));
   } catch (const std::exception& e) {
     abort_job(world, kExitRuntimeFailure, e.what());
   }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/errors.h"
+#include "base/standard_output.h"
 #include "runtime/cli/commands.h"
 #include "runtime/config/config.h"
 
@@ -15,8 +16,8 @@ namespace zl {
 int run_config_command(const ConfigArgs& args) {
   try {
     const std::string toml = to_toml(load_config(args.path, args.overrides));
-    const bool written = std::fwrite(toml.data(), 1, toml.size(), stdout) == toml.size();
-    return written && std::fflush(stdout) == 0 ? 0 : kExitRuntimeFailure;
+    write_standard_output(toml);  // a short write or a failed flush: RuntimeFailure, exit 1
+    return 0;
   } catch (const UserError& e) {
     std::fprintf(stderr, "zerolap: error: %s\n", e.what());
     return kExitBadInput;

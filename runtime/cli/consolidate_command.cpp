@@ -3,6 +3,8 @@
 // rank 0 of the job.
 #include <fmt/format.h>
 
+#include "base/standard_output.h"
+
 #include "runtime/cli/commands.h"
 
 namespace zl {
@@ -15,7 +17,7 @@ int run_consolidate_command(const std::string& checkpoint, const std::string& ou
     fmt::print("zerolap: consolidated {} -> {} ({} tensors{})\n", checkpoint, out, n,
                state == ConsolidateState::Include ? ", optimizer state included"
                                                   : ", parameters only");
-    std::fflush(stdout);
+    flush_standard_output();
   });
   return 0;
 }

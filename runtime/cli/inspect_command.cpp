@@ -12,6 +12,7 @@
 
 #include "base/errors.h"
 #include "base/regular_file.h"
+#include "base/standard_output.h"
 #include "runtime/checkpoint/files/crc32.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/files/safetensors.h"
@@ -84,8 +85,11 @@ void inspect_sharded_checkpoint(const std::string& manifest_path) {
     if (key == "config") continue;
     fmt::print("  {} = {}\n", escaped_excerpt(key, 200), escaped_excerpt(v, 1000));
   }
-  std::fflush(stdout);
-  if (!first_error.empty()) throw UserError(first_error);
+  if (!first_error.empty()) {
+    std::fflush(stdout);  // the listing before the error, which is the exit code's (2)
+    throw UserError(first_error);
+  }
+  flush_standard_output();
 }
 
 // A safetensors file: its tensors with their checksums, its metadata, and the config of the run
@@ -135,7 +139,7 @@ void inspect_file(const std::string& path) {
     std::istringstream lines(config->second);
     for (std::string line; std::getline(lines, line);) fmt::print("  {}\n", shown(line, 1000));
   }
-  std::fflush(stdout);
+  flush_standard_output();
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "base/standard_output.h"
+
 namespace zl {
 
 double epochs_done(std::int64_t batch_cursor, std::int64_t batches_per_epoch) {
@@ -48,7 +50,7 @@ void report_run_outputs(const Config& config) {
     }
   }
   fmt::print("{}\n", line);
-  std::fflush(stdout);
+  flush_standard_output();
 }
 
 }  // namespace zl

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.h"
+#include "base/standard_output.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/checkpoint_saver.h"
 #include "runtime/cli/interrupt.h"
@@ -63,7 +64,7 @@ int run_training(Trainer& trainer) {
                to_string(config.precision.compute),
                // samples/s below are taken on the modelled network: say so up front
                config.link.enabled() ? "; " + link_label(config.link) : std::string());
-    std::fflush(stdout);
+    flush_standard_output();  // progress that cannot be written ends the run, exit 1
   }
   auto row_at = [&](std::int64_t step) {
     MetricsRow row;
@@ -77,7 +78,7 @@ int run_training(Trainer& trainer) {
     metrics.write(row);
     if (!quiet) {
       fmt::print("{}\n", line);
-      std::fflush(stdout);
+      flush_standard_output();
     }
   };
 

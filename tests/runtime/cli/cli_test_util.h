@@ -17,9 +17,8 @@ struct CliResult {
   std::string output;  // stdout and stderr
 };
 
-// `prefix` goes before the binary: "timeout -k 5 60" bounds a case (a hang is exit 124).
-inline CliResult run_zerolap(const std::string& args, const std::string& prefix = "") {
-  const std::string command = prefix + " " + std::string(ZEROLAP_BINARY) + " " + args + " 2>&1";
+// The exit code and output of a shell command line.
+inline CliResult run_shell(const std::string& command) {
   CliResult r;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -28,6 +27,17 @@ inline CliResult run_zerolap(const std::string& args, const std::string& prefix 
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// `prefix` goes before the binary: "timeout -k 5 60" bounds a case (a hang is exit 124).
+inline CliResult run_zerolap(const std::string& args, const std::string& prefix = "") {
+  return run_shell(prefix + " " + std::string(ZEROLAP_BINARY) + " " + args + " 2>&1");
+}
+
+// run_zerolap with the command's stdout sent to `path` (a file, or a device such as /dev/full):
+// the output is its stderr alone.
+inline CliResult run_zerolap_stdout_to(const std::string& args, const std::string& path) {
+  return run_shell(std::string(ZEROLAP_BINARY) + " " + args + " 2>&1 >" + path);
 }
 
 // run_zerolap bounded by `seconds`: a hang is exit 124, a crash 128 + its signal.

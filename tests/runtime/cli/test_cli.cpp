@@ -14,6 +14,7 @@
 
 using zl::test::CliResult;
 using zl::test::run_zerolap;
+using zl::test::run_zerolap_stdout_to;
 
 namespace {
 
@@ -171,6 +172,31 @@ TEST_CASE("config prints the effective config, dotted keys and --set applied", "
   const CliResult bad = run_zerolap("config " + path + " --set checkpoint.every=-1");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("checkpoint.every"));
+}
+
+// A report that cannot be written is a failure (exit 1) that says so, never a silent exit 0 or a
+// silent exit 1: whether the command printed it at its end (plan, config) or flushed it as it
+// went (train's progress lines).
+TEST_CASE("a command whose stdout cannot be written exits 1 saying so", "[cli]") {
+  if (!std::filesystem::exists("/dev/full")) {
+    WARN("no /dev/full here: skipping");  // a skip is never silent
+    return;
+  }
+  const auto path = write_file("stdout.toml", kSpirals);
+  const std::string out_dir = fresh_output_dir("stdout_full");
+  const std::string commands[] = {"plan " + path, "config " + path,
+                                  "train " + path + " --set output.dir=" + out_dir};
+  for (const std::string& command : commands) {
+    INFO(command);
+    const CliResult full = run_zerolap_stdout_to(command, "/dev/full");
+    CHECK(full.exit_code == 1);
+    CHECK_THAT(full.output, Catch::Contains("zerolap: error: cannot write to standard output: "
+                                            "No space left on device"));
+  }
+  // Written, it is exit 0 with nothing on stderr.
+  const CliResult written = run_zerolap_stdout_to("plan " + path, "/dev/null");
+  CHECK(written.exit_code == 0);
+  CHECK(written.output.empty());
 }
 
 TEST_CASE("plan prints the bucket table for a given world size", "[cli]") {
