@@ -26,7 +26,7 @@ int ParameterStore::add(std::string name, std::vector<std::int64_t> shape) {
   // Models are built by code, not by users: a bad registration is a zerolap bug.
   ZL_CHECK(!laid_out_, "parameter '{}' registered after lay_out() or finalize()", name);
   ZL_CHECK(!name.empty(), "empty parameter name");
-  ZL_CHECK(find(name) < 0, "parameter '{}' registered twice", name);
+  ZL_CHECK(ids_by_name_.count(name) == 0, "parameter '{}' registered twice", name);
   // Tensor is 2-D: a parameter is a vector (1-D) or a matrix (2-D).
   ZL_CHECK(shape.size() == 1 || shape.size() == 2, "parameter '{}' has {} dimensions", name,
            shape.size());
@@ -35,6 +35,7 @@ int ParameterStore::add(std::string name, std::vector<std::int64_t> shape) {
     ZL_CHECK(d > 0, "parameter '{}' has a non-positive dimension {}", name, d);
     numel *= d;
   }
+  ids_by_name_.emplace(name, count());  // every check passed: a refused name is never found
   ParameterInfo info;
   info.name = std::move(name);
   info.shape = std::move(shape);
@@ -118,11 +119,8 @@ void ParameterStore::bind_gradient(int id, float* grad) {
 }
 
 int ParameterStore::find(const std::string& name) const {
-  // Linear: models have tens of parameters, and lookups happen at build / checkpoint time only.
-  for (int id = 0; id < count(); ++id) {
-    if (params_[id].name == name) return id;
-  }
-  return -1;
+  const auto it = ids_by_name_.find(name);
+  return it == ids_by_name_.end() ? -1 : it->second;
 }
 
 std::vector<int> ParameterStore::ids_in_layout_order() const {

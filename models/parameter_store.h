@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/device_buffer.h"
@@ -138,6 +139,9 @@ class ParameterStore {
 
  private:
   std::vector<ParameterInfo> params_;
+  // name -> id, for add's duplicate check and find: a generated model registers tens of thousands
+  // of parameters, and a search through every earlier name per registration is quadratic.
+  std::unordered_map<std::string, int> ids_by_name_;
   DeviceBuffer data_;
   DeviceBuffer grad_;
   std::vector<void*> bound_;  // [id]: where the parameter's values are (param_slot)
