@@ -201,11 +201,11 @@ void read_model(const toml::table& root, ConfigSource& source, ModelSpec& m) {
 void read_data(const toml::table& root, ConfigSource& source, DataConfig& d) {
   SectionReader r(source, root, "data");
   r.enumeration("kind", d.kind, kDataKindNames);
-  r.string("path", d.path);
-  r.string("train_images", d.train_images);
-  r.string("train_labels", d.train_labels);
-  r.string("test_images", d.test_images);
-  r.string("test_labels", d.test_labels);
+  r.path("path", d.path);
+  r.path("train_images", d.train_images);
+  r.path("train_labels", d.train_labels);
+  r.path("test_images", d.test_images);
+  r.path("test_labels", d.test_labels);
   r.integer("batch_size", d.batch_size, closed(1, kMaxSampleCount));
   r.integer("eval_batch_size", d.eval_batch_size, closed(1, kMaxSampleCount));
   r.integer("global_batch_size", d.global_batch_size, closed(0, kMaxSampleCount));
@@ -351,7 +351,7 @@ void read_train(const toml::table& root, ConfigSource& source, TrainConfig& t) {
 
 void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointConfig& c) {
   SectionReader r(source, root, "checkpoint");
-  r.string("dir", c.dir);
+  r.path("dir", c.dir);
   r.integer("every", c.every, at_least(0));
   r.integer("keep", c.keep, at_least(1));
   if (const toml::node* node = r.get("resume")) {
@@ -364,6 +364,7 @@ void read_checkpoint(const toml::table& root, ConfigSource& source, CheckpointCo
                "an empty path; use resume = true for the latest checkpoint in checkpoint.dir",
                node);
       }
+      r.check_path("resume", s->get(), *node);
       c.resume = true;
       c.resume_path = s->get();
     } else {
@@ -487,7 +488,7 @@ void read_link(const toml::table& root, ConfigSource& source, LinkConfig& l) {
 
 void read_output(const toml::table& root, ConfigSource& source, OutputConfig& o) {
   SectionReader r(source, root, "output");
-  r.string("dir", o.dir, /*allow_empty=*/false);
+  r.path("dir", o.dir, /*allow_empty=*/false);
   r.boolean("trace", o.trace);
   r.boolean("overwrite", o.overwrite);
   r.finish();

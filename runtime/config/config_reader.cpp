@@ -234,13 +234,24 @@ void SectionReader::boolean(std::string_view key, bool& out) {
   }
 }
 
-void SectionReader::string(std::string_view key, std::string& out, bool allow_empty) {
+void SectionReader::path(std::string_view key, std::string& out, bool allow_empty) {
   if (const auto* node = get(key)) {
     const auto* v = node->as_string();
     if (v == nullptr) type_error(key, *node, "a string");
     if (!allow_empty && v->get().empty()) fail(key, "must not be empty", node);
+    check_path(key, v->get(), *node);
     out = v->get();
   }
+}
+
+void SectionReader::check_path(std::string_view key, const std::string& text,
+                               const toml::node& node) const {
+  const std::size_t at = text.find('\0');
+  if (at == std::string::npos) return;
+  fail(key,
+       fmt::format("a path cannot hold a NUL byte (\\u0000, at byte {} of \"{}\")", at,
+                   escaped_excerpt(text)),
+       &node);
 }
 
 void SectionReader::integer_array(std::string_view key, std::vector<std::int64_t>& out) {

@@ -86,7 +86,11 @@ class SectionReader {
   template <std::floating_point T>  // float or double; accepts integers too
   void number(std::string_view key, T& out, Range range = {});
   void boolean(std::string_view key, bool& out);
-  void string(std::string_view key, std::string& out, bool allow_empty = true);
+  // A file or directory path (every string key is one): a string holding no NUL byte.
+  void path(std::string_view key, std::string& out, bool allow_empty = true);
+  // UserError at `node` when `text`, the value of path key `key`, holds a NUL byte: the C calls
+  // that open it would stop there, at another file than the one the config names.
+  void check_path(std::string_view key, const std::string& text, const toml::node& node) const;
   void integer_array(std::string_view key, std::vector<std::int64_t>& out);
   void string_array(std::string_view key, std::vector<std::string>& out);
   // An array of numbers each in `range`; `exact_size` > 0 requires that many; `allow_scalar`

@@ -665,6 +665,27 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
   }
 }
 
+TEST_CASE("config: a NUL byte in a path is refused, naming the key", "[config]") {
+  // A C call opening the path would stop at the NUL: the run would read or write another file
+  // than the one the config names. TOML writes one as the escape \u0000.
+  const std::string nul = "runs/a\\u0000b";
+  const std::pair<const char*, const char*> keys[] = {
+      {"data", "path"},          {"data", "train_images"}, {"data", "train_labels"},
+      {"data", "test_images"},   {"data", "test_labels"},  {"checkpoint", "dir"},
+      {"checkpoint", "resume"},  {"output", "dir"}};
+  for (const auto& [section, key] : keys) {
+    const std::string full = std::string(section) + "." + key;
+    INFO(full);
+    REQUIRE_THROWS_WITH(parse(with(fmt::format("[{}]\n{} = \"{}\"\n", section, key, nul))),
+                        Contains(fmt::format("configs/x.toml:4: {}: ", full)) &&
+                            Contains("NUL byte"));
+    REQUIRE_THROWS_WITH(parse(kMinimal, {fmt::format("{}=\"{}\"", full, nul)}),
+                        Contains(fmt::format("--set {}: {}: ", full, full)) &&
+                            Contains("NUL byte"));
+    REQUIRE_THROWS_AS(parse(kMinimal, {fmt::format("{}=\"{}\"", full, nul)}), UserError);
+  }
+}
+
 TEST_CASE("config: --set overrides apply before validation", "[config]") {
   SECTION("numbers, arrays, bare words, booleans, strings") {
     CHECK(parse(kMinimal, {"optimizer.lr=3e-4"}).optimizer.lr == 3e-4f);
