@@ -16,6 +16,7 @@
 #include "runtime/checkpoint/files/run_identity.h"
 #include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
+#include "runtime/config/toml_key_parts.h"
 
 namespace zl {
 namespace fs = std::filesystem;
@@ -87,6 +88,10 @@ std::string legacy_config_note(const fs::path& dir, const std::string& run_toml)
   std::optional<std::string> why;
   try {
     text = read_small_file(saved.string(), "saved config", kMaxSavedConfigBytes);
+    if (const std::size_t line = overlong_key_line(text)) {  // toml++ would crash on it
+      throw UserError(fmt::format("a key of more than {} dotted parts at line {}", kMaxKeyParts,
+                                  line));
+    }
     const toml::table parsed = toml::parse(text, saved.string());
   } catch (const toml::parse_error& e) {
     why = fmt::format("TOML syntax error at line {}: {}", e.source().begin.line,
@@ -189,6 +194,7 @@ void refuse_inside_checkpoint(const char* key, const std::string& dir, const std
 
 // The checkpoint.dir of the launch that last wrote `record` ("" when none, or not a config).
 std::string recorded_checkpoint_dir(const RunRecord& record) {
+  if (overlong_key_line(record.config) != 0) return "";  // no config of ours; toml++ would crash
   try {
     const toml::table config = toml::parse(record.config);
     return config["checkpoint"]["dir"].value_or(std::string());

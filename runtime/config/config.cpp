@@ -16,6 +16,7 @@
 #include "runtime/config/config_limits.h"
 #include "runtime/config/config_reader.h"
 #include "runtime/config/config_sizes.h"
+#include "runtime/config/toml_key_parts.h"
 
 namespace zl {
 
@@ -32,7 +33,19 @@ const T* first_repeat(const std::vector<T>& values) {
   return nullptr;
 }
 
+// UserError at `where` when `text` has a key too deep for the TOML reader (toml_key_parts.h).
+void check_key_parts(std::string_view text, const std::string& where) {
+  if (overlong_key_line(text) == 0) return;
+  throw UserError(fmt::format("{}: a dotted key or table header of more than {} parts (the TOML "
+                              "reader recurses once per part); a config's keys have two, "
+                              "section.key",
+                              where, kMaxKeyParts));
+}
+
 toml::table parse_document(const std::string& text, const std::string& source_name) {
+  if (const std::size_t line = overlong_key_line(text)) {
+    check_key_parts(text, fmt::format("{}:{}", source_name, line));
+  }
   try {
     return toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
@@ -92,6 +105,7 @@ void apply_value(toml::table& root, const std::string& key, const std::string& v
   }
 
   bool inserted = false;
+  check_key_parts(value, label);  // the value is read as TOML text, lines and inline tables too
   try {
     const toml::table parsed = toml::parse("v = " + value, label);
     if (parsed.size() == 1 && parsed.get("v") != nullptr) {
@@ -138,7 +152,8 @@ void apply_override(toml::table& root, const std::string& item, ConfigSource& so
   if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == key.size() ||
       key.find('.', dot + 1) != std::string::npos) {
     throw UserError(
-        fmt::format("--set '{}': expected section.key=value (e.g. --set optimizer.lr=3e-4)", item));
+        fmt::format("--set '{}': expected section.key=value (e.g. --set optimizer.lr=3e-4)",
+                    escaped_excerpt(item, 120, Quotes::AsIs)));
   }
   const std::string value(trim(std::string_view(item).substr(eq + 1)));
   apply_value(root, key, value, "--set " + key, source);

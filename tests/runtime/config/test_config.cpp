@@ -686,6 +686,53 @@ TEST_CASE("config: a NUL byte in a path is refused, naming the key", "[config]")
   }
 }
 
+TEST_CASE("config: a key of too many dotted parts is exit 2 before the TOML reader sees it",
+          "[config]") {
+  // The TOML reader recurses once per part of a dotted key or table header: 50,000 parts overflow
+  // its stack (a crash, not an error). A config's keys have two (section.key).
+  const auto dotted = [](int parts, const std::string& part = "a", const std::string& dot = ".") {
+    std::string key = part;
+    for (int i = 1; i < parts; ++i) key += dot + part;
+    return key;
+  };
+  const std::string deep = dotted(50000);
+  const auto refused = [](const std::string& where) {
+    return Contains(where + ": a dotted key or table header of more than 16 parts");
+  };
+  REQUIRE_THROWS_WITH(parse(with(deep + " = 1\n")), refused("configs/x.toml:3"));
+  REQUIRE_THROWS_WITH(parse(with("[" + deep + "]\n")), refused("configs/x.toml:3"));
+  REQUIRE_THROWS_WITH(parse(with("[[" + deep + "]]\n")), refused("configs/x.toml:3"));
+  REQUIRE_THROWS_WITH(parse(with(dotted(50000, "\"a\"", " . ") + " = 1\n")),
+                      refused("configs/x.toml:3"));
+  // In an inline table, after a multi-line string holding a line break.
+  REQUIRE_THROWS_WITH(parse(with("[model]\nx = \"\"\"\n\"\"\"\ny = {" + deep + " = 1}\n")),
+                      refused("configs/x.toml:6"));
+  // A --set value is TOML too: an inline table, or a second line.
+  REQUIRE_THROWS_WITH(parse(kMinimal, {"model.x={" + deep + " = 1}"}), refused("--set model.x"));
+  REQUIRE_THROWS_WITH(parse(kMinimal, {"model.x=1\n" + deep + " = 1"}), refused("--set model.x"));
+  // A --set key of many parts is refused as malformed, its echo bounded.
+  std::string message;
+  try {
+    parse(kMinimal, {deep + "=1"});
+  } catch (const UserError& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Contains("expected section.key=value"));
+  CHECK(message.size() < 400);
+  // 16 parts pass the guard (and are an unknown section); dots in strings, comments and numbers
+  // are no parts.
+  REQUIRE_THROWS_WITH(parse(with(dotted(16) + " = 1\n")), !Contains("more than 16 parts"));
+  REQUIRE_THROWS_WITH(parse(with(dotted(17) + " = 1\n")), refused("configs/x.toml:3"));
+  const std::string dots(1000, '.');
+  std::string caps = "0.5";
+  for (int i = 1; i < 100; ++i) caps += fmt::format(", {}.5", i);
+  const Config ok = parse(with("# " + dots + "\n[output]\ndir = \"" + dots + "\"\n[bench]\n" +
+                               "bucket_cap_mb = [" + caps + "]\n"),
+                          {"output.dir='" + dots + "'"});
+  CHECK(ok.output.dir == dots);
+  CHECK(ok.bench.bucket_cap_mb.size() == 100);
+}
+
 TEST_CASE("config: --set overrides apply before validation", "[config]") {
   SECTION("numbers, arrays, bare words, booleans, strings") {
     CHECK(parse(kMinimal, {"optimizer.lr=3e-4"}).optimizer.lr == 3e-4f);

@@ -1,0 +1,22 @@
+// The guard before the TOML reader sees a text (a config file, a --set value, a saved
+// config.toml or run.json's config in a run's directory): toml++ recurses once per part of a
+// dotted key or table header ("a.b.c"), so a key of some 50,000 parts overflows its stack, a crash
+// instead of an error (docs/config.md). A config's keys have two parts (section.key); one of more
+// than kMaxKeyParts is bad input, refused before parsing. The bound leaves room under a small
+// stack for the worst the reader then allows: 256 nested inline tables or arrays (its own limit),
+// each with a key of kMaxKeyParts parts, read under 1 MiB.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace zl {
+
+inline constexpr std::size_t kMaxKeyParts = 16;
+
+// The line (from 1) of the first key or table header of `text` with more than kMaxKeyParts
+// parts; 0 when there is none. Dots inside strings and comments are not counted, and a value
+// (a float, a time) holds at most one, so every valid config passes.
+std::size_t overlong_key_line(std::string_view text);
+
+}  // namespace zl
