@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <regex>
 #include <string_view>
 
 #include "base/errors.h"
@@ -133,6 +134,15 @@ void apply_value(toml::table& root, const std::string& key, const std::string& v
       throw UserError(fmt::format("{}: {} is beyond a 64-bit integer (at {}{})", label,
                                   escaped_excerpt(value, 40), negative ? "least -" : "most ",
                                   bound));
+    }
+    // Nor a TOML float that does not read as a double (1e400): it was taken for a string, and
+    // a number key then said "expected a number, got string".
+    static const std::regex toml_float(
+        R"([+-]?(0|[1-9](_?[0-9])*)((\.[0-9](_?[0-9])*)([eE][+-]?[0-9](_?[0-9])*)?|[eE][+-]?[0-9](_?[0-9])*))");
+    if (std::regex_match(value, toml_float)) {
+      throw UserError(fmt::format("{}: {} is beyond a 64-bit float's range (magnitudes up to "
+                                  "1.8e308, down to 4.9e-324)",
+                                  label, escaped_excerpt(value, 40)));
     }
   }
   if (!inserted) {

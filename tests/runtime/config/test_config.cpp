@@ -593,6 +593,9 @@ TEST_CASE("config: rejected values name the key and file:line", "[config]") {
                         Contains("configs/x.toml:4: bench.bucket_cap_mb: 1 is listed twice"));
     REQUIRE_THROWS_WITH(parse(with("[bench]\nmodes = [\"ddp\", \"ddp\"]\n")),
                         Contains("configs/x.toml:4: bench.modes: \"ddp\" is listed twice"));
+    // An empty list is the default (every mode, the config's cap and precision): it is how the
+    // effective config (`zerolap config`, a run's config.toml) writes that default.
+    CHECK(parse(with("[bench]\nmodes = []\nbucket_cap_mb = []\nprecision = []\n")).bench.modes.empty());
     // bench.precision: one value or a list of the precision.compute names.
     CHECK(parse(with("[bench]\nprecision = \"tf32\"\n")).bench.precision ==
           std::vector<zl::ComputePrecision>{zl::ComputePrecision::Tf32});
@@ -784,6 +787,13 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
                         Contains("is beyond a 64-bit integer"));
     REQUIRE_THROWS_WITH(parse(kMinimal, {"train.steps=-9223372036854775809"}),
                         Contains("(at least -9223372036854775808)"));
+    // So are those of a float beyond a double's range, whatever the key.
+    for (const char* big : {"optimizer.lr=1e400", "optimizer.lr=-1.5E+309", "optimizer.lr=1_0e4_00"}) {
+      INFO(big);
+      REQUIRE_THROWS_WITH(parse(kMinimal, {big}),
+                          StartsWith("--set optimizer.lr: ") && Contains("is beyond a 64-bit float"));
+    }
+    CHECK(parse(kMinimal, {"output.dir=1e3x"}).output.dir == "1e3x");  // no float: a bare string
     CHECK(parse(kMinimal, {"output.dir=2026-12-05_run"}).output.dir == "2026-12-05_run");
     CHECK(parse(kMinimal, {"output.dir=007"}).output.dir == "007");  // not TOML: a bare string
     CHECK(parse(kMinimal, {"output.dir=0123"}).output.dir == "0123");
