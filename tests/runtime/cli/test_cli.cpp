@@ -174,6 +174,25 @@ TEST_CASE("config prints the effective config, dotted keys and --set applied", "
   CHECK_THAT(bad.output, Catch::Contains("checkpoint.every"));
 }
 
+TEST_CASE("config under a launcher speaks on rank 0 alone, with every rank's exit code", "[cli]") {
+  // It starts no MPI: the launcher's rank variable is what tells the ranks apart (as mpirun -np 3
+  // would set it), so the config, or its error, is printed once, not once per rank.
+  const std::string path = write_file("ranks.toml", kSpirals);
+  for (const char* rank : {"OMPI_COMM_WORLD_RANK=1", "PMIX_RANK=2", "SLURM_PROCID=3"}) {
+    INFO(rank);
+    const CliResult quiet = run_zerolap("config " + path, std::string("env ") + rank);
+    CHECK(quiet.exit_code == 0);
+    CHECK(quiet.output.empty());
+    const CliResult bad = run_zerolap("config " + path + " --set checkpoint.every=-1",
+                                      std::string("env ") + rank);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.output.empty());
+  }
+  const CliResult first = run_zerolap("config " + path, "env OMPI_COMM_WORLD_RANK=0");
+  CHECK(first.exit_code == 0);
+  CHECK_THAT(first.output, Catch::Contains("[model]"));
+}
+
 // A report that cannot be written is a failure (exit 1) that says so, never a silent exit 0 or a
 // silent exit 1: whether the command printed it at its end (plan, config) or flushed it as it
 // went (train's progress lines).
