@@ -106,7 +106,9 @@ void apply_value(toml::table& root, const std::string& key, const std::string& v
   }
 
   bool inserted = false;
-  check_key_parts(value, label);  // the value is read as TOML text, lines and inline tables too
+  // The value is read as TOML text: a key can come only in an inline table or on a line of its
+  // own. A bare string's dots (runs/lr.1e-3.bs.64...) are no key's.
+  if (value.find_first_of("{\n") != std::string::npos) check_key_parts(value, label);
   try {
     const toml::table parsed = toml::parse("v = " + value, label);
     if (parsed.size() == 1 && parsed.get("v") != nullptr) {
@@ -136,9 +138,11 @@ void apply_value(toml::table& root, const std::string& key, const std::string& v
                                   bound));
     }
     // Nor a TOML float that does not read as a double (1e400): it was taken for a string, and
-    // a number key then said "expected a number, got string".
-    static const std::regex toml_float(
-        R"([+-]?(0|[1-9](_?[0-9])*)((\.[0-9](_?[0-9])*)([eE][+-]?[0-9](_?[0-9])*)?|[eE][+-]?[0-9](_?[0-9])*))");
+    // a number key then said "expected a number, got string". TOML's float: an integer part,
+    // then a fraction and maybe an exponent, or an exponent.
+    static const std::string part = "[0-9](_?[0-9])*", exponent = "[eE][+-]?" + part;
+    static const std::regex toml_float("[+-]?(0|[1-9](_?[0-9])*)((\\." + part + ")(" + exponent +
+                                       ")?|" + exponent + ")");
     if (std::regex_match(value, toml_float)) {
       throw UserError(fmt::format("{}: {} is beyond a 64-bit float's range (magnitudes up to "
                                   "1.8e308, down to 4.9e-324)",

@@ -733,6 +733,9 @@ TEST_CASE("config: a key of too many dotted parts is exit 2 before the TOML read
                                "bucket_cap_mb = [" + caps + "]\n"),
                           {"output.dir='" + dots + "'"});
   CHECK(ok.output.dir == dots);
+  // A bare --set string holds no key: its dots are a name's (a directory per sweep point).
+  const std::string sweep = "runs/lr.1e-3.bs.64.wd.0.1.warm.100.clip.1.0.seed.1.2.3.4.5.6.7";
+  CHECK(parse(kMinimal, {"output.dir=" + sweep}).output.dir == sweep);
   CHECK(ok.bench.bucket_cap_mb.size() == 100);
 }
 
