@@ -10,6 +10,19 @@
 
 using zl::test::CliResult;
 
+// A sanitized build (GCC says so with __SANITIZE_*__, clang, the sanitizer build's compiler, with
+// __has_feature) reserves terabytes of address space, more than any address-space limit allows.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ZL_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ZL_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef ZL_TEST_SANITIZED
+#define ZL_TEST_SANITIZED 0
+#endif
+
 namespace {
 
 // Every case is bounded: a hang is exit 124, a crash 128 + its signal, neither is 2.
@@ -82,7 +95,7 @@ TEST_CASE("a batch whose activations overflow is exit 2 naming the batch key", "
 
 TEST_CASE("generated data within the limits that does not fit the process names the data set",
           "[cli][limits]") {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if ZL_TEST_SANITIZED
   WARN("a sanitizer reserves more address space than the limit: skipped");  // never silent
 #else
   // 2^30 samples of 2 floats and a label (~12 GB) in a process limited to 6 GB of address space
