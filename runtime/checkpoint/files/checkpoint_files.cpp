@@ -239,10 +239,23 @@ std::int64_t convert_cursor(const CheckpointFacts& facts, std::int64_t global_ba
 
 // --- the directory protocol -------------------------------------------------------------------
 
+// The advice of a broken `latest`, for a resume and for inspect alike.
+constexpr const char* kNameTheCheckpoint =
+    "name the checkpoint itself instead (a <file>.safetensors, or a sharded step_<N> directory; "
+    "for a resume, as checkpoint.resume = \"...\")";
+
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
   const fs::path pointer = fs::path(dir) / kLatestPointerName;
   std::error_code ec;
-  if (!fs::exists(pointer, ec)) return std::nullopt;
+  if (!fs::exists(pointer, ec)) {
+    // A name that is there but leads nowhere (a symlink loop, a dangling link) is a broken
+    // pointer, not a missing one.
+    std::error_code link_ec;
+    if (!fs::exists(fs::symlink_status(pointer, link_ec))) return std::nullopt;
+    throw UserError(fmt::format("checkpoint pointer '{}' cannot be read ({}): {}",
+                                pointer.string(), ec ? ec.message() : "a link to nothing",
+                                kNameTheCheckpoint));
+  }
   // A pointer holds one file name: read without blocking (a FIFO named `latest` must not hang the
   // job), at most kMaxPointerBytes, and echoed in messages only as a bounded, escaped excerpt.
   const std::string text =
@@ -254,14 +267,12 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   });
   if (!printable) {
     throw UserError(fmt::format("checkpoint pointer '{}' does not hold one file name (it holds "
-                                "\"{}\"): set checkpoint.resume = \"<file>.safetensors\" to the "
-                                "checkpoint to resume from",
-                                pointer.string(), escaped_excerpt(text)));
+                                "\"{}\"): {}",
+                                pointer.string(), escaped_excerpt(text), kNameTheCheckpoint));
   }
   if (name.empty()) {
-    throw UserError(fmt::format("checkpoint pointer '{}' is empty: set checkpoint.resume = "
-                                "\"<file>.safetensors\" to the checkpoint to resume from",
-                                pointer.string()));
+    throw UserError(
+        fmt::format("checkpoint pointer '{}' is empty: {}", pointer.string(), kNameTheCheckpoint));
   }
   const fs::path path = fs::path(name).is_absolute() ? fs::path(name) : fs::path(dir) / name;
   if (!fs::exists(path, ec)) {

@@ -169,4 +169,18 @@ TEST_CASE("zerolap inspect of a checkpoint directory or its latest pointer lists
   const CliResult none = run_zerolap("inspect " + (dir / "empty").string());
   CHECK(none.exit_code == 2);
   CHECK_THAT(none.output, Contains((dir / "empty").string()) && Contains("no checkpoint"));
+  // A pointer that is empty, or a symlink loop, is named as such; the advice fits inspect too
+  // (name the checkpoint itself), not only a resume.
+  fs::create_directories(dir / "bad");
+  std::ofstream(dir / "bad" / "latest").close();
+  const CliResult empty = run_zerolap("inspect " + (dir / "bad").string());
+  CHECK(empty.exit_code == 2);
+  CHECK_THAT(empty.output, Contains("checkpoint pointer '" + (dir / "bad" / "latest").string() +
+                                    "' is empty: name the checkpoint itself"));
+  fs::remove(dir / "bad" / "latest");
+  fs::create_symlink("latest", dir / "bad" / "latest");
+  const CliResult loop = run_zerolap("inspect " + (dir / "bad").string());
+  CHECK(loop.exit_code == 2);
+  CHECK_THAT(loop.output, Contains("checkpoint pointer '" + (dir / "bad" / "latest").string() +
+                                   "' cannot be read") && !Contains("no checkpoint to inspect"));
 }
