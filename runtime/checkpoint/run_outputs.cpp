@@ -88,11 +88,7 @@ std::string legacy_config_note(const fs::path& dir, const std::string& run_toml)
   std::optional<std::string> why;
   try {
     text = read_small_file(saved.string(), "saved config", kMaxSavedConfigBytes);
-    if (const std::size_t line = overlong_key_line(text)) {  // toml++ would crash on it
-      throw UserError(fmt::format("a key of more than {} dotted parts at line {}", kMaxKeyParts,
-                                  line));
-    }
-    const toml::table parsed = toml::parse(text, saved.string());
+    const toml::table parsed = parse_guarded(text, saved.string());
   } catch (const toml::parse_error& e) {
     why = fmt::format("TOML syntax error at line {}: {}", e.source().begin.line,
                       escaped_excerpt(e.description(), 120));
@@ -194,11 +190,12 @@ void refuse_inside_checkpoint(const char* key, const std::string& dir, const std
 
 // The checkpoint.dir of the launch that last wrote `record` ("" when none, or not a config).
 std::string recorded_checkpoint_dir(const RunRecord& record) {
-  if (overlong_key_line(record.config) != 0) return "";  // no config of ours; toml++ would crash
   try {
-    const toml::table config = toml::parse(record.config);
+    const toml::table config = parse_guarded(record.config, kRunRecordName);
     return config["checkpoint"]["dir"].value_or(std::string());
   } catch (const toml::parse_error&) {
+    return "";
+  } catch (const UserError&) {  // a key too deep: no config of ours
     return "";
   }
 }

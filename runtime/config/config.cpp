@@ -34,21 +34,9 @@ const T* first_repeat(const std::vector<T>& values) {
   return nullptr;
 }
 
-// UserError at `where` when `text` has a key too deep for the TOML reader (toml_key_parts.h).
-void check_key_parts(std::string_view text, const std::string& where) {
-  if (overlong_key_line(text) == 0) return;
-  throw UserError(fmt::format("{}: a dotted key or table header of more than {} parts (the TOML "
-                              "reader recurses once per part); a config's keys have two, "
-                              "section.key",
-                              where, kMaxKeyParts));
-}
-
 toml::table parse_document(const std::string& text, const std::string& source_name) {
-  if (const std::size_t line = overlong_key_line(text)) {
-    check_key_parts(text, fmt::format("{}:{}", source_name, line));
-  }
   try {
-    return toml::parse(text, source_name);
+    return parse_guarded(text, source_name);
   } catch (const toml::parse_error& e) {
     throw UserError(fmt::format("{}:{}: TOML syntax error: {}", source_name, e.source().begin.line,
                                 escaped_excerpt(e.description(), 200)));

@@ -1,5 +1,10 @@
-// overlong_key_line (see toml_key_parts.h): a scan of TOML's lexical structure, no parse.
+// overlong_key_line (see toml_key_parts.h): a scan of TOML's lexical structure, no parse; and
+// the parse behind it.
 #include "runtime/config/toml_key_parts.h"
+
+#include <fmt/format.h>
+
+#include "base/errors.h"
 
 namespace zl {
 namespace {
@@ -56,6 +61,21 @@ std::size_t overlong_key_line(std::string_view text) {
     ++i;
   }
   return 0;
+}
+
+void check_key_parts(std::string_view text, const std::string& where) {
+  if (overlong_key_line(text) == 0) return;
+  throw UserError(fmt::format("{}: a dotted key or table header of more than {} parts (the TOML "
+                              "reader recurses once per part); a config's keys have two, "
+                              "section.key",
+                              where, kMaxKeyParts));
+}
+
+toml::table parse_guarded(const std::string& text, const std::string& source_name) {
+  if (const std::size_t line = overlong_key_line(text)) {
+    check_key_parts(text, fmt::format("{}:{}", source_name, line));
+  }
+  return toml::parse(text, source_name);
 }
 
 }  // namespace zl

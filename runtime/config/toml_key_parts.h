@@ -8,7 +8,10 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
+
+#include <toml++/toml.h>
 
 namespace zl {
 
@@ -18,5 +21,14 @@ inline constexpr std::size_t kMaxKeyParts = 16;
 // parts; 0 when there is none. Dots inside strings and comments are not counted, and a value
 // (a float, a time) holds at most one, so every valid config passes.
 std::size_t overlong_key_line(std::string_view text);
+
+// UserError "<where>: a dotted key or table header of more than kMaxKeyParts parts ..." when
+// `text` has one.
+void check_key_parts(std::string_view text, const std::string& where);
+
+// toml::parse of `text`, a document named `source_name`, behind the guard: every document zerolap
+// reads goes through it. UserError "<source_name>:<line>: ..." for a key too deep; the reader's
+// own toml::parse_error for any other mistake.
+toml::table parse_guarded(const std::string& text, const std::string& source_name);
 
 }  // namespace zl

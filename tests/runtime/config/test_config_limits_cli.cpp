@@ -112,6 +112,23 @@ TEST_CASE("generated data within the limits that does not fit the process names 
 #endif
 }
 
+TEST_CASE("a saved config.toml with a key too deep for the TOML reader is unreadable, no crash",
+          "[cli][limits]") {
+  // An output.dir's config.toml is read to tell whose outputs are there; a crafted one crashed
+  // the reader (it recurses once per dotted part).
+  const auto out = std::filesystem::path(ZEROLAP_TEST_TMP) / "config_limits" / "deep_saved";
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(out);
+  std::string key = "a";
+  for (int i = 1; i < 50000; ++i) key += ".a";
+  std::ofstream(out / "config.toml") << key << " = 1\n";
+  const CliResult r =
+      run_bounded("train " + spirals_config() + " --set output.dir=" + out.string());
+  check_bad_input(r, "'" + (out / "config.toml").string() + "' is unreadable (" +
+                         (out / "config.toml").string() + ":1: a dotted key or table header of "
+                         "more than 16 parts");
+}
+
 TEST_CASE("train.grad_accum is bounded, and a step larger than an epoch names its keys",
           "[cli][limits]") {
   const std::string spirals = spirals_config();
