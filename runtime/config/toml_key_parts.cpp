@@ -63,17 +63,24 @@ std::size_t overlong_key_line(std::string_view text) {
   return 0;
 }
 
-void check_key_parts(std::string_view text, const std::string& where) {
-  if (overlong_key_line(text) == 0) return;
+namespace {
+
+[[noreturn]] void throw_key_too_deep(const std::string& where) {
   throw UserError(fmt::format("{}: a dotted key or table header of more than {} parts (the TOML "
                               "reader recurses once per part); a config's keys have two, "
                               "section.key",
                               where, kMaxKeyParts));
 }
 
+}  // namespace
+
+void check_key_parts(std::string_view text, const std::string& where) {
+  if (overlong_key_line(text) != 0) throw_key_too_deep(where);
+}
+
 toml::table parse_guarded(const std::string& text, const std::string& source_name) {
   if (const std::size_t line = overlong_key_line(text)) {
-    check_key_parts(text, fmt::format("{}:{}", source_name, line));
+    throw_key_too_deep(fmt::format("{}:{}", source_name, line));
   }
   return toml::parse(text, source_name);
 }
