@@ -237,20 +237,33 @@ if [ -n "$hook" ]; then
   trap 'rm -f "$hook_out"' EXIT
 fi
 
-# wait_for_log_writers PID...: waits, up to 10 s in all, for the attempt's tee processes. Each
-# ends once every process that holds the attempt's stdout or stderr has ended, and an mpirun may
-# exit before its ranks do; the log then has the attempt's whole output before the exit line. A
-# signal to the supervisor during the wait ends it.
-wait_for_log_writers() {
-  local pid tenths=0 signals_before=$signals
-  for pid in "$@"; do
-    while kill -0 "$pid" 2>/dev/null && [ "$tenths" -lt 100 ] && [ "$signals" -eq "$signals_before" ]; do
-      sleep 0.1
-      tenths=$((tenths + 1))
-    done
+# poll_while TENTHS COMMAND...: waits while COMMAND succeeds, trying it every 0.1 s, at most
+# TENTHS times; a signal to the supervisor meanwhile ends the wait. Fails when the limit ended it.
+poll_while() {
+  local limit=$1 tenths=0 signals_before=$signals
+  shift
+  while "$@"; do
+    [ "$signals" -eq "$signals_before" ] || return 0
+    [ "$tenths" -lt "$limit" ] || return 1
+    sleep 0.1
+    tenths=$((tenths + 1))
   done
-  [ "$tenths" -lt 100 ] || echo "supervise: processes the attempt started still hold its output" \
-    "open 10 s after it exited: going on (what they write still goes to its log)" >&2
+}
+
+# any_alive PID...: whether one of the processes runs.
+any_alive() {
+  local pid
+  for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
+  return 1
+}
+
+# wait_for_log_writers PID...: waits, up to 10 s, for the attempt's tee processes. Each ends once
+# every process that holds the attempt's stdout or stderr has ended, and an mpirun may exit before
+# its ranks do; the log then has the attempt's whole output before the exit line. A signal to the
+# supervisor during the wait ends it.
+wait_for_log_writers() {
+  poll_while 100 any_alive "$@" || echo "supervise: processes the attempt started still hold" \
+    "its output open 10 s after it exited: going on (what they write still goes to its log)" >&2
 }
 
 # wait_for_group PGID: after a signal stopped the attempt, waits while a process of its process
@@ -259,18 +272,14 @@ wait_for_log_writers() {
 # scheduler kills what is left of a job once its script exits. A second signal goes to the group
 # too (mpirun then exits at once) and ends the wait.
 wait_for_group() {
-  local group=$1 limit tenths=0 max_tenths signals_before=$signals
+  local group=$1 limit
   [ -n "$stopped" ] && kill -0 -- "-$group" 2>/dev/null || return 0
   limit=$(timeout_s)
-  max_tenths=$(LC_ALL=C awk -v t="$limit" 'BEGIN { printf "%d", t * 10 }')
   echo "supervise: attempt $attempt exited $last; processes it started still run: waiting up to" \
     "$limit s (runtime.timeout_s) for them to end" >&2
   child=$group child_signal=""
-  while kill -0 -- "-$group" 2>/dev/null && [ "$tenths" -lt "$max_tenths" ] &&
-    [ "$signals" -eq "$signals_before" ]; do
-    sleep 0.1
-    tenths=$((tenths + 1))
-  done
+  poll_while "$(LC_ALL=C awk -v t="$limit" 'BEGIN { printf "%d", t * 10 }')" \
+    kill -0 -- "-$group" 2>/dev/null
   child=""
 }
 
