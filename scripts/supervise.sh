@@ -39,7 +39,8 @@
 #  - A SIGINT or SIGTERM to it (or to its process group) goes once to the attempt's process group
 #    and stops the supervisor after that attempt (exit 130 or 143, or the attempt's 0 or 2), once
 #    the processes the attempt started (a wrapper script's mpirun) have ended too, up to
-#    runtime.timeout_s; during the backoff or the hook it stops it at once, 130 or 143.
+#    runtime.timeout_s; during the backoff or the hook it stops it at once, 130 or 143 (a hook
+#    still running 10 s after SIGTERM gets SIGKILL).
 # Exit code: the last attempt's.
 set -u
 
@@ -155,16 +156,19 @@ forward() {
 trap 'forward INT 130' INT
 trap 'forward TERM 143' TERM
 
-# await_child SIGNAL: waits for the child just started in the background ($!, in a process group
-# of its own) and sets $code to its exit code. A signal to the supervisor sends its group SIGNAL
-# (empty: that same signal); one that came before $child was set is passed on here.
+# await_child SIGNAL [WHAT]: waits for the child just started in the background ($!, in a process
+# group of its own) and sets $code to its exit code. A signal to the supervisor sends its group
+# SIGNAL (empty: that same signal); one that came before $child was set is passed on here. WHAT
+# names a child between attempts: a signal means stop now, so one still running 10 s after it
+# gets SIGKILL (a hook that ignores SIGTERM would hold the supervisor); an attempt is never killed.
 await_child() {
   child=$! child_signal=$1
+  local what=${2:-}
   [ -n "$stopped" ] && kill -s "${child_signal:-$signal}" -- "-$child" 2>/dev/null
   local status signals_before
   while :; do
     signals_before=$signals
-    wait "$child"
+    wait "$child" 2>/dev/null  # not bash's "Killed" line for a child killed below
     status=$?
     if [ "$signals" -eq "$signals_before" ]; then
       code=$status
@@ -178,6 +182,10 @@ await_child() {
       code=$?
       [ "$code" -ne 127 ] || code=$status
       break
+    fi
+    if [ -n "$what" ] && ! poll_while 100 kill -0 "$child" 2>/dev/null; then
+      echo "supervise: $what still runs 10 s after SIG${child_signal}: sending SIGKILL" >&2
+      kill -s KILL -- "-$child" 2>/dev/null
     fi
   done
   child=""
@@ -223,7 +231,7 @@ wait_for_locks() {
     set -m
     flock -w "$limit" -E 3 "$lock" true 2>/dev/null &
     set +m
-    await_child TERM
+    await_child TERM "the wait for '$dir'"
     stop_if_signalled "while waiting for '$dir'"
     if [ "$code" -eq 3 ]; then
       echo "supervise: '$dir' is still in use after $limit s: attempt $attempt starts anyway" >&2
@@ -363,13 +371,13 @@ while :; do
   set -m
   sleep "$backoff" &
   set +m
-  await_child TERM
+  await_child TERM "the backoff's sleep"
   stop_if_signalled "during the backoff"
   if [ -n "$hook" ]; then
     set -m
     "$hook" "$attempt" "$last" </dev/null >"$hook_out" &
     set +m
-    await_child TERM
+    await_child TERM "the hook '$hook'"
     stop_if_signalled "while the hook ran"
     [ "$code" -eq 0 ] || {
       echo "supervise: the hook '$hook' exited non-zero before attempt $attempt: stopping" >&2

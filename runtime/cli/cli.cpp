@@ -135,7 +135,8 @@ int run_cli(int argc, char** argv) {
                         "Replace `out` when it exists (never a file of a checkpoint)");
 
   const CLI::App* const commands[] = {train, plan, bench, config, inspect, consolidate};
-  // An unknown first word is named (CLI11 would only say that a subcommand is required).
+  // An unknown first word is named, a command or an option before one (CLI11 would only say
+  // that a subcommand is required).
   const auto is_command = [&](const char* word) {
     return std::any_of(std::begin(commands), std::end(commands),
                        [&](const CLI::App* sub) { return sub->get_name() == word; });
@@ -143,12 +144,13 @@ int run_cli(int argc, char** argv) {
   // Every rank of a launch parses the same line before MPI starts: one says what it finds (the
   // launcher's rank 0, or a process started alone), as after MPI_Init.
   const bool speaks = launcher_rank() <= 0;
-  if (argc > 1 && argv[1][0] != '-' && !is_command(argv[1])) {
+  const bool option = argc > 1 && argv[1][0] == '-';
+  if (argc > 1 && (option ? app.get_option_no_throw(argv[1]) == nullptr : !is_command(argv[1]))) {
     if (speaks) {
       std::fprintf(stderr,
-                   "zerolap: error: unknown command '%s' (the commands: train, plan, bench, "
-                   "config, inspect, consolidate; see zerolap --help)\n",
-                   argv[1]);
+                   "zerolap: error: unknown %s '%s' (the commands: train, plan, bench, config, "
+                   "inspect, consolidate; see zerolap --help)\n",
+                   option ? "option" : "command", argv[1]);
     }
     return kExitBadInput;
   }

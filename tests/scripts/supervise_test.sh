@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # scripts/supervise.sh: no restart after exit 0, 2, 130 or 143; up to --max-restarts after a
 # failure, one line each, a log of every attempt, --set checkpoint.resume=true on restarts (a
-# fine-tune's once a checkpoint exists; the keys read as TOML allows them, dotted ones included),
-# a restart that waits for the last attempt's directory lock, an attempt's whole output in its log
-# before the exit line, the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it (or
-# to its process group, the attempt's last output logged, its own code kept) stops it, during an attempt or at once
-# during the backoff or the hook, reaching an attempt's process group once and waiting for what a
-# wrapper script started; resume words in every context of an MPMD line, none without a
-# checkpoint.dir; the hook's last line, exit 2 for one that is not shell words; logs appended to
-# by a rerun; and a 4-rank run whose rank 2 is killed with SIGKILL at a random
-# step, twice, ends with the parameters and optimizer state of an uninterrupted run, bitwise, and
-# metrics.csv has each step once.
+# fine-tune's once a checkpoint exists; the keys read as TOML allows them, dotted ones included), a
+# restart that waits for the last attempt's directory lock, an attempt's whole output in its log
+# before the exit line, the command changed by --hook and SUPERVISE_ATTEMPT; a SIGTERM to it (or to
+# its process group, the attempt's last output logged, its own code kept) stops it, during an
+# attempt or at once during the backoff or the hook (SIGKILL to a hook that ignores SIGTERM),
+# reaching an attempt's process group once and waiting for what a wrapper script started; resume
+# words in every context of an MPMD line, none without a checkpoint.dir; the hook's last line, exit
+# 2 for one that is not shell words; logs appended to by a rerun; and a 4-rank run whose rank 2 is
+# killed with SIGKILL at a random step, twice, ends with the parameters and optimizer state of an
+# uninterrupted run, bitwise, and metrics.csv has each step once.
 # Usage: supervise_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/../mpi/cli_test_prologue.sh" "$1" "$3"
 supervise="$2/scripts/supervise.sh"
@@ -206,6 +206,27 @@ for between in backoff hook; do
     { cat "$work/between.err"; fail "no word that the $between was stopped before attempt 2"; }
   rm -rf "$work/between"
 done
+
+# A hook that ignores SIGTERM does not hold the supervisor: 10 s after the signal it gets SIGKILL,
+# and the supervisor stops with 143 and says so.
+printf '#!/bin/sh\ntrap "" TERM\necho $$ >"$0.pid"\nsleep 60\n' >"$work/stubborn_hook.sh" &&
+  chmod +x "$work/stubborn_hook.sh"
+"$supervise" --max-restarts 1 --backoff 0 --log-dir "$work/stubborn" --hook "$work/stubborn_hook.sh" \
+  -- bash -c 'exit 1' 2>"$work/stubborn.err" &
+supervisor=$!
+for _ in $(seq 1 100); do [ -s "$work/stubborn_hook.sh.pid" ] && break; sleep 0.05; done
+kill -TERM "$supervisor"
+for _ in $(seq 1 300); do kill -0 "$supervisor" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$supervisor" 2>/dev/null; then
+  kill -KILL "$supervisor" "$(cat "$work/stubborn_hook.sh.pid")"
+  fail "a hook that ignores SIGTERM held the supervisor for 30 s"
+fi
+wait "$supervisor"
+rc=$?
+[ "$rc" -eq 143 ] && grep -q "the hook .* still runs 10 s after SIGTERM: sending SIGKILL" \
+  "$work/stubborn.err" || { cat "$work/stubborn.err"; fail "a stubborn hook: exit $rc, no SIGKILL line"; }
+! kill -0 "$(cat "$work/stubborn_hook.sh.pid")" 2>/dev/null || fail "the stubborn hook still runs"
+[ ! -e "$work/stubborn/supervise/attempt_2.log" ] || fail "attempt 2 started after a stubborn hook"
 
 # A SIGTERM to the supervisor's whole process group (a scheduler stopping the job) reaches the
 # attempt, which still writes as it shuts down: that output is in the log, and the attempt's own

@@ -134,6 +134,13 @@ TEST_CASE("an unknown command is named, exit 2", "[cli]") {
   const CliResult r = run_zerolap("foo configs/spirals.toml");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Catch::Contains("unknown command 'foo'") && Catch::Contains("train, plan"));
+  // An unknown option before the command: CLI11 alone said only that a command is required.
+  for (const char* line : {"--bogus", "--bogus train configs/spirals.toml"}) {
+    const CliResult option = run_zerolap(line);
+    CHECK(option.exit_code == 2);
+    CHECK_THAT(option.output, Catch::Contains("unknown option '--bogus'") &&
+                                  Catch::Contains("train, plan"));
+  }
 }
 
 // Every rank of a launch parses the same command line before MPI starts: one of them (the
