@@ -17,6 +17,7 @@
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/shard_layout.h"
 #include "base/clock.h"
+#include "runtime/comm/backends/device.h"
 #include "runtime/comm/compute_only_communicator.h"
 #include "runtime/comm/link/simulated_link.h"
 #include "runtime/comm/thread_priority.h"
@@ -522,6 +523,8 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   const WaitLimit limit{world.rank, config.runtime.timeout_s};
   const std::vector<Mode> modes = bench_modes(config);
   check_bench_shard_groups(config, world.size);  // before anything is measured
+  // On the device the runs resolve (auto included), before minutes of measuring limits there.
+  check_bench_study_device(config, modes, world.size, Device(config.runtime.device, world).kind());
   const std::vector<double> caps = bench_caps(config);
   const std::vector<PrecisionConfig> precisions = bench_precisions(config);
   const bool root_prints = options.progress && world.is_root();
@@ -565,7 +568,6 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
     }
   }
   report.limits = measure_limits(config, world, precisions, sizes);
-  check_bench_study_device(config, modes, world.size, report.limits.device);  // auto is resolved
 
   std::vector<RoundTotals> totals(runs.size());  // over the rounds the rows pool
   const std::int64_t rounds = config.bench.rounds;

@@ -100,9 +100,10 @@ TEST_CASE("generated data within the limits that does not fit the process names 
 #else
   // 2^30 samples of 2 floats and a label (~12 GB) in a process limited to 6 GB of address space
   // (a smaller node): a runtime failure (exit 1) that names the data set and its keys, not
-  // "std::bad_alloc" alone.
+  // "std::bad_alloc" alone. On the CPU: a GPU's context would reserve more than the limit.
   const CliResult r = zl::test::run_zerolap(
-      "train " + spirals_config() + " --set data.train_samples=1073741824",
+      "train " + spirals_config() +
+          " --set data.train_samples=1073741824 --set runtime.device=cpu",
       "ulimit -v 6000000 && timeout -k 5 120");
   INFO(r.output);
   CHECK(r.exit_code == 1);
