@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -121,5 +122,14 @@ std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t byte
 #endif
 
 std::string crc_hex(std::uint32_t crc) { return fmt::format("{:08x}", crc); }
+
+std::optional<std::uint32_t> parse_crc_hex(std::string_view hex) {
+  if (hex.size() != 8 || hex.find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  std::uint32_t value = 0;
+  std::from_chars(hex.data(), hex.data() + hex.size(), value, 16);
+  return value;
+}
 
 }  // namespace zl

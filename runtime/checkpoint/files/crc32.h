@@ -15,7 +15,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace zl {
 
@@ -30,5 +32,8 @@ bool crc32_is_folded();
 
 // A CRC as checkpoints and messages write it: 8 lower-case hex digits.
 std::string crc_hex(std::uint32_t crc);
+// The CRC crc_hex wrote; nullopt for anything else (upper case too: both file formats read one
+// spelling, the one they write).
+std::optional<std::uint32_t> parse_crc_hex(std::string_view hex);
 
 }  // namespace zl

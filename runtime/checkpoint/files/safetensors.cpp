@@ -355,12 +355,12 @@ void SafetensorsReader::verify_checksums(const ChunkVisitor& visit) const {
   auto recorded = [&](const std::string& key, const std::string& what) -> std::int64_t {
     const auto it = metadata_.find(key);
     if (it == metadata_.end()) return -1;
-    const std::string& hex = it->second;
-    if (hex.size() != 8 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      fail(fmt::format("corrupt header: the CRC32 of {} is '{}', not 8 hex digits", what,
-                       escaped_excerpt(hex)));
+    const std::optional<std::uint32_t> crc = parse_crc_hex(it->second);
+    if (!crc) {
+      fail(fmt::format("corrupt header: the CRC32 of {} is '{}', not 8 lower-case hex digits",
+                       what, escaped_excerpt(it->second)));
     }
-    return static_cast<std::int64_t>(std::stoul(hex, nullptr, 16));
+    return static_cast<std::int64_t>(*crc);
   };
   std::vector<char> buffer(kChunkBytes);
   auto data_crc = std::uint32_t{0};

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -66,12 +65,11 @@ std::uint32_t text_crc(const std::string& text) {
 }
 
 std::uint32_t parse_crc(const std::string& hex, const std::string& path, const std::string& what) {
-  std::uint32_t value = 0;
-  const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), value, 16);
-  if (hex.size() != 8 || ec != std::errc() || end != hex.data() + hex.size()) {
-    fail(path, fmt::format("{} '{}' is not 8 hex digits", what, escaped_excerpt(hex)));
+  const std::optional<std::uint32_t> value = parse_crc_hex(hex);
+  if (!value) {
+    fail(path, fmt::format("{} '{}' is not 8 lower-case hex digits", what, escaped_excerpt(hex)));
   }
-  return value;
+  return *value;
 }
 
 // Every number of a manifest is a count, a size or an index: a JSON integer that fits in 64 signed

@@ -67,3 +67,14 @@ TEST_CASE("crc32_update continues across any split like zlib", "[crc32]") {
     REQUIRE(crc == whole);
   }
 }
+
+TEST_CASE("parse_crc_hex reads what crc_hex writes, and nothing else", "[crc32]") {
+  for (const std::uint32_t crc : {0u, 0x1f2e3d4cu, 0xffffffffu}) {
+    CHECK(zl::parse_crc_hex(zl::crc_hex(crc)) == crc);
+  }
+  for (const char* bad :
+       {"1F2E3D4C", "1f2e3d4", "1f2e3d4c0", "+1f2e3d4", " 1f2e3d4", "", "0x1f2e3d"}) {
+    INFO(bad);
+    CHECK_FALSE(zl::parse_crc_hex(bad).has_value());
+  }
+}

@@ -115,6 +115,17 @@ TEST_CASE("a manifest's numbers are integers: a fraction or a wrapped value is r
   CHECK_THROWS_AS(zl::parse_manifest(signed_manifest(body), "m.json"), zl::UserError);
 }
 
+TEST_CASE("a manifest's CRCs are read in the spelling written, as a safetensors file's",
+          "[sharded-manifest]") {
+  nlohmann::json body = two_shard_body();
+  body["shards"][1]["crc32"] = "89abcdef";
+  CHECK(zl::parse_manifest(signed_manifest(body), "m.json").shards.at(1).crc32 == 0x89abcdefu);
+  body["shards"][1]["crc32"] = "89ABCDEF";  // the safetensors reader refused this; this one took it
+  CHECK_THROWS_WITH(zl::parse_manifest(signed_manifest(body), "m.json"),
+                    Catch::Matchers::Contains("m.json") &&
+                        Catch::Matchers::Contains("'89ABCDEF' is not 8 lower-case hex digits"));
+}
+
 TEST_CASE("two shards of a manifest naming one file are refused", "[sharded-manifest]") {
   nlohmann::json body = two_shard_body();
   body["shards"][1]["file"] = body["shards"][0]["file"];
