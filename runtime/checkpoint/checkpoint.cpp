@@ -480,6 +480,12 @@ void resume_at(const TrainingState& state, const CheckpointFacts& facts, const s
   state.position = TrainingPosition{facts.step, cursor};
   state.resumed_step = facts.step;
   state.optimizer.set_step_count(facts.optimizer_step);
+  const TrainConfig& train = state.config.train;
+  if (train.steps == 0 && train.epochs > 0) {  // the passes left, in this world's batches
+    state.total_steps = facts.step + steps_left_in_epochs(cursor, state.batches_per_epoch,
+                                                          train.grad_accum, train.epochs);
+    state.optimizer.set_total_steps(state.total_steps);
+  }
   if (!world.is_root() || state.quiet) return;
   fmt::print("zerolap: resumed from {} at step {} (epoch {}; written on {} rank{}{})\n", path,
              facts.step, cursor / state.batches_per_epoch, facts.world_size,

@@ -42,4 +42,18 @@ grep -qE "^step +40/40 .*  elapsed [0-9.]+ s$" "$work/first.log" || { cat "$work
 grep -qE "^zerolap: training .*\(46 steps per epoch\), mode ddp, fp32" "$work/first.log" || { cat "$work/first.log"; fail "header"; }
 grep -qF "outputs: $work/out/metrics.csv, $work/out/config.toml; checkpoint $work/ck/step_00000070.safetensors (latest)" \
   "$work/reshard.log" || { cat "$work/reshard.log"; fail "no line naming the output files"; }
+# train.epochs across a reshard: the run ends when the sampler has made that many passes, counted
+# from where the checkpoint was, not after epochs x the new steps per epoch from step 0 (which
+# ended 2 -> 3 ranks at epoch 1.88, 3 -> 2 at 2.14). 10 steps on 2 ranks read 640 samples, batch
+# 7 of 31 on 3 ranks: 55 steps to 2 epochs; 10 on 3 read 960, batch 15 of 46 on 2: 77 steps.
+for pair in "2 3 65" "3 2 87"; do
+  read -r from to total <<<"$pair"
+  train "$from" 10 "epochs_$from.log" --set "output.dir=\"$work/ep$from\"" \
+    --set "checkpoint.dir=\"$work/ep$from/ck\""
+  train "$to" 0 "epochs_$from$to.log" --set train.epochs=2 --set checkpoint.resume=true \
+    --set "output.dir=\"$work/ep$from\"" --set "checkpoint.dir=\"$work/ep$from/ck\""
+  grep -qE "^final step $total .*epoch 2\.00" "$work/epochs_$from$to.log" ||
+    { cat "$work/epochs_$from$to.log"; fail "2 epochs resumed from $from on $to ranks: not step $total, epoch 2.00"; }
+done
+
 echo "PASS"

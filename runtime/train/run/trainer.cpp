@@ -20,23 +20,21 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
                      &setup_.world_comm}) {
     if (*comm) (*comm)->set_tracer(&tracer_);
   }
-  plan_ = build_bucket_plan(setup_.model->store(), config_.parallel.bucket_cap_mb,
-                            config_.parallel.first_bucket_cap_mb, setup_.ranks,
-                            config_.parallel.assignment);
   // bf16: the masters start from the fp32 values the bf16 parameters were rounded from.
   // Stage 3: every rank's parameter shards start from them too.
   const std::vector<float> initial_fp32 =
       setup_.mode.param_dtype == DType::BF16 || setup_.mode.gathers_parameters()
           ? setup_.model->initial_parameters()
           : std::vector<float>{};
+  const BucketPlan& plan = setup_.plan;
   if (setup_.mode.gathers_parameters()) {
-    shards_ = std::make_unique<ParameterShards>(setup_.mode, plan_, setup_.model->store(),
+    shards_ = std::make_unique<ParameterShards>(setup_.mode, plan, setup_.model->store(),
                                                 world_.rank, initial_fp32);
   }
-  optimizer_ = std::make_unique<RankOptimizer>(config_.optimizer, plan_, setup_.model->store(),
+  optimizer_ = std::make_unique<RankOptimizer>(config_.optimizer, plan, setup_.model->store(),
                                                world_.rank, setup_.mode, setup_.total_steps,
                                                initial_fp32, shards_.get());
-  parts_ = std::make_unique<StepParts>(setup_.mode, step_options_, plan_, setup_.model->store(),
+  parts_ = std::make_unique<StepParts>(setup_.mode, step_options_, plan, setup_.model->store(),
                                        *optimizer_, setup_.comms(), setup_.compute, &tracer_,
                                        shards_.get());
   parts_->broadcast_initial_parameters();
@@ -51,8 +49,8 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
     param_use_hook_ = [&gather = parts_->gather()](int id) { gather.before_forward_read(id); };
     backward_read_hook_ = [&gather = parts_->gather()](int id) { gather.before_backward_read(id); };
   } else {
-    param_use_hook_ = [this](int param_id) {
-      parts_->buckets.wait_for_bucket(plan_.bucket_of_param[static_cast<std::size_t>(param_id)]);
+    param_use_hook_ = [this, &bucket_of = plan.bucket_of_param](int param_id) {
+      parts_->buckets.wait_for_bucket(bucket_of[static_cast<std::size_t>(param_id)]);
     };
   }
   if (tracer_.enabled()) {
@@ -129,7 +127,7 @@ TrainingState Trainer::state() {
                        .world = world_,
                        .store = setup_.model->store(),
                        .optimizer = *optimizer_,
-                       .plan = plan_,
+                       .plan = setup_.plan,
                        .mode = setup_.mode,
                        .position = position_,
                        .resumed_step = resumed_step_,

@@ -54,7 +54,7 @@ class Trainer {
   const World& world() const { return world_; }
   const TrainerOptions& options() const { return options_; }
   Model& model() { return *setup_.model; }
-  const BucketPlan& plan() const { return plan_; }
+  const BucketPlan& plan() const { return setup_.plan; }
   RankOptimizer& optimizer() { return *optimizer_; }
   const ModePlan& mode_plan() const { return setup_.mode; }
   TaskKind task() const { return setup_.data.train.task; }
@@ -91,7 +91,6 @@ class Trainer {
   TrainerOptions options_;
   TrainerSetup setup_;  // device, data, model, sampler, communicators
   Tracer tracer_;
-  BucketPlan plan_;
   std::unique_ptr<ParameterShards> shards_;  // stage 3: the parameters (else null)
   std::unique_ptr<RankOptimizer> optimizer_;
   StepOptions step_options_;

@@ -169,6 +169,11 @@ TrainerSetup::TrainerSetup(const Config& config, const World& world, const Train
         spec, compute.device, planned.padding,
         mode.pools_gradients() ? GradientStorage::Bound : GradientStorage::Flat,
         mode.gathers_parameters() ? ParamStorage::Gathered : ParamStorage::Flat);
+    // The model's layout is planned.layout: the same spec (but the dtype) and padding.
+    ZL_CHECK(model->store().total_numel() == planned.layout.total_numel(),
+             "the model's layout has {} elements, the planned one {}",
+             model->store().total_numel(), planned.layout.total_numel());
+    plan = planned.plan;
     // With a global batch, the per-rank batch and grad_accum are derived from it (global_batch.h):
     // the one key to lower is data.global_batch_size.
     if (config.data.global_batch_size > data.train.num_samples) {

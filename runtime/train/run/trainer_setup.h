@@ -18,6 +18,7 @@
 #include "runtime/comm/backends/device.h"
 #include "runtime/comm/world.h"
 #include "runtime/config/config.h"
+#include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/mode_plan.h"
 #include "runtime/train/step/step_parts.h"
 #include "runtime/train/step/step_verdict.h"
@@ -51,6 +52,7 @@ struct TrainerSetup {
   int ranks = 1;  // the layout and the step's (planned_ranks: link.ranks in its timing study)
   DatasetSplits data;
   std::unique_ptr<Model> model;
+  BucketPlan plan;  // the mode's buckets over the model's layout (plan_layout)
   std::unique_ptr<DistributedSampler> sampler;
   std::int64_t steps_per_epoch = 0;  // optimizer steps (Note [Epochs and accumulation])
   std::int64_t total_steps = 0;

@@ -24,6 +24,18 @@ struct TrainingPosition {
   std::int64_t cursor = 0;
 };
 
+// The optimizer steps from sampler position `cursor` until `epochs` passes over the data are done
+// (0 once they are): the rest of the current epoch, whose last partial step is skipped, then
+// whole epochs (Note [Epochs and accumulation] in trainer.h). From a resume on another world size
+// the cursor is another global batch's, so the run's length is this, not epochs x steps per epoch.
+inline std::int64_t steps_left_in_epochs(std::int64_t cursor, std::int64_t batches_per_epoch,
+                                         std::int64_t grad_accum, std::int64_t epochs) {
+  const std::int64_t epoch = cursor / batches_per_epoch;
+  if (epoch >= epochs) return 0;
+  const std::int64_t in_this_epoch = (batches_per_epoch - cursor % batches_per_epoch) / grad_accum;
+  return in_this_epoch + (epochs - epoch - 1) * (batches_per_epoch / grad_accum);
+}
+
 struct TrainingState {
   const Config& config;
   const World& world;
@@ -35,7 +47,8 @@ struct TrainingState {
   // The step of the checkpoint this run resumed from, -1 when it started fresh (a load sets it):
   // pruning keeps that checkpoint until the run ends (docs/design.md, "Divergence").
   std::int64_t& resumed_step;
-  std::int64_t total_steps = 0;
+  // The run's optimizer steps; with train.epochs a load sets it (steps_left_in_epochs).
+  std::int64_t& total_steps;
   std::int64_t batches_per_epoch = 0;  // micro-batches (global batches of the sampler) per epoch
   Tracer* tracer = nullptr;            // nullable
   bool quiet = false;                  // no progress lines

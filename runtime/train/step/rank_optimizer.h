@@ -71,6 +71,8 @@ class RankOptimizer {
   StepScalars next_step(float grad_scale);
   std::int64_t step_count() const { return t_; }
   void set_step_count(std::int64_t t) { t_ = t; }
+  // The run's length, which the LR schedule decays over (a resume may change it: TrainingState).
+  void set_total_steps(std::int64_t total_steps) { total_steps_ = total_steps; }
 
   // The fused update of the stepped part of bucket b (stepped(b)): reads p (or its master), the
   // reduced gradient `grad` (pointing at stepped(b)'s first element; bf16 gradients need bf16
