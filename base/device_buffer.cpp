@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/errors.h"
 #if defined(ZEROLAP_WITH_CUDA)
@@ -34,11 +35,19 @@ constexpr std::size_t kCpuAlignment = 64;
 // madvise(MADV_HUGEPAGE)d, and is unmapped when freed: its memory goes back to the system at once
 // instead of staying in malloc's heap (the bench builds a trainer per mode, and peak memory per
 // mode must not include the previous modes' leftovers; the gain is in docs/bench.md, "What it
-// took to hide communication on 2 cores"). The costs: at most 2 MiB
-// of rounding per such buffer, and the kernel zero-fills the pages at first touch, so their page
-// faults fall in the first step rather than in the constructor. Where huge pages are off or
-// unavailable, madvise fails or is ignored and the mapping has ordinary pages.
+// took to hide communication on 2 cores"). The mapping is the buffer's size rounded to a page,
+// not to a huge page: the kernel backs each 2 MiB extent wholly inside it with a huge page and
+// the tail with small ones, so the tail costs what it holds (rounded to 2 MiB, a bucket's state
+// of 4.01 MiB took 6 MiB, a quarter more memory than `zerolap plan` counted for some models). The
+// kernel zero-fills the pages at first touch, so their page faults fall in the first step
+// rather than in the constructor. Where huge pages are off or unavailable, madvise fails or is
+// ignored and the mapping has ordinary pages.
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+std::size_t page_size() {
+  static const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
 
 std::size_t byte_size(std::int64_t count, DType dtype) {
   const auto element = static_cast<std::size_t>(dtype_size(dtype));
@@ -55,7 +64,7 @@ std::size_t round_up(std::size_t bytes, std::size_t multiple) {
 bool is_mapping(std::size_t bytes) { return bytes >= kHugePage; }
 
 void* map_huge_zeroed(std::size_t bytes) {
-  const std::size_t length = round_up(bytes, kHugePage);
+  const std::size_t length = round_up(bytes, page_size());
   // Map a huge page more than needed, then trim both ends so the rest starts on a 2 MiB boundary.
   void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
@@ -90,7 +99,7 @@ void release(void* data, std::int64_t count, DType dtype, DeviceKind device) noe
   if (device == DeviceKind::Cpu) {
     const std::size_t bytes = static_cast<std::size_t>(count * dtype_size(dtype));
     if (is_mapping(bytes)) {
-      [[maybe_unused]] const int unmapped = munmap(data, round_up(bytes, kHugePage));
+      [[maybe_unused]] const int unmapped = munmap(data, round_up(bytes, page_size()));
       assert(unmapped == 0);  // the size is the one map_huge_zeroed mapped
     } else {
       std::free(data);

@@ -1,9 +1,10 @@
-// DeviceBuffer on the CPU: zero-filled, 64-byte aligned (2 MiB from 2 MiB on, for huge pages),
-// empty buffers hold no memory, moves transfer ownership; the host copies; and a CUDA buffer is a
-// user error in a CPU-only build.
+// DeviceBuffer on the CPU: zero-filled, 64-byte aligned (2 MiB from 2 MiB on, for huge pages, and
+// mapped to the end of its last page), empty buffers hold no memory, moves transfer ownership; the
+// host copies; and a CUDA buffer is a user error in a CPU-only build.
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -105,9 +106,26 @@ TEST_CASE("DeviceBuffers of 2 MiB and more start on a 2 MiB boundary (Note [Huge
   }
 }
 
+// The mapping ends at the page after the buffer, not at the next 2 MiB: a bucket's state just
+// over a multiple of 2 MiB made its tail a whole huge page (up to 2 MiB resident beyond its size).
+TEST_CASE("a large DeviceBuffer maps its size rounded to a page, not to a huge page",
+          "[kernels][device_buffer]") {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  for (const std::size_t bytes : {(std::size_t{2} << 20) + 4, (std::size_t{4} << 20) + page + 8}) {
+    INFO("bytes=" << bytes);
+    zl::DeviceBuffer buf(zl::DeviceKind::Cpu, static_cast<std::int64_t>(bytes / 4));
+    char* const base = static_cast<char*>(buf.raw());
+    const std::size_t mapped = (bytes / 4 * 4 + page - 1) / page * page;
+    CHECK(msync(base + mapped - page, page, MS_ASYNC) == 0);  // the last page is there
+    errno = 0;
+    CHECK(msync(base + mapped, page, MS_ASYNC) == -1);  // and nothing after it
+    CHECK(errno == ENOMEM);
+  }
+}
+
 TEST_CASE("a large DeviceBuffer's memory is unmapped when it is freed or replaced",
           "[kernels][device_buffer]") {
-  constexpr std::size_t kMapped = std::size_t{4} << 20;  // 3 MiB rounds up to two huge pages
+  constexpr std::size_t kMapped = std::size_t{3} << 20;  // a multiple of the page: all mapped
   zl::DeviceBuffer buf(zl::DeviceKind::Cpu, (3 << 20) / 4);
   void* const old = buf.data();
   REQUIRE(msync(old, kMapped, MS_ASYNC) == 0);  // mapped
