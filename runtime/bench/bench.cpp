@@ -10,6 +10,8 @@
 #include <memory>
 #include <utility>
 
+#include <malloc.h>
+
 #include <fmt/format.h>
 
 #include "base/errors.h"
@@ -116,6 +118,11 @@ std::int64_t peak_rss_bytes() {
 }
 
 bool reset_peak_rss() {
+#if defined(__GLIBC__)
+  // What earlier runs freed goes back to the system first: malloc keeps freed heap memory
+  // resident, and this run's peak would count it, so a mode's peak depended on the modes before.
+  malloc_trim(0);
+#endif
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5";  // resets the high-water mark to the current RSS (Linux >= 4.0)
   clear.flush();
