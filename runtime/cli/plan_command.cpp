@@ -60,9 +60,8 @@ std::string ownership_tables(const BucketPlan& plan, const ParameterStore& store
       state(buckets.size());
   for (int r = 0; r < d; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    for (const auto& b : plan.buckets) buckets[i] += mode.element_shards || b.assigned_rank == r;
-    // Element shards: rank r owns shard r of every bucket.
-    owned[i] = mode.element_shards ? mode.stepped_numel(plan, r) : plan.numel_assigned_to(r);
+    buckets[i] = mode.stepped_buckets(plan, r);  // as format_bucket_plan's rows
+    owned[i] = mode.stepped_numel(plan, r);
     state[i] = mode.state_bytes(plan, r);
   }
   return format_bucket_table(plan, store, mode) + spread_header(d) +

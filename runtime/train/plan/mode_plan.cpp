@@ -90,6 +90,12 @@ std::int64_t ModePlan::stepped_numel(const BucketPlan& plan, int rank) const {
   return elements;
 }
 
+int ModePlan::stepped_buckets(const BucketPlan& plan, int rank) const {
+  int buckets = 0;
+  for (const Bucket& b : plan.buckets) buckets += stepped_range(plan, b, rank).numel > 0;
+  return buckets;
+}
+
 std::int64_t ModePlan::state_bytes(const BucketPlan& plan, int rank) const {
   return stepped_numel(plan, rank) * state_floats_per_element *
          static_cast<std::int64_t>(sizeof(float));

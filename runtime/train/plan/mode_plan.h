@@ -122,8 +122,9 @@ struct ModePlan {
   // Hybrid stages 2 and 3 with a bf16 wire: the replica all-reduce's bf16 buffer of the largest
   // shard, elements (the fp32 gradient shard is cast into it and back); 0 otherwise.
   std::int64_t replica_wire_numel(const BucketPlan& plan) const;
-  // Elements `rank` steps over all buckets.
+  // Elements `rank` steps over all buckets, and the buckets it steps a part of.
   std::int64_t stepped_numel(const BucketPlan& plan, int rank) const;
+  int stepped_buckets(const BucketPlan& plan, int rank) const;
   // Optimizer-state bytes `rank` allocates: what `zerolap plan` prints and
   // RankOptimizer::state_bytes() must report.
   std::int64_t state_bytes(const BucketPlan& plan, int rank) const;

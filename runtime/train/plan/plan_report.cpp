@@ -28,9 +28,10 @@ std::string format_bucket_table(const BucketPlan& plan, const ParameterStore& st
       if (!names.empty()) names += ", ";
       names += store.info(id).name;
     }
-    // Element shards: every rank owns one shard of every bucket.
-    const std::string assigned =
-        mode.element_shards ? "shards" : fmt::format("{}", b.assigned_rank);
+    // Element shards: every rank owns one shard of every bucket; ddp: every rank all of it.
+    const std::string assigned = mode.element_shards    ? "shards"
+                                 : !mode.sharded_state ? "all"
+                                                       : fmt::format("{}", b.assigned_rank);
     out += fmt::format("{:>6}  {:>10}  {:>12}  {:>11}  {:>8}  {}\n", b.index, b.numel, b.bytes(),
                        human_bytes(b.bytes()), assigned, names);
   }
@@ -45,15 +46,11 @@ std::string format_bucket_plan(const BucketPlan& plan, const ParameterStore& sto
   std::string out = format_bucket_table(plan, store, mode);
   out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", "rank", "buckets", "owned elements",
                      "optimizer state");
+  // Owned: what a rank steps and keeps optimizer state of: every bucket in ddp, its assigned
+  // buckets in zero, or its shard of each (element shards).
   for (int r = 0; r < plan.world_size; ++r) {
-    int count = 0;
-    for (const auto& b : plan.buckets) count += mode.element_shards || b.assigned_rank == r;
-    // Owned: assigned buckets, or (element shards) rank r's shard of each. ddp keeps the full
-    // optimizer state on every rank; zero only the owned elements'.
-    const std::int64_t owned =
-        mode.element_shards ? mode.stepped_numel(plan, r) : plan.numel_assigned_to(r);
-    out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, count, owned,
-                       human_bytes(mode.state_bytes(plan, r)));
+    out += fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", r, mode.stepped_buckets(plan, r),
+                       mode.stepped_numel(plan, r), human_bytes(mode.state_bytes(plan, r)));
   }
   return out + format_step_balance(plan, store, mode);
 }

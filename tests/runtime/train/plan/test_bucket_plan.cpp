@@ -2,6 +2,8 @@
 // splitting a parameter or a module, and both assignment policies.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include "models/model.h"
 #include "runtime/train/plan/bucket_plan.h"
 #include "runtime/train/plan/mode_plan.h"
@@ -136,6 +138,12 @@ TEST_CASE("the plan table lists buckets and per-rank optimizer state", "[plan]")
   // Rank 0 owns buckets 0 and 2 (144 + 288 elements): Adam state = 2 x 432 x 4 B = 3.375 KiB.
   CHECK_THAT(zero, Catch::Contains("3.4 KiB"));
   const std::string ddp = format_bucket_plan(plan, m.store(), make_mode_plan(ParallelConfig{}, adam));
-  // ddp: every rank holds the full state, 2 x 1488 x 4 B = 11.6 KiB.
+  // ddp: every rank holds the full state, 2 x 1488 x 4 B = 11.6 KiB, and steps every bucket (its
+  // rows showed the bucket owners' split of zero beside it).
   CHECK_THAT(ddp, Catch::Contains("11.6 KiB"));
+  for (const char* rank : {"0", "1"}) {
+    CHECK_THAT(ddp, Catch::Contains(fmt::format("{:>6}  {:>8}  {:>14}  {:>16}\n", rank, 3, 1488,
+                                                "11.6 KiB")));
+  }
+  CHECK_THAT(ddp, Catch::Contains("       all  layers.1.bias") && !Catch::Contains(" 0  layers"));
 }
