@@ -649,6 +649,13 @@ Config read_config(const toml::table& root, ConfigSource& source, const std::str
   read_link(root, source, c.link);
   read_output(root, source, c.output);
   check_parallel_with_train(c, source);
+  // At any world size, so `zerolap config` refuses it too (global_batch.h).
+  if (c.data.global_batch_size > 0 && c.train.grad_accum != 1) {
+    source.fail("train.grad_accum",
+                fmt::format("{} with data.global_batch_size = {} set: with a global batch, "
+                            "train.grad_accum is derived; remove one of them",
+                            c.train.grad_accum, c.data.global_batch_size));
+  }
   check_derived_sizes(c, source);
   check_bench_modes(c, source);
   for (const std::string& key : source.known_keys()) c.key_locations[key] = source.location(key);

@@ -58,12 +58,8 @@ void apply_global_batch(Config& config, std::int64_t world_size) {
     d.configured_batch_size = d.batch_size;
     d.configured_grad_accum = config.train.grad_accum;
   }
-  if (d.configured_grad_accum != 1) {
-    throw UserError(fmt::format(
-        "{}: train.grad_accum = {} and data.global_batch_size = {} are both set: with a global "
-        "batch, train.grad_accum is derived (global_batch.h); remove one of them",
-        where_set(config, "train.grad_accum"), d.configured_grad_accum, d.global_batch_size));
-  }
+  ZL_CHECK(d.configured_grad_accum == 1, "train.grad_accum = {} with a global batch (the config "
+           "reader refuses it)", d.configured_grad_accum);
   const BatchSplit split =
       split_global_batch(d.global_batch_size, d.configured_batch_size, world_size,
                          where_set(config, "data.global_batch_size"));

@@ -935,9 +935,13 @@ TEST_CASE("config: checks after parsing name the flag or line that set the key",
   REQUIRE_THROWS_WITH(zl::check_shard_group(parse(sharded, {"parallel.shard_group=3"}), 4),
                       StartsWith("--set parallel.shard_group: parallel.shard_group = 3"));
 
-  Config both = parse(kMinimal + "[data]\nglobal_batch_size = 64\n[train]\ngrad_accum = 2\n");
-  REQUIRE_THROWS_WITH(zl::apply_global_batch(both, 2),
-                      StartsWith("configs/x.toml:6: train.grad_accum = 2 and"));
+  // A global batch with train.grad_accum: refused at any world size, so when the config is read
+  // (`zerolap config` took it; only a run refused it).
+  const std::string both = kMinimal + "[data]\nglobal_batch_size = 64\n[train]\ngrad_accum = 2\n";
+  REQUIRE_THROWS_WITH(parse(both), StartsWith("configs/x.toml:6: train.grad_accum: 2 with "
+                                              "data.global_batch_size = 64 set"));
+  REQUIRE_THROWS_WITH(parse(kMinimal, {"data.global_batch_size=64", "train.grad_accum=2"}),
+                      StartsWith("--set train.grad_accum: train.grad_accum: 2 with"));
 
   const Config defaults = parse(kMinimal + "[train]\nsteps = 5\n");
   CHECK(zl::where_set(defaults, "train.steps") == "configs/x.toml:4");
