@@ -56,4 +56,12 @@ for pair in "2 3 65" "3 2 87"; do
     { cat "$work/epochs_$from$to.log"; fail "2 epochs resumed from $from on $to ranks: not step $total, epoch 2.00"; }
 done
 
+# With micro-batches, the epoch's tail of fewer than grad_accum batches is skipped when its last
+# step ends: 46 batches of 4 on 2 ranks make 11 steps, and 1 epoch ends at epoch 1.00 (it said
+# 0.96, the 44 batches read, until the next step skipped the other 2).
+train 2 0 accum.log --set train.epochs=1 --set train.grad_accum=4 \
+  --set "output.dir=\"$work/accum\"" --set "checkpoint.dir=\"$work/accum/ck\""
+grep -qE "^final step 11 .*epoch 1\.00" "$work/accum.log" ||
+  { cat "$work/accum.log"; fail "1 epoch of 4 micro-batches a step: not step 11, epoch 1.00"; }
+
 echo "PASS"

@@ -38,14 +38,23 @@
 #include "base/fault_stop.h"
 
 namespace zl {
+namespace {
+
+// A step's micro-batches come from one epoch (Note [Epochs and accumulation]): fewer than
+// grad_accum left in it are skipped. After a step, so that the epoch a run reports is done when
+// its last step is; before one too, for a position resumed from another global batch.
+void skip_epoch_tail(std::int64_t& cursor, std::int64_t per_epoch, std::int64_t grad_accum) {
+  const std::int64_t left_in_epoch = per_epoch - cursor % per_epoch;
+  if (left_in_epoch < grad_accum) cursor += left_in_epoch;
+}
+
+}  // namespace
 
 void Trainer::train_step() {
   const std::int64_t step = position_.step + 1;
   const std::int64_t grad_accum = step_options_.grad_accum;
-  // A step's micro-batches come from one epoch (Note [Epochs and accumulation]).
   const std::int64_t per_epoch = setup_.sampler->batches_per_epoch();
-  const std::int64_t left_in_epoch = per_epoch - position_.cursor % per_epoch;
-  if (left_in_epoch < grad_accum) position_.cursor += left_in_epoch;
+  skip_epoch_tail(position_.cursor, per_epoch, grad_accum);
 
   for (std::int64_t micro = 0; micro < grad_accum; ++micro) {
     // 1. Forward and loss on this rank's share of the next global batch. Before a layer reads
@@ -130,6 +139,7 @@ void Trainer::train_step() {
   }
   loss_window_.end_step(verdict.finite ? StepCount::Counted : StepCount::Skipped);
   ++position_.step;
+  skip_epoch_tail(position_.cursor, per_epoch, grad_accum);
 }
 
 // The grad-ready hook of a reducing backward: each bucket whose gradients are now all final gets

@@ -10,12 +10,17 @@ using zl::steps_left_in_epochs;
 
 namespace {
 
-// The cursor after one step, as Trainer::train_step moves it: fewer than grad_accum micro-batches
-// left in the epoch are skipped, then grad_accum are taken.
+// The cursor after one step, as Trainer::train_step moves it: grad_accum micro-batches taken, and
+// fewer than grad_accum left in the epoch skipped before and after.
 std::int64_t after_step(std::int64_t cursor, std::int64_t per_epoch, std::int64_t grad_accum) {
-  const std::int64_t left = per_epoch - cursor % per_epoch;
-  if (left < grad_accum) cursor += left;
-  return cursor + grad_accum;
+  const auto skip_tail = [&] {
+    const std::int64_t left = per_epoch - cursor % per_epoch;
+    if (left < grad_accum) cursor += left;
+  };
+  skip_tail();
+  cursor += grad_accum;
+  skip_tail();
+  return cursor;
 }
 
 }  // namespace
