@@ -163,7 +163,8 @@ for run in 1 2 3; do
   "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/quick$run" -- \
     bash -c 'trap "exit 0" TERM; echo started; sleep 30 & wait' >/dev/null 2>&1 &
   supervisor=$!
-  for _ in $(seq 1 200); do grep -qs started "$work/quick$run/supervise/attempt_1.log" && break; sleep 0.05; done
+  # The line "started" alone: the log's header line names the command, "echo started" included.
+  for _ in $(seq 1 200); do grep -qsx started "$work/quick$run/supervise/attempt_1.log" && break; sleep 0.05; done
   kill -TERM "$supervisor"
   wait "$supervisor"
   rc=$?
@@ -237,7 +238,7 @@ stop_group() {
   setsid "$supervise" --max-restarts 3 --backoff 0 --log-dir "$work/$1" -- bash -c "$2" \
     2>"$work/$1.err" &
   supervisor=$!
-  for _ in $(seq 1 200); do grep -q started "$work/$1/supervise/attempt_1.log" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 1 200); do grep -qsx started "$work/$1/supervise/attempt_1.log" && break; sleep 0.05; done
   kill -TERM -- "-$supervisor"
   wait "$supervisor"
   rc=$?
