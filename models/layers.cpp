@@ -20,6 +20,7 @@
 // straight into the fp32 gradient buffer (beta = 1 accumulates there in fp32).
 #include "models/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -57,8 +58,10 @@ void check_input(const Tape& tape, const Value& x, std::int64_t features, const 
            "{}: skip_grad given for an input without a gradient slot", layer);
 }
 
+constexpr std::uint64_t kSplitmixIncrement = 0x9e3779b97f4a7c15ULL;
+
 std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  std::uint64_t z = (state += kSplitmixIncrement);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
@@ -73,12 +76,28 @@ std::uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+// The part of parameter p inside the window: its elements [first, first + n), written at out.
+struct Overlap {
+  float* out = nullptr;
+  std::int64_t first = 0;
+  std::int64_t n = 0;
+};
+
+Overlap overlap(const ParameterInfo& p, const InitWindow& w) {
+  const std::int64_t begin = std::max(p.offset, w.offset);
+  const std::int64_t end = std::min(p.offset + p.numel, w.offset + w.numel);
+  if (begin >= end) return {};
+  return {w.out + (begin - w.offset), begin - p.offset, end - begin};
+}
+
 }  // namespace
 
-void fill_uniform(float* out, std::int64_t n, double bound, std::uint64_t seed,
+void fill_uniform(float* out, std::int64_t first, std::int64_t n, double bound, std::uint64_t seed,
                   const std::string& name) {
   std::uint64_t state = seed;
   state = splitmix64(state) ^ fnv1a(name);
+  // splitmix64 counts: element i draws from the state i increments on (mod 2^64).
+  state += static_cast<std::uint64_t>(first) * kSplitmixIncrement;
   constexpr double kTwo24 = 16777216.0;
   for (std::int64_t i = 0; i < n; ++i) {
     // 24 random bits k -> (2k - 2^24) / 2^24, exactly representable, in [-1, 1).
@@ -102,13 +121,14 @@ LinearLayer add_linear(ParameterStore& store, const std::string& prefix, std::in
 }
 
 void init_linear(const ParameterStore& store, const LinearLayer& l, std::uint64_t seed,
-                 float* host_params) {
+                 const InitWindow& window) {
   // torch.nn.Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)) on the weight reduces to
   // U(-1/sqrt(in), 1/sqrt(in)), and the bias uses the same bound.
   const double bound = 1.0 / std::sqrt(static_cast<double>(l.in));
   for (int id : {l.weight, l.bias}) {
     const ParameterInfo& p = store.info(id);
-    fill_uniform(host_params + p.offset, p.numel, bound, seed, p.name);
+    const Overlap part = overlap(p, window);
+    fill_uniform(part.out, part.first, part.n, bound, seed, p.name);
   }
 }
 
@@ -201,13 +221,11 @@ LayerNormLayer add_layernorm(ParameterStore& store, const std::string& prefix, s
   return l;
 }
 
-void init_layernorm(const ParameterStore& store, const LayerNormLayer& l, float* host_params) {
-  float* gamma = host_params + store.info(l.weight).offset;
-  float* beta = host_params + store.info(l.bias).offset;
-  for (std::int64_t i = 0; i < l.dim; ++i) {
-    gamma[i] = 1.0f;
-    beta[i] = 0.0f;
-  }
+void init_layernorm(const ParameterStore& store, const LayerNormLayer& l, const InitWindow& window) {
+  const Overlap gamma = overlap(store.info(l.weight), window);
+  std::fill_n(gamma.out, gamma.n, 1.0f);
+  const Overlap beta = overlap(store.info(l.bias), window);
+  std::fill_n(beta.out, beta.n, 0.0f);
 }
 
 namespace {

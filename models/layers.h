@@ -49,9 +49,18 @@ struct LinearLayer {
 };
 LinearLayer add_linear(ParameterStore& store, const std::string& prefix, std::int64_t in,
                        std::int64_t out, Activation act);
+// A window [offset, offset + numel) of the flat layout and where its values go (`out`, numel
+// floats): the inits below write the part of each of their parameters inside it, so a rank that
+// keeps a part of the model (ZeRO stage 3's shards, bf16 masters) draws that part alone.
+struct InitWindow {
+  float* out = nullptr;
+  std::int64_t offset = 0;
+  std::int64_t numel = 0;
+};
+
 // Torch's default init: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), drawn from `seed`.
 void init_linear(const ParameterStore& store, const LinearLayer& l, std::uint64_t seed,
-                 float* host_params);
+                 const InitWindow& window);
 Value linear_forward(Tape& tape, ParameterStore& store, const LinearLayer& l, const Value& x,
                      const LayerCall& call);
 
@@ -65,7 +74,7 @@ struct LayerNormLayer {
 };
 LayerNormLayer add_layernorm(ParameterStore& store, const std::string& prefix, std::int64_t dim,
                              float eps);
-void init_layernorm(const ParameterStore& store, const LayerNormLayer& l, float* host_params);
+void init_layernorm(const ParameterStore& store, const LayerNormLayer& l, const InitWindow& window);
 Value layernorm_forward(Tape& tape, ParameterStore& store, const LayerNormLayer& l, const Value& x,
                         const LayerCall& call);
 
@@ -90,8 +99,9 @@ Value residual_block_forward(Tape& tape, ParameterStore& store, const ResidualBl
 
 // Deterministic U(-bound, bound) floats from (seed, name): splitmix64, not std distributions
 // (their output is implementation-defined). Keyed by name so a parameter's init does not depend
-// on which other parameters exist. |result| <= bound exactly.
-void fill_uniform(float* out, std::int64_t n, double bound, std::uint64_t seed,
+// on which other parameters exist. |result| <= bound exactly. Elements [first, first + n) of
+// the stream: the same values as the whole stream has there.
+void fill_uniform(float* out, std::int64_t first, std::int64_t n, double bound, std::uint64_t seed,
                   const std::string& name);
 
 }  // namespace zl

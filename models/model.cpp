@@ -3,6 +3,7 @@
 // initialises them deterministically from spec.seed, and records the forward on a Tape.
 #include "models/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -142,36 +143,55 @@ int Model::num_layers() const {
 }
 
 void Model::initialize_parameters() {
-  // One host image of the whole flat buffer, padding included: re-initialising also restores the
-  // zero padding (Note [Flat layout]), and the device sees a single copy.
+  // In windows of the flat buffer, padding included: re-initialising also restores the zero
+  // padding (Note [Flat layout]), and no host copy of the whole model is made.
   ZL_CHECK(store_.storage() == ParamStorage::Flat, "initialize_parameters() without flat parameters");
-  const std::vector<float> host = initial_parameters();
-  if (store_.param_dtype() == DType::BF16) {
-    std::vector<Bf16> rounded(host.size());
-    for (std::size_t i = 0; i < host.size(); ++i) rounded[i] = master_to_bf16(host[i]);
-    copy_from_host(rounded.data(), store_.params_as<Bf16>(), store_.device(),
-                   store_.total_numel());
-    return;
+  constexpr std::int64_t kWindow = std::int64_t{1} << 22;  // elements: 16 MiB of host floats
+  const std::int64_t total = store_.total_numel();
+  std::vector<Bf16> rounded;
+  for (std::int64_t offset = 0; offset < total; offset += kWindow) {
+    const std::int64_t n = std::min(kWindow, total - offset);
+    const std::vector<float> host = initial_parameters(offset, n);
+    if (store_.param_dtype() == DType::BF16) {
+      rounded.resize(host.size());
+      for (std::size_t i = 0; i < host.size(); ++i) rounded[i] = master_to_bf16(host[i]);
+      copy_from_host(rounded.data(), store_.params_as<Bf16>() + offset, store_.device(), n);
+    } else {
+      copy_from_host(host.data(), store_.data() + offset, store_.device(), n);
+    }
   }
-  copy_from_host(host.data(), store_.data(), store_.device(), store_.total_numel());
+}
+
+std::vector<float> Model::initial_parameters(std::int64_t offset, std::int64_t numel) const {
+  ZL_CHECK(offset >= 0 && numel >= 0 && offset + numel <= store_.total_numel(),
+           "initial values of [{}, {}) outside the {} elements of the layout", offset,
+           offset + numel, store_.total_numel());
+  std::vector<float> host(static_cast<std::size_t>(numel), 0.0f);
+  const InitWindow window{host.data(), offset, numel};
+  const std::uint64_t seed = spec_.seed;
+  if (spec_.kind == ModelKind::Mlp) {
+    for (const LinearLayer& l : layers_->linears) init_linear(store_, l, seed, window);
+  } else {
+    init_linear(store_, layers_->input, seed, window);
+    for (const ResidualBlock& b : layers_->blocks) {
+      init_layernorm(store_, b.norm, window);
+      init_linear(store_, b.fc1, seed, window);
+      init_linear(store_, b.fc2, seed, window);
+    }
+    init_layernorm(store_, layers_->norm, window);
+    init_linear(store_, layers_->output, seed, window);
+  }
+  return host;
 }
 
 std::vector<float> Model::initial_parameters() const {
-  std::vector<float> host(static_cast<std::size_t>(store_.total_numel()), 0.0f);
-  const std::uint64_t seed = spec_.seed;
-  if (spec_.kind == ModelKind::Mlp) {
-    for (const LinearLayer& l : layers_->linears) init_linear(store_, l, seed, host.data());
-  } else {
-    init_linear(store_, layers_->input, seed, host.data());
-    for (const ResidualBlock& b : layers_->blocks) {
-      init_layernorm(store_, b.norm, host.data());
-      init_linear(store_, b.fc1, seed, host.data());
-      init_linear(store_, b.fc2, seed, host.data());
-    }
-    init_layernorm(store_, layers_->norm, host.data());
-    init_linear(store_, layers_->output, seed, host.data());
-  }
-  return host;
+  return initial_parameters(0, store_.total_numel());
+}
+
+InitialValues Model::initial_values() const {
+  return [this](std::int64_t offset, std::int64_t numel) {
+    return initial_parameters(offset, numel);
+  };
 }
 
 ForwardResult Model::forward(Tape& tape, const Tensor& input, const ParamUseHook& before_use) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@
 namespace zl {
 
 enum class ModelKind { Mlp, ResidualMlp };
+
+// The fp32 initial values of the flat range [offset, offset + numel) of a model's layout.
+using InitialValues = std::function<std::vector<float>(std::int64_t offset, std::int64_t numel)>;
 
 struct ModelSpec {
   ModelKind kind = ModelKind::Mlp;
@@ -91,9 +95,13 @@ class Model {
   // bf16 parameter that an fp32 master initialised from initial_parameters() goes with.
   void initialize_parameters();
 
-  // The fp32 initial values of the whole flat buffer (total_numel(), padding zero): what an
-  // optimizer keeping fp32 master weights of a bf16 model starts from.
+  // The fp32 initial values of the flat range [offset, offset + numel) (padding zero), drawn for
+  // that range alone: what fp32 master weights of a bf16 model and ZeRO stage 3's shards start
+  // from, without a copy of the whole model on every rank. No arguments: the whole buffer.
+  std::vector<float> initial_parameters(std::int64_t offset, std::int64_t numel) const;
   std::vector<float> initial_parameters() const;
+  // initial_parameters(offset, numel) of this model, for the parts that keep a range of it.
+  InitialValues initial_values() const;
 
  private:
   struct Layers;

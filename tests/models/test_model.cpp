@@ -134,6 +134,27 @@ TEST_CASE("initialisation is deterministic in the seed", "[models]") {
   CHECK(same_bits(a, d));
 }
 
+// A rank that keeps part of the model (stage 3's shards, bf16 masters) draws that part alone: the
+// same values, bit for bit, as the whole layout has there, inside a parameter, across parameters
+// and padding, and for windows that start mid-way through a parameter's random stream.
+TEST_CASE("initial values of a window of the layout equal the whole layout's there", "[models]") {
+  const ModelKind kind = GENERATE(ModelKind::Mlp, ModelKind::ResidualMlp);
+  const Model m(make_spec(kind, {7, 6, 6, 6, 2}, 3), DeviceKind::Cpu);
+  const std::vector<float> whole = m.initial_parameters();
+  const auto total = static_cast<std::int64_t>(whole.size());
+  REQUIRE(total == m.store().total_numel());
+  for (std::int64_t offset = 0; offset < total; offset += 5) {
+    for (const std::int64_t numel : {std::int64_t{0}, std::int64_t{1}, std::int64_t{13},
+                                     total - offset}) {
+      if (offset + numel > total) continue;
+      INFO("offset " << offset << ", numel " << numel);
+      const std::vector<float> window = m.initial_parameters(offset, numel);
+      CHECK(std::memcmp(window.data(), whole.data() + offset, sizeof(float) * numel) == 0);
+    }
+  }
+  CHECK_THROWS_AS(m.initial_parameters(total - 1, 2), zl::InternalError);
+}
+
 TEST_CASE("initialisation statistics follow torch.nn.Linear and LayerNorm", "[models]") {
   const Model m(make_spec(ModelKind::ResidualMlp, {256, 128, 128, 10}, 5), DeviceKind::Cpu);
   const ParameterStore& s = m.store();

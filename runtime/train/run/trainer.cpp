@@ -21,11 +21,9 @@ Trainer::Trainer(const Config& config, const World& world, TrainerOptions option
     if (*comm) (*comm)->set_tracer(&tracer_);
   }
   // bf16: the masters start from the fp32 values the bf16 parameters were rounded from.
-  // Stage 3: every rank's parameter shards start from them too.
-  const std::vector<float> initial_fp32 =
-      setup_.mode.param_dtype == DType::BF16 || setup_.mode.gathers_parameters()
-          ? setup_.model->initial_parameters()
-          : std::vector<float>{};
+  // Stage 3: every rank's parameter shards start from them too. Each draws its own ranges: no
+  // rank holds a copy of the whole model (stage 3 ran 4 bytes a parameter above its plan).
+  const InitialValues initial_fp32 = setup_.model->initial_values();
   const BucketPlan& plan = setup_.plan;
   if (setup_.mode.gathers_parameters()) {
     shards_ = std::make_unique<ParameterShards>(setup_.mode, plan, setup_.model->store(),

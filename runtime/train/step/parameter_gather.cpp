@@ -13,17 +13,16 @@ namespace zl {
 
 ParameterShards::ParameterShards(const ModePlan& mode, const BucketPlan& plan,
                                  const ParameterStore& store, int rank,
-                                 std::span<const float> initial_fp32) {
+                                 const InitialValues& initial) {
   ZL_CHECK(mode.gathers_parameters() && store.storage() == ParamStorage::Gathered,
            "parameter shards for {} on a store with flat parameters", mode.name());
-  ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
-           "parameter shards need the {} initial values (got {})", store.total_numel(),
-           initial_fp32.size());
+  ZL_CHECK(static_cast<bool>(initial), "parameter shards need the initial values");
   std::vector<Bf16> rounded;
   for (const Bucket& b : plan.buckets) {
     const ElementRange range = mode.stepped_range(plan, b, rank);
     DeviceBuffer& shard = buckets.emplace_back(store.device(), range.numel, store.param_dtype());
-    const float* init = initial_fp32.data() + range.offset;
+    const std::vector<float> values = initial(range.offset, range.numel);
+    const float* init = values.data();
     if (shard.dtype() == DType::BF16) {
       // As Model::initialize_parameters: the bf16 parameter that goes with the fp32 master.
       rounded.resize(static_cast<std::size_t>(range.numel));

@@ -42,10 +42,10 @@ namespace zl {
 // elements of the store's dtype). Made before the optimizer, which steps them in place, and the
 // gather, which all-gathers them: both are built with them.
 struct ParameterShards {
-  // `initial_fp32`: Model::initial_parameters() (the store's whole layout); each shard starts from
-  // its part (bf16: master_to_bf16 of it, as a flat bf16 store would).
+  // `initial`: the model's fp32 initial values (Model::initial_values); each shard starts from
+  // those of its range (bf16: master_to_bf16 of them, as a flat bf16 store would).
   ParameterShards(const ModePlan& mode, const BucketPlan& plan, const ParameterStore& store,
-                  int rank, std::span<const float> initial_fp32);
+                  int rank, const InitialValues& initial);
   void* at(int bucket) const { return buckets[static_cast<std::size_t>(bucket)].raw(); }
   // Allocated: RankMemory::parameters less the gather buffers.
   std::int64_t bytes() const { return total_bytes(buckets); }

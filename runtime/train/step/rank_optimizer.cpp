@@ -41,7 +41,7 @@ std::int16_t* remainders_of(const DeviceBuffer& buf) {
 
 RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan,
                              ParameterStore& store, int rank, const ModePlan& mode,
-                             std::int64_t total_steps, std::span<const float> initial_fp32,
+                             std::int64_t total_steps, const InitialValues& initial,
                              ParameterShards* shards)
     : config_(config),
       plan_(plan),
@@ -53,11 +53,7 @@ RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& pl
            dtype_name(mode.param_dtype), dtype_name(store.param_dtype()));
   ZL_CHECK((shards != nullptr) == (store.storage() == ParamStorage::Gathered),
            "parameter shards go with a store of gathered parameters, and only there");
-  if (has_masters()) {
-    ZL_CHECK(static_cast<std::int64_t>(initial_fp32.size()) == store.total_numel(),
-             "bf16 masters need the {} fp32 initial values (got {})", store.total_numel(),
-             initial_fp32.size());
-  }
+  ZL_CHECK(!has_masters() || initial, "bf16 masters need the fp32 initial values");
   buckets_.resize(plan.buckets.size());
   std::vector<std::int16_t> host_remainder;
   for (const auto& b : plan.buckets) {
@@ -76,8 +72,7 @@ RankOptimizer::RankOptimizer(const OptimizerConfig& config, const BucketPlan& pl
     // Exactly the fp32 initial values: the store holds master_to_bf16 of them (Model::
     // initialize_parameters), so the fp32 master, or the bf16 parameter joined with the
     // remainder, is the fp32 initial value bit for bit.
-    const std::span<const float> init = initial_fp32.subspan(
-        static_cast<std::size_t>(range.offset), static_cast<std::size_t>(range.numel));
+    const std::vector<float> init = initial(range.offset, range.numel);
     DeviceBuffer& master = mine.master;
     if (master_weights_ == MasterWeights::Fp32) {
       master = DeviceBuffer(store.device(), range.numel, DType::F32);

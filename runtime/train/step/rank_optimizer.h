@@ -51,14 +51,14 @@ float scheduled_lr(const OptimizerConfig& config, std::int64_t t, std::int64_t t
 
 class RankOptimizer {
  public:
-  // `initial_fp32`: the fp32 values the store's parameters were initialised from
-  // (Model::initial_parameters(), total_numel() elements); required for a bf16 store, whose masters
-  // start from them exactly (the bf16 parameters must be master_to_bf16 of them), ignored for fp32.
+  // `initial`: the fp32 values the store's parameters were initialised from
+  // (Model::initial_values); required for a bf16 store, whose masters start from those of their
+  // ranges exactly (the bf16 parameters must be master_to_bf16 of them), ignored for fp32.
   // `shards`: where the stepped parameters live with ParamStorage::Gathered (ZeRO stage 3,
   // runtime/train/step/parameter_gather.h); null for a flat store, whose buffer holds them.
   RankOptimizer(const OptimizerConfig& config, const BucketPlan& plan, ParameterStore& store,
                 int rank, const ModePlan& mode, std::int64_t total_steps,
-                std::span<const float> initial_fp32 = {}, ParameterShards* shards = nullptr);
+                const InitialValues& initial = {}, ParameterShards* shards = nullptr);
 
   const OptimizerConfig& config() const { return config_; }
   bool owns(int bucket) const { return at(bucket).owned; }

@@ -110,9 +110,11 @@ class LoopbackStep {
         plan(build_bucket_plan(store, 1e-7, 1e-7, 1, AssignmentPolicy::RoundRobin)),
         initial(model.initial_parameters()),
         shards(mode.gathers_parameters()
-                   ? std::make_unique<ParameterShards>(mode, plan, store, 0, initial)
+                   ? std::make_unique<ParameterShards>(mode, plan, store, 0,
+                                                       model.initial_values())
                    : nullptr),
-        optimizer(OptimizerConfig{}, plan, store, 0, mode, 1000, initial, shards.get()),
+        optimizer(OptimizerConfig{}, plan, store, 0, mode, 1000, model.initial_values(),
+                  shards.get()),
         options{.clip_grad_norm = s.clip_grad_norm,
                 .grad_accum = s.grad_accum,
                 .on_nonfinite = s.on_nonfinite},

@@ -79,7 +79,7 @@ TEST_CASE("bf16 masters start at the fp32 initial values and take ModePlan::mast
           const BucketPlan plan = plan_for(store, world);
           REQUIRE(plan.buckets.size() > 2);
           const ModePlan mode_plan = bf16_mode(mode, master, adam);
-          RankOptimizer opt(adam, plan, store, rank, mode_plan, 10, init);
+          RankOptimizer opt(adam, plan, store, rank, mode_plan, 10, model.initial_values());
           CHECK(opt.has_masters());
           CHECK(opt.master_bytes() == mode_plan.master_bytes(plan, rank));
           CHECK(opt.master_bytes() > 0);
@@ -141,8 +141,10 @@ TEST_CASE("bf16 steps: masters follow the fused kernel, remainders are bitwise f
     const BucketPlan plan = plan_for(fp32_model.store(), 1);
     const ModePlan fp32_mode = bf16_mode(ParallelMode::Ddp, MasterWeights::Fp32, config);
     const ModePlan rem_mode = bf16_mode(ParallelMode::Ddp, MasterWeights::Remainders, config);
-    RankOptimizer fp32_opt(config, plan, fp32_model.store(), 0, fp32_mode, 5, init);
-    RankOptimizer rem_opt(config, plan, rem_model.store(), 0, rem_mode, 5, init);
+    RankOptimizer fp32_opt(config, plan, fp32_model.store(), 0, fp32_mode, 5,
+                           fp32_model.initial_values());
+    RankOptimizer rem_opt(config, plan, rem_model.store(), 0, rem_mode, 5,
+                          fp32_model.initial_values());
     // The reference: the fused kernel called directly on a copy of the masters and state.
     std::vector<float> ref_master = init;
     std::vector<float> ref_m(init.size(), 0.0f), ref_v(init.size(), 0.0f);
@@ -217,7 +219,7 @@ TEST_CASE("write_master sets master and bf16 parameter; remainders reconstruct i
     Model model = bf16_model();
     const BucketPlan plan = plan_for(model.store(), 2);
     const ModePlan mode = bf16_mode(ParallelMode::Zero, master, adam);
-    RankOptimizer opt(adam, plan, model.store(), 1, mode, 10, model.initial_parameters());
+    RankOptimizer opt(adam, plan, model.store(), 1, mode, 10, model.initial_values());
     for (const ParameterInfo& p : model.store().parameters()) {
       const int id = model.store().find(p.name);
       const Bucket& b = plan.buckets[static_cast<std::size_t>(plan.bucket_of_param[id])];
