@@ -530,8 +530,10 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   const WaitLimit limit{world.rank, config.runtime.timeout_s};
   const std::vector<Mode> modes = bench_modes(config);
   check_bench_shard_groups(config, world.size);  // before anything is measured
-  // On the device the runs resolve (auto included), before minutes of measuring limits there.
-  check_bench_study_device(config, modes, world.size, Device(config.runtime.device, world).kind());
+  // The device the runs resolve (auto included, as the Trainer resolves it): the study's check on
+  // it comes before minutes of measuring limits there; it lives until they are measured.
+  auto device = std::make_unique<Device>(config.runtime.device, world);
+  check_bench_study_device(config, modes, world.size, device->kind());
   const std::vector<double> caps = bench_caps(config);
   const std::vector<PrecisionConfig> precisions = bench_precisions(config);
   const bool root_prints = options.progress && world.is_root();
@@ -574,7 +576,8 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
       sizes.push_back({collective_name(c.op), c.dtype, c.bytes(), place.members, place.stride});
     }
   }
-  report.limits = measure_limits(config, world, precisions, sizes);
+  report.limits = measure_limits(config, *device, world, precisions, sizes);
+  device.reset();  // each run's Trainer holds its own
 
   std::vector<RoundTotals> totals(runs.size());  // over the rounds the rows pool
   const std::int64_t rounds = config.bench.rounds;

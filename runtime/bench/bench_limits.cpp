@@ -352,7 +352,7 @@ double BenchLimits::collective_seconds(const std::string& op, DType dtype, std::
   return 0.0;
 }
 
-BenchLimits measure_limits(const Config& config, const World& world,
+BenchLimits measure_limits(const Config& config, const Device& device, const World& world,
                            const std::vector<PrecisionConfig>& precisions,
                            const std::vector<CollectiveSize>& sizes) {
   // runtime.threads resolved, as the Trainer resolves it: the GEMMs' OpenMP team, and the
@@ -360,8 +360,6 @@ BenchLimits measure_limits(const Config& config, const World& world,
   const int threads = cpu_threads(config.runtime.threads, world);
   set_cpu_gemm_threads(threads);
   const WaitLimit limit{world.rank, config.runtime.timeout_s};
-  // The device the runs will use (the same resolution of runtime.device as the Trainer's).
-  const Device device(config.runtime.device, world);
   BenchLimits out;
   out.device = device.kind();
   out.device_summary = device.summary();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/exec_context.h"
+#include "runtime/comm/backends/device.h"
 #include "runtime/config/config.h"
 #include "runtime/comm/world.h"
 
@@ -94,8 +95,8 @@ struct CollectiveSize {
 inline constexpr std::int64_t kCpuBandwidthElements = std::int64_t{8} << 20;
 
 // Measures every limit for `config`'s model in each of `precisions` and the given collective
-// sizes (deduplicated).
-BenchLimits measure_limits(const Config& config, const World& world,
+// sizes (deduplicated), on `device`: runtime.device resolved as the runs resolve it.
+BenchLimits measure_limits(const Config& config, const Device& device, const World& world,
                            const std::vector<PrecisionConfig>& precisions,
                            const std::vector<CollectiveSize>& sizes);
 

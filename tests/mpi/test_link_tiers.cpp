@@ -111,7 +111,8 @@ TEST_CASE("the bench's limits measure each tier", "[link-tiers]") {
       "tiers.toml");
   const std::int64_t bytes = 4096;
   const BenchLimits limits =
-      measure_limits(config, world, {config.precision}, {{"all_reduce", DType::F32, bytes}});
+      measure_limits(config, Device(config.runtime.device, world), world, {config.precision},
+                     {{"all_reduce", DType::F32, bytes}});
   REQUIRE(limits.collectives.size() == 2);
   CHECK(limits.flat_tier == LinkTier::Inter);
   const CollectiveLimit& between = limits.collectives[0];
