@@ -23,7 +23,9 @@ RankMemory peak(const Config& config, int world) {
 }
 
 // The fewest ranks, a power of two above `world` up to 4096, at which `config` fits; 0: none.
+// None with a shard group: a rank's state is then sharded over its group whatever the world.
 int ranks_that_fit(const Config& config, int world, std::int64_t limit) {
+  if (config.parallel.shard_group > 0) return 0;
   for (int w = 2; w <= 4096; w *= 2) {
     if (w > world && peak(config, w).total() <= limit) return w;
   }
@@ -42,9 +44,9 @@ void check_memory_limit(const Config& config, int world) {
   std::vector<std::string> fits;
   const auto consider = [&](const std::string& what, const Config& c) {
     const std::int64_t bytes = peak(c, world).total();
-    if (bytes <= limit) {
-      fits.push_back(fmt::format("{} ({} on the largest rank)", what, human_bytes(bytes)));
-    }
+    if (bytes > limit) return false;
+    fits.push_back(fmt::format("{} ({} on the largest rank)", what, human_bytes(bytes)));
+    return true;
   };
   Config all = config;
   std::vector<std::string> all_keys;
@@ -72,17 +74,34 @@ void check_memory_limit(const Config& config, int world) {
   const double cap_mb = config.parallel.bucket_cap_mb / 4;
   trade(fmt::format("parallel.bucket_cap_mb = {:g}", cap_mb),
         [cap_mb](Config& c) { c.parallel.bucket_cap_mb = cap_mb; });
+  // Hybrid sharding: the smallest larger group (a multiple of this one that divides the world);
+  // together, one group of every rank, which more ranks then shard further.
+  if (const int group = config.parallel.shard_group; group > 0) {
+    for (int larger = 2 * group; larger <= world; larger += group) {
+      Config c = config;
+      c.parallel.shard_group = larger;
+      if (world % larger == 0 && consider(fmt::format("parallel.shard_group = {}", larger), c)) {
+        break;
+      }
+    }
+    all.parallel.shard_group = 0;
+    all_keys.push_back("parallel.shard_group = 0");
+  }
+  const bool all_fit = peak(all, world).total() <= limit;
   if (fits.empty()) consider(fmt::format("{}", fmt::join(all_keys, ", ")), all);
   if (const int w = ranks_that_fit(config, world, limit); w > 0) {
     fits.push_back(fmt::format("{} ranks ({} on the largest rank)", w,
                                human_bytes(peak(config, w).total())));
-  } else if (const int wa = ranks_that_fit(all, world, limit); wa > 0) {
+  } else if (const int wa = all_fit ? 0 : ranks_that_fit(all, world, limit); wa > 0) {
     fits.push_back(fmt::format("{} ranks with {} ({} on the largest rank)", wa,
                                fmt::join(all_keys, ", "), human_bytes(peak(all, wa).total())));
   }
   const std::string fix =
-      fits.empty() ? fmt::format("none of a higher ZeRO stage, bf16, smaller buckets or up to "
-                                 "4096 ranks fits; lower {}, or raise runtime.memory_limit_mb",
+      fits.empty() ? fmt::format("none of a higher ZeRO stage, bf16, smaller buckets{} fits; "
+                                 "lower {}, or raise runtime.memory_limit_mb",
+                                 config.parallel.shard_group > 0
+                                     ? ", one shard group of every rank or more ranks in it"
+                                     : " or up to 4096 ranks",
                                  keys_to_lower(need, limit))
                    : fmt::format("it fits with {}; or raise runtime.memory_limit_mb",
                                  fmt::join(fits, "; or "));

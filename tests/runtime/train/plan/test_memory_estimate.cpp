@@ -3,6 +3,7 @@
 // does not fit, naming the key to change. (That the trainer allocates these figures: tests/mpi/
 // test_rank_memory.cpp.)
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "base/errors.h"
 #include "models/model.h"
@@ -204,5 +205,30 @@ TEST_CASE("the layout without allocation is the model's layout", "[memory]") {
       CHECK(layout.info(id).offset == model.store().info(id).offset);
       CHECK(layout.info(id).shape == model.store().info(id).shape);
     }
+  }
+}
+
+TEST_CASE("runtime.memory_limit_mb's advice under hybrid sharding names parallel.shard_group",
+          "[memory]") {
+  // With a shard group of G, a rank's state is sharded G ways whatever the world size: the advice
+  // names a larger group, never more ranks alone, and never a world size G does not divide.
+  const auto hybrid = [](int group, const char* limit_mb) {
+    return config_of({"model.widths=[784, 1024, 1024, 10]", "data.batch_size=4",
+                      "data.eval_batch_size=4", "parallel.mode=\"zero\"",
+                      "parallel.collective=\"reduce_scatter_allgather\"", "parallel.zero_stage=3",
+                      fmt::format("parallel.shard_group={}", group),
+                      fmt::format("runtime.memory_limit_mb={}", limit_mb)});
+  };
+  SECTION("a larger group") {
+    // 4 ranks in groups of 2 need about 42.6 MiB (a whole-model bucket gathered); in one group
+    // of 4, about 35.5 MiB.
+    const Config c = hybrid(2, "38");
+    CHECK_THROWS_WITH(check_memory_limit(c, 4),
+                      Contains("parallel.shard_group = 4 (") && !Contains(" ranks ("));
+  }
+  SECTION("no world size the group does not divide") {
+    // The settings together fit at 3 ranks (about 22.7 MiB), and would at 4 ranks in groups of 3.
+    const Config c = hybrid(3, "30");
+    CHECK_THROWS_WITH(check_memory_limit(c, 3), !Contains("4 ranks") && !Contains("8 ranks"));
   }
 }
