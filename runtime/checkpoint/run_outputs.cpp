@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -222,7 +223,7 @@ void refuse_other_branch(const DirState& out, const Config& config, const Start&
   } catch (const UserError&) {
     return;
   }
-  if (!latest || checkpoint_run_id(*latest) != run_id) return;
+  if (!latest || checkpoint_metadata_value(*latest, "run_id") != run_id) return;
   if (same_checkpoint(start.path.string(), *latest)) return;  // goes on from it
   const std::string self =
       fmt::format("resumes that run from '{}' (step {})", start.path.string(), start.step);
@@ -379,13 +380,16 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
   const bool restart = !start.resumed && ck.resume && cks.record && out.record &&
                        cks.record->command == std::string("train") &&
                        out.record->run_id == cks.record->run_id;
+  bool repeat = false;  // the same command again
   if (!start.resumed) {
     if (restart) {
       run_id = cks.record->run_id;
     } else if (same_command(out, launch)) {
       run_id = out.record->run_id;
+      repeat = true;
     } else if (has_ck && same_command(cks, launch)) {
       run_id = cks.record->run_id;
+      repeat = true;
     }
   }
   if (run_id.empty()) run_id = new_run_id();
@@ -411,6 +415,7 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
     const bool outside = start.resumed && !resumed_here;
     std::vector<std::string> later, others, foreign;
     bool latest_is_later = false, at_start = false;
+    std::int64_t newest_later = -1;  // the step of later's last (the steps ascend)
     const std::int64_t latest = latest_step(ck.dir);
     for (const DirCheckpoint& c : cks.checkpoints) {
       if (c.name == claim.keep_name) continue;
@@ -422,6 +427,7 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
           !same_checkpoint((fs::path(ck.dir) / c.name).string(), start.path.string());
       if (own && (c.step > start.step || other_branch)) {
         later.push_back(c.name);
+        newest_later = c.step;
         latest_is_later = latest_is_later || c.step == latest;
         at_start = at_start || other_branch;
       }
@@ -450,6 +456,31 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
           "= true to remove {}",
           ck.dir, one ? "another run's checkpoint" : "other runs' checkpoints", start.step, run_id,
           name_list(foreign), them, them, them, them));
+    }
+    // From step 0, the run's own checkpoints would all go: refused where they are progress to go
+    // on from, a restart's (`latest` lost) or a rerun's of a run that stopped short of its end.
+    if (!start.resumed && !later.empty() && !ck.overwrite) {
+      const std::string newest = (fs::path(ck.dir) / later.back()).string();
+      if (restart) {
+        throw UserError(fmt::format(
+            "checkpoint.dir '{}' has no `latest` but holds run {}'s checkpoints {} (`latest` was "
+            "removed, or the run stopped before writing it: a crash, a full disk), so "
+            "checkpoint.resume = true has something to resume. Choose: go on from the newest "
+            "(--set checkpoint.resume=\"{}\"), or checkpoint.overwrite = true to remove them and "
+            "start over from step 0",
+            ck.dir, run_id, name_list(later), newest));
+      }
+      const auto total = checkpoint_metadata_value(newest, "total_steps");
+      const std::int64_t total_steps = total ? std::strtoll(total->c_str(), nullptr, 10) : 0;
+      if (repeat && newest_later < total_steps) {
+        throw UserError(fmt::format(
+            "run {} stopped before its last step ({}): checkpoint.dir '{}' holds its checkpoints "
+            "up to step {} ({}), which the same command again would remove to start over from "
+            "step 0. Choose: go on from them (--set checkpoint.resume=true), a new directory "
+            "(--set checkpoint.dir=DIR), or checkpoint.overwrite = true to remove them and start "
+            "over",
+            run_id, total_steps, ck.dir, newest_later, name_list(later)));
+      }
     }
     // A branch from a checkpoint in checkpoint.dir replaces the run's later ones there, as asked.
     // From one elsewhere (a fine-tune of a base run, which inherits its id) it would remove what

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One owner per directory (docs/checkpoints.md, "One owner per directory"): each case of the
 # hostile test in the issue that asked for the rule, and the rule's own cases.
-#  - The same command twice replaces its own outputs; a kill between a checkpoint's rename and
-#    `latest`, then a resume with a lower lr, proceeds and removes the lineage's later checkpoint.
+#  - The same command twice replaces its own outputs, but not after it stopped short of its last
+#    step; a kill between a checkpoint's rename and `latest`, then a resume with a lower lr,
+#    proceeds and removes the lineage's later checkpoint.
 #  - Refused with exit 2 naming the owning run and the overwrite key, the files left as they were:
 #    a second fresh run (another seed) into one checkpoint.dir; a resume from another directory's
 #    checkpoint into an owned checkpoint.dir; a resume into another run's output.dir; a fresh run
@@ -17,7 +18,8 @@
 #  - A run refused after the ownership check (a later start-up check, a checkpoint that does not
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
 #    a directory without a manifest is named as such; a restart with checkpoint.resume = true
-#    before the first checkpoint, on another world size, is the same run.
+#    before the first checkpoint, on another world size, is the same run; one whose `latest` is
+#    gone beside the run's checkpoints is refused.
 #  - A fine-tune into its base's output.dir or another fine-tune's, or from the base's step 20 into
 #    a checkpoint.dir whose latest is another fine-tune's step 20, is refused; another run's
 #    checkpoints copied into an owned checkpoint.dir under names the owner writes are refused, kept.
@@ -83,6 +85,16 @@ unset ZEROLAP_FAULT_CHECKPOINT
 [ "$rc" -ne 0 ] || bad "the simulated crash did not fail the job"
 [ "$(cat "$work/ck_k/latest" 2>/dev/null)" = step_00000010.safetensors ] || bad "latest is not step 10 after the crash"
 id_k=$(run_id_of ck_k)
+# The same command again after it stopped short of its last step would remove the checkpoints and
+# start over: refused, naming them and the resume.
+cp "$work/ck_k/step_00000020.safetensors" "$work/k20.before"
+train 2 out_k ck_k kill_again.log --set train.steps=30
+expect 2 kill_again.log "the same command again after a crash" &&
+  says kill_again.log "the refused rerun" \
+    "run $id_k stopped before its last step (30): checkpoint.dir '$work/ck_k' holds its checkpoints up to step 20" \
+    "step_00000010.safetensors, step_00000020.safetensors" "--set checkpoint.resume=true" \
+    "checkpoint.overwrite = true"
+same ck_k/step_00000020.safetensors k20.before "the refused rerun changed step 20"
 train 2 out_k ck_k kill_resume.log --set train.steps=30 --set checkpoint.resume=true \
   --set optimizer.lr=0.003
 expect 0 kill_resume.log "a resume after a kill between rename and latest, with a lower lr" &&
@@ -398,6 +410,14 @@ expect 0 early_restart.log "a 1-rank restart before the first checkpoint" &&
 [ -n "$id_e" ] && [ "$(run_id_of out_e)" = "$id_e" ] &&
   [ "$(meta ck_e/step_00000020.safetensors run_id)" = "$id_e" ] ||
   bad "the restart before the first checkpoint is not run $id_e"
+# Without `latest` (removed, or a full disk before it was written) the run's whole checkpoints
+# are not "nothing to resume": refused, kept, naming the one to resume from.
+rm "$work/ck_e/latest"
+train 1 out_e ck_e no_latest.log --set checkpoint.resume=true --set checkpoint.every=100
+expect 2 no_latest.log "checkpoint.resume = true without latest beside the run's checkpoints" &&
+  says no_latest.log "the refused restart" "has no \`latest\` but holds run $id_e's checkpoints" \
+    "--set checkpoint.resume=\"$work/ck_e/step_00000020.safetensors\"" "checkpoint.overwrite = true"
+[ -e "$work/ck_e/step_00000020.safetensors" ] || bad "the refused restart removed step 20"
 
 # A live run's directories: another launch into either is refused (exit 2 naming the holder),
 # whatever its command, and once the run is killed (SIGKILL) nothing stale refuses the next.

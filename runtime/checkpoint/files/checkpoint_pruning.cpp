@@ -38,7 +38,9 @@ std::vector<DirCheckpoint> list_checkpoints(const std::string& dir) {
     if (step < 0 && sharded_step_of(name) >= 0 && fs::exists(entry.path() / kManifestName, ec)) {
       step = sharded_step_of(name);
     }
-    if (step >= 0) found.push_back({step, name, checkpoint_run_id(entry.path().string())});
+    if (step >= 0) {
+      found.push_back({step, name, checkpoint_metadata_value(entry.path().string(), "run_id")});
+    }
   }
   std::sort(found.begin(), found.end(),
             [](const auto& a, const auto& b) { return a.step < b.step; });

@@ -111,12 +111,12 @@ void write_run_record(const std::string& dir, const RunRecord& record) {
   replace_file_durably(dir, kRunRecordName, j.dump(2) + "\n", "run record");
 }
 
-std::optional<std::string> checkpoint_run_id(const std::string& path) {
+std::optional<std::string> checkpoint_metadata_value(const std::string& path, const char* key) {
   try {
     if (const auto manifest = sharded_manifest_of(path)) {  // a sharded checkpoint: its manifest's
-      return metadata_value(read_manifest(*manifest).metadata, "run_id");
+      return metadata_value(read_manifest(*manifest).metadata, key);
     }
-    return metadata_value(SafetensorsReader(path).metadata(), "run_id");
+    return metadata_value(SafetensorsReader(path).metadata(), key);
   } catch (const UserError&) {
     return std::nullopt;
   }

@@ -38,9 +38,9 @@ std::optional<RunRecord> read_run_record(const std::string& dir);
 // Writes `dir`/run.json atomically (temp file, fsync, rename, fsync the directory); creates dir.
 void write_run_record(const std::string& dir, const RunRecord& record);
 
-// The run id in a checkpoint's metadata: "" when it has none (written before run ids), nullopt
-// when the file cannot be read as a checkpoint.
-std::optional<std::string> checkpoint_run_id(const std::string& path);
+// A value of a checkpoint's metadata (a file's __metadata__, a sharded one's manifest): "" when it
+// has none (a run id: written before run ids), nullopt when it cannot be read as a checkpoint.
+std::optional<std::string> checkpoint_metadata_value(const std::string& path, const char* key);
 
 // Whether two checkpoints (files, sharded directories or their manifests) are the same one: the
 // same file, or a copy of it (the same __metadata__, whose CRC32s cover every tensor, and for a
