@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.h"
+#include "base/errors.h"
 #include "base/standard_output.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/checkpoint_saver.h"
@@ -22,6 +23,22 @@
 #include "runtime/train/step/step_verdict.h"
 
 namespace zl {
+namespace {
+
+// Whether `dir` has a `latest` (rank 0 reads it; collective). An unreadable one counts as none:
+// the run's next checkpoint replaces it.
+bool has_latest(Trainer& trainer, const std::string& dir) {
+  double found = 0.0;
+  if (trainer.world().is_root()) {
+    try {
+      found = latest_checkpoint(dir) ? 1.0 : 0.0;
+    } catch (const UserError&) {
+    }
+  }
+  return trainer.sum_over_ranks({found})[0] > 0.0;
+}
+
+}  // namespace
 
 int run_training(Trainer& trainer) {
   const Config& config = trainer.config();
@@ -82,6 +99,14 @@ int run_training(Trainer& trainer) {
     }
   };
 
+  // A resume at or past the run's last step trains nothing: only the final evaluation.
+  const bool nothing_to_train = first_step > 0 && first_step >= total_steps;
+  if (nothing_to_train && world.is_root() && !quiet) {
+    fmt::print("zerolap: the checkpoint resumed is at step {}, at or past the run's last step "
+               "({}): nothing to train (raise train.steps or train.epochs to train on)\n",
+               first_step, total_steps);
+    flush_standard_output();
+  }
   StopAgreement stop(world, config.runtime.timeout_s);  // SIGINT / SIGTERM: Note [Stop agreement]
   std::int64_t window_first_step = trainer.step() + 1;
   SkipBound skips(config.train.max_consecutive_skips);
@@ -183,6 +208,11 @@ int run_training(Trainer& trainer) {
   }
   if (total_steps == 0 && checkpoint_due(config.checkpoint, 0, 0)) {
     checkpoints.save(trainer.state());  // steps = 0: the initial parameters
+  } else if (nothing_to_train && !config.checkpoint.dir.empty() &&
+             !has_latest(trainer, config.checkpoint.dir)) {
+    // Resumed from outside into a new checkpoint.dir: the state is its checkpoint at the last
+    // step, so that a resume from that directory goes on from it, not from step 0.
+    checkpoints.save(trainer.state());
   }
   checkpoints.finish();  // the final checkpoint is complete before the evaluation and the exit
   const EvalResult e = trainer.evaluate();
