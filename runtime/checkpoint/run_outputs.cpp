@@ -101,7 +101,14 @@ std::string legacy_config_note(const fs::path& dir, const std::string& run_toml)
                                 "beside it. Restore it, or choose another directory",
                                 saved.string(), *why));
   }
-  const auto keys = result_differences(text, run_toml);
+  // With its defaults filled in where it reads as a config (one written by hand, or with fewer
+  // keys), so that a key it leaves out is not named as different; as text where it does not.
+  std::string saved_toml = text;
+  try {
+    saved_toml = to_toml(parse_config(text, saved.string()));
+  } catch (const UserError&) {
+  }
+  const auto keys = result_differences(saved_toml, run_toml);
   return keys.empty() ? "" : fmt::format("; its config.toml differs in {}", name_list(keys));
 }
 
