@@ -256,6 +256,15 @@ train 2 out_ft3 ck_ft3 ft3_again.log --set train.steps=30 \
   --set "checkpoint.resume=\"$work/ck/step_00000010.safetensors\""
 expect 0 ft3_again.log "the fine-tune again after a kill before its first latest"
 
+# A resume from outside past train.steps trains nothing, says so, and leaves the state as the new
+# checkpoint.dir's checkpoint (a resume there goes on from it, not from step 0).
+train 1 out_past ck_past past.log --set train.steps=10 \
+  --set "checkpoint.resume=\"$work/ck/step_00000020.safetensors\""
+expect 0 past.log "a resume from step 20 with train.steps = 10" &&
+  says past.log "the resume past train.steps" "at step 20, at or past the run's last step (10): nothing to train"
+[ "$(cat "$work/ck_past/latest" 2>/dev/null)" = step_00000020.safetensors ] ||
+  bad "the resume past train.steps left no checkpoint in its checkpoint.dir"
+
 # A fine-tune inherits its base run's id, so the id alone does not tell the base's outputs from a
 # fine-tune's: an output.dir follows the checkpoint.dir its run.json names. A fine-tune from step
 # 10 (outside its checkpoint.dir) into the base's output.dir, or into another fine-tune's, would
@@ -366,6 +375,14 @@ echo "step" >"$work/out_h/metrics.csv"
 train 2 out_h ck_h garbage_config.log
 expect 2 garbage_config.log "a garbage config.toml" &&
   says garbage_config.log "the garbage config.toml" "'$work/out_h/config.toml' is unreadable"
+# A config.toml written by hand (the config file itself, in its output.dir) is compared with its
+# defaults filled in: the keys it sets otherwise, not every key it leaves out.
+mkdir -p "$work/out_hw" && cp "$config" "$work/out_hw/config.toml"
+echo "step" >"$work/out_hw/metrics.csv"
+train 2 out_hw ck_hw hand_config.log
+expect 2 hand_config.log "another config.toml written by hand" &&
+  says hand_config.log "the hand-written config.toml" "its config.toml differs in train.eval_every, train.log_every, train.steps"
+grep -q "bench.rounds" "$work/hand_config.log" && bad "a key the hand-written config.toml leaves out was named"
 
 # A checkpoint of no known run that cannot be read is named with what is wrong with it: a single
 # file's header, a sharded checkpoint's manifest (not "it is a directory").
