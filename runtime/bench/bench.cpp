@@ -532,7 +532,8 @@ BenchReport run_bench(const Config& config, const World& world, const BenchOptio
   check_bench_shard_groups(config, world.size);  // before anything is measured
   // The device the runs resolve (auto included, as the Trainer resolves it): the study's check on
   // it comes before minutes of measuring limits there; it lives until they are measured.
-  auto device = std::make_unique<Device>(config.runtime.device, world);
+  auto device = std::make_unique<Device>(config.runtime.device, world, config.runtime.timeout_s,
+                                         where_set(config, "runtime.device"));
   check_bench_study_device(config, modes, world.size, device->kind());
   const std::vector<double> caps = bench_caps(config);
   const std::vector<PrecisionConfig> precisions = bench_precisions(config);

@@ -104,6 +104,10 @@ TEST_CASE("a Trainer with runtime.device = cuda and no GPU per rank fails with a
   CHECK_THROWS_AS(Trainer(test::small_config({"runtime.device=cuda"}), world,
                           test::quiet_options()),
                   UserError);
+  // The message begins where the key was set, as every later check's does.
+  CHECK_THROWS_WITH(Trainer(test::small_config({"runtime.device=cuda"}), world,
+                            test::quiet_options()),
+                    Catch::StartsWith("--set runtime.device: runtime.device = \"cuda\", but"));
   MPI_Barrier(world.comm);
 }
 

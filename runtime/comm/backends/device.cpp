@@ -92,15 +92,16 @@ std::string cuda_problem(const std::vector<RankGpu>& all) {
 }  // namespace
 #endif  // ZEROLAP_WITH_CUDA
 
-Device::Device(DeviceChoice choice, const World& world, double timeout_s) {
+Device::Device(DeviceChoice choice, const World& world, double timeout_s,
+               const std::string& where) {
+  const std::string at = where.empty() ? std::string() : where + ": ";
 #if !defined(ZEROLAP_WITH_CUDA)
   (void)world;
   (void)timeout_s;
   if (choice == DeviceChoice::Cuda) {
-    throw UserError(
-        "runtime.device = \"cuda\", but this zerolap was built without CUDA (nvcc or NCCL was "
-        "missing at configure time): set runtime.device = \"cpu\" (or \"auto\"), or rebuild with "
-        "-DZEROLAP_CUDA=ON");
+    throw UserError(at + "runtime.device = \"cuda\", but this zerolap was built without CUDA "
+                         "(nvcc or NCCL was missing at configure time): set runtime.device = "
+                         "\"cpu\" (or \"auto\"), or rebuild with -DZEROLAP_CUDA=ON");
   }
   summary_ = choice == DeviceChoice::Auto ? "device cpu (runtime.device = auto; built without CUDA)"
                                           : "device cpu (runtime.device = cpu)";
@@ -118,9 +119,9 @@ Device::Device(DeviceChoice choice, const World& world, double timeout_s) {
   const char* how = choice == DeviceChoice::Auto ? "auto" : "cuda";
   if (!problem.empty()) {
     if (choice == DeviceChoice::Cuda) {
-      throw UserError(fmt::format("runtime.device = \"cuda\", but {}; set runtime.device = "
+      throw UserError(fmt::format("{}runtime.device = \"cuda\", but {}; set runtime.device = "
                                   "\"cpu\" (or \"auto\") to train on the CPU",
-                                  problem));
+                                  at, problem));
     }
     summary_ = fmt::format("device cpu (runtime.device = auto: {})", problem);
     return;

@@ -24,8 +24,10 @@ class Device {
   // ranks mixed MPI and NCCL communicators would hang). auto = cuda when every rank has a GPU of
   // its own, else cpu. device = "cuda" when some rank has none, or two ranks of a node would share
   // one (NCCL needs one GPU per rank), throws UserError on every rank, naming the cause.
-  // timeout_s bounds the exchange of the ranks' GPUs (runtime.timeout_s).
-  Device(DeviceChoice choice, const World& world, double timeout_s = CommOptions{}.timeout_s);
+  // timeout_s bounds the exchange of the ranks' GPUs (runtime.timeout_s). `where` begins those
+  // messages: where runtime.device was set ("file.toml:12", "--set runtime.device"), or nothing.
+  Device(DeviceChoice choice, const World& world, double timeout_s = CommOptions{}.timeout_s,
+         const std::string& where = "");
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

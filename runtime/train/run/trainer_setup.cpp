@@ -132,7 +132,8 @@ void check_trainable(const Config& config, const ModePlan& mode, int world, Devi
 }
 
 TrainerSetup::TrainerSetup(const Config& config, const World& world, const TrainerOptions& options)
-    : device(agreed(config, world).runtime.device, world, config.runtime.timeout_s),
+    : device(agreed(config, world).runtime.device, world, config.runtime.timeout_s,
+             where_set(config, "runtime.device")),
       compute(run_context(device.compute(), config, world)),
       mode(make_run_mode_plan(config, world.size)),
       ranks(planned_ranks(config, mode, world.size)) {
