@@ -533,12 +533,15 @@ void check_parallel_with_train(const Config& c, const ConfigSource& source) {
                               c.parallel.collective == CollectiveKind::ReduceScatterAllgather;
   const auto require_element_shards = [&](const char* key, const std::string& what,
                                           const std::string& remedy) {
+    const auto origin = [&](const std::string& k) {
+      return source.was_set(k) ? "at " + source.location(k) : std::string("by default");
+    };
     source.fail(key, fmt::format("{}, which needs parallel.mode = \"zero\" and "
                                  "parallel.collective = \"reduce_scatter_allgather\" (got mode = "
-                                 "\"{}\", collective = \"{}\" at {}); set {} or that collective",
-                                 what, to_string(c.parallel.mode),
-                                 to_string(c.parallel.collective),
-                                 source.location("parallel.collective"), remedy));
+                                 "\"{}\" {}, collective = \"{}\" {}); set {} or that collective",
+                                 what, to_string(c.parallel.mode), origin("parallel.mode"),
+                                 to_string(c.parallel.collective), origin("parallel.collective"),
+                                 remedy));
   };
   if (c.parallel.zero_stage >= 2 && !element_shards) {
     require_element_shards(

@@ -174,7 +174,17 @@ void SectionReader::type_error(std::string_view key, const toml::node& node,
                                std::string_view expected) const {
   std::string got(type_name(node));
   if (node.is_value()) got += " (" + describe_value(node) + ")";
-  fail(key, fmt::format("expected {}, got {}", expected, got), &node);
+  // --set reads its value as TOML: `--set output.dir=123` is an integer, a date a date.
+  const bool quote = expected == "a string" && node.is_value() &&
+                     source_.is_override(full_key(key));
+  fail(key,
+       fmt::format("expected {}, got {}{}", expected, got,
+                   quote ? fmt::format("; quote a string: --set '{}=\"{}\"'", full_key(key),
+                                       node.is_number() || node.is_boolean()
+                                           ? describe_value(node)
+                                           : std::string("..."))
+                         : std::string()),
+       &node);
 }
 
 std::int64_t SectionReader::checked_integer(std::string_view key, const toml::node& node,

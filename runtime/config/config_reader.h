@@ -50,6 +50,10 @@ class ConfigSource {
   // `label` says ("--set optimizer.lr", "--link-gbps").
   void mark_override(const std::string& key, const std::string& label) { overrides_[key] = label; }
   bool is_override(const std::string& key) const { return overrides_.count(key) > 0; }
+  // Whether the file or a flag set `full_key` (else it has its default).
+  bool was_set(const std::string& full_key) const {
+    return is_override(full_key) || recorded_.count(full_key) > 0;
+  }
   void record(const std::string& full_key, const toml::node& node);
   // Every full key a section reader asked for, in reading order: the keys the reader accepts.
   void note_known(std::string full_key) { known_.push_back(std::move(full_key)); }

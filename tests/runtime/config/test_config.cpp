@@ -800,6 +800,10 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     CHECK(parse(kMinimal, {"output.dir=2026-12-05_run"}).output.dir == "2026-12-05_run");
     CHECK(parse(kMinimal, {"output.dir=007"}).output.dir == "007");  // not TOML: a bare string
     CHECK(parse(kMinimal, {"output.dir=0123"}).output.dir == "0123");
+    // A TOML integer, boolean or date where a string is expected: the message says how to quote.
+    CHECK_THROWS_WITH(parse(kMinimal, {"output.dir=123"}),
+                      Contains("expected a string, got integer (123); quote a string: --set "
+                               "'output.dir=\"123\"'"));
     // A value that opens a TOML string, array or table but is no TOML value is refused: a
     // missing closing quote made a directory named '"/tmp/q1' before.
     for (const char* bad : {"output.dir=\"/tmp/q1", "output.dir=\"x\" junk", "output.dir='x",
@@ -851,10 +855,12 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
                         Contains("--set parallel.shard_group: parallel.shard_group: 2 splits "
                                  "every bucket's element shards over groups of 2 ranks, which "
                                  "needs parallel.mode = \"zero\" and parallel.collective = "
-                                 "\"reduce_scatter_allgather\" (got mode = \"ddp\""));
+                                 "\"reduce_scatter_allgather\" (got mode = \"ddp\" by "
+                                 "default, collective = \"allreduce_broadcast\" by default)"));
     REQUIRE_THROWS_WITH(parse(kMinimal, {"parallel.mode=zero", "parallel.shard_group=2",
                                          "parallel.collective=reduce_broadcast"}),
-                        Contains("collective = \"reduce_broadcast\""));
+                        Contains("(got mode = \"zero\" at --set parallel.mode, collective = "
+                                 "\"reduce_broadcast\" at --set parallel.collective)"));
     CHECK(parse(kMinimal, {"parallel.mode=zero", "parallel.shard_group=2",
                            "parallel.collective=reduce_scatter_allgather"})
               .parallel.shard_group == 2);
