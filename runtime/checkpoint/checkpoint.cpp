@@ -596,6 +596,11 @@ void prepare_checkpoints(const TrainingState& state) {
     if (!c.dir.empty()) create_checkpoint_dir(c.dir);
     if (const auto resume = checkpoint_to_resume(c)) {
       path = *resume;
+      if (c.resume_path.empty() && !latest_checkpoint(c.dir) && !state.quiet) {
+        fmt::print("zerolap: '{}' has no `latest` (removed, or the run stopped before writing "
+                   "it): resuming from the newest checkpoint of its run, '{}'\n",
+                   c.dir, path);
+      }
     } else if (c.resume && !state.quiet) {
       fmt::print("zerolap: checkpoint.resume = true but '{}' has no checkpoint yet: starting at "
                  "step 0\n",

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -133,23 +132,6 @@ DirState checkpoint_state(const std::string& dir) {
              list_checkpoints(dir), output_files_in(dir)};
   for (const DirCheckpoint& c : s.checkpoints) s.files.push_back(c.name);
   return s;
-}
-
-// The step of the checkpoint `latest` names in `dir`; -1 when it names none (or cannot be read:
-// this run's first checkpoint replaces it).
-std::int64_t latest_step(const std::string& dir) {
-  try {
-    const auto latest = latest_checkpoint(dir);
-    if (!latest) return -1;
-    const fs::path p(*latest);
-    // The pointer names a file, a sharded checkpoint's manifest, or (after a branch's removals,
-    // apply_checkpoint_removals) a sharded checkpoint's directory.
-    if (p.filename() == kManifestName) return sharded_step_of(p.parent_path().filename().string());
-    const std::int64_t step = checkpoint_step_of(p.filename().string());
-    return step >= 0 ? step : sharded_step_of(p.filename().string());
-  } catch (const UserError&) {
-    return -1;
-  }
 }
 
 // Whether two configured directories are one ("" is none: one only with another "").
@@ -464,29 +446,24 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
           ck.dir, one ? "another run's checkpoint" : "other runs' checkpoints", start.step, run_id,
           name_list(foreign), them, them, them, them));
     }
-    // From step 0, the run's own checkpoints would all go: refused where they are progress to go
-    // on from, a restart's (`latest` lost) or a rerun's of a run that stopped short of its end.
-    if (!start.resumed && !later.empty() && !ck.overwrite) {
+    // The same command again from step 0 would remove the run's checkpoints: refused where they
+    // are progress to go on from (the run stopped short of its last step: train.steps, or for
+    // train.epochs the newest checkpoint's own count).
+    if (repeat && !later.empty() && !ck.overwrite) {
       const std::string newest = (fs::path(ck.dir) / later.back()).string();
-      if (restart) {
-        throw UserError(fmt::format(
-            "checkpoint.dir '{}' has no `latest` but holds run {}'s checkpoints {} (`latest` was "
-            "removed, or the run stopped before writing it: a crash, a full disk), so "
-            "checkpoint.resume = true has something to resume. Choose: go on from the newest "
-            "(--set checkpoint.resume=\"{}\"), or checkpoint.overwrite = true to remove them and "
-            "start over from step 0",
-            ck.dir, run_id, name_list(later), newest));
+      std::int64_t last_step = config.train.steps;
+      if (last_step == 0) {
+        const auto total = checkpoint_metadata_value(newest, "total_steps");
+        last_step = total ? parse_count(*total).value_or(0) : 0;
       }
-      const auto total = checkpoint_metadata_value(newest, "total_steps");
-      const std::int64_t total_steps = total ? std::strtoll(total->c_str(), nullptr, 10) : 0;
-      if (repeat && newest_later < total_steps) {
+      if (newest_later < last_step) {
         throw UserError(fmt::format(
             "run {} stopped before its last step ({}): checkpoint.dir '{}' holds its checkpoints "
             "up to step {} ({}), which the same command again would remove to start over from "
             "step 0. Choose: go on from them (--set checkpoint.resume=true), a new directory "
             "(--set checkpoint.dir=DIR), or checkpoint.overwrite = true to remove them and start "
             "over",
-            run_id, total_steps, ck.dir, newest_later, name_list(later)));
+            run_id, last_step, ck.dir, newest_later, name_list(later)));
       }
     }
     // A branch from a checkpoint in checkpoint.dir replaces the run's later ones there, as asked.

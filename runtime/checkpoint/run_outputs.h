@@ -13,9 +13,8 @@
 //  - another run's checkpoint in checkpoint.dir after the step this run starts from, under a name
 //    this run writes (copied in by hand), is exit 2: the run would replace it, then prune it;
 //  - checkpoint.resume = true with nothing to resume yet (no `latest`), into directories both
-//    owned by one training run, restarts that run from step 0, on any world size; but with the
-//    run's whole checkpoints there (`latest` removed, or never written: a full disk) it is exit 2
-//    naming them, unless checkpoint.overwrite;
+//    owned by one training run, restarts that run from step 0, on any world size (with the run's
+//    whole checkpoints there but no `latest`, it resumes the newest: checkpoint_to_resume);
 //  - a fresh run whose command equals the one that last wrote a directory (the same
 //    results-affecting config, world size and subcommand: the same command again) takes that
 //    run's identity and replaces its outputs, as a rerun always has; but where the run's newest

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "base/clock.h"
-#include "base/errors.h"
 #include "base/standard_output.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/checkpoint_saver.h"
@@ -25,17 +24,10 @@
 namespace zl {
 namespace {
 
-// Whether `dir` has a `latest` (rank 0 reads it; collective). An unreadable one counts as none:
-// the run's next checkpoint replaces it.
-bool has_latest(Trainer& trainer, const std::string& dir) {
-  double found = 0.0;
-  if (trainer.world().is_root()) {
-    try {
-      found = latest_checkpoint(dir) ? 1.0 : 0.0;
-    } catch (const UserError&) {
-    }
-  }
-  return trainer.sum_over_ranks({found})[0] > 0.0;
+// The step of the checkpoint `latest` names in `dir`, -1 for none (rank 0 reads it; collective).
+std::int64_t latest_step_everywhere(Trainer& trainer, const std::string& dir) {
+  const double step = trainer.world().is_root() ? static_cast<double>(latest_step(dir)) : 0.0;
+  return static_cast<std::int64_t>(trainer.sum_over_ranks({step})[0]);
 }
 
 }  // namespace
@@ -209,9 +201,9 @@ int run_training(Trainer& trainer) {
   if (total_steps == 0 && checkpoint_due(config.checkpoint, 0, 0)) {
     checkpoints.save(trainer.state());  // steps = 0: the initial parameters
   } else if (nothing_to_train && !config.checkpoint.dir.empty() &&
-             !has_latest(trainer, config.checkpoint.dir)) {
-    // Resumed from outside into a new checkpoint.dir: the state is its checkpoint at the last
-    // step, so that a resume from that directory goes on from it, not from step 0.
+             latest_step_everywhere(trainer, config.checkpoint.dir) < first_step) {
+    // Resumed from outside into a checkpoint.dir whose `latest` is older, or none: the state is
+    // its checkpoint at the last step, so that a resume from there goes on from it.
     checkpoints.save(trainer.state());
   }
   checkpoints.finish();  // the final checkpoint is complete before the evaluation and the exit

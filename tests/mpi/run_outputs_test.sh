@@ -19,7 +19,7 @@
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
 #    a directory without a manifest is named as such; a restart with checkpoint.resume = true
 #    before the first checkpoint, on another world size, is the same run; one whose `latest` is
-#    gone beside the run's checkpoints is refused.
+#    gone beside the run's checkpoints goes on from the newest.
 #  - A fine-tune into its base's output.dir or another fine-tune's, or from the base's step 20 into
 #    a checkpoint.dir whose latest is another fine-tune's step 20, is refused; another run's
 #    checkpoints copied into an owned checkpoint.dir under names the owner writes are refused, kept.
@@ -427,14 +427,17 @@ expect 0 early_restart.log "a 1-rank restart before the first checkpoint" &&
 [ -n "$id_e" ] && [ "$(run_id_of out_e)" = "$id_e" ] &&
   [ "$(meta ck_e/step_00000020.safetensors run_id)" = "$id_e" ] ||
   bad "the restart before the first checkpoint is not run $id_e"
-# Without `latest` (removed, or a full disk before it was written) the run's whole checkpoints
-# are not "nothing to resume": refused, kept, naming the one to resume from.
+# Without `latest` (removed, or a full disk or a crash before it was written) the run's whole
+# checkpoints are not "nothing to resume": the restart goes on from the newest, and says so.
 rm "$work/ck_e/latest"
-train 1 out_e ck_e no_latest.log --set checkpoint.resume=true --set checkpoint.every=100
-expect 2 no_latest.log "checkpoint.resume = true without latest beside the run's checkpoints" &&
-  says no_latest.log "the refused restart" "has no \`latest\` but holds run $id_e's checkpoints" \
-    "--set checkpoint.resume=\"$work/ck_e/step_00000020.safetensors\"" "checkpoint.overwrite = true"
-[ -e "$work/ck_e/step_00000020.safetensors" ] || bad "the refused restart removed step 20"
+train 1 out_e ck_e no_latest.log --set checkpoint.resume=true --set checkpoint.every=100 \
+  --set train.steps=30
+expect 0 no_latest.log "checkpoint.resume = true without latest beside the run's checkpoints" &&
+  says no_latest.log "the restart without latest" \
+    "'$work/ck_e' has no \`latest\` (removed, or the run stopped before writing it): resuming from the newest checkpoint of its run, '$work/ck_e/step_00000020.safetensors'" \
+    "at step 20"
+[ "$(cat "$work/ck_e/latest" 2>/dev/null)" = step_00000030.safetensors ] ||
+  bad "the restart without latest did not go on to step 30"
 
 # A live run's directories: another launch into either is refused (exit 2 naming the holder),
 # whatever its command, and once the run is killed (SIGKILL) nothing stale refuses the next.

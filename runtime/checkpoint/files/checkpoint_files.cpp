@@ -21,7 +21,9 @@
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "models/parameter_store.h"
+#include "runtime/checkpoint/files/checkpoint_pruning.h"
 #include "runtime/checkpoint/files/checkpoint_values.h"
+#include "runtime/checkpoint/files/run_identity.h"
 #include "runtime/checkpoint/files/safetensors.h"
 #include "runtime/checkpoint/files/shard_manifest.h"
 
@@ -296,13 +298,44 @@ std::optional<std::string> checkpoint_named_by_latest(const std::string& path) {
   return latest_checkpoint(given.has_parent_path() ? given.parent_path().string() : ".");
 }
 
+std::int64_t latest_step(const std::string& dir) {
+  try {
+    const auto latest = latest_checkpoint(dir);
+    if (!latest) return -1;
+    const fs::path p(*latest);
+    // The pointer names a file, a sharded checkpoint's manifest, or (after a branch's removals,
+    // apply_checkpoint_removals) a sharded checkpoint's directory.
+    if (p.filename() == kManifestName) return sharded_step_of(p.parent_path().filename().string());
+    const std::int64_t step = checkpoint_step_of(p.filename().string());
+    return step >= 0 ? step : sharded_step_of(p.filename().string());
+  } catch (const UserError&) {
+    return -1;
+  }
+}
+
+namespace {
+
+// The newest checkpoint in `dir` of the run its run.json names (listed only when whole: a file
+// renamed into place, a sharded directory with its manifest); nullopt when there is none.
+std::optional<std::string> newest_checkpoint_of_owner(const std::string& dir) {
+  const auto owner = read_run_record(dir);
+  if (!owner) return std::nullopt;
+  const std::vector<DirCheckpoint> found = list_checkpoints(dir);
+  for (auto c = found.rbegin(); c != found.rend(); ++c) {
+    if (c->run_id && *c->run_id == owner->run_id) return (fs::path(dir) / c->name).string();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c) {
   if (!c.resume) return std::nullopt;
   std::error_code ec;
   std::string path = c.resume_path, where;
   if (path.empty()) {
     const auto latest = latest_checkpoint(c.dir);
-    if (!latest) return std::nullopt;
+    if (!latest) return newest_checkpoint_of_owner(c.dir);
     path = *latest;
     where = fmt::format("'{}' names '{}'", (fs::path(c.dir) / kLatestPointerName).string(), path);
   } else {

@@ -106,8 +106,13 @@ std::optional<std::string> latest_checkpoint(const std::string& dir);
 // pointer, stands for the checkpoint `latest` names (zerolap inspect, checkpoint.resume = "PATH"):
 // that checkpoint; nullopt when `path` is neither.
 std::optional<std::string> checkpoint_named_by_latest(const std::string& path);
+// The step of the checkpoint `latest` names in `dir`; -1 when it names none (or cannot be read:
+// a run's next checkpoint replaces it).
+std::int64_t latest_step(const std::string& dir);
 // The checkpoint a run with checkpoint.resume loads: resume_path when set (a checkpoint directory
-// or its pointer: the one `latest` names), else the one `latest` names in checkpoint.dir; nullopt
+// or its pointer: the one `latest` names), else the one `latest` names in checkpoint.dir, else
+// (no `latest`: removed, or the run stopped before writing it, a crash after its first checkpoint's
+// rename or a full disk) the newest whole checkpoint there of the run its run.json names; nullopt
 // when resume is off or there is no checkpoint yet. UserError (exit 2) when resume_path does not
 // exist or is a directory that holds neither a manifest nor a `latest`.
 std::optional<std::string> checkpoint_to_resume(const CheckpointConfig& c);
