@@ -74,13 +74,15 @@ void check_memory_limit(const Config& config, int world) {
   const double cap_mb = config.parallel.bucket_cap_mb / 4;
   trade(fmt::format("parallel.bucket_cap_mb = {:g}", cap_mb),
         [cap_mb](Config& c) { c.parallel.bucket_cap_mb = cap_mb; });
-  // Hybrid sharding: the smallest larger group (a multiple of this one that divides the world);
+  // Hybrid sharding: the smallest larger group (a multiple of this one, so that groups stay whole
+  // nodes, that divides the world and link.ranks);
   // together, one group of every rank, which more ranks then shard further.
   if (const int group = config.parallel.shard_group; group > 0) {
     for (int larger = 2 * group; larger <= world; larger += group) {
       Config c = config;
       c.parallel.shard_group = larger;
-      if (world % larger == 0 && consider(fmt::format("parallel.shard_group = {}", larger), c)) {
+      const bool valid = world % larger == 0 && config.link.ranks % larger == 0;
+      if (valid && consider(fmt::format("parallel.shard_group = {}", larger), c)) {
         break;
       }
     }
