@@ -143,7 +143,7 @@ void apply_value(toml::table& root, const std::string& key, const std::string& v
     }
     target->insert_or_assign(name, value);
   }
-  source.mark_override(key, label);
+  source.mark_override(key, label, value);
 }
 
 // `--set section.key=value`.

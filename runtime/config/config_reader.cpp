@@ -175,14 +175,12 @@ void SectionReader::type_error(std::string_view key, const toml::node& node,
   std::string got(type_name(node));
   if (node.is_value()) got += " (" + describe_value(node) + ")";
   // --set reads its value as TOML: `--set output.dir=123` is an integer, a date a date.
-  const bool quote = expected == "a string" && node.is_value() &&
-                     source_.is_override(full_key(key));
+  const std::string typed = source_.override_value(full_key(key));
+  const bool quote = expected == "a string" && node.is_value() && !typed.empty();
   fail(key,
        fmt::format("expected {}, got {}{}", expected, got,
                    quote ? fmt::format("; quote a string: --set '{}=\"{}\"'", full_key(key),
-                                       node.is_number() || node.is_boolean()
-                                           ? describe_value(node)
-                                           : std::string("..."))
+                                       escaped_excerpt(typed, 60, Quotes::AsIs))
                          : std::string()),
        &node);
 }

@@ -47,9 +47,17 @@ class ConfigSource {
   const std::string& name() const { return name_; }
 
   // `key` (a full key, or a section an override created) was set on the command line, where
-  // `label` says ("--set optimizer.lr", "--link-gbps").
-  void mark_override(const std::string& key, const std::string& label) { overrides_[key] = label; }
+  // `label` says ("--set optimizer.lr", "--link-gbps"), to the text `value` (as typed).
+  void mark_override(const std::string& key, const std::string& label, std::string value = {}) {
+    overrides_[key] = label;
+    override_values_[key] = std::move(value);
+  }
   bool is_override(const std::string& key) const { return overrides_.count(key) > 0; }
+  // The text an override of `key` gave, as typed ("" when none).
+  std::string override_value(const std::string& key) const {
+    const auto it = override_values_.find(key);
+    return it != override_values_.end() ? it->second : std::string();
+  }
   // Whether the file or a flag set `full_key` (else it has its default).
   bool was_set(const std::string& full_key) const {
     return is_override(full_key) || recorded_.count(full_key) > 0;
@@ -70,6 +78,7 @@ class ConfigSource {
  private:
   std::string name_;
   std::map<std::string, std::string> overrides_;  // key -> the flag that set it
+  std::map<std::string, std::string> override_values_;  // key -> the text it gave
   std::map<std::string, std::string> recorded_;   // full key -> "file:line"
   std::vector<std::string> known_;
 };

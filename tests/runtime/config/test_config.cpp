@@ -804,6 +804,10 @@ TEST_CASE("config: --set overrides apply before validation", "[config]") {
     CHECK_THROWS_WITH(parse(kMinimal, {"output.dir=123"}),
                       Contains("expected a string, got integer (123); quote a string: --set "
                                "'output.dir=\"123\"'"));
+    CHECK_THROWS_WITH(parse(kMinimal, {"output.dir=0x1F"}), Contains("'output.dir=\"0x1F\"'"));
+    CHECK_THROWS_WITH(parse(kMinimal, {"output.dir=2024-01-01"}),
+                      Contains("got date (date); quote a string: --set "
+                               "'output.dir=\"2024-01-01\"'"));
     // A value that opens a TOML string, array or table but is no TOML value is refused: a
     // missing closing quote made a directory named '"/tmp/q1' before.
     for (const char* bad : {"output.dir=\"/tmp/q1", "output.dir=\"x\" junk", "output.dir='x",
