@@ -4,7 +4,7 @@
   scripts/plot_bench.py runs/bench_overlap/bench.json [--out DIR]
 
 Writes DIR/bench_step_time.png (per bucket cap, one bar per mode: the compute-only run's forward,
-backward, optimizer and other compute, then the exposed communication, with the ideal step marked)
+backward, optimizer and other compute, then what the step took beyond it, with the ideal step marked)
 and DIR/bench_speedup.png (speed-up over ddp against bucket_cap_mb, one line per mode). DIR
 defaults to the JSON's directory. Needs matplotlib: Debian's python3-matplotlib (scripts/setup.sh)
 for Debian's /usr/bin/python3, which the #! line names (a pyenv or venv python3 does not see it).
@@ -29,23 +29,26 @@ PHASES = [  # (label, colour): the compute-only run split by phase, then what co
     ("backward", "#55a868"),
     ("optimizer", "#c44e52"),
     ("other compute", "#8c8c8c"),
-    ("exposed communication", "#dd8452"),
+    ("beyond compute (communication, waits)", "#dd8452"),
 ]
 
 
 def phase_ms(row):
-    """The stacked segments of one row, in ms per step; they add up to the step time."""
+    """The stacked segments of one row, in ms per step; they add up to the step time: the compute
+    phases, then what the step took beyond its compute-only twin (comm_overhead_s)."""
     fwd = row["compute_forward_s"]
     bwd = row["compute_backward_s"]
     opt = row["compute_optimizer_s"]
     compute = row["compute_s"]
+    step = row["step_s"]
     other = max(compute - fwd - bwd - opt, 0.0)  # finish_backward waits, host work; <0 is noise
     # Interleaved steps run on the comm thread, overlapping backward: the phases may sum to more
-    # than the compute time; scale them so the bar's compute part is the measured compute time.
+    # than the compute time; scale them so the bar's compute part is the measured compute time,
+    # or the step time where noise put the compute-only twin above it.
     total = fwd + bwd + opt + other
-    scale = compute / total if total > 0 else 0.0
-    exposed = row["step_s"] - compute
-    return [1e3 * v * scale for v in (fwd, bwd, opt, other)] + [1e3 * max(exposed, 0.0)]
+    scale = min(compute, step) / total if total > 0 else 0.0
+    beyond = max(step - compute, 0.0)
+    return [1e3 * v * scale for v in (fwd, bwd, opt, other)] + [1e3 * beyond]
 
 
 def title_suffix(bench):
@@ -88,7 +91,7 @@ def plot_step_time(bench, path):
             left = 0.0
             for (label, colour), width in zip(PHASES, phase_ms(row)):
                 ax.barh(y, width, left=left, color=colour, label=label if y == 0 else None,
-                        hatch="//" if label.startswith("exposed") else None, edgecolor="white")
+                        hatch="//" if label.startswith("beyond") else None, edgecolor="white")
                 left += width
             ax.plot(1e3 * row["ideal_step_s"], y, marker="|", color="black", markersize=16,
                     markeredgewidth=2, label="ideal step" if y == 0 else None)

@@ -100,8 +100,10 @@ std::string grouped_lines(const std::vector<BenchRow>& rows, const Line& line) {
 }
 
 // Share of `comm_model_s` (the collectives timed alone) that did not lengthen the step.
-double hidden_share(double exposed_s, double comm_model_s) {
-  return comm_model_s > 0.0 ? std::clamp(1.0 - exposed_s / comm_model_s, 0.0, 1.0) : 1.0;
+// The share of the communication hidden, "60%"; "-" without communication (nothing to hide).
+std::string hidden_share(double exposed_s, double comm_model_s) {
+  if (comm_model_s <= 0.0) return "-";
+  return fmt::format("{:.0f}%", std::clamp(1.0 - exposed_s / comm_model_s, 0.0, 1.0) * 100.0);
 }
 
 // With two tiers: per row each tier's communication timed alone, its exposed part on the
@@ -117,9 +119,8 @@ std::string tier_table(const BenchReport& rep, const ModeColumn& mode) {
   out += grouped_lines(rep.rows, [&](const BenchRow& r) {
     std::string line = mode(r.mode);
     for (const BenchRow::TierFigures& t : r.tiers) {
-      line += fmt::format(" {:>8.2f} {:>8.2f} {:>5.0f}%", t.comm_model_s * 1e3,
-                          t.exposed_comm_s * 1e3,
-                          hidden_share(t.exposed_comm_s, t.comm_model_s) * 100.0);
+      line += fmt::format(" {:>8.2f} {:>8.2f} {:>6}", t.comm_model_s * 1e3,
+                          t.exposed_comm_s * 1e3, hidden_share(t.exposed_comm_s, t.comm_model_s));
     }
     return line + "\n";
   });
@@ -202,21 +203,21 @@ std::string format_bench_table(const BenchReport& rep, TableWidth width) {
               : fmt::format("{} {:>7} {:>6} {:>5} {:>7} {:>7} {:>6} {:>6}\n", mode("mode"),
                             "step", "spread", "x ddp", "comm", "exposed", "hidden", "/ideal");
   const auto step_line = [&](const BenchRow& r) {
-    const double hidden = hidden_share(r.exposed_comm_s, r.comm_model_s);
+    const std::string hidden = hidden_share(r.exposed_comm_s, r.comm_model_s);
     const std::string speedup = r.speedup_vs_ddp ? fmt::format("{:.2f}", *r.speedup_vs_ddp) : "-";
     if (wide) {
       return fmt::format(
-          "{:<5} {} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>6.0f}% "
+          "{:<5} {} {:>6g} {:>8.2f} {:>15} {:>9.0f} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>7} "
           "{:>8.2f} {:>6.2f}{}\n",
           r.precision, mode(r.mode), r.bucket_cap_mb, r.step_s * 1e3,
           fmt::format("{:.2f}-{:.2f}", r.step_p10_s * 1e3, r.step_p90_s * 1e3), r.samples_per_s,
           speedup, r.compute_s * 1e3, r.comm_model_s * 1e3, r.exposed_comm_s * 1e3,
-          hidden * 100.0, r.ideal_step_s * 1e3, r.vs_ideal, mark(r));
+          hidden, r.ideal_step_s * 1e3, r.vs_ideal, mark(r));
     }
-    return fmt::format("{} {:>7.2f} {:>6.2f} {:>5} {:>7.2f} {:>7.2f} {:>5.0f}% {:>6.2f}{}\n",
+    return fmt::format("{} {:>7.2f} {:>6.2f} {:>5} {:>7.2f} {:>7.2f} {:>6} {:>6.2f}{}\n",
                        mode(r.mode), r.step_s * 1e3,
                        r.step_p10_s > 0.0 ? r.step_p90_s / r.step_p10_s : 0.0, speedup,
-                       r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden * 100.0, r.vs_ideal,
+                       r.comm_model_s * 1e3, r.exposed_comm_s * 1e3, hidden, r.vs_ideal,
                        mark(r));
   };
   if (wide) {

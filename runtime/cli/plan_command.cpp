@@ -160,7 +160,9 @@ std::string mode_cell(const ModePlan& mode, int ranks) {
 // The link as the tables' headings name it.
 std::string link_text(const LinkConfig& link) {
   if (link.node_ranks == 0) {
-    return fmt::format("a {:g} Gb/s, {:g} us link", link.bandwidth_gbps, link.latency_us);
+    return link.bandwidth_gbps > 0
+               ? fmt::format("a {:g} Gb/s, {:g} us link", link.bandwidth_gbps, link.latency_us)
+               : fmt::format("a {:g} us link of unlimited bandwidth", link.latency_us);
   }
   return fmt::format("nodes of {} ranks, {:g} Gb/s per rank between them and {:g} Gb/s inside, "
                      "{:g} us per hop",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/plot_bench.py on the JSON of a real (tiny) `zerolap bench` run with a simulated link:
 # it succeeds and writes both charts as PNG files; and each bar's "hidden" label agrees with the
-# table's hidden column (1 - exposed / comm, clamped to [0, 1]; no label without communication).
+# table's hidden column (1 - exposed / comm, clamped to [0, 1]; no label without communication);
+# each bar's segments add up to the step time.
 # Usage: plot_bench_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
 set -u
 zerolap=$1
@@ -34,6 +35,12 @@ assert hidden_label({"comm_model_s": 0.010, "exposed_comm_s": 0.004}) == ", 60% 
 assert hidden_label({"comm_model_s": 0.010, "exposed_comm_s": 0.012}) == ", 0% hidden"
 assert hidden_label({"comm_model_s": 0.010, "exposed_comm_s": -0.001}) == ", 100% hidden"
 assert hidden_label({"comm_model_s": 0.0, "exposed_comm_s": 0.001}) == ""
+from plot_bench import phase_ms
+# The segments add up to the step time, also where noise put the compute-only twin above it.
+for compute, step in ((0.004, 0.006), (0.00123, 0.00057)):
+    row = {"compute_forward_s": compute / 4, "compute_backward_s": compute / 2,
+           "compute_optimizer_s": compute / 8, "compute_s": compute, "step_s": step}
+    assert abs(sum(phase_ms(row)) - 1e3 * step) < 1e-9, (compute, step, phase_ms(row))
 PY
 then
   echo "FAIL: hidden_label disagrees with the table's hidden column"; cat "$work/label.log"; exit 1

@@ -90,7 +90,8 @@ std::string link_label(const LinkConfig& link) {
       link.node_ranks > 0
           ? fmt::format("{:g} Gb/s between nodes of {} ranks, {:g} Gb/s inside",
                         link.bandwidth_gbps, link.node_ranks, link.intra_gbps)
-          : fmt::format("{:g} Gb/s", link.bandwidth_gbps);
+      : link.bandwidth_gbps > 0 ? fmt::format("{:g} Gb/s", link.bandwidth_gbps)
+                                : std::string("unlimited bandwidth");  // latency alone
   return fmt::format("simulated link: {}, {:g} us{}", bandwidth, link.latency_us,
                      link.ranks > 0 ? fmt::format(", timed as {} ranks", link.ranks) : "");
 }

@@ -210,3 +210,20 @@ TEST_CASE("rows the load made unreliable are marked noisy", "[bench_report]") {
   };
   while (std::getline(lines, line)) CHECK(columns(line) == columns(header));
 }
+
+TEST_CASE("a row without communication shows no share hidden", "[bench_report]") {
+  BenchReport rep = report();
+  rep.link.node_ranks = 8;  // the per-tier table too
+  rep.rows.resize(1);       // fp32 ddp
+  rep.rows[0].comm_model_s = rep.rows[0].exposed_comm_s = 0.0;
+  rep.rows[0].tiers = {};
+  const std::string table = format_bench_table(rep);
+  INFO(table);
+  CHECK_THAT(table, !Catch::Contains("100%"));
+  std::istringstream lines(table);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ddp ", 0) == 0 && line.find(" - ") != std::string::npos) ++rows;
+  }
+  CHECK(rows == 2);  // the step table's row and the tier table's
+}

@@ -159,6 +159,7 @@ TEST_CASE("a rank has one link per tier; the label names both", "[link_model]") 
   CHECK(both.of(LinkTier::Intra)->tier() == LinkTier::Intra);
   CHECK(both.intra->timeout_s() == 5.0);
 
+  CHECK(link_label(LinkConfig{0.0, 50.0}) == "simulated link: unlimited bandwidth, 50 us");
   LinkConfig link{400.0, 5.0};
   CHECK(link_label(link) == "simulated link: 400 Gb/s, 5 us");
   link.node_ranks = 8;
