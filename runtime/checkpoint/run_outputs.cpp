@@ -491,8 +491,12 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
       lines.push_back(
           start.resumed
               ? fmt::format("resuming run {} from step {}: removing its later checkpoints in '{}' "
-                            "({}); this run writes its own as it reaches those steps",
-                            run_id, start.step, ck.dir, name_list(later))
+                            "({}); {}",
+                            run_id, start.step, ck.dir, name_list(later),
+                            config.train.steps > 0 && start.step >= config.train.steps
+                                ? fmt::format("this run trains nothing (train.steps = {})",
+                                              config.train.steps)
+                                : std::string("this run writes its own as it reaches those steps"))
               : fmt::format("{}: removing run {}'s checkpoints in '{}' ({}); this run writes "
                             "them again",
                             restart ? "restarting from step 0 (nothing to resume)"

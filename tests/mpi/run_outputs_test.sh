@@ -438,6 +438,12 @@ expect 0 no_latest.log "checkpoint.resume = true without latest beside the run's
     "at step 20"
 [ "$(cat "$work/ck_e/latest" 2>/dev/null)" = step_00000030.safetensors ] ||
   bad "the restart without latest did not go on to step 30"
+# A branch from step 20 with train.steps = 20 removes step 30 and trains nothing: said so.
+train 1 out_e ck_e branch_at_end.log --set checkpoint.every=100 \
+  --set "checkpoint.resume=\"$work/ck_e/step_00000020.safetensors\""
+expect 0 branch_at_end.log "a branch from step 20 with train.steps = 20" &&
+  says branch_at_end.log "the branch that trains nothing" \
+    "removing its later checkpoints in '$work/ck_e' (step_00000030.safetensors); this run trains nothing (train.steps = 20)"
 
 # A live run's directories: another launch into either is refused (exit 2 naming the holder),
 # whatever its command, and once the run is killed (SIGKILL) nothing stale refuses the next.
