@@ -99,8 +99,8 @@ std::string grouped_lines(const std::vector<BenchRow>& rows, const Line& line) {
   return out;
 }
 
-// Share of `comm_model_s` (the collectives timed alone) that did not lengthen the step.
-// The share of the communication hidden, "60%"; "-" without communication (nothing to hide).
+// The share of `comm_model_s` (the collectives timed alone) that did not lengthen the step,
+// "60%"; "-" without communication (nothing to hide).
 std::string hidden_share(double exposed_s, double comm_model_s) {
   if (comm_model_s <= 0.0) return "-";
   return fmt::format("{:.0f}%", std::clamp(1.0 - exposed_s / comm_model_s, 0.0, 1.0) * 100.0);

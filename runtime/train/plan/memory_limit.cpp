@@ -74,9 +74,9 @@ void check_memory_limit(const Config& config, int world) {
   const double cap_mb = config.parallel.bucket_cap_mb / 4;
   trade(fmt::format("parallel.bucket_cap_mb = {:g}", cap_mb),
         [cap_mb](Config& c) { c.parallel.bucket_cap_mb = cap_mb; });
-  // Hybrid sharding: the smallest larger group (a multiple of this one, so that groups stay whole
-  // nodes, that divides the world and link.ranks);
-  // together, one group of every rank, which more ranks then shard further.
+  // Hybrid sharding: alone, the smallest larger group that divides the world and link.ranks (a
+  // multiple of this one, so that groups stay whole nodes); together, one group of every rank,
+  // which more ranks then shard further.
   if (const int group = config.parallel.shard_group; group > 0) {
     for (int larger = 2 * group; larger <= world; larger += group) {
       Config c = config;
@@ -89,8 +89,8 @@ void check_memory_limit(const Config& config, int world) {
     all.parallel.shard_group = 0;
     all_keys.push_back("parallel.shard_group = 0");
   }
-  const bool all_fit = peak(all, world).total() <= limit;
-  if (fits.empty()) consider(fmt::format("{}", fmt::join(all_keys, ", ")), all);
+  const bool all_fit = fits.empty() ? consider(fmt::format("{}", fmt::join(all_keys, ", ")), all)
+                                     : peak(all, world).total() <= limit;
   if (const int w = ranks_that_fit(config, world, limit); w > 0) {
     fits.push_back(fmt::format("{} ranks ({} on the largest rank)", w,
                                human_bytes(peak(config, w).total())));
