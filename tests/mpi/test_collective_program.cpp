@@ -52,3 +52,31 @@ TEST_CASE("every mode issues exactly its collective program, in order, on every 
     }
   }
 }
+
+// A model of one Linear layer: no bucket is read in backward, and with one bucket that bucket is
+// both the last forward reads and the first the next micro-batch's forward reads, so it stays
+// gathered between micro-batches; split into buckets (its weight and bias apart), the first
+// forward reads is released by forward and gathered again.
+TEST_CASE("stage 3 on one Linear layer issues its program over micro-batches", "[program]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  std::vector<int> groups;
+  for (int g = 1; g < world.size; ++g) {
+    if (world.size % g == 0) groups.push_back(g);
+  }
+  for (const Mode& mode : all_modes(groups)) {
+    if (mode.stage != 3) continue;
+    for (const char* cap : {"25.0", "0.00005"}) {
+      INFO(mode.name() << " bucket_cap_mb " << cap << " on " << world.size << " ranks");
+      Config config = small_config({"model.widths=[4, 3]", "train.grad_accum=3",
+                                    std::string("parallel.bucket_cap_mb=") + cap,
+                                    std::string("parallel.first_bucket_cap_mb=") + cap});
+      set_mode(config.parallel, mode);
+      Trainer trainer(config, world, quiet_options());
+      const ProgramCheck& check = trainer.program_check();
+      trainer.train_step();
+      trainer.train_step();
+      trainer.synchronize();
+      CHECK(check.checked(CommRole::Broadcast) == 2 * check.entries(CommRole::Broadcast));
+    }
+  }
+}

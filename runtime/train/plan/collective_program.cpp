@@ -76,8 +76,10 @@ Program program_of(const ModePlan& mode, const BucketPlan& plan) {
               in_forward);
     };
     // Backward gathers only the buckets it reads (Bucket::read_in_backward: not one holding
-    // only the first layer); the last bucket stays for the next micro-batch if backward kept it.
-    const bool last_stays = !mode.reshard_after_forward || plan.buckets.back().read_in_backward;
+    // only the first layer); the last bucket stays for the next micro-batch if backward kept it,
+    // or if forward never released it: without resharding, or as the only bucket (bucket 0).
+    const bool last_stays =
+        !mode.reshard_after_forward || plan.buckets.back().read_in_backward || n == 1;
     for (int micro = 0; micro < mode.micro_batches; ++micro) {
       for (int b = micro > 0 && last_stays ? n - 2 : n - 1; b >= 0; --b) gather(b, micro, true);
       if (!mode.reshard_after_forward) continue;
