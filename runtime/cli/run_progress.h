@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/clock.h"
 #include "runtime/config/config.h"
 
 namespace zl {
@@ -23,6 +24,26 @@ std::string format_duration(double seconds);
 // left to total_steps. No ETA before a step has run in this process.
 std::string progress_times(double elapsed_s, double process_s, std::int64_t first_step,
                            std::int64_t step, std::int64_t total_steps);
+
+// The training time of one log window, which its samples are divided by for samples/s:
+// evaluations and checkpoint writes inside the window are left out, and the steps before them
+// stay in (the window's samples include those steps).
+class ThroughputWindow {
+ public:
+  explicit ThroughputWindow(Clock::time_point now) : start_(now) {}
+  void restart(Clock::time_point now) {
+    start_ = now;
+    left_out_ = {};
+  }
+  void leave_out(Clock::time_point from, Clock::time_point to) { left_out_ += to - from; }
+  double seconds(Clock::time_point now) const {
+    return std::chrono::duration<double>(now - start_ - left_out_).count();
+  }
+
+ private:
+  Clock::time_point start_;
+  Clock::duration left_out_{};
+};
 
 // The last line of `zerolap train` on rank 0, naming where the run's files went, for example
 //   outputs: DIR/metrics.csv, DIR/config.toml[, DIR/trace.json];

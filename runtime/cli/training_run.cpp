@@ -48,7 +48,7 @@ int run_training(Trainer& trainer) {
   const double elapsed_before = metrics.kept_elapsed_s();  // a resume continues the run's clock
   auto elapsed = [&] { return elapsed_before + seconds_since(start); };
   auto epochs = [&] { return epochs_done(trainer.batch_cursor(), trainer.batches_per_epoch()); };
-  auto window_start = Clock::now();
+  ThroughputWindow throughput(Clock::now());
   const bool classification = trainer.task() == TaskKind::Classification;
   if (world.is_root() && !quiet) {
     // The split shows whenever it is not plain (global_batch.h): micro-batches or a global batch.
@@ -121,7 +121,7 @@ int run_training(Trainer& trainer) {
       const bool last = step == total_steps;
       if (step % config.train.log_every == 0 || last) {
         const StepLoss window = trainer.take_loss();  // the window's one read-back on CUDA
-        const double seconds = seconds_since(window_start);
+        const double seconds = throughput.seconds(Clock::now());
         const auto sums = trainer.sum_over_ranks(
             {window.loss_sum, window.correct, window.samples, trainer.window_check_value()});
         trainer.check_window(sums[0], sums[3], window_first_step, step);
@@ -151,9 +151,10 @@ int run_training(Trainer& trainer) {
                  *row.lr, *row.samples_per_s,
                  progress_times(elapsed(), seconds_since(start), first_step, step, total_steps)));
         window_first_step = step + 1;
-        window_start = Clock::now();
+        throughput.restart(Clock::now());
       }
       if (config.train.eval_every > 0 && step % config.train.eval_every == 0 && !last) {
+        const auto eval_start = Clock::now();
         const EvalResult e = trainer.evaluate();
         MetricsRow row = row_at(step);
         row.test_loss = e.loss;
@@ -161,7 +162,7 @@ int run_training(Trainer& trainer) {
         emit(row,
              fmt::format("eval  step {}  test_loss {:.4f}{}", step, e.loss,
                          classification ? fmt::format("  test_accuracy {:.4f}", e.accuracy) : ""));
-        window_start = Clock::now();  // evaluation time is not training throughput
+        throughput.leave_out(eval_start, Clock::now());  // not training throughput
       }
       // Checked per window: the parameters must be finite before they become a checkpoint.
       const auto save_checked = [&] {
@@ -172,9 +173,10 @@ int run_training(Trainer& trainer) {
       const bool saves = checkpoint_due(config.checkpoint, step, total_steps) &&
                          skips.state_changed_since_checkpoint();
       if (saves) {
+        const auto save_start = Clock::now();
         save_checked();
         skips.checkpoint_written();
-        window_start = Clock::now();  // checkpoint time is not training throughput
+        throughput.leave_out(save_start, Clock::now());  // not training throughput
       }
       if (const int signal = stop.after_step()) {  // every rank, after the same step
         std::string path;
