@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 
 #include "base/errors.h"
@@ -343,11 +344,26 @@ void print_line(bool quiet, const std::string& line) {
   std::fflush(stdout);
 }
 
-// The line said when output.dir's files are taken ("" when the directory is not taken).
-std::string taken_outputs_note(const DirState& s, Verdict verdict) {
-  if (verdict != Verdict::Take) return "";
-  return fmt::format("output.overwrite = true: replacing {} in '{}'{}", name_list(s.files), s.dir,
-                     s.record ? fmt::format(" (of run {})", s.record->run_id) : "");
+// Fills the claim's taken_files and taken_note when output.dir's files are taken.
+void take_outputs(const DirState& s, Verdict verdict, RunOutputsClaim& claim) {
+  if (verdict != Verdict::Take) return;
+  for (const std::string& name : s.files) {
+    // Only files go: a directory or a FIFO under an output's name is refused, not removed.
+    const std::string path = (fs::path(s.dir) / name).string();
+    struct stat st = {};
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+      throw UserError(fmt::format("output.overwrite = true would remove '{}', which is not a "
+                                  "regular file (it is {}): move it out of '{}', or choose "
+                                  "another directory (--set output.dir=DIR)",
+                                  path, file_type_name(st.st_mode), s.dir));
+    }
+  }
+  claim.taken_files = s.files;
+  claim.taken_note = fmt::format(
+      "output.overwrite = true: removing {} from '{}'",
+      s.record ? fmt::format("run {}'s {}", s.record->run_id, name_list(s.files))
+               : name_list(s.files),
+      s.dir);
 }
 
 }  // namespace
@@ -507,7 +523,7 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
     claim.removals.insert(claim.removals.end(), later.begin(), later.end());
     claim.removal_note = fmt::format("{}", fmt::join(lines, "\nzerolap: "));
   }
-  claim.taken_note = taken_outputs_note(out, out_verdict);
+  take_outputs(out, out_verdict, claim);
   claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
   claim.checkpoint_dir = ck.dir;
   config.run_id = run_id;
@@ -520,15 +536,26 @@ RunOutputsClaim check_bench_outputs(Config& config, int world_size) {
   const DirState out = output_state(config.output.dir);
   const std::string run_id = same_command(out, launch) ? out.record->run_id : new_run_id();
   RunOutputsClaim claim;
-  claim.taken_note = taken_outputs_note(
-      out, judge(out, launch, Start{}, run_id, config.output.overwrite, /*both_keys=*/false));
+  take_outputs(out,
+               judge(out, launch, Start{}, run_id, config.output.overwrite, /*both_keys=*/false),
+               claim);
   claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
   config.run_id = run_id;
   return claim;
 }
 
 void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool quiet) {
-  if (!claim.taken_note.empty()) print_line(quiet, claim.taken_note);
+  if (!claim.taken_files.empty()) print_line(quiet, claim.taken_note);
+  for (const std::string& name : claim.taken_files) {
+    const fs::path file = fs::path(config.output.dir) / name;
+    std::error_code ec;
+    fs::remove(file, ec);
+    if (ec) {
+      throw RuntimeFailure(fmt::format("cannot remove the other run's '{}' (output.overwrite = "
+                                       "true): {}",
+                                       file.string(), ec.message()));
+    }
+  }
   write_run_record(config.output.dir, claim.record);
   if (!claim.checkpoint_dir.empty()) write_run_record(claim.checkpoint_dir, claim.record);
 }

@@ -45,7 +45,11 @@ namespace zl {
 struct RunOutputsClaim {
   RunRecord record;        // this launch's run.json, for output.dir and checkpoint_dir
   std::string checkpoint_dir;  // a training run's checkpoint.dir ("": none, or the bench)
-  std::string taken_note;  // the line said when output.overwrite takes another run's outputs
+  // output.overwrite takes another run's outputs: its files in output.dir, removed before this
+  // run writes its own (so none of them, a trace.json this run does not write, stays beside
+  // them), and the line said then.
+  std::vector<std::string> taken_files;
+  std::string taken_note;
   // Checkpoint names in checkpoint.dir removed once the run's checkpoint loaded; the checkpoint it
   // resumed from, when in checkpoint.dir; the one line said when they are removed.
   std::vector<std::string> removals;
@@ -64,7 +68,8 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size);
 RunOutputsClaim check_bench_outputs(Config& config, int world_size);
 
 // Rank 0, once the launch passed every start-up check (a resume: its checkpoint loaded) and before
-// its first output file: says taken_note and writes run.json into output.dir and checkpoint_dir.
+// its first output file: removes taken_files (saying taken_note) and writes run.json into
+// output.dir and checkpoint_dir.
 void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool quiet);
 
 // Rank 0, after claim_run_outputs (a bad checkpoint is refused before anything is removed):

@@ -182,6 +182,16 @@ TEST_CASE("a FIFO as an output file is refused without blocking", "[cli][open]")
                     fifo);
     }
   }
+  SECTION("a directory named trace.json with output.overwrite = true, before the run trains") {
+    fs::create_directories(dir / "out" / "trace.json" / "inside");
+    const CliResult r =
+        run_zerolap_bounded("train " + config + " --set output.overwrite=true", 30);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains((dir / "out" / "trace.json").string()) &&
+                             Catch::Contains("a directory"));
+    CHECK_THAT(r.output, !Catch::Contains("step "));
+  }
   SECTION("bench.csv with output.overwrite = true") {
     fs::create_directories(dir / "out");
     const std::string fifo = make_fifo(dir / "out" / "bench.csv");
