@@ -55,23 +55,50 @@ nlohmann::json merge_trace_events(const std::vector<TraceSource>& sources, int r
   return out;
 }
 
+ClockOffset estimate_clock_offset(const World& world, const Tracer& clock, const WaitLimit& limit,
+                                  int rounds) {
+  constexpr int kTag = 7101;  // this exchange's own, apart from any other message on world.comm
+  ClockOffset best{0.0, std::numeric_limits<double>::infinity()};
+  if (world.is_root()) {
+    for (int r = 1; r < world.size; ++r) {
+      const std::string what = fmt::format("the trace's clock exchange with rank {}", r);
+      for (int i = 0; i < rounds; ++i) {
+        double ping = 0.0;
+        timed_recv(&ping, 1, MPI_DOUBLE, r, kTag, world.comm, limit, what);
+        const double root_us = clock.now_us();
+        timed_send(&root_us, 1, MPI_DOUBLE, r, kTag, world.comm, limit, what);
+      }
+    }
+    return {0.0, 0.0};
+  }
+  const std::string what = "the trace's clock exchange with rank 0";
+  for (int i = 0; i < rounds; ++i) {
+    const double t0 = clock.now_us();
+    timed_send(&t0, 1, MPI_DOUBLE, 0, kTag, world.comm, limit, what);
+    double root_us = 0.0;
+    timed_recv(&root_us, 1, MPI_DOUBLE, 0, kTag, world.comm, limit, what);
+    const double t1 = clock.now_us();
+    if (t1 - t0 < best.round_trip_us) best = {root_us - (t0 + t1) / 2, t1 - t0};
+  }
+  return best;
+}
+
 void write_trace(const World& world, const Tracer& clock, const nlohmann::json& events,
                  const std::string& path, double timeout_s, const nlohmann::json& metadata) {
   const WaitLimit limit{world.rank, timeout_s};
-  // Clock alignment: the instant every rank leaves the barrier is taken as the same time. The
-  // first barrier waits for the slowest rank (polled, so an early rank may notice its end up to
-  // ~12% of its wait late: Note [Polling back-off]); every rank enters the second within that
-  // slack, so it completes while they still spin, and its exit is the aligned instant.
-  timed_barrier(world.comm, limit, "the barrier before gathering the trace");
-  timed_barrier(world.comm, limit, "the barrier that aligns the trace's clocks");
-  const double sync_us = clock.now_us();
-  double root_sync_us = sync_us;
-  timed_bcast(&root_sync_us, 1, MPI_DOUBLE, 0, world.comm, limit,
-              "broadcasting the trace's clock origin");
+  // Each rank's events move onto rank 0's clock. Not by taking the instant the ranks leave a
+  // barrier as the same time: they leave it up to hundreds of microseconds apart when ranks
+  // outnumber cores or the scheduler interferes, and the trace then shows a collective ending on
+  // one rank before another rank began it, which cannot happen.
+  const ClockOffset offset = estimate_clock_offset(world, clock, limit);
+  double round_trip_us = offset.round_trip_us;
+  std::vector<double> round_trips(static_cast<std::size_t>(world.size), 0.0);
+  timed_gather(&round_trip_us, 1, MPI_DOUBLE, round_trips.data(), 1, MPI_DOUBLE, 0, world.comm,
+               limit, "gathering the trace's clock round trips");
 
   nlohmann::json shifted = events;
   for (auto& e : shifted) {
-    if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + (root_sync_us - sync_us);
+    if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + offset.offset_us;
   }
   const std::string mine = shifted.dump();
   if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
@@ -104,9 +131,11 @@ void write_trace(const World& world, const Tracer& clock, const nlohmann::json& 
       trace_events.push_back(std::move(e));
     }
   }
+  nlohmann::json other = metadata;
+  other["clock_round_trip_us"] = round_trips;
   nlohmann::json file = {{"traceEvents", std::move(trace_events)},
                          {"displayTimeUnit", "ms"},
-                         {"otherData", metadata}};
+                         {"otherData", std::move(other)}};
   const std::filesystem::path out(path);
   if (out.has_parent_path()) ensure_output_dir(out.parent_path().string());
   write_whole_file(path, file.dump() + '\n', "the trace");

@@ -80,7 +80,7 @@ stop_at mpi_init "MPI_Init_thread"
 stop_at startup "the start-up check for bad input"
 stop_at checkpoint "receiving checkpoint data from rank 1"
 stop_at evaluation "all_reduce_f64"
-stop_at trace "the barrier before gathering the trace" --set output.trace=true
+stop_at trace "the trace's clock exchange with rank 1" --set output.trace=true
 
 # Mid-training at ZeRO stage 3 (gathers in forward and backward, reduce-scatters, the step's
 # verdict): rank 1 is stopped (SIGSTOP) while both train; whatever rank 0 waits for then ends it.
