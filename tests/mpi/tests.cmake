@@ -54,6 +54,11 @@ zerolap_add_mpi_test(link 2 "[link]" 300)
 # bench's limits per tier.
 zerolap_add_mpi_test(link_tiers 2 "[link-tiers]" 300)
 zerolap_add_mpi_test(trace 2 "[trace]" 300)
+# The trace's clock alignment (tests/mpi/test_trace_clock.cpp): the offset estimate against the
+# Tracers' true origins, and collectives that overlap across ranks in the merged trace.
+foreach(np 2 3 4)
+  zerolap_add_mpi_test(trace_clock ${np} "[trace-clock]" 300)
+endforeach()
 
 # Checkpoints (tests/mpi/test_checkpoint.cpp, tests/mpi/checkpoint_crash_test.sh).
 foreach(np 1 2 3 4)
