@@ -1,4 +1,4 @@
-// Tracer: thread-safe Chrome trace-event collection for one rank (see trace.h).
+// Tracer: thread-safe Chrome trace-event collection for one rank (see tracer.h).
 #include "base/tracer.h"
 
 namespace zl {
@@ -23,7 +23,7 @@ int Tracer::thread_id(const std::string& thread) {
 
 void Tracer::span(const std::string& thread, const std::string& name, double begin_us,
                   double end_us, nlohmann::json args) {
-  if (!enabled_) return;
+  if (!enabled_ || begin_us > stop_us_.load()) return;
   std::lock_guard lock(mutex_);
   events_.push_back({{"name", name},
                      {"ph", "X"},
@@ -36,6 +36,20 @@ void Tracer::span(const std::string& thread, const std::string& name, double beg
 
 nlohmann::json Tracer::events() const {
   std::lock_guard lock(mutex_);
+  nlohmann::json out = metadata_events();
+  for (const auto& e : events_) out.push_back(e);
+  return out;
+}
+
+nlohmann::json Tracer::take_events() {
+  std::lock_guard lock(mutex_);
+  nlohmann::json out = metadata_events();
+  for (auto& e : events_) out.push_back(std::move(e));
+  events_ = nlohmann::json::array();
+  return out;
+}
+
+nlohmann::json Tracer::metadata_events() const {
   nlohmann::json out = nlohmann::json::array();
   out.push_back({{"name", "process_name"},
                  {"ph", "M"},
@@ -48,7 +62,6 @@ nlohmann::json Tracer::events() const {
                    {"tid", static_cast<int>(i)},
                    {"args", {{"name", threads_[i]}}}});
   }
-  for (const auto& e : events_) out.push_back(e);
   return out;
 }
 

@@ -3,8 +3,10 @@
 // monotonic clock relative to a per-run origin; recording is thread-safe and a no-op when disabled.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -33,8 +35,15 @@ class Tracer {
   void span(const std::string& thread, const std::string& name, double begin_us, double end_us,
             nlohmann::json args = nlohmann::json::object());
 
+  // From now on, spans that begin after `at_us` (now_us()'s clock) are not recorded; those begun
+  // before still are when they end later (an overlap mode's collectives of the last traced step).
+  // A long run's trace stays bounded (output.trace_steps).
+  void stop_recording_at(double at_us) { stop_us_.store(at_us); }
+
   // This rank's events as a JSON array (thread-name metadata included).
   nlohmann::json events() const;
+  // As events(), moved out: the tracer holds none afterwards (a long trace is not copied).
+  nlohmann::json take_events();
   void clear();
 
   // The streams' own timeline (base/stream_timeline.h): everything that records spans for the
@@ -44,6 +53,7 @@ class Tracer {
 
  private:
   int thread_id(const std::string& thread);  // caller holds mutex_
+  nlohmann::json metadata_events() const;     // caller holds mutex_
 
   int rank_;
   bool enabled_;
@@ -51,6 +61,7 @@ class Tracer {
   mutable std::mutex mutex_;
   std::vector<std::string> threads_;
   nlohmann::json events_ = nlohmann::json::array();
+  std::atomic<double> stop_us_{std::numeric_limits<double>::infinity()};
   StreamTimeline timeline_;
 };
 

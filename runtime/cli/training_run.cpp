@@ -114,6 +114,10 @@ int run_training(Trainer& trainer) {
     while (trainer.step() < total_steps) {
       // A non-finite step: NonfiniteStop, or skipped (docs/design.md, "Divergence").
       trainer.train_step();
+      if (trainer.step() - first_step == config.output.trace_steps) {
+        // The trace keeps output.trace_steps steps (the spans begun so far).
+        trainer.tracer().stop_recording_at(trainer.tracer().now_us());
+      }
       checkpoints.poll();
       team.after_step();
       skips.after_step(trainer.step(), trainer.skipped_steps());

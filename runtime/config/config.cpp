@@ -507,6 +507,7 @@ void read_output(const toml::table& root, ConfigSource& source, OutputConfig& o)
   SectionReader r(source, root, "output");
   r.path("dir", o.dir, /*allow_empty=*/false);
   r.boolean("trace", o.trace);
+  r.integer("trace_steps", o.trace_steps, closed(0, kMaxBenchSteps));
   r.boolean("overwrite", o.overwrite);
   r.finish();
 }

@@ -161,6 +161,9 @@ struct BenchConfig {
 struct OutputConfig {
   std::string dir = "runs/default";
   bool trace = false;
+  // `zerolap train`: the steps the trace records, the first ones this process trains; 0: every
+  // step (a trace grows by every step's spans, in memory until the run ends).
+  std::int64_t trace_steps = 100;
   // true: replace another run's outputs in dir (runtime/checkpoint/run_outputs.h).
   bool overwrite = false;
 };

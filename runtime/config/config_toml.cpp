@@ -229,6 +229,7 @@ std::string to_toml(const Config& c) {
   w.section("output");
   w.string("dir", c.output.dir);
   w.boolean("trace", c.output.trace);
+  w.integer("trace_steps", c.output.trace_steps);
   w.boolean("overwrite", c.output.overwrite);
   return w.take();
 }
