@@ -1,4 +1,4 @@
-// write_whole_file and write_whole_file_durably (see checked_write.h).
+// write_whole_file, write_whole_file_durably and replace_whole_file (see checked_write.h).
 #include "base/checked_write.h"
 
 #include <fmt/format.h>
@@ -45,6 +45,17 @@ void write_whole_file(const std::string& path, std::string_view text, std::strin
 void write_whole_file_durably(const std::string& path, std::string_view text,
                               std::string_view what) {
   write_checked(path, text, what, /*sync=*/true);
+}
+
+void replace_whole_file(const std::string& path, std::string_view text, std::string_view what) {
+  const std::string partial = path + ".partial";
+  write_checked(partial, text, what, /*sync=*/false);
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(partial.c_str());
+    throw RuntimeFailure(fmt::format("cannot write {} '{}': renaming '{}': {}", what, path,
+                                     partial, std::strerror(error)));
+  }
 }
 
 }  // namespace zl

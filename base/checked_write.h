@@ -18,4 +18,9 @@ void write_whole_file(const std::string& path, std::string_view text, std::strin
 void write_whole_file_durably(const std::string& path, std::string_view text,
                               std::string_view what);
 
+// As write_whole_file, into `path`.partial, then renamed over `path`: a reader, or a process
+// ended during the write, sees the old file or the new one whole, never a part of it (a trace,
+// bench results: files large enough to take seconds).
+void replace_whole_file(const std::string& path, std::string_view text, std::string_view what);
+
 }  // namespace zl

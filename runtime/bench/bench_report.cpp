@@ -428,9 +428,9 @@ void write_bench_outputs(const BenchReport& report, const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
   const auto path = std::filesystem::path(dir);
-  write_whole_file((path / "bench.json").string(), bench_to_json(report).dump(2) + '\n',
-                   "the bench results");
-  write_whole_file((path / "bench.csv").string(), bench_to_csv(report), "the bench results");
+  replace_whole_file((path / "bench.json").string(), bench_to_json(report).dump(2) + '\n',
+                     "the bench results");
+  replace_whole_file((path / "bench.csv").string(), bench_to_csv(report), "the bench results");
 }
 
 }  // namespace zl

@@ -20,8 +20,9 @@ namespace {
 
 std::atomic<int> g_signal{0};  // the signal this process received (SIGINT, SIGTERM), 0: none
 struct sigaction g_previous_int, g_previous_term;
-const char* g_first_note = nullptr;  // InterruptHandlers' notes
-const char* g_ending_note = "";
+// InterruptHandlers' notes; atomic, as set_notes may change them while a signal arrives.
+std::atomic<const char*> g_first_note{nullptr};
+std::atomic<const char*> g_ending_note{""};
 
 // Only async-signal-safe calls here: write(2) of whole strings.
 void say(const char* text) {
@@ -31,16 +32,16 @@ void say(const char* text) {
 void on_signal(int signal) {
   int none = 0;
   if (g_signal.compare_exchange_strong(none, signal)) {  // the first: stop where the loop can
-    if (g_first_note != nullptr) {
+    if (const char* note = g_first_note.load(); note != nullptr) {
       say(signal == SIGINT ? "\nzerolap: SIGINT: " : "\nzerolap: SIGTERM: ");
-      say(g_first_note);
+      say(note);
       say(" (again to end now)\n");
     }
     return;
   }
   // The second: at once, as the user asked twice.
   say("\nzerolap: interrupted again: ending now, ");
-  say(g_ending_note);
+  say(g_ending_note.load());
   say("\n");
   _exit(interrupt_exit_code(signal));
 }
@@ -57,6 +58,11 @@ InterruptHandlers::InterruptHandlers(const char* first_note, const char* ending_
   action.sa_flags = SA_RESTART;  // a read or wait in progress goes on; the loop checks the flag
   sigaction(SIGINT, &action, &g_previous_int);
   sigaction(SIGTERM, &action, &g_previous_term);
+}
+
+void InterruptHandlers::set_notes(const char* first_note, const char* ending_note) {
+  g_first_note = first_note;
+  g_ending_note = ending_note;
 }
 
 InterruptHandlers::~InterruptHandlers() {

@@ -22,6 +22,8 @@ class InterruptHandlers {
  public:
   InterruptHandlers(const char* first_note, const char* ending_note);
   ~InterruptHandlers();
+  // The notes from now on (a later phase, such as writing the outputs, that a signal lets end).
+  void set_notes(const char* first_note, const char* ending_note);
   InterruptHandlers(const InterruptHandlers&) = delete;
   InterruptHandlers& operator=(const InterruptHandlers&) = delete;
 };

@@ -67,10 +67,12 @@ int run_train_command(const ConfigArgs& args, const World& world) {
           apply_checkpoint_removals(config, claim, trainer->options().quiet);
         },
         config.runtime.timeout_s);
+    // Ctrl-C: stop at a step and save (interrupt.h); a step is short, so no first note. The
+    // handlers stay while the trace is written, so a signal then lets the trace finish.
+    InterruptHandlers interrupts(nullptr, "without a checkpoint");
+    int signal = 0;
     try {
-      // Ctrl-C: stop at a step and save (interrupt.h); a step is short, so no first note.
-      const InterruptHandlers interrupts(nullptr, "without a checkpoint");
-      if (const int signal = run_training(*trainer)) return interrupt_exit_code(signal);
+      signal = run_training(*trainer);
     } catch (const NonfiniteStop& e) {
       // Every rank found the same step non-finite at the same point (docs/design.md,
       // "Divergence"): one message, exit 1, a clean finalize, and no checkpoint of that state.
@@ -81,13 +83,16 @@ int run_train_command(const ConfigArgs& args, const World& world) {
       return kExitRuntimeFailure;
     }
     if (config.output.trace) {
+      // Every rank stopped after the same step, an interrupted run's too: its trace is written.
+      interrupts.set_notes("writing trace.json first", "without trace.json");
       trainer->synchronize();
       fault_stop_point("trace", world.rank);
-      write_trace(world, trainer->tracer(), trainer->tracer().events(),
+      write_trace(world, trainer->tracer(), trainer->tracer().take_events(),
                   (std::filesystem::path(config.output.dir) / "trace.json").string(),
                   config.runtime.timeout_s,
                   {{"command", "train"}, {"link", link_label(config.link)}});
     }
+    if (signal != 0) return interrupt_exit_code(signal);
     if (world.is_root() && !trainer->options().quiet) report_run_outputs(config);
     return 0;
   });

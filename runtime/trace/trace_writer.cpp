@@ -83,7 +83,7 @@ ClockOffset estimate_clock_offset(const World& world, const Tracer& clock, const
   return best;
 }
 
-void write_trace(const World& world, const Tracer& clock, const nlohmann::json& events,
+void write_trace(const World& world, const Tracer& clock, nlohmann::json events,
                  const std::string& path, double timeout_s, const nlohmann::json& metadata) {
   const WaitLimit limit{world.rank, timeout_s};
   // Each rank's events move onto rank 0's clock. Not by taking the instant the ranks leave a
@@ -96,11 +96,11 @@ void write_trace(const World& world, const Tracer& clock, const nlohmann::json& 
   timed_gather(&round_trip_us, 1, MPI_DOUBLE, round_trips.data(), 1, MPI_DOUBLE, 0, world.comm,
                limit, "gathering the trace's clock round trips");
 
-  nlohmann::json shifted = events;
-  for (auto& e : shifted) {
+  for (auto& e : events) {
     if (e.contains("ts")) e["ts"] = e["ts"].get<double>() + offset.offset_us;
   }
-  const std::string mine = shifted.dump();
+  const std::string mine = events.dump();
+  events = nlohmann::json();  // a long trace is held once at a time: as events, then as text
   if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
     throw RuntimeFailure(fmt::format("rank {}: trace of {} bytes is too large to gather",
                                      world.rank, mine.size()));
@@ -138,7 +138,7 @@ void write_trace(const World& world, const Tracer& clock, const nlohmann::json& 
                          {"otherData", std::move(other)}};
   const std::filesystem::path out(path);
   if (out.has_parent_path()) ensure_output_dir(out.parent_path().string());
-  write_whole_file(path, file.dump() + '\n', "the trace");
+  replace_whole_file(path, file.dump() + '\n', "the trace");
 }
 
 }  // namespace zl

@@ -47,12 +47,13 @@ ClockOffset estimate_clock_offset(const World& world, const Tracer& clock, const
                                   int rounds = 32);
 
 // Collective. `events` is this rank's array on the clock of `clock` (its now_us()). Rank 0 writes
-// `path` (creating its directory); `metadata` goes to the file's "otherData" (e.g. the simulated
-// link label), with "clock_round_trip_us" added: each rank's ClockOffset::round_trip_us, half of
-// which bounds the error of its events' placement against rank 0's. Every wait for another rank
-// is bounded by `timeout_s` (runtime.timeout_s; a stopped peer: RuntimeFailure naming the rank
-// and the step). Throws UserError when the file cannot be written.
-void write_trace(const World& world, const Tracer& clock, const nlohmann::json& events,
+// `path` (creating its directory) whole or not at all (replace_whole_file); `metadata` goes to
+// the file's "otherData" (e.g. the simulated link label), with "clock_round_trip_us" added: each
+// rank's ClockOffset::round_trip_us, half of which bounds the error of its events' placement
+// against rank 0's. Every wait for another rank is bounded by `timeout_s` (runtime.timeout_s; a
+// stopped peer: RuntimeFailure naming the rank and the step). Throws UserError when the file
+// cannot be written.
+void write_trace(const World& world, const Tracer& clock, nlohmann::json events,
                  const std::string& path, double timeout_s,
                  const nlohmann::json& metadata = nlohmann::json::object());
 

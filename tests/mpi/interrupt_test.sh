@@ -2,10 +2,11 @@
 # Ctrl-C and SIGTERM on a 2-rank training job (docs/reliability.md, "Ctrl-C and SIGTERM"): every
 # rank finishes its step, all stop at the same step, the checkpoint of that step is written and
 # loads (inspect, and a resume that starts at that step), rank 0 prints the promised line, and
-# the job exits 128 + signal. Delivered to every rank (as Slurm's scancel does): mpirun exits
-# 130 / 143. Delivered to mpirun alone (a terminal's Ctrl-C: Open MPI gives each rank a process
-# group of its own): Open MPI 4 sends SIGTERM to the ranks, which stop the same way, and mpirun
-# itself exits 1, its own choice.
+# the job exits 128 + signal; with output.trace, its trace (of output.trace_steps steps) is written
+# whole, and a signal while it is written lets it finish. Delivered to every rank (as Slurm's
+# scancel does): mpirun exits 130 / 143. Delivered to mpirun alone (a terminal's Ctrl-C: Open MPI
+# gives each rank a process group of its own): Open MPI 4 sends SIGTERM to the ranks, which stop
+# the same way, and mpirun itself exits 1, its own choice.
 # Usage: interrupt_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
 config=$2
@@ -18,6 +19,8 @@ interrupt() {
   local keys=()
   if [ "$format" = async_sharded ]; then
     keys=(--set 'checkpoint.format="sharded"' --set checkpoint.async=true --set checkpoint.every=20)
+  elif [ "$format" = traced ]; then
+    keys=(--set output.trace=true --set output.trace_steps=50)
   fi
   mkdir -p "$dir"
   mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=100000000 --set train.epochs=0 \
@@ -61,6 +64,14 @@ interrupt() {
   [ -f "$file" ] || { ls "$dir/ck"; fail "$name: no checkpoint of the interrupted step $step"; }
   [ "$(cat "$dir/ck/latest")" = "$pointer" ] || fail "$name: latest is not step $step"
   "$zerolap" inspect "$file" >"$dir/inspect.log" 2>&1 || { cat "$dir/inspect.log"; fail "$name: inspect failed"; }
+  if [ "$format" = traced ]; then  # the interrupted run's trace: whole, of its first 50 steps
+    local traced
+    traced=$(python3 -c 'import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+print(len({e["args"]["step"] for e in events if e.get("name") == "forward" and e["pid"] == 0}))' \
+      "$dir/out/trace.json") || fail "$name: trace.json is not whole JSON"
+    [ "$traced" -eq 50 ] || fail "$name: trace.json holds $traced steps, expected output.trace_steps = 50"
+  fi
   mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=$((step + 2)) --set train.epochs=0 \
     --set train.log_every=1 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
     --set "checkpoint.dir=\"$dir/ck\"" --set checkpoint.resume=true "${keys[@]}" >"$dir/resume.log" 2>&1 ||
@@ -69,6 +80,38 @@ interrupt() {
     grep -q "^final step $((step + 2)) " "$dir/resume.log" ||
     { cat "$dir/resume.log"; fail "$name: the resume did not continue from step $step"; }
   echo "ok: $name: stopped at step $step, exit $rc"
+}
+
+# A signal while the trace is written (rank 1 stopped on its way there, rank 0 waiting for it):
+# the trace is finished, whole, and the run, trained to its end, exits 0.
+signal_while_tracing() {
+  local dir="$work/while_tracing"
+  mkdir -p "$dir"
+  ZEROLAP_FAULT_STOP=trace:1 mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=30 \
+    --set output.trace=true --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
+  local job=$! ranks="" stopped=""
+  for _ in $(seq 1 600); do
+    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+    for r in $ranks; do [[ $(ps -o stat= -p "$r") == T* ]] && stopped=$r; done
+    [ -n "$stopped" ] && break
+    sleep 0.1
+  done
+  [ -n "$stopped" ] || { cat "$dir/job.log"; kill -9 "$job"; fail "while_tracing: rank 1 did not stop"; }
+  kill -TERM $ranks
+  sleep 0.5
+  kill -CONT "$stopped"
+  for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    pkill -9 -P "$job"; kill -9 "$job"; cat "$dir/job.log"; fail "while_tracing: still running 30 s after SIGTERM"
+  fi
+  wait "$job"
+  local rc=$?
+  [ "$rc" -eq 0 ] || { cat "$dir/job.log"; fail "while_tracing: exit code $rc, expected 0"; }
+  grep -q "SIGTERM: writing trace.json first (again to end now)" "$dir/job.log" ||
+    { cat "$dir/job.log"; fail "while_tracing: no line saying the trace is written first"; }
+  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$dir/out/trace.json" ||
+    fail "while_tracing: trace.json is not whole JSON"
+  echo "ok: a SIGTERM while the trace was written let it finish, exit $rc"
 }
 
 # The bench: SIGINT to both ranks after its first run; it stops after the run in progress, prints
@@ -187,5 +230,7 @@ bench_interrupt
 interrupt sigint_ranks INT ranks 130
 interrupt sigterm_ranks TERM ranks 143
 interrupt sigterm_ranks_async TERM ranks 143 async_sharded
+interrupt sigint_ranks_traced INT ranks 130 traced
+signal_while_tracing
 interrupt sigint_mpirun INT mpirun 1
 echo "PASS"
