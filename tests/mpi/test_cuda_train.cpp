@@ -1,7 +1,7 @@
 // Training on CUDA (cuBLAS, CUDA kernels, NCCL communicators, stream/event ordering) against the
-// same run on the CPU, on one rank: every mode and collective, several buckets, gradient
-// accumulation, clipping, a residual model; parameters, losses and evaluation within float
-// tolerance after a few steps. A missing event wait shows up as a stale or half-written bucket,
+// same run on the CPU, on one rank ([cuda-train]; [cuda-multi] on several ranks with a GPU each):
+// every mode and collective, several buckets, gradient accumulation, clipping, a residual model;
+// parameters, losses and evaluation within float tolerance after a few steps. A missing event wait shows up as a stale or half-written bucket,
 // i.e. an error of the order of the learning rate, far above the tolerances. Built only with
 // CUDA; where no GPU is visible each case skips with a printed reason.
 #include <catch2/catch.hpp>
@@ -305,9 +305,87 @@ TEST_CASE("NCCL communicator on one rank: callbacks are stream-ordered, f64 sums
   bcast.synchronize();
 }
 
+// Several ranks, each on a GPU of its own, so that NCCL moves bytes between GPUs: every case
+// above runs on one rank, where a collective is a local copy. Flat element shards at stages 1-3
+// and, on an even world, hybrid sharding (parallel.shard_group: the group's reduce-scatter, the
+// replicas' all-reduce on its own communicator, the verdict on the world's), each against the
+// same ranks on the CPU, with every rank bitwise identical after every CUDA step (docs/design.md
+// invariant 2). Skips with a WARN unless every rank has a GPU of its own (Device's collective
+// check: one GPU cannot hold two ranks of an NCCL communicator).
+TEST_CASE("several ranks on CUDA (NCCL between GPUs) train like the same ranks on the CPU",
+          "[cuda-multi]") {
+  const World world = world_of(MPI_COMM_WORLD);
+  try {
+    const Device probe(DeviceChoice::Cuda, world, 60.0);
+  } catch (const UserError& e) {
+    WARN("no CUDA device visible to every rank on its own: skipping (" << e.what() << ")");
+    return;
+  }
+  const std::vector<std::string> shards = {"parallel.mode=zero",
+                                           "parallel.collective=reduce_scatter_allgather"};
+  const std::vector<std::string> bf16 = {"precision.compute=bf16",
+                                         "precision.master_weights=remainders",
+                                         "precision.reduce_dtype=bf16"};
+  std::vector<std::vector<std::string>> cases = {
+      {"parallel.mode=ddp"},
+      {"parallel.mode=zero", "parallel.overlap=interleaved",
+       "parallel.collective=reduce_broadcast"},
+      with(shards, {"parallel.overlap=interleaved", "parallel.zero_stage=1"}),
+      with(shards, {"parallel.overlap=after_backward", "parallel.zero_stage=2",
+                    "train.grad_accum=3"}),
+      with(with(shards, {"parallel.overlap=interleaved", "parallel.zero_stage=3"}), bf16),
+  };
+  if (world.size % 2 == 0) {
+    const std::string group = "parallel.shard_group=" + std::to_string(world.size / 2);
+    cases.push_back(with(shards, {"parallel.overlap=interleaved", "parallel.zero_stage=1", group}));
+    cases.push_back(with(shards, {"parallel.overlap=after_backward", "parallel.zero_stage=2",
+                                  "train.grad_accum=3", group}));
+    cases.push_back(
+        with(with(shards, {"parallel.overlap=interleaved", "parallel.zero_stage=3", group}), bf16));
+  }
+  std::vector<std::string> names;
+  for (const auto& c : cases) names.push_back(section_name(c));
+  require_unique_names(names);
+  constexpr int kSteps = 4;
+  const auto run = [&](std::vector<std::string> overrides, const char* device) {
+    overrides.push_back(std::string("runtime.device=") + device);
+    Trainer trainer(small_config(with(kBuckets, overrides)), world, quiet_options());
+    Outcome o;
+    for (int s = 0; s < kSteps; ++s) {
+      trainer.train_step();
+      o.losses.push_back(trainer.take_loss().loss_sum);
+      o.params = host_parameters(trainer);  // collective at stage 3 (a gather)
+      if (std::string(device) == "cuda" && !identical_on_all_ranks(o.params, world.comm)) {
+        FAIL_CHECK("ranks diverged on CUDA after step " << s + 1);
+      }
+    }
+    o.eval = trainer.evaluate();
+    return o;
+  };
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(section_name(c)) {
+      const bool is_bf16 = c.back() == bf16.back();
+      const Outcome cpu = run(c, "cpu");
+      const Outcome gpu = run(c, "cuda");
+      // The one-rank tolerances (Adam; bf16 as the bf16 cases above): NCCL and MPI add the
+      // ranks' gradients in different orders, which the one-rank cases never do.
+      const double worst = is_bf16 ? tolerance_ratio(gpu.params, cpu.params, 1.0 / 64.0, 1e-3)
+                                   : tolerance_ratio(gpu.params, cpu.params, 1e-4, 1e-4);
+      INFO("worst |cuda - cpu| / (atol + rtol |cpu|) = " << worst);
+      CHECK(worst <= 1.0);
+      const double loss_rtol = is_bf16 ? 1e-2 : 1e-4;
+      for (int s = 0; s < kSteps; ++s) {
+        CHECK(gpu.losses[s] == Approx(cpu.losses[s]).epsilon(loss_rtol));
+      }
+      CHECK(gpu.eval.samples == cpu.eval.samples);
+      CHECK(gpu.eval.loss == Approx(cpu.eval.loss).epsilon(loss_rtol));
+    }
+  }
+}
+
 #else
 
-TEST_CASE("CUDA training tests are not built", "[cuda-train]") {
+TEST_CASE("CUDA training tests are not built", "[cuda-train][cuda-multi]") {
   WARN("built without CUDA (ZEROLAP_CUDA=OFF or nvcc not found): CUDA training tests skipped");
 }
 

@@ -103,9 +103,14 @@ zerolap_add_mpi_test(device 1 "[device]" 120)
 zerolap_add_mpi_test(device 2 "[device]" 120)
 zerolap_add_mpi_test(device 3 "[device]" 120)  # oversubscribed: unbound ranks share one mask
 zerolap_add_mpi_test(cuda_train 1 "[cuda-train]" 600)
+# NCCL between GPUs, flat and hybrid sharding (test_cuda_train.cpp, [cuda-multi]): a GPU per rank,
+# so it trains only on a machine with 2 (4) GPUs and skips with a WARN elsewhere.
+zerolap_add_mpi_test(cuda_multi 2 "[cuda-multi]" 600)
+zerolap_add_mpi_test(cuda_multi 4 "[cuda-multi]" 600)
 # The compute-only bench twin against the real run (tests/mpi/test_compute_only.cpp).
 zerolap_add_mpi_test(compute_only 1 "[compute-only]" 300)
-set_tests_properties(mpi.cuda_train.np1 PROPERTIES LABELS "mpi;cuda")
+set_tests_properties(mpi.cuda_train.np1 mpi.cuda_multi.np2 mpi.cuda_multi.np4
+  PROPERTIES LABELS "mpi;cuda")
 zerolap_add_mpi_test(reference_models 2 "[reference]" 600)
 # bf16 training (tests/mpi/test_bf16_train.cpp; the bf16 reference runs in test_reference_models.cpp).
 foreach(np 1 2 3 4)
