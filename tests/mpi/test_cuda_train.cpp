@@ -1,9 +1,10 @@
 // Training on CUDA (cuBLAS, CUDA kernels, NCCL communicators, stream/event ordering) against the
 // same run on the CPU, on one rank ([cuda-train]; [cuda-multi] on several ranks with a GPU each):
 // every mode and collective, several buckets, gradient accumulation, clipping, a residual model;
-// parameters, losses and evaluation within float tolerance after a few steps. A missing event wait shows up as a stale or half-written bucket,
-// i.e. an error of the order of the learning rate, far above the tolerances. Built only with
-// CUDA; where no GPU is visible each case skips with a printed reason.
+// parameters, losses and evaluation within float tolerance after a few steps. A missing event
+// wait shows up as a stale or half-written bucket, i.e. an error of the order of the learning
+// rate, far above the tolerances. Built only with CUDA; where no GPU is visible each case skips
+// with a printed reason.
 #include <catch2/catch.hpp>
 
 #include "cuda_test_util.h"
