@@ -5,7 +5,8 @@
 
 Writes DIR/bench_step_time.png (per bucket cap, one bar per mode: the compute-only run's forward,
 backward, optimizer and other compute, then what the step took beyond it, with the ideal step marked)
-and DIR/bench_speedup.png (speed-up over ddp against bucket_cap_mb, one line per mode). DIR
+and DIR/bench_speedup.png (speed-up over ddp against bucket_cap_mb, one line per mode; only when
+the bench measured ddp). DIR
 defaults to the JSON's directory. Needs matplotlib: Debian's python3-matplotlib (scripts/setup.sh)
 for Debian's /usr/bin/python3, which the #! line names (a pyenv or venv python3 does not see it).
 """
@@ -113,7 +114,10 @@ def plot_step_time(bench, path):
 
 
 def plot_speedup(bench, path):
+    """False, writing nothing, when no row has a speed-up (no ddp row at its cap and precision)."""
     rows = bench["results"]
+    if all(r["speedup_vs_ddp"] is None for r in rows):
+        return False
     name = row_name(rows)
     modes = list(dict.fromkeys(name(r) for r in rows))
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -138,6 +142,7 @@ def plot_speedup(bench, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return True
 
 
 def main(argv):
@@ -156,8 +161,13 @@ def main(argv):
     step_png = os.path.join(out, "bench_step_time.png")
     speedup_png = os.path.join(out, "bench_speedup.png")
     plot_step_time(bench, step_png)
-    plot_speedup(bench, speedup_png)
-    print(f"wrote {step_png} and {speedup_png}")
+    if plot_speedup(bench, speedup_png):
+        print(f"wrote {step_png} and {speedup_png}")
+        return 0
+    if os.path.exists(speedup_png):
+        os.remove(speedup_png)  # an earlier bench's chart, which these results do not back
+    print(f"wrote {step_png}; no speed-up chart: no row has a ddp row at its bucket cap and "
+          "precision (add \"ddp\" to bench.modes)")
     return 0
 
 

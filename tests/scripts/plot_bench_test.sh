@@ -2,7 +2,7 @@
 # scripts/plot_bench.py on the JSON of a real (tiny) `zerolap bench` run with a simulated link:
 # it succeeds and writes both charts as PNG files; and each bar's "hidden" label agrees with the
 # table's hidden column (1 - exposed / comm, clamped to [0, 1]; no label without communication);
-# each bar's segments add up to the step time.
+# each bar's segments add up to the step time; without ddp rows, no speed-up chart.
 # Usage: plot_bench_test.sh ZEROLAP_BINARY SOURCE_DIR WORK_DIR
 set -u
 zerolap=$1
@@ -45,4 +45,15 @@ PY
 then
   echo "FAIL: hidden_label disagrees with the table's hidden column"; cat "$work/label.log"; exit 1
 fi
-echo "PASS: plot_bench.py wrote both charts"
+# Results without ddp: the step-time chart alone, saying why, and no earlier speed-up chart left.
+/usr/bin/python3 -c 'import json, sys
+bench = json.load(open(sys.argv[1]))
+bench["results"] = [dict(r, speedup_vs_ddp=None) for r in bench["results"] if r["mode"] != "ddp"]
+json.dump(bench, open(sys.argv[2], "w"))' "$work/bench.json" "$work/no_ddp.json"
+if ! /usr/bin/python3 "$source_dir/scripts/plot_bench.py" "$work/no_ddp.json" --out "$work/plots" \
+    >"$work/no_ddp.log" 2>&1 || ! grep -q "no speed-up chart" "$work/no_ddp.log" ||
+    [ -e "$work/plots/bench_speedup.png" ]; then
+  echo "FAIL: without ddp rows plot_bench.py did not write the step-time chart alone"
+  cat "$work/no_ddp.log"; ls -l "$work/plots"; exit 1
+fi
+echo "PASS: plot_bench.py wrote both charts, and the step-time chart alone without ddp"
