@@ -344,26 +344,31 @@ void print_line(bool quiet, const std::string& line) {
   std::fflush(stdout);
 }
 
-// Fills the claim's taken_files and taken_note when output.dir's files are taken.
-void take_outputs(const DirState& s, Verdict verdict, RunOutputsClaim& claim) {
+// When output.dir's files are taken: the claim's taken_files (those of `s.files` this launch does
+// not write, in `writes`; it replaces the others by writing them) and taken_note.
+void take_outputs(const DirState& s, Verdict verdict, const std::vector<std::string>& writes,
+                  RunOutputsClaim& claim) {
   if (verdict != Verdict::Take) return;
+  std::vector<std::string> replaced;
   for (const std::string& name : s.files) {
     // Only files go: a directory or a FIFO under an output's name is refused, not removed.
     const std::string path = (fs::path(s.dir) / name).string();
     struct stat st = {};
     if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-      throw UserError(fmt::format("output.overwrite = true would remove '{}', which is not a "
+      throw UserError(fmt::format("output.overwrite = true would replace '{}', which is not a "
                                   "regular file (it is {}): move it out of '{}', or choose "
                                   "another directory (--set output.dir=DIR)",
                                   path, file_type_name(st.st_mode), s.dir));
     }
+    const bool written = std::find(writes.begin(), writes.end(), name) != writes.end();
+    (written ? replaced : claim.taken_files).push_back(name);
   }
-  claim.taken_files = s.files;
-  claim.taken_note = fmt::format(
-      "output.overwrite = true: removing {} from '{}'",
-      s.record ? fmt::format("run {}'s {}", s.record->run_id, name_list(s.files))
-               : name_list(s.files),
-      s.dir);
+  std::vector<std::string> parts;
+  if (!replaced.empty()) parts.push_back("replacing " + name_list(replaced));
+  if (!claim.taken_files.empty()) parts.push_back("removing " + name_list(claim.taken_files));
+  claim.taken_note = fmt::format("output.overwrite = true: {}outputs in '{}': {}",
+                                 s.record ? fmt::format("run {}'s ", s.record->run_id) : "",
+                                 s.dir, fmt::join(parts, "; "));
 }
 
 }  // namespace
@@ -523,7 +528,9 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size) {
     claim.removals.insert(claim.removals.end(), later.begin(), later.end());
     claim.removal_note = fmt::format("{}", fmt::join(lines, "\nzerolap: "));
   }
-  take_outputs(out, out_verdict, claim);
+  std::vector<std::string> writes = {"metrics.csv", "config.toml"};
+  if (config.output.trace) writes.push_back("trace.json");
+  take_outputs(out, out_verdict, writes, claim);
   claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
   claim.checkpoint_dir = ck.dir;
   config.run_id = run_id;
@@ -536,16 +543,18 @@ RunOutputsClaim check_bench_outputs(Config& config, int world_size) {
   const DirState out = output_state(config.output.dir);
   const std::string run_id = same_command(out, launch) ? out.record->run_id : new_run_id();
   RunOutputsClaim claim;
+  std::vector<std::string> writes = {"bench.json", "bench.csv"};
+  if (config.output.trace) writes.push_back("trace.json");
   take_outputs(out,
                judge(out, launch, Start{}, run_id, config.output.overwrite, /*both_keys=*/false),
-               claim);
+               writes, claim);
   claim.record = RunRecord{run_id, launch.command, world_size, launch.config};
   config.run_id = run_id;
   return claim;
 }
 
 void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool quiet) {
-  if (!claim.taken_files.empty()) print_line(quiet, claim.taken_note);
+  if (!claim.taken_note.empty()) print_line(quiet, claim.taken_note);
   for (const std::string& name : claim.taken_files) {
     const fs::path file = fs::path(config.output.dir) / name;
     std::error_code ec;

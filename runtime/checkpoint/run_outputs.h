@@ -45,9 +45,9 @@ namespace zl {
 struct RunOutputsClaim {
   RunRecord record;        // this launch's run.json, for output.dir and checkpoint_dir
   std::string checkpoint_dir;  // a training run's checkpoint.dir ("": none, or the bench)
-  // output.overwrite takes another run's outputs: its files in output.dir, removed before this
-  // run writes its own (so none of them, a trace.json this run does not write, stays beside
-  // them), and the line said then.
+  // output.overwrite takes another run's outputs in output.dir: those this launch does not write
+  // itself are removed before it writes its own (so none of them, a trace.json this run does not
+  // write, stays beside them), the others it replaces; and the line said then.
   std::vector<std::string> taken_files;
   std::string taken_note;
   // Checkpoint names in checkpoint.dir removed once the run's checkpoint loaded; the checkpoint it

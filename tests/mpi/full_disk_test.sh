@@ -49,9 +49,12 @@ full_at "$work/metrics/metrics.csv"
 expect_failure metrics "$(run metrics --set output.dir=\""$work/metrics"\")" "$work/metrics/metrics.csv"
 full_at "$work/config/config.toml"
 expect_failure config "$(run config --set output.dir=\""$work/config"\")" "$work/config/config.toml"
-full_at "$work/trace/trace.json"
+# The trace is written to trace.json.partial, then renamed into place (never left in part).
+full_at "$work/trace/trace.json.partial"
 expect_failure trace "$(run trace --set output.dir=\""$work/trace"\" --set output.trace=true)" \
   "$work/trace/trace.json"
+[ -e "$work/trace/trace.json" ] || [ -L "$work/trace/trace.json.partial" ] &&
+  fail "trace: a failed trace write left trace.json or trace.json.partial"
 echo "ok: metrics, config and trace writes that fail are exit 1 naming the file"
 
 # A checkpoint that cannot be written: exit 1, no temporary file, `latest` as it was.
@@ -114,8 +117,8 @@ C
   echo "ok: a checkpoint file that cannot be created for want of space is exit 1"
 fi
 
-# The bench's results.
-full_at "$work/bench/bench.json"
+# The bench's results (written to bench.json.partial, then renamed into place).
+full_at "$work/bench/bench.json.partial"
 rc=$(timeout 120 mpirun $flags -np 2 "$zerolap" bench "$work/run.toml" --set output.dir=\""$work/bench"\" --set output.overwrite=true \
   --set bench.steps=1 --set bench.warmup=0 --set 'bench.modes=["ddp"]' >"$work/bench.log" 2>&1; echo $?)
 expect_failure bench "$rc" "$work/bench/bench.json"

@@ -13,8 +13,8 @@
 #  - A resume of the owner's lineage on another world size with another lr proceeds, replacing its
 #    later checkpoints; a second fine-tune from outside into a checkpoint.dir whose `latest` is
 #    past its step is refused (not after a kill before the first `latest`); the overwrite keys go
-#    ahead (output.overwrite removes the other run's outputs, a trace.json it does not write
-#    included); a garbage run.json or config.toml, and a damaged checkpoint file or sharded manifest,
+#    ahead (output.overwrite replaces the other run's outputs, and removes a trace.json it does
+#    not write); a garbage run.json or config.toml, and a damaged checkpoint file or sharded manifest,
 #    are reported as unreadable; the bench twice; the README's two training commands, each twice.
 #  - A run refused after the ownership check (a later start-up check, a checkpoint that does not
 #    load, a bench's missing data) leaves run.json and config.toml as they were; a resume path to
@@ -363,7 +363,7 @@ expect 0 seed1_overwrite.log "the second fresh run with checkpoint.overwrite = t
 train 1 out ck_w world_overwrite.log --set output.overwrite=true
 expect 0 world_overwrite.log "the 1-rank run with output.overwrite = true" &&
   says world_overwrite.log "the overwrite" \
-    "output.overwrite = true: removing run $id_a's metrics.csv, config.toml, trace.json from '$work/out'"
+    "output.overwrite = true: run $id_a's outputs in '$work/out': replacing metrics.csv, config.toml; removing trace.json"
 grep -q '"world_size": 1' "$work/out/run.json" || bad "out/run.json is not the 1-rank run's"
 # The taken run's files go, those this run does not write too: no other run's trace.json stays.
 [ -e "$work/out/trace.json" ] && bad "output.overwrite = true left the other run's trace.json"
