@@ -11,6 +11,19 @@
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
 config=$2
 
+# end_of JOB SECONDS LOG WHAT EXPECTED_RC: waits up to SECONDS for the job to end (killed and
+# failed after that), then fails unless it exited EXPECTED_RC.
+end_of() {
+  local job=$1 seconds=$2 log=$3 what=$4 expected=$5
+  for _ in $(seq 1 $((seconds * 10))); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    pkill -9 -P "$job"; kill -9 "$job"; cat "$log"; fail "$what: still running $seconds s later"
+  fi
+  wait "$job"
+  local rc=$?
+  [ "$rc" -eq "$expected" ] || { cat "$log"; fail "$what: exit code $rc, expected $expected"; }
+}
+
 # interrupt NAME SIGNAL TARGET(ranks|mpirun) EXPECTED_RC [FORMAT(single_file|async_sharded)]
 # async_sharded: async sharded checkpoints every 20 steps, so one may be in flight at the signal;
 # the interrupt's checkpoint is committed (manifest, then `latest`) before the job exits.
@@ -35,13 +48,7 @@ interrupt() {
   [ "$(echo $ranks | wc -w)" -eq 2 ] || { cat "$dir/job.log"; kill -9 "$job"; fail "$name: ranks not found"; }
   sleep 1
   if [ "$target" = ranks ]; then kill "-$signal" $ranks; else kill "-$signal" "$job"; fi
-  for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$job" 2>/dev/null; then
-    pkill -9 -P "$job"; kill -9 "$job"; cat "$dir/job.log"; fail "$name: still running 30 s after SIG$signal"
-  fi
-  wait "$job"
-  local rc=$?
-  [ "$rc" -eq "$expected" ] || { cat "$dir/job.log"; fail "$name: exit code $rc, expected $expected"; }
+  end_of "$job" 30 "$dir/job.log" "$name after SIG$signal" "$expected"
   local line step file
   line=$(grep -E "interrupted at step [0-9]+; checkpoint .*; resume with --set checkpoint.resume=true" "$dir/job.log")
   [ -n "$line" ] || { cat "$dir/job.log"; fail "$name: no 'interrupted at step N; checkpoint ...' line"; }
@@ -79,7 +86,7 @@ print(len({e["args"]["step"] for e in events if e.get("name") == "forward" and e
   grep -q "resumed from .* at step $step " "$dir/resume.log" &&
     grep -q "^final step $((step + 2)) " "$dir/resume.log" ||
     { cat "$dir/resume.log"; fail "$name: the resume did not continue from step $step"; }
-  echo "ok: $name: stopped at step $step, exit $rc"
+  echo "ok: $name: stopped at step $step, exit $expected"
 }
 
 # A signal while the trace is written (rank 1 stopped on its way there, rank 0 waiting for it):
@@ -100,18 +107,12 @@ signal_while_tracing() {
   kill -TERM $ranks
   sleep 0.5
   kill -CONT "$stopped"
-  for _ in $(seq 1 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$job" 2>/dev/null; then
-    pkill -9 -P "$job"; kill -9 "$job"; cat "$dir/job.log"; fail "while_tracing: still running 30 s after SIGTERM"
-  fi
-  wait "$job"
-  local rc=$?
-  [ "$rc" -eq 0 ] || { cat "$dir/job.log"; fail "while_tracing: exit code $rc, expected 0"; }
+  end_of "$job" 30 "$dir/job.log" "while_tracing after SIGTERM" 0
   grep -q "SIGTERM: writing trace.json first (again to end now)" "$dir/job.log" ||
     { cat "$dir/job.log"; fail "while_tracing: no line saying the trace is written first"; }
   python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$dir/out/trace.json" ||
     fail "while_tracing: trace.json is not whole JSON"
-  echo "ok: a SIGTERM while the trace was written let it finish, exit $rc"
+  echo "ok: a SIGTERM while the trace was written let it finish, exit 0"
 }
 
 # The bench: SIGINT to both ranks after its first run; it stops after the run in progress, prints
@@ -130,13 +131,7 @@ bench_interrupt() {
   ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
   [ "$(echo $ranks | wc -w)" -eq 2 ] || { cat "$dir/job.log"; kill -9 "$job"; fail "bench: ranks not found"; }
   kill -INT $ranks
-  for _ in $(seq 1 900); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$job" 2>/dev/null; then
-    pkill -9 -P "$job"; kill -9 "$job"; cat "$dir/job.log"; fail "bench: still running 90 s after SIGINT"
-  fi
-  wait "$job"
-  local rc=$?
-  [ "$rc" -eq 130 ] || { cat "$dir/job.log"; fail "bench: exit code $rc, expected 130"; }
+  end_of "$job" 90 "$dir/job.log" "bench after SIGINT" 130
   local done
   done=$(sed -nE "s/.*bench interrupted after ([0-9]+) of $runs runs.*/\\1/p" "$dir/job.log")
   [ -n "$done" ] && [ "$done" -ge 1 ] && [ "$done" -lt "$runs" ] ||
@@ -146,7 +141,7 @@ bench_interrupt() {
   [ "$(grep -c "^zerolap: SIGINT: the bench stops after the run in progress" "$dir/job.log")" -eq 1 ] ||
     { cat "$dir/job.log"; fail "bench: not one line saying the SIGINT was seen"; }
   [ ! -e "$dir/out/bench.json" ] || fail "bench: an interrupted bench wrote bench.json"
-  echo "ok: bench: stopped after $done of $runs runs, exit $rc"
+  echo "ok: bench: stopped after $done of $runs runs, exit 130"
 }
 
 # A second SIGINT ends a healthy process at once, while the first one's stop is still pending:
