@@ -6,8 +6,7 @@
 Writes DIR/bench_step_time.png (per bucket cap, one bar per mode: the compute-only run's forward,
 backward, optimizer and other compute, then what the step took beyond it, with the ideal step marked)
 and DIR/bench_speedup.png (speed-up over ddp against bucket_cap_mb, one line per mode; only when
-the bench measured ddp). DIR
-defaults to the JSON's directory. Needs matplotlib: Debian's python3-matplotlib (scripts/setup.sh)
+the bench measured ddp). DIR defaults to the JSON's directory. Needs matplotlib: Debian's python3-matplotlib (scripts/setup.sh)
 for Debian's /usr/bin/python3, which the #! line names (a pyenv or venv python3 does not see it).
 """
 import argparse
