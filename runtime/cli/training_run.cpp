@@ -138,7 +138,12 @@ int run_training(Trainer& trainer) {
               sums[0] / (counted * world.size * static_cast<double>(config.train.grad_accum));
           if (classification) row.train_accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
         }
-        row.samples_per_s = sums[2] / std::max(seconds, 1e-9);
+        // Every step of the window ran forward and backward on its samples, a skipped one too:
+        // the throughput counts them all (the loss above only the counted steps').
+        const auto window_samples = static_cast<double>(
+            (step - window_first_step + 1) * config.data.batch_size * world.size *
+            config.train.grad_accum);
+        row.samples_per_s = window_samples / std::max(seconds, 1e-9);
         // The schedule follows the optimizer's step count, which a skipped step does not advance.
         const std::int64_t lr_step = std::max<std::int64_t>(trainer.optimizer().step_count(), 1);
         row.lr = scheduled_lr(config.optimizer, lr_step, total_steps);

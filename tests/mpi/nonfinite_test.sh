@@ -189,7 +189,12 @@ row=$(grep '^2,' "$work/skip_window/metrics.csv" | head -1)
 [ "$(echo "$row" | cut -d, -f3)" = "" ] || { cat "$work/skip_window/metrics.csv"; fail "skip_window: the skipped window logged a loss: $row"; }
 [ "$(echo "$row" | cut -d, -f4)" = "" ] || { cat "$work/skip_window/metrics.csv"; fail "skip_window: the skipped window logged an accuracy: $row"; }
 expect_log skip_window "step +2/3 .*loss - \(every step skipped\)"
-echo "ok: a window of skipped steps leaves its cells empty"
+# A skipped step still ran forward and backward on its samples: the window's throughput counts
+# them (it was 0 samples/s).
+awk -v r="$row" 'BEGIN { split(r, c, ","); exit !(c[7] + 0 > 0) }' ||
+  { cat "$work/skip_window/metrics.csv"; fail "skip_window: samples_per_s not above 0: $row"; }
+expect_log skip_window "step +2/3 .* [1-9][0-9]* samples/s"
+echo "ok: a window of skipped steps leaves its loss cells empty and counts its samples"
 # With the bound lifted, the issue's run ends with a NaN test loss: exit 1, not 0.
 rc=$(run final_nan --set checkpoint.dir=\""$work/final_nan"\" --set optimizer.lr=1e10 \
   --set train.steps=60 --set train.on_nonfinite=\"skip_step\" --set train.max_consecutive_skips=1000)
