@@ -126,7 +126,8 @@ int run_cli(int argc, char** argv) {
   auto* consolidate = app.add_subcommand(
       "consolidate", "Write one safetensors file from a sharded checkpoint");
   consolidate->add_option("checkpoint", consolidate_in,
-                          "A sharded checkpoint: its step_<N> directory or its manifest.json")
+                          "A sharded checkpoint (its step_<N> directory or its manifest.json), or "
+                          "a checkpoint directory or its `latest` pointer (the latest checkpoint)")
       ->required();
   consolidate->add_option("out", consolidate_out, "The .safetensors file to write")->required();
   consolidate->add_flag("--no-optimizer", consolidate_no_optimizer,

@@ -61,6 +61,8 @@ rc=$(run good "$good")
 [ "$(ls "$good/step_00000008" | wc -l)" -eq 3 ] || { ls "$good/step_00000008"; fail "not 2 shards + manifest"; }
 "$zerolap" inspect "$good" >"$work/inspect.log" 2>&1 || { cat "$work/inspect.log"; fail "inspect"; }
 [ "$(grep -c ' ok$' "$work/inspect.log")" -eq 2 ] || { cat "$work/inspect.log"; fail "inspect: 2 shards ok"; }
+grep -q "^precision fp32 (reduce_dtype fp32, master_weights fp32), mode zero, written on 2 ranks" \
+  "$work/inspect.log" || { cat "$work/inspect.log"; fail "inspect: the precision line"; }
 "$zerolap" consolidate "$good/step_00000008" "$work/one.safetensors" >"$work/cons.log" 2>&1 ||
   { cat "$work/cons.log"; fail "consolidate"; }
 "$zerolap" inspect "$work/one.safetensors" >"$work/inspect1.log" 2>&1 || fail "consolidated file"
@@ -70,6 +72,16 @@ grep -q "optimizer.layers.0.weight.exp_avg_sq" "$work/inspect1.log" || fail "no 
 grep -q "^layers.0.weight " <("$zerolap" inspect "$work/params.safetensors") || fail "no parameters"
 grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v "^  ") &&
   fail "--no-optimizer wrote state"
+# The checkpoint.dir, or its `latest` pointer, stands for the checkpoint `latest` names, as it
+# does for inspect and checkpoint.resume: the same file, and the line saying which it took.
+"$zerolap" consolidate "$good" "$work/from_dir.safetensors" >"$work/cons_dir.log" 2>&1 ||
+  { cat "$work/cons_dir.log"; fail "consolidate of the checkpoint.dir"; }
+grep -q "latest checkpoint .*step_00000008" "$work/cons_dir.log" ||
+  { cat "$work/cons_dir.log"; fail "consolidate of the checkpoint.dir: which checkpoint"; }
+cmp -s "$work/one.safetensors" "$work/from_dir.safetensors" || fail "checkpoint.dir: another file"
+"$zerolap" consolidate "$good/latest" "$work/from_latest.safetensors" >"$work/cons_l.log" 2>&1 ||
+  { cat "$work/cons_l.log"; fail "consolidate of the latest pointer"; }
+cmp -s "$work/one.safetensors" "$work/from_latest.safetensors" || fail "latest: another file"
 # An output that would overwrite the checkpoint, or is no file (named by its type), is refused
 # (exit 2) and changes nothing; so is one whose directory does not exist or cannot hold a file,
 # named as the output, and an empty one. An existing file is refused without --overwrite, and a

@@ -91,6 +91,13 @@ void check_output(const std::string& out, const std::string& manifest_path,
 std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::string& out,
                                    ConsolidateState state, ExistingOutput existing) {
   const std::optional<std::string> manifest_path = sharded_manifest_of(checkpoint);
+  std::error_code ec;
+  if (!manifest_path && fs::is_regular_file(checkpoint, ec) &&
+      checkpoint_step_of(fs::path(checkpoint).filename().string()) >= 0) {
+    throw UserError(fmt::format("'{}' is a single-file checkpoint, already one safetensors file "
+                                "(what consolidate writes): use it as it is",
+                                checkpoint));
+  }
   if (!manifest_path) {
     throw UserError(
         fmt::format("'{}' is not a sharded checkpoint (a step_<N> directory with a {}, "

@@ -334,6 +334,17 @@ TEST_CASE("consolidate never writes a file of a run's directory, even with --ove
                     !Contains("a file of a run's directory") && Contains(kManifestName));
 }
 
+TEST_CASE("consolidate of a single-file checkpoint says it is one file already", "[checkpoint]") {
+  const fs::path dir = temp_dir("consolidate_single_file");
+  const fs::path single = dir / checkpoint_file_name(4);
+  std::ofstream(single) << "not read";
+  CHECK_THROWS_WITH(consolidate_checkpoint(single.string(), (dir / "out.safetensors").string(),
+                                           ConsolidateState::Include),
+                    Contains("'" + single.string() + "' is a single-file checkpoint") &&
+                        Contains("already one safetensors file"));
+  CHECK_FALSE(fs::exists(dir / "out.safetensors"));
+}
+
 TEST_CASE("pruning keeps the checkpoint a running run resumed from", "[checkpoint]") {
   // A resumed run that diverges writes finite checkpoints of a bad state before a step turns
   // non-finite; the one it resumed from must survive them (docs/design.md, "Divergence").
