@@ -179,8 +179,11 @@ int run_training(Trainer& trainer) {
                              std::min(window_first_step, step), step);
         checkpoints.save(trainer.state());
       };
+      // The last step is in a checkpoint even when only skipped steps preceded it, as an
+      // interrupted one is below: a rerun with checkpoint.resume = true must find the run
+      // finished, not train its last steps again from an older `latest`.
       const bool saves = checkpoint_due(config.checkpoint, step, total_steps) &&
-                         skips.state_changed_since_checkpoint();
+                         (skips.state_changed_since_checkpoint() || last);
       if (saves) {
         const auto save_start = Clock::now();
         save_checked();

@@ -6,6 +6,7 @@
 #   adam     Adam at lr = 1e10 stays finite (loss ~1e21 here), so by default it trains on; with
 #            train.max_loss set it exits 1 naming the step;
 #   skip     train.on_nonfinite = "skip_step" skips a step with a NaN input on rank 1 and exits 0;
+#   skip_last     a skipped last step is still checkpointed, so a rerun trains nothing;
 #   skip_forever  skip_step at lr = 1e10 stops after train.max_consecutive_skips in a row;
 #   skip_window   a log window of skipped steps leaves its cells empty;
 #   config   bad values and skip_step with interleaved overlap exit 2 naming the key.
@@ -162,6 +163,26 @@ expect_log skip "final step 6 .*\(1 steps skipped as non-finite\)"
 check_dir skip "$work/skip"
 grep -q "^on_nonfinite = \"skip_step\"" "$work/out_skip/config.toml" || fail "skip: not in the effective config"
 echo "ok: skip_step skips the NaN step and finishes"
+
+# --- skip_last: a skipped last step still ends in a checkpoint of that step ----------------------
+# With every = 1, step 5 is in a checkpoint and step 6 (the last) is skipped: its state is step 5's,
+# but the run's last checkpoint must be of step 6, or a rerun with resume = true (a requeue) trains
+# step 6 again from step 5 instead of finding the run finished. It wrote none before.
+timeout 120 mpirun $flags -x ZEROLAP_FAULT_NONFINITE=6:1 -np 2 "$zerolap" train "$work/run.toml" \
+  --set checkpoint.dir=\""$work/skip_last"\" --set train.on_nonfinite=\"skip_step\" \
+  --set output.dir=\""$work/out_skip_last"\" >"$work/skip_last.log" 2>&1
+expect_rc skip_last $? 0
+expect_log skip_last "skipped step 6: the training loss is not finite"
+latest=$(cat "$work/skip_last/latest" 2>/dev/null)
+[ "$latest" = "step_00000006.safetensors" ] ||
+  { ls "$work/skip_last"; fail "skip_last: latest is '$latest', not step 6"; }
+timeout 120 mpirun $flags -np 2 "$zerolap" train "$work/run.toml" \
+  --set checkpoint.dir=\""$work/skip_last"\" --set train.on_nonfinite=\"skip_step\" \
+  --set checkpoint.resume=true --set output.dir=\""$work/out_skip_last"\" \
+  >"$work/skip_last_again.log" 2>&1
+expect_rc skip_last_again $? 0
+expect_log skip_last_again "at step 6, at or past the run's last step \(6\): nothing to train"
+echo "ok: a skipped last step is checkpointed, and the rerun finds the run finished"
 
 # --- skip forever: resuming the good run at lr = 1e10 with skip_step ------------------------------
 # Before train.max_consecutive_skips this exited 0 with 58 of 60 steps skipped, test_loss -nan and
