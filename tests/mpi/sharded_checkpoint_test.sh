@@ -72,6 +72,11 @@ grep -q "optimizer.layers.0.weight.exp_avg_sq" "$work/inspect1.log" || fail "no 
 grep -q "^layers.0.weight " <("$zerolap" inspect "$work/params.safetensors") || fail "no parameters"
 grep -q "optimizer\." <("$zerolap" inspect "$work/params.safetensors" | grep -v "^  ") &&
   fail "--no-optimizer wrote state"
+# A parameters-only file cannot resume Adam: exit 2 saying why, not only which tensor is missing.
+rc=$(run params_only "$work/params_ck" --set "checkpoint.resume=\"$work/params.safetensors\"")
+[ "$rc" -eq 2 ] || { cat "$work/params_only.log"; fail "resume from --no-optimizer: exit $rc"; }
+grep -q "parameters only (consolidate --no-optimizer)" "$work/params_only.log" ||
+  { cat "$work/params_only.log"; fail "resume from --no-optimizer: not said why"; }
 # The checkpoint.dir, or its `latest` pointer, stands for the checkpoint `latest` names, as it
 # does for inspect and checkpoint.resume: the same file, and the line saying which it took.
 "$zerolap" consolidate "$good" "$work/from_dir.safetensors" >"$work/cons_dir.log" 2>&1 ||

@@ -208,6 +208,12 @@ CheckpointFacts check_checkpoint(const SafetensorsReader& file, const ParameterS
                            escaped_excerpt(meta("optimizer_state")), states));
   }
 
+  if (!state_names.empty() && meta(kOptimizerStateOmittedKey) == "true") {
+    fail(file, fmt::format("holds parameters only (consolidate --no-optimizer), and resuming "
+                           "needs the optimizer state [{}]: resume from the sharded checkpoint, "
+                           "or a file consolidated without --no-optimizer",
+                           states));
+  }
   for (const ParameterInfo& p : store.parameters()) {
     check_tensor(file, p.name, p.shape,
                  "this model has that parameter, the checkpoint does not: it was written for "

@@ -23,6 +23,9 @@ class ParameterStore;
 inline constexpr const char* kCheckpointFormat = "zerolap-checkpoint";
 inline constexpr const char* kCheckpointFormatVersion = "1";
 inline constexpr const char* kLatestPointerName = "latest";  // holds the newest file's name
+// Metadata of a file `consolidate --no-optimizer` wrote ("true"): it cannot resume an optimizer
+// that keeps state.
+inline constexpr const char* kOptimizerStateOmittedKey = "optimizer_state_omitted";
 
 // The value of `key` in a checkpoint's metadata (a file's __metadata__, a manifest's); "" when
 // absent.

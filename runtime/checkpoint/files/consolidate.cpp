@@ -125,7 +125,7 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
     tensors.push_back({tensor_name(p->name, m.state_names, which), "F32", p->shape});
   }
   std::map<std::string, std::string> metadata = m.metadata;
-  if (!with_state) metadata["optimizer_state_omitted"] = "true";
+  if (!with_state) metadata[kOptimizerStateOmittedKey] = "true";
   const std::string temp = out + kCheckpointTempSuffix;
   std::vector<float> chunk;
   {
