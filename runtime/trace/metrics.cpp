@@ -1,6 +1,8 @@
 // MetricsWriter: the CSV metrics file (see metrics.h).
 #include "runtime/trace/metrics.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,31 +26,93 @@ void ensure_output_dir(const std::string& dir) {
   if (ec) throw UserError(fmt::format("cannot create output.dir '{}': {}", dir, ec.message()));
 }
 
-MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step) {
-  std::vector<std::string> kept;  // data rows of the earlier run up to resumed_step
-  std::error_code ec;
-  if (resumed_step > 0 && std::filesystem::exists(path, ec)) {
-    // Opened without blocking and checked to be a regular file, as every file zerolap reads.
-    const ReadableFile earlier = open_regular_file(path, "metrics file");
-    std::ifstream in(fmt::format("/proc/self/fd/{}", earlier.fd()));
-    std::string line;
-    std::getline(in, line);  // the header, written again below
-    while (std::getline(in, line)) {
-      const std::int64_t step = std::strtoll(line.c_str(), nullptr, 10);
-      if (!line.empty() && step <= resumed_step) kept.push_back(line);
+namespace {
+
+// What a resumed run keeps of the earlier metrics file: its rows up to the resumed step.
+struct KeptRows {
+  std::string last;           // the last row kept ("" when none)
+  std::int64_t bytes = 0;     // where the kept rows end in the file, when in_place
+  bool in_place = false;      // the file is the header, then the kept rows, then only dropped ones
+  std::vector<std::string> rows;  // every row kept, collected only for a rewrite
+};
+
+[[noreturn]] void cannot_open(const std::string& path, int error) {
+  throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
+                              std::strerror(error)));
+}
+
+KeptRows kept_rows(const std::string& path, std::int64_t resumed_step, bool collect) {
+  // Opened without blocking and checked to be a regular file, as every file zerolap reads.
+  const ReadableFile earlier = open_regular_file(path, "metrics file");
+  std::ifstream in(fmt::format("/proc/self/fd/{}", earlier.fd()));
+  KeptRows kept;
+  std::string line;
+  // The header, written again when the file is rewritten.
+  if (!std::getline(in, line) || in.eof()) return kept;
+  kept.in_place = line == MetricsWriter::header();
+  kept.bytes = static_cast<std::int64_t>(line.size()) + 1;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    const bool whole = !in.eof();  // a row a crash cut short has no newline
+    const std::int64_t step = std::strtoll(line.c_str(), nullptr, 10);
+    if (!line.empty() && step <= resumed_step) {
+      // A row kept after one dropped, or a row cut short: the file must be rewritten.
+      if (dropped || !whole) kept.in_place = false;
+      kept.bytes += static_cast<std::int64_t>(line.size()) + 1;
+      if (collect) kept.rows.push_back(line);
+      kept.last = line;
+    } else {
+      dropped = true;
     }
   }
-  file_.reset(open_for_writing(path, "w", "metrics file"));
-  if (!file_) {
-    throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
-                                std::strerror(errno)));
-  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step) {
+  KeptRows kept;
+  std::error_code ec;
+  const bool resumed = resumed_step > 0 && std::filesystem::exists(path, ec);
+  if (resumed) kept = kept_rows(path, resumed_step, false);
   path_ = path;
-  std::string text = std::string(header()) + "\n";
-  for (const auto& line : kept) text += line + "\n";
-  put(text);
-  if (!kept.empty()) {  // columns: step,epoch,train_loss,train_accuracy,test_loss,...,elapsed_s
-    const std::string& last = kept.back();
+  if (kept.in_place) {
+    // The rows kept are already the file's beginning: it is cut after them, in place, and the
+    // resumed run appends. Rewriting the file instead (truncate, then write the kept rows again)
+    // would lose every row of the earlier run to a kill, a crash or a full disk during the write,
+    // and a long run's file is large; a cut writes nothing, and keeps a link a link.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) cannot_open(path, errno);
+    struct stat st {};
+    const int flags = ::fcntl(fd, F_GETFL);
+    // Not a regular file now (replaced since it was read): rewritten below, as any other file.
+    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (regular && (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ||
+                    ::ftruncate(fd, kept.bytes) != 0 || ::lseek(fd, 0, SEEK_END) < 0)) {
+      const int error = errno;
+      ::close(fd);
+      cannot_open(path, error);
+    }
+    if (regular) file_.reset(::fdopen(fd, "w"));  // fdopen truncates nothing
+    if (regular && !file_) {
+      const int error = errno;
+      ::close(fd);
+      cannot_open(path, error);
+    }
+    if (!regular) ::close(fd);
+  }
+  if (!file_) {
+    // A new run, or an earlier file that is not the header and its rows in order (another
+    // header, a row a crash cut short): written afresh with the kept rows.
+    if (resumed) kept = kept_rows(path, resumed_step, true);
+    file_.reset(open_for_writing(path, "w", "metrics file"));
+    if (!file_) cannot_open(path, errno);
+    std::string text = std::string(header()) + "\n";
+    for (const auto& line : kept.rows) text += line + "\n";
+    put(text);
+  }
+  const std::string& last = kept.last;
+  if (!last.empty()) {  // columns: step,epoch,train_loss,train_accuracy,test_loss,...,elapsed_s
     kept_elapsed_s_ = std::strtod(last.c_str() + last.rfind(',') + 1, nullptr);
     std::size_t at = 0;
     for (int comma = 0; comma < 4 && at != std::string::npos; ++comma) at = last.find(',', at + 1);

@@ -27,7 +27,8 @@ class MetricsWriter {
   MetricsWriter() = default;  // writes nothing
   // Starts `path` afresh, or for a run resumed at step `resumed_step` (> 0) keeps the header and
   // the rows up to that step and appends after them: rows a crashed run logged past its last
-  // checkpoint are dropped, since the resumed run logs those steps again.
+  // checkpoint are dropped, since the resumed run logs those steps again. The file is cut after
+  // the kept rows in place, not written again, so a resume killed meanwhile loses none of them.
   MetricsWriter(const std::string& path, std::int64_t resumed_step);
 
   void write(const MetricsRow& row);
