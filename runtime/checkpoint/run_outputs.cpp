@@ -565,6 +565,16 @@ void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool 
                                        file.string(), ec.message()));
     }
   }
+  // A trace or bench results being written go to `<name>.partial` first (replace_whole_file);
+  // a process killed meanwhile leaves that file, as large as the output, and only a later launch
+  // that writes the same output would replace it. The directory is this launch's now and locked,
+  // so no one writes them: they go. Only regular files: a link there is someone's own.
+  for (const char* name : kRunOutputFiles) {
+    const fs::path partial = fs::path(config.output.dir) / (std::string(name) + ".partial");
+    struct stat st = {};
+    std::error_code ec;
+    if (::lstat(partial.c_str(), &st) == 0 && S_ISREG(st.st_mode)) fs::remove(partial, ec);
+  }
   write_run_record(config.output.dir, claim.record);
   if (!claim.checkpoint_dir.empty()) write_run_record(claim.checkpoint_dir, claim.record);
 }

@@ -68,7 +68,8 @@ RunOutputsClaim check_run_outputs(Config& config, int world_size);
 RunOutputsClaim check_bench_outputs(Config& config, int world_size);
 
 // Rank 0, once the launch passed every start-up check (a resume: its checkpoint loaded) and before
-// its first output file: removes taken_files (saying taken_note) and writes run.json into
+// its first output file: removes taken_files (saying taken_note) and the `.partial` files a
+// killed write of a trace or bench results left (regular files only), and writes run.json into
 // output.dir and checkpoint_dir.
 void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool quiet);
 

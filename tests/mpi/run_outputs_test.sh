@@ -27,6 +27,7 @@
 #  - A checkpoint.dir that is another run's sharded checkpoint, a bench's output.dir inside one,
 #    and an output.dir named like a checkpoint in the run's own checkpoint.dir are refused.
 #  - A live run's directories are refused to a second launch; without flock, a run warns.
+#  - The .partial files a killed trace or bench write left in output.dir go at the next launch.
 # Every case runs and reports; the test fails at the end when any did.
 # Usage: run_outputs_test.sh ZEROLAP_BINARY CONFIG WORK_DIR
 source "$(dirname "${BASH_SOURCE[0]}")/cli_test_prologue.sh" "$1" "$3"
@@ -464,6 +465,21 @@ expect 2 twin_ck.log "a run into a live run's checkpoint.dir" &&
 pkill -9 -f "output.dir=.$work/live\"" ; wait "$live" 2>/dev/null
 train 2 live live_ck after.log --set output.overwrite=true --set checkpoint.overwrite=true
 expect 0 after.log "a run after the live run was killed"
+
+# A trace or bench results killed while being written leave `<name>.partial` (as large as the
+# output): the next launch into the directory removes those files (not a link: the user's), also
+# when it writes no trace.
+train 2 partial partial_ck partial1.log
+expect 0 partial1.log "a run before a killed trace write"
+head -c 100000 /dev/zero >"$work/partial/trace.json.partial"
+head -c 100 /dev/zero >"$work/partial/bench.csv.partial"
+ln -s /dev/null "$work/partial/bench.json.partial"
+train 2 partial partial_ck partial2.log --set checkpoint.resume=true
+if expect 0 partial2.log "a resume after a killed trace write"; then
+  [ ! -e "$work/partial/trace.json.partial" ] && [ ! -e "$work/partial/bench.csv.partial" ] ||
+    bad "a resume left the .partial files of a killed write: $(ls -A "$work/partial" | tr '\n' ' ')"
+  [ -L "$work/partial/bench.json.partial" ] || bad "a resume removed a link named like a .partial file"
+fi
 
 # A filesystem without flock (an NFS mount without a lock manager: ENOLCK) cannot guard the
 # directories: the run goes on and says so, once per directory. A preloaded flock that fails so
