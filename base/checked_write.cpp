@@ -48,7 +48,7 @@ void write_whole_file_durably(const std::string& path, std::string_view text,
 }
 
 void replace_whole_file(const std::string& path, std::string_view text, std::string_view what) {
-  const std::string partial = path + ".partial";
+  const std::string partial = path + kPartialSuffix;
   write_checked(partial, text, what, /*sync=*/false);
   if (std::rename(partial.c_str(), path.c_str()) != 0) {
     const int error = errno;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <toml++/toml.h>
 
+#include "base/checked_write.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
@@ -570,7 +571,7 @@ void claim_run_outputs(const Config& config, const RunOutputsClaim& claim, bool 
   // that writes the same output would replace it. The directory is this launch's now and locked,
   // so no one writes them: they go. Only regular files: a link there is someone's own.
   for (const char* name : kRunOutputFiles) {
-    const fs::path partial = fs::path(config.output.dir) / (std::string(name) + ".partial");
+    const fs::path partial = fs::path(config.output.dir) / (std::string(name) + kPartialSuffix);
     struct stat st = {};
     std::error_code ec;
     if (::lstat(partial.c_str(), &st) == 0 && S_ISREG(st.st_mode)) fs::remove(partial, ec);
