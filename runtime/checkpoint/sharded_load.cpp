@@ -148,7 +148,9 @@ void load_sharded_checkpoint(const TrainingState& state, const std::string& root
       },
       timeout_s);
 
-  resume_at(state, facts, path, fmt::format(", {} shards", m.shards.size()), m.metadata);
+  const std::size_t shard_count = m.shards.size();
+  resume_at(state, facts, path,
+            fmt::format(", {} shard{}", shard_count, shard_count == 1 ? "" : "s"), m.metadata);
 }
 
 }  // namespace zl

@@ -365,9 +365,10 @@ void publish_checkpoint(const ShardCommit& commit, const Manifest& m) {
   // and any wait for the previous checkpoint, the publication runs in the background; sync:
   // everything).
   fmt::print(
-      "zerolap: checkpoint step {} -> {} ({} shards, {:.1f} MB; {} in {:.3f} s, "
+      "zerolap: checkpoint step {} -> {} ({} shard{}, {:.1f} MB; {} in {:.3f} s, "
       "committed in {:.3f} s; training stopped {:.3f} s)\n",
-      m.step, commit.step_dir, m.shards.size(), static_cast<double>(total) / 1e6,
+      m.step, commit.step_dir, m.shards.size(), m.shards.size() == 1 ? "" : "s",
+      static_cast<double>(total) / 1e6,
       commit.synchronous ? "written" : "staged", commit.staged_s,
       publish_s, commit.stopped_s + (commit.synchronous ? publish_s : 0.0));
   std::fflush(stdout);

@@ -55,9 +55,10 @@ void inspect_sharded_checkpoint(const std::string& manifest_path) {
     state_names.push_back(escaped_excerpt(name, 200, Quotes::AsIs));
   }
   fmt::print(
-      "{}: sharded checkpoint of step {} (generation {}), {} shards, {} parameters ({} "
+      "{}: sharded checkpoint of step {} (generation {}), {} shard{}, {} parameters ({} "
       "elements), optimizer state [{}]\n",
-      manifest_path, m.step, m.generation, m.shards.size(), m.parameters.size(), numel,
+      manifest_path, m.step, m.generation, m.shards.size(), m.shards.size() == 1 ? "" : "s",
+      m.parameters.size(), numel,
       fmt::join(state_names, ", "));
   fmt::print("precision {} (reduce_dtype {}, master_weights {}), mode {}, written on {} ranks; "
              "parameters stored as fp32\n",
