@@ -4,7 +4,8 @@
 // Points: "mpi_init" (just before MPI_Init, the rank taken from the launcher's environment),
 // "startup" (before the first exchange of `zerolap train`), "checkpoint" (inside a
 // checkpoint write, after its communicator exists), "evaluation" (before evaluation's reduction),
-// "trace" (before the trace of `zerolap train` is gathered).
+// "trace" (before the trace of `zerolap train` is gathered), "consolidate" (rank 0 of `zerolap
+// consolidate`, its output's data written to the temporary file, before that file is finished).
 //
 // Test hook for the non-finite tests, never set in production: ZEROLAP_FAULT_NONFINITE =
 // "<step>:<rank>" makes that rank's input of that optimizer step (counted from 1) hold a NaN, as a

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -46,7 +47,39 @@ void on_signal(int signal) {
   _exit(interrupt_exit_code(signal));
 }
 
+// RemoveOnInterrupt's file and line; the strings they point into outlive the handler.
+std::atomic<const char*> g_remove_path{nullptr};
+std::atomic<const char*> g_remove_message{""};
+struct sigaction g_remove_previous_int, g_remove_previous_term;
+
+void remove_and_exit(int signal) {
+  if (const char* path = g_remove_path.load(); path != nullptr) ::unlink(path);
+  say(signal == SIGINT ? "\nzerolap: SIGINT: " : "\nzerolap: SIGTERM: ");
+  say(g_remove_message.load());
+  say("\n");
+  _exit(interrupt_exit_code(signal));
+}
+
 }  // namespace
+
+RemoveOnInterrupt::RemoveOnInterrupt(std::string partial, std::string message)
+    : partial_(std::move(partial)), message_(std::move(message)) {
+  g_remove_path = partial_.c_str();
+  g_remove_message = message_.c_str();
+  struct sigaction action = {};
+  action.sa_handler = remove_and_exit;
+  sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGINT);  // one handler at a time: both signals end the process
+  sigaddset(&action.sa_mask, SIGTERM);
+  sigaction(SIGINT, &action, &g_remove_previous_int);
+  sigaction(SIGTERM, &action, &g_remove_previous_term);
+}
+
+RemoveOnInterrupt::~RemoveOnInterrupt() {
+  sigaction(SIGINT, &g_remove_previous_int, nullptr);
+  sigaction(SIGTERM, &g_remove_previous_term, nullptr);
+  g_remove_path = nullptr;
+}
 
 InterruptHandlers::InterruptHandlers(const char* first_note, const char* ending_note) {
   g_first_note = first_note;

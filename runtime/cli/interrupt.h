@@ -28,6 +28,24 @@ class InterruptHandlers {
   InterruptHandlers& operator=(const InterruptHandlers&) = delete;
 };
 
+// For a command whose one effect is a file written to a temporary one and renamed into place
+// (`zerolap consolidate`): while alive, SIGINT and SIGTERM remove `partial` and end the process at
+// once, exit 128 + signal, saying `zerolap: SIGINT: <message>`. Such a command has no step to
+// finish and nothing to save, so the first signal ends it; the default action ended it too, but
+// left the temporary file (as large as the output) where nothing removes it. A signal after the
+// rename finds no `partial`: the output stays, complete. The previous handlers come back at
+// destruction.
+class RemoveOnInterrupt {
+ public:
+  RemoveOnInterrupt(std::string partial, std::string message);
+  ~RemoveOnInterrupt();
+  RemoveOnInterrupt(const RemoveOnInterrupt&) = delete;
+  RemoveOnInterrupt& operator=(const RemoveOnInterrupt&) = delete;
+
+ private:
+  std::string partial_, message_;  // read by the handler: kept unchanged while it is installed
+};
+
 // The exit code of a run stopped by `signal`: 130 for SIGINT, 143 for SIGTERM (128 + signal).
 inline int interrupt_exit_code(int signal) { return 128 + signal; }
 

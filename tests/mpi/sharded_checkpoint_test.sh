@@ -135,6 +135,26 @@ cmp -s "$work/one.safetensors" "$work/kept.safetensors" || fail "a refused conso
 [ -p "$work/a_fifo" ] || fail "consolidate replaced a FIFO"
 [ -L "$work/a_link" ] || fail "consolidate replaced a symbolic link"
 [ -z "$(ls "$work" | grep '\.tmp$')" ] || fail "a refused consolidate left a temporary file"
+# SIGINT or SIGTERM while consolidate writes (stopped by the fault hook before the file is
+# finished, the signal waiting): exit 130 / 143 with neither the output nor its temporary file left behind; a Ctrl-C
+# once left OUT.safetensors.tmp, which nothing removes.
+for sig in INT TERM; do
+  out=$work/stopped_$sig.safetensors
+  ZEROLAP_FAULT_STOP=consolidate:0 "$zerolap" consolidate "$step8" "$out" >"$work/cons5.log" 2>&1 &
+  job=$!
+  for _ in $(seq 1 300); do [[ $(ps -o stat= -p "$job") == T* ]] && break; sleep 0.1; done
+  [[ $(ps -o stat= -p "$job") == T* ]] || { kill -9 "$job"; cat "$work/cons5.log"; fail "consolidate did not stop"; }
+  [ -e "$out.tmp" ] || { kill -9 "$job"; fail "no temporary file of '$out' at the stop"; }
+  kill -"$sig" "$job"
+  kill -CONT "$job"
+  wait "$job"
+  rc=$?
+  [ "$rc" -eq "$([ "$sig" = INT ] && echo 130 || echo 143)" ] ||
+    { cat "$work/cons5.log"; fail "consolidate after SIG$sig: exit $rc"; }
+  [ ! -e "$out" ] && [ ! -e "$out.tmp" ] || { ls "$work"; fail "SIG$sig left a part of '$out'"; }
+  grep -q "SIG$sig: consolidate stopped; '$out' not written" "$work/cons5.log" ||
+    { cat "$work/cons5.log"; fail "consolidate after SIG$sig: no line saying so"; }
+done
 echo "ok"
 
 echo "--- inspect refuses the hand-edited manifests that consolidate and train refuse"

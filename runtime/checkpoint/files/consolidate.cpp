@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "base/errors.h"
+#include "base/fault_stop.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/checkpoint_files.h"
 #include "runtime/checkpoint/files/run_identity.h"
@@ -88,6 +89,8 @@ void check_output(const std::string& out, const std::string& manifest_path,
 }
 }  // namespace
 
+std::string consolidate_temp_path(const std::string& out) { return out + kCheckpointTempSuffix; }
+
 std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::string& out,
                                    ConsolidateState state, ExistingOutput existing) {
   const std::optional<std::string> manifest_path = sharded_manifest_of(checkpoint);
@@ -126,7 +129,7 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
   }
   std::map<std::string, std::string> metadata = m.metadata;
   if (!with_state) metadata[kOptimizerStateOmittedKey] = "true";
-  const std::string temp = out + kCheckpointTempSuffix;
+  const std::string temp = consolidate_temp_path(out);
   std::vector<float> chunk;
   {
     SafetensorsWriter writer(temp, tensors, metadata);
@@ -138,6 +141,7 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
         writer.write_floats(chunk.data(), n);
       }
     }
+    fault_stop_point("consolidate", 0);  // tests: a signal while the temporary file is open
     writer.finish();
   }
   rename_durably(temp, out);

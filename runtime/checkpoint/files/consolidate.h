@@ -21,4 +21,8 @@ std::size_t consolidate_checkpoint(const std::string& checkpoint, const std::str
                                    ConsolidateState state,
                                    ExistingOutput existing = ExistingOutput::Refuse);
 
+// The temporary file consolidate_checkpoint writes before renaming it to `out`: a command stopped
+// by a signal removes it (runtime/cli/interrupt.h, RemoveOnInterrupt).
+std::string consolidate_temp_path(const std::string& out);
+
 }  // namespace zl
