@@ -5,7 +5,8 @@
 // "startup" (before the first exchange of `zerolap train`), "checkpoint" (inside a
 // checkpoint write, after its communicator exists), "evaluation" (before evaluation's reduction),
 // "trace" (before the trace of `zerolap train` is gathered), "consolidate" (rank 0 of `zerolap
-// consolidate`, its output's data written to the temporary file, before that file is finished).
+// consolidate`, its output's data written to the temporary file, before that file is finished),
+// "bench_outputs" (rank 0 of `zerolap bench`, its results written, before the ranks' last barrier).
 //
 // Test hook for the non-finite tests, never set in production: ZEROLAP_FAULT_NONFINITE =
 // "<step>:<rank>" makes that rank's input of that optimizer step (counted from 1) hold a NaN, as a

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/fault_stop.h"
 #include "base/standard_output.h"
 #include "base/writable_dir.h"
 #include "runtime/bench/bench.h"
@@ -16,6 +17,7 @@
 #include "runtime/cli/gemm_check.h"
 #include "runtime/cli/interrupt.h"
 #include "runtime/comm/link/simulated_link.h"
+#include "runtime/comm/timed_mpi.h"
 #include "runtime/config/config.h"
 #include "runtime/config/global_batch.h"
 #include "runtime/train/run/startup_facts.h"
@@ -70,7 +72,7 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
   // A UserError from here on (a data file another rank could read) ends the job via MPI_Abort.
   // Ctrl-C: stop after the run in progress (interrupt.h), which may take a while: said at once,
   // by rank 0 (mpirun hands the signal to every rank).
-  const InterruptHandlers interrupts(
+  InterruptHandlers interrupts(
       world.is_root() ? "the bench stops after the run in progress (during the last run it "
                         "finishes)"
                       : nullptr,
@@ -87,7 +89,18 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
   if (world.is_root()) options.before_first_output = claim_outputs;
   const BenchReport report = run_bench(config, world, options);
   if (report.stopped_by != 0) return report_stopped_bench(world, report, width);
-  if (!world.is_root()) return 0;
+  // Every rank waits here, with the handlers above installed, until rank 0 has written the
+  // results: a signal now lets them be written (exit 0). A rank that went on to MPI_Finalize would
+  // meet it with the default action and end the job 130 with bench.json whole.
+  const auto results_written = [&] {
+    timed_barrier(world.comm, WaitLimit{world.rank, config.runtime.timeout_s},
+                  "the barrier after the bench's results");
+  };
+  if (!world.is_root()) {
+    results_written();
+    return 0;
+  }
+  interrupts.set_notes("writing bench.json and bench.csv first", "without bench.json or bench.csv");
   fmt::print("\n{}", format_bench_table(report, width));
   claim_outputs();
   write_bench_outputs(report, config.output.dir);
@@ -98,6 +111,8 @@ int run_bench_command(const ConfigArgs& args, const World& world, TableWidth wid
                                               : ""),
                               "  ", width));
   flush_standard_output();
+  fault_stop_point("bench_outputs", world.rank);  // tests: a signal after the results are written
+  results_written();
   return 0;
 }
 

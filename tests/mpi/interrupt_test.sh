@@ -144,6 +144,33 @@ bench_interrupt() {
   echo "ok: bench: stopped after $done of $runs runs, exit 130"
 }
 
+# A signal once the bench is measured, while rank 0 writes its results (rank 0 stopped there, rank
+# 1 done): the results are written and the job exits 0. Rank 1 had left the bench's handlers for
+# MPI_Finalize, where the signal's default action killed it: exit 130 with bench.json whole.
+bench_signal_while_writing() {
+  local dir="$work/bench_writing"
+  mkdir -p "$dir"
+  ZEROLAP_FAULT_STOP=bench_outputs:0 mpirun -np 2 $flags "$zerolap" bench "$config" \
+    --set bench.steps=3 --set bench.warmup=1 --set 'bench.modes=["ddp"]' \
+    --set 'bench.bucket_cap_mb=[25.0]' --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
+  local job=$! ranks="" stopped=""
+  for _ in $(seq 1 600); do
+    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+    for r in $ranks; do [[ $(ps -o stat= -p "$r") == T* ]] && stopped=$r; done
+    [ -n "$stopped" ] && break
+    sleep 0.1
+  done
+  [ -n "$stopped" ] || { cat "$dir/job.log"; kill -9 "$job"; fail "bench_writing: rank 0 did not stop"; }
+  sleep 0.5  # rank 1 on its way out
+  kill -INT $ranks
+  sleep 0.5
+  kill -CONT "$stopped"
+  end_of "$job" 60 "$dir/job.log" "bench_writing after SIGINT" 0
+  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$dir/out/bench.json" ||
+    fail "bench_writing: bench.json is not whole JSON"
+  echo "ok: a SIGINT while the bench wrote its results let it finish, exit 0"
+}
+
 # A second SIGINT ends a healthy process at once, while the first one's stop is still pending:
 # one process (no mpirun) whose bench run in progress takes seconds (100000 steps); the second SIGINT, 0.5 s
 # after the first, ends it within 2 s with 130, the "interrupted again" line and no results.
@@ -222,6 +249,7 @@ second_signal
 stalled stalled_peer_timeout no
 stalled stalled_peer_second_signal yes
 bench_interrupt
+bench_signal_while_writing
 interrupt sigint_ranks INT ranks 130
 interrupt sigterm_ranks TERM ranks 143
 interrupt sigterm_ranks_async TERM ranks 143 async_sharded
