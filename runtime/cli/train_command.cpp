@@ -72,7 +72,7 @@ int run_train_command(const ConfigArgs& args, const World& world) {
     InterruptHandlers interrupts(nullptr, "without a checkpoint");
     int signal = 0;
     try {
-      signal = run_training(*trainer);
+      signal = run_training(*trainer, interrupts);
     } catch (const NonfiniteStop& e) {
       // Every rank found the same step non-finite at the same point (docs/design.md,
       // "Divergence"): one message, exit 1, a clean finalize, and no checkpoint of that state.

@@ -32,7 +32,7 @@ std::int64_t latest_step_everywhere(Trainer& trainer, const std::string& dir) {
 
 }  // namespace
 
-int run_training(Trainer& trainer) {
+int run_training(Trainer& trainer, InterruptHandlers& interrupts) {
   const Config& config = trainer.config();
   const World& world = trainer.world();
   const bool quiet = trainer.options().quiet;
@@ -220,6 +220,11 @@ int run_training(Trainer& trainer) {
     // its checkpoint at the last step, so that a resume from there goes on from it.
     checkpoints.save(trainer.state());
   }
+  // Trained to its end: a signal from here on lets the final checkpoint and evaluation finish
+  // (the step loop no longer asks), which rank 0 says at once, as the evaluation may take a while.
+  interrupts.set_notes(
+      world.is_root() ? "the run trained to its end: finishing its final evaluation" : nullptr,
+      "without the final evaluation");
   checkpoints.finish();  // the final checkpoint is complete before the evaluation and the exit
   const EvalResult e = trainer.evaluate();
   const std::int64_t step = trainer.step();

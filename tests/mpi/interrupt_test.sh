@@ -115,6 +115,33 @@ signal_while_tracing() {
   echo "ok: a SIGTERM while the trace was written let it finish, exit 0"
 }
 
+# A signal during the final evaluation (rank 1 stopped in it, rank 0 waiting for it): the run has
+# trained to its end, so the evaluation finishes and the job exits 0; rank 0 says so at once (the
+# signal went unanswered before).
+signal_in_final_evaluation() {
+  local dir="$work/final_eval"
+  mkdir -p "$dir"
+  ZEROLAP_FAULT_STOP=evaluation:1 mpirun -np 2 $flags "$zerolap" train "$config" \
+    --set train.steps=20 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
+    >"$dir/job.log" 2>&1 &
+  local job=$! ranks="" stopped=""
+  for _ in $(seq 1 600); do
+    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+    for r in $ranks; do [[ $(ps -o stat= -p "$r") == T* ]] && stopped=$r; done
+    [ -n "$stopped" ] && break
+    sleep 0.1
+  done
+  [ -n "$stopped" ] || { cat "$dir/job.log"; kill -9 "$job"; fail "final_eval: rank 1 did not stop"; }
+  kill -INT $ranks
+  sleep 0.5
+  kill -CONT "$stopped"
+  end_of "$job" 60 "$dir/job.log" "final_eval after SIGINT" 0
+  grep -q "^zerolap: SIGINT: the run trained to its end: finishing its final evaluation (again to end now)" \
+    "$dir/job.log" || { cat "$dir/job.log"; fail "final_eval: no line saying the signal was seen"; }
+  grep -q "^final step 20 " "$dir/job.log" || { cat "$dir/job.log"; fail "final_eval: no final line"; }
+  echo "ok: a SIGINT during the final evaluation let it finish, said so, exit 0"
+}
+
 # The bench: SIGINT to both ranks after its first run; it stops after the run in progress, prints
 # the table of the runs it finished and exits 130, without bench.json / bench.csv.
 bench_interrupt() {
@@ -255,5 +282,6 @@ interrupt sigterm_ranks TERM ranks 143
 interrupt sigterm_ranks_async TERM ranks 143 async_sharded
 interrupt sigint_ranks_traced INT ranks 130 traced
 signal_while_tracing
+signal_in_final_evaluation
 interrupt sigint_mpirun INT mpirun 1
 echo "PASS"

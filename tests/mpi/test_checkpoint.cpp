@@ -282,7 +282,8 @@ TEST_CASE("run() writes every `every` steps and at the end, prunes, and resumes"
   {
     Trainer trainer(small_config(overrides), world, quiet_options());
     prepare_checkpoints(trainer.state());
-    run_training(trainer);
+    InterruptHandlers interrupts(nullptr, "");
+    run_training(trainer, interrupts);
   }
   if (world.is_root()) {
     CHECK_FALSE(fs::exists(fs::path(dir) / checkpoint_file_name(3)));  // pruned: keep = 2
@@ -294,7 +295,8 @@ TEST_CASE("run() writes every `every` steps and at the end, prunes, and resumes"
                   quiet_options());
   prepare_checkpoints(resumed.state());
   CHECK(resumed.step() == 7);
-  run_training(resumed);
+  InterruptHandlers interrupts(nullptr, "");
+  run_training(resumed, interrupts);
   CHECK(resumed.step() == 9);
   if (world.is_root()) {
     CHECK(latest_checkpoint(dir) == (fs::path(dir) / checkpoint_file_name(9)).string());
@@ -309,7 +311,8 @@ TEST_CASE("steps = 0 writes the initial parameters", "[checkpoint-run]") {
                   quiet_options());
   const std::vector<float> initial = parameters_of(trainer);
   prepare_checkpoints(trainer.state());
-  run_training(trainer);
+  InterruptHandlers interrupts(nullptr, "");
+  run_training(trainer, interrupts);
   const std::string path = (fs::path(dir) / checkpoint_file_name(0)).string();
   REQUIRE(fs::exists(path));
   check_file_matches(trainer, path);
