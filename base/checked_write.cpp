@@ -38,6 +38,11 @@ void write_checked(const std::string& path, std::string_view text, std::string_v
 
 }  // namespace
 
+bool is_failure_of_the_moment(int error) {
+  return error == ENOSPC || error == EDQUOT || error == EIO || error == EMFILE ||
+         error == ENFILE || error == ENOMEM;
+}
+
 void write_whole_file(const std::string& path, std::string_view text, std::string_view what) {
   write_checked(path, text, what, /*sync=*/false);
 }

@@ -10,6 +10,12 @@
 
 namespace zl {
 
+// Whether a file that could not be created or written failed for want of the machine (a full disk,
+// an exhausted inode table or quota, an I/O error, a process out of files or memory): a failure of
+// the moment, exit 1, which a supervisor may restart once it has passed. Any other reason (a
+// missing or read-only directory, no permission, a name too long) is the configuration's, exit 2.
+bool is_failure_of_the_moment(int error);
+
 // Writes `text` to `path` (replacing it). `what` names it in messages ("the effective config").
 // Throws RuntimeFailure "cannot write <what> '<path>': <reason>".
 void write_whole_file(const std::string& path, std::string_view text, std::string_view what);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -26,11 +27,23 @@ void require_writable_dir(const std::string& dir, const std::string& key) {
     throw UserError(fmt::format("{} = '{}' is not a directory (set {} to a directory)", key, dir,
                                 key));
   }
-  // A file of its own (named by the pid), created and removed at once: what a write needs (a read-only
-  // filesystem, a permission or a quota shows here), whatever the directory's mode bits say.
-  const std::string probe =
-      (fs::path(dir) / fmt::format(".zerolap-write-check-{}", ::getpid())).string();
+  // A file of its own (named by the pid), created and removed at once: what a write needs (a
+  // read-only filesystem, a permission or a quota shows here), whatever the directory's mode bits
+  // say. Its name is as long as the longest path a run writes below the directory (a sharded
+  // checkpoint's step_N/shard_R_of_W.gG.safetensors: 61 characters with a 16-digit step, a
+  // 7-digit world and generation 0), so a directory whose path leaves no room for those names
+  // under PATH_MAX is refused here, not at the first checkpoint after the training it cost (exit 2
+  // there, or 1 for a shard, as if the disk had failed).
+  std::string name = fmt::format(".zerolap-write-check-{}-", ::getpid());
+  name.resize(std::max<std::size_t>(name.size(), kLongestNameBelow), 'x');
+  const std::string probe = (fs::path(dir) / name).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0600);
+  if (fd < 0 && errno == ENAMETOOLONG) {
+    throw UserError(fmt::format(
+        "{} = '{}' is too long a path ({} characters): the files a run writes in it would pass "
+        "the system's limit on a path (set {} to a shorter path)",
+        key, dir, dir.size(), key));
+  }
   if (fd < 0) {
     throw UserError(fmt::format("{} = '{}' is not writable: {} (set {} to a writable directory)",
                                 key, dir, std::strerror(errno), key));

@@ -4,9 +4,14 @@
 // later is the machine's failure (exit 1, base/checked_write.h).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace zl {
+
+// The longest path, relative to output.dir or checkpoint.dir, of a file a run writes there; the
+// probe file is named that long (require_writable_dir).
+inline constexpr std::size_t kLongestNameBelow = 80;
 
 // Creates `dir` (and its parents) when missing, then creates and removes a probe file in it.
 // Throws UserError "<key> = '<dir>' ...: <reason> (set <key> to a writable directory)".

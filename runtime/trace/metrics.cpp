@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "base/checked_write.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
 
@@ -37,6 +38,13 @@ struct KeptRows {
 };
 
 [[noreturn]] void cannot_open(const std::string& path, int error) {
+  // A full disk or inode table when the file is created is the machine's failure, as it is when a
+  // row is written (exit 1, the next launch may go on); output.dir itself passed the start-up
+  // check, so anything else is a directory changed since (exit 2).
+  if (is_failure_of_the_moment(error)) {
+    throw RuntimeFailure(fmt::format("cannot write metrics file '{}': {} (disk full?)", path,
+                                     std::strerror(error)));
+  }
   throw UserError(fmt::format("cannot write metrics file '{}': {} (check output.dir)", path,
                               std::strerror(error)));
 }

@@ -124,6 +124,49 @@ rc=$(timeout 120 mpirun $flags -np 2 "$zerolap" bench "$work/run.toml" --set out
 expect_failure bench "$rc" "$work/bench/bench.json"
 echo "ok: bench results that cannot be written are exit 1"
 
+# Out of inodes on a real tmpfs, where this test may mount: whichever output cannot be created
+# (run.json, config.toml, metrics.csv, the trace: one more inode each time) is exit 1 naming it,
+# as a full disk is. metrics.csv was exit 2 ("check output.dir"), as if the directory were bad
+# input, though it had passed the start-up check.
+inodes=$work/inodes
+mkdir -p "$inodes"
+for n in 2 3 4 5; do
+  if ! mount -t tmpfs -o size=1m,nr_inodes=$n tmpfs "$inodes" 2>/dev/null; then
+    echo "note: cannot mount a tmpfs here"
+    break
+  fi
+  rc=$(run inodes_$n --set output.dir=\""$inodes"\" --set output.trace=true)
+  umount "$inodes"
+  expect_failure inodes_$n "$rc" "'$inodes/"
+  [ "$n" -ne 4 ] || grep -qF "$inodes/metrics.csv" "$work/inodes_$n.log" ||
+    { cat "$work/inodes_$n.log"; fail "inodes_$n: metrics.csv is not named"; }
+done
+[ "$n" -eq 5 ] && echo "ok: an output that cannot be created for want of inodes is exit 1"
+
+# A checkpoint.dir whose path leaves no room under PATH_MAX for the names a run writes in it is
+# exit 2 naming the key, before any training. It passed the start-up check (whose file has a
+# short name) and failed at the first checkpoint: exit 2 for a single file, exit 1 for a shard or
+# the sharded format's start-up check, as if the disk had failed.
+deep() {  # LENGTH: a directory path of LENGTH characters under $work
+  local path=$work/deep
+  while [ $((${#path} + 201)) -lt "$1" ]; do path=$path/$(printf 'd%.0s' {1..200}); done
+  printf '%s/%s' "$path" "$(printf 'e%.0s' $(seq $(($1 - ${#path} - 1))))"
+}
+for format in single_file sharded; do
+  # 4070: room for step_00000002.safetensors.tmp (4100 > 4095: not); 4060: for the shard check
+  # file, not for step_00000002/shard_00000_of_00002.g0.safetensors.
+  length=$([ $format = single_file ] && echo 4070 || echo 4060)
+  long=$(deep $length)
+  rc=$(run long_$format --set output.dir=\""$work/long_out"\" --set checkpoint.dir=\""$long"\" \
+    --set checkpoint.every=2 --set checkpoint.format=\"$format\")
+  [ "$rc" -eq 2 ] || { cut -c1-300 "$work/long_$format.log"; fail "long_$format: exit code $rc, expected 2"; }
+  grep -qF "checkpoint.dir = '$long' is too long a path" "$work/long_$format.log" ||
+    { cut -c1-300 "$work/long_$format.log"; fail "long_$format: checkpoint.dir is not named"; }
+  grep -q '^step ' "$work/long_$format.log" && fail "long_$format: it trained before it failed"
+done
+rm -rf "$work/deep"
+echo "ok: a checkpoint.dir too long for the names written in it is exit 2 before any training"
+
 # A read-only filesystem as each output location: exit 2 naming the key, before any work. Before,
 # output.dir there was exit 1 at the first write (checkpoint.dir 2: one cause, two codes), and a
 # bench measured everything before it failed.

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/checked_write.h"
 #include "base/errors.h"
 #include "base/regular_file.h"
 #include "runtime/checkpoint/files/crc32.h"
@@ -97,12 +98,10 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorSpec> t
   file_ = open_for_writing(path_, "wb", "checkpoint file");
   if (!file_) {
     const int err = errno;
-    // A full disk, an exhausted inode table or quota, an I/O error or a process out of files is
-    // a failure of the moment, as it is when the data is written (exit 1: a supervisor may
-    // restart once it has passed); anything else (a missing or read-only directory, a name too
-    // long) is the configuration's (exit 2).
-    if (err == ENOSPC || err == EDQUOT || err == EIO || err == EMFILE || err == ENFILE ||
-        err == ENOMEM) {
+    // A full disk or inode table is a failure of the moment, as it is when the data is written
+    // (exit 1); anything else (a missing or read-only directory, a name too long) is the
+    // configuration's (exit 2).
+    if (is_failure_of_the_moment(err)) {
       throw RuntimeFailure(fmt::format("cannot create checkpoint file '{}': {}", path_,
                                        std::strerror(err)));
     }
