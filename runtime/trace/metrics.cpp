@@ -61,11 +61,12 @@ KeptRows kept_rows(const std::string& path, std::int64_t resumed_step, bool coll
   kept.bytes = static_cast<std::int64_t>(line.size()) + 1;
   bool dropped = false;
   while (std::getline(in, line)) {
-    const bool whole = !in.eof();  // a row a crash cut short has no newline
+    // A row a crash cut short has no newline, and is the file's last: dropped whatever its step,
+    // as a row past the resumed step is, so the cut below takes it away.
+    const bool whole = !in.eof();
     const std::int64_t step = std::strtoll(line.c_str(), nullptr, 10);
-    if (!line.empty() && step <= resumed_step) {
-      // A row kept after one dropped, or a row cut short: the file must be rewritten.
-      if (dropped || !whole) kept.in_place = false;
+    if (!line.empty() && whole && step <= resumed_step) {
+      if (dropped) kept.in_place = false;  // a row kept after one dropped: the file is rewritten
       kept.bytes += static_cast<std::int64_t>(line.size()) + 1;
       if (collect) kept.rows.push_back(line);
       kept.last = line;

@@ -110,6 +110,24 @@ TEST_CASE("a resume cuts the file after the kept rows instead of writing them ag
   CHECK(lines[2] == before[2]);
 }
 
+TEST_CASE("a row a crash cut short is dropped, even at or before the resumed step",
+          "[metrics]") {
+  // A power loss after a durable checkpoint of step 40 can leave row 40 cut short: kept, it came
+  // back with fewer columns (and the elapsed time read from its last one), and took the rewrite.
+  const std::string path = temp_path();
+  {
+    std::ofstream out(path);
+    out << MetricsWriter::header() << "\n20,0,0.05,,,,,,,2.000\n40,0,0.0";
+  }
+  {
+    MetricsWriter resumed(path, 40);
+    CHECK(resumed.kept_elapsed_s() == 2.0);
+  }
+  const auto lines = lines_of(path);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1] == "20,0,0.05,,,,,,,2.000");
+}
+
 TEST_CASE("a resume rewrites a file whose kept rows are not its beginning", "[metrics]") {
   const std::string path = temp_path();
   {
