@@ -19,8 +19,7 @@ int run_consolidate_command(const std::string& checkpoint, const std::string& ou
   // Ctrl-C or SIGTERM: rank 0, the one that writes, ends at once without the partial output.
   std::optional<RemoveOnInterrupt> interrupts;
   if (world.is_root()) {
-    interrupts.emplace(consolidate_temp_path(out),
-                       fmt::format("consolidate stopped; '{}' not written", out));
+    interrupts.emplace(consolidate_temp_path(out), fmt::format("consolidate of '{}' stopped", out));
   }
   agree_on_user_errors(world, [&] {
     if (!world.is_root()) return;

@@ -1,4 +1,4 @@
-// InterruptHandlers, agree_on_signal and StopAgreement (see interrupt.h).
+// InterruptHandlers, RemoveOnInterrupt, agree_on_signal and StopAgreement (see interrupt.h).
 #include "runtime/cli/interrupt.h"
 
 #include <unistd.h>
@@ -24,20 +24,26 @@ struct sigaction g_previous_int, g_previous_term;
 // InterruptHandlers' notes; atomic, as set_notes may change them while a signal arrives.
 std::atomic<const char*> g_first_note{nullptr};
 std::atomic<const char*> g_ending_note{""};
+std::atomic<bool> g_first_said{false};  // a first note was written for the signal received
 
 // Only async-signal-safe calls here: write(2) of whole strings.
 void say(const char* text) {
   [[maybe_unused]] const ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
 }
 
+// "zerolap: SIGINT: <first note> (again to end now)", once per signal received.
+void say_first_note(int signal) {
+  const char* note = g_first_note.load();
+  if (note == nullptr || g_first_said.exchange(true)) return;
+  say(signal == SIGINT ? "\nzerolap: SIGINT: " : "\nzerolap: SIGTERM: ");
+  say(note);
+  say(" (again to end now)\n");
+}
+
 void on_signal(int signal) {
   int none = 0;
   if (g_signal.compare_exchange_strong(none, signal)) {  // the first: stop where the loop can
-    if (const char* note = g_first_note.load(); note != nullptr) {
-      say(signal == SIGINT ? "\nzerolap: SIGINT: " : "\nzerolap: SIGTERM: ");
-      say(note);
-      say(" (again to end now)\n");
-    }
+    say_first_note(signal);
     return;
   }
   // The second: at once, as the user asked twice.
@@ -53,10 +59,12 @@ std::atomic<const char*> g_remove_message{""};
 struct sigaction g_remove_previous_int, g_remove_previous_term;
 
 void remove_and_exit(int signal) {
-  if (const char* path = g_remove_path.load(); path != nullptr) ::unlink(path);
+  const char* path = g_remove_path.load();
+  const bool removed = path != nullptr && ::unlink(path) == 0;
   say(signal == SIGINT ? "\nzerolap: SIGINT: " : "\nzerolap: SIGTERM: ");
   say(g_remove_message.load());
-  say("\n");
+  // No temporary file: not begun (the output untouched), or renamed into place (complete).
+  say(removed ? " (its partial file removed)\n" : "\n");
   _exit(interrupt_exit_code(signal));
 }
 
@@ -79,12 +87,14 @@ RemoveOnInterrupt::~RemoveOnInterrupt() {
   sigaction(SIGINT, &g_remove_previous_int, nullptr);
   sigaction(SIGTERM, &g_remove_previous_term, nullptr);
   g_remove_path = nullptr;
+  g_remove_message = "";
 }
 
 InterruptHandlers::InterruptHandlers(const char* first_note, const char* ending_note) {
   g_first_note = first_note;
   g_ending_note = ending_note;
   g_signal.store(0);
+  g_first_said.store(false);
   struct sigaction action = {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
@@ -96,6 +106,10 @@ InterruptHandlers::InterruptHandlers(const char* first_note, const char* ending_
 void InterruptHandlers::set_notes(const char* first_note, const char* ending_note) {
   g_first_note = first_note;
   g_ending_note = ending_note;
+}
+
+void InterruptHandlers::say_pending_note() const {
+  if (const int signal = g_signal.load(); signal != 0) say_first_note(signal);
 }
 
 InterruptHandlers::~InterruptHandlers() {

@@ -1,5 +1,6 @@
-// Ctrl-C and SIGTERM during `zerolap train` (docs/reliability.md, "Ctrl-C and SIGTERM"): the
-// first signal asks every rank to stop at the same step, the second ends the process at once.
+// Ctrl-C and SIGTERM during `zerolap train` and `bench` (docs/reliability.md, "Ctrl-C and
+// SIGTERM"): the first signal asks every rank to stop at the same step, the second ends the
+// process at once; during `consolidate`, the first removes the partial output and ends it.
 #pragma once
 
 #include <mpi.h>
@@ -24,17 +25,20 @@ class InterruptHandlers {
   ~InterruptHandlers();
   // The notes from now on (a later phase, such as writing the outputs, that a signal lets end).
   void set_notes(const char* first_note, const char* ending_note);
+  // Writes the first note now for a signal received before it was set (a phase that answered
+  // none), unless a note was written for that signal already.
+  void say_pending_note() const;
   InterruptHandlers(const InterruptHandlers&) = delete;
   InterruptHandlers& operator=(const InterruptHandlers&) = delete;
 };
 
 // For a command whose one effect is a file written to a temporary one and renamed into place
 // (`zerolap consolidate`): while alive, SIGINT and SIGTERM remove `partial` and end the process at
-// once, exit 128 + signal, saying `zerolap: SIGINT: <message>`. Such a command has no step to
-// finish and nothing to save, so the first signal ends it; the default action ended it too, but
-// left the temporary file (as large as the output) where nothing removes it. A signal after the
-// rename finds no `partial`: the output stays, complete. The previous handlers come back at
-// destruction.
+// once, exit 128 + signal, saying `zerolap: SIGINT: <message>` (and "(its partial file removed)"
+// when there was one to remove). Such a command has no step to finish and nothing to save, so the
+// first signal ends it; the default action ended it too, but left the temporary file (as large as
+// the output) where nothing removes it. A signal after the rename finds no `partial`: the output
+// stays, complete. The previous handlers come back at destruction.
 class RemoveOnInterrupt {
  public:
   RemoveOnInterrupt(std::string partial, std::string message);

@@ -50,6 +50,8 @@ int run_training(Trainer& trainer, InterruptHandlers& interrupts) {
   auto epochs = [&] { return epochs_done(trainer.batch_cursor(), trainer.batches_per_epoch()); };
   ThroughputWindow throughput(Clock::now());
   const bool classification = trainer.task() == TaskKind::Classification;
+  const std::int64_t samples_per_step =
+      config.data.batch_size * world.size * config.train.grad_accum;
   if (world.is_root() && !quiet) {
     // The split shows whenever it is not plain (global_batch.h): micro-batches or a global batch.
     const bool plain_batch = config.train.grad_accum == 1 && config.data.global_batch_size == 0;
@@ -57,7 +59,7 @@ int run_training(Trainer& trainer, InterruptHandlers& interrupts) {
                "({} steps per epoch), mode {}{}, {}{}\n",
                config.source_path, trainer.model().store().parameter_numel(), world.size,
                world.size == 1 ? "" : "s", device_name(trainer.model().store().device()),
-               total_steps, config.data.batch_size * world.size * config.train.grad_accum,
+               total_steps, samples_per_step,
                plain_batch ? std::string()
                            : fmt::format(" = {} per rank x {} micro-batch{}{}",
                                          config.data.batch_size, config.train.grad_accum,
@@ -140,9 +142,8 @@ int run_training(Trainer& trainer, InterruptHandlers& interrupts) {
         }
         // Every step of the window ran forward and backward on its samples, a skipped one too:
         // the throughput counts them all (the loss above only the counted steps').
-        const auto window_samples = static_cast<double>(
-            (step - window_first_step + 1) * config.data.batch_size * world.size *
-            config.train.grad_accum);
+        const auto window_samples =
+            static_cast<double>((step - window_first_step + 1) * samples_per_step);
         row.samples_per_s = window_samples / std::max(seconds, 1e-9);
         // The schedule follows the optimizer's step count, which a skipped step does not advance.
         const std::int64_t lr_step = std::max<std::int64_t>(trainer.optimizer().step_count(), 1);
@@ -220,11 +221,14 @@ int run_training(Trainer& trainer, InterruptHandlers& interrupts) {
     // its checkpoint at the last step, so that a resume from there goes on from it.
     checkpoints.save(trainer.state());
   }
-  // Trained to its end: a signal from here on lets the final checkpoint and evaluation finish
-  // (the step loop no longer asks), which rank 0 says at once, as the evaluation may take a while.
+  // Trained to its end: a signal from here on, or one the last step's agreement did not take up
+  // (it answers a signal at the next step), lets the final checkpoint and evaluation finish; rank
+  // 0 says so at once, as they may take a while.
   interrupts.set_notes(
-      world.is_root() ? "the run trained to its end: finishing its final evaluation" : nullptr,
-      "without the final evaluation");
+      world.is_root() ? "the run trained to its end: finishing its final checkpoint and evaluation"
+                      : nullptr,
+      "without the final checkpoint's commit or evaluation");
+  interrupts.say_pending_note();
   checkpoints.finish();  // the final checkpoint is complete before the evaluation and the exit
   const EvalResult e = trainer.evaluate();
   const std::int64_t step = trainer.step();

@@ -115,14 +115,18 @@ signal_while_tracing() {
   echo "ok: a SIGTERM while the trace was written let it finish, exit 0"
 }
 
-# A signal during the final evaluation (rank 1 stopped in it, rank 0 waiting for it): the run has
-# trained to its end, so the evaluation finishes and the job exits 0; rank 0 says so at once (the
-# signal went unanswered before).
-signal_in_final_evaluation() {
-  local dir="$work/final_eval"
+# signal_after_training NAME POINT ARGS...: a signal while rank 1 is stopped at fault point POINT
+# at the end of the training (rank 0 waiting for it): the run has trained to its end, so it
+# finishes (exit 0), and rank 0 says so. final_eval: during the final evaluation (the signal went
+# unanswered before); last_checkpoint: during the last step's synchronous checkpoint, which the
+# step's agreement can no longer take up (it answers at the next step), so the note comes after.
+signal_after_training() {
+  local name=$1 point=$2
+  shift 2
+  local dir="$work/$name"
   mkdir -p "$dir"
-  ZEROLAP_FAULT_STOP=evaluation:1 mpirun -np 2 $flags "$zerolap" train "$config" \
-    --set train.steps=20 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" \
+  ZEROLAP_FAULT_STOP=$point:1 mpirun -np 2 $flags "$zerolap" train "$config" \
+    --set train.steps=20 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" "$@" \
     >"$dir/job.log" 2>&1 &
   local job=$! ranks="" stopped=""
   for _ in $(seq 1 600); do
@@ -131,15 +135,15 @@ signal_in_final_evaluation() {
     [ -n "$stopped" ] && break
     sleep 0.1
   done
-  [ -n "$stopped" ] || { cat "$dir/job.log"; kill -9 "$job"; fail "final_eval: rank 1 did not stop"; }
+  [ -n "$stopped" ] || { cat "$dir/job.log"; kill -9 "$job"; fail "$name: rank 1 did not stop"; }
   kill -INT $ranks
   sleep 0.5
   kill -CONT "$stopped"
-  end_of "$job" 60 "$dir/job.log" "final_eval after SIGINT" 0
-  grep -q "^zerolap: SIGINT: the run trained to its end: finishing its final evaluation (again to end now)" \
-    "$dir/job.log" || { cat "$dir/job.log"; fail "final_eval: no line saying the signal was seen"; }
-  grep -q "^final step 20 " "$dir/job.log" || { cat "$dir/job.log"; fail "final_eval: no final line"; }
-  echo "ok: a SIGINT during the final evaluation let it finish, said so, exit 0"
+  end_of "$job" 60 "$dir/job.log" "$name after SIGINT" 0
+  grep -q "^zerolap: SIGINT: the run trained to its end: finishing its final checkpoint and evaluation" \
+    "$dir/job.log" || { cat "$dir/job.log"; fail "$name: no line saying the signal was seen"; }
+  grep -q "^final step 20 " "$dir/job.log" || { cat "$dir/job.log"; fail "$name: no final line"; }
+  echo "ok: $name: a SIGINT after the training let it finish, said so, exit 0"
 }
 
 # The bench: SIGINT to both ranks after its first run; it stops after the run in progress, prints
@@ -171,10 +175,11 @@ bench_interrupt() {
   echo "ok: bench: stopped after $done of $runs runs, exit 130"
 }
 
-# A signal once the bench is measured, while rank 0 writes its results (rank 0 stopped there, rank
-# 1 done): the results are written and the job exits 0. Rank 1 had left the bench's handlers for
-# MPI_Finalize, where the signal's default action killed it: exit 130 with bench.json whole.
-bench_signal_while_writing() {
+# A signal once the bench is measured, as rank 0 ends its results (rank 0 stopped after writing
+# them, before the ranks' last barrier; rank 1 done): the job exits 0 with them. Rank 1 had left
+# the bench's handlers for MPI_Finalize, where the signal's default action killed it: exit 130
+# with bench.json whole.
+bench_signal_at_results() {
   local dir="$work/bench_writing"
   mkdir -p "$dir"
   ZEROLAP_FAULT_STOP=bench_outputs:0 mpirun -np 2 $flags "$zerolap" bench "$config" \
@@ -276,12 +281,14 @@ second_signal
 stalled stalled_peer_timeout no
 stalled stalled_peer_second_signal yes
 bench_interrupt
-bench_signal_while_writing
+bench_signal_at_results
 interrupt sigint_ranks INT ranks 130
 interrupt sigterm_ranks TERM ranks 143
 interrupt sigterm_ranks_async TERM ranks 143 async_sharded
 interrupt sigint_ranks_traced INT ranks 130 traced
 signal_while_tracing
-signal_in_final_evaluation
+signal_after_training final_eval evaluation
+signal_after_training last_checkpoint checkpoint --set checkpoint.every=20 \
+  --set "checkpoint.dir=\"$work/last_checkpoint/ck\""
 interrupt sigint_mpirun INT mpirun 1
 echo "PASS"

@@ -152,7 +152,7 @@ for sig in INT TERM; do
   [ "$rc" -eq "$([ "$sig" = INT ] && echo 130 || echo 143)" ] ||
     { cat "$work/cons5.log"; fail "consolidate after SIG$sig: exit $rc"; }
   [ ! -e "$out" ] && [ ! -e "$out.tmp" ] || { ls "$work"; fail "SIG$sig left a part of '$out'"; }
-  grep -q "SIG$sig: consolidate stopped; '$out' not written" "$work/cons5.log" ||
+  grep -q "SIG$sig: consolidate of '$out' stopped (its partial file removed)" "$work/cons5.log" ||
     { cat "$work/cons5.log"; fail "consolidate after SIG$sig: no line saying so"; }
 done
 echo "ok"
