@@ -24,11 +24,12 @@ void write_whole_file(const std::string& path, std::string_view text, std::strin
 void write_whole_file_durably(const std::string& path, std::string_view text,
                               std::string_view what);
 
+// The suffix of the file replace_whole_file writes before renaming it into place.
+inline constexpr const char* kPartialSuffix = ".partial";
 // As write_whole_file, into `path`.partial, then renamed over `path`: a reader, or a process
 // ended during the write, sees the old file or the new one whole, never a part of it (a trace,
 // bench results: files large enough to take seconds). A process killed meanwhile leaves the
 // .partial file (claim_run_outputs removes it at the next launch into that directory).
-inline constexpr const char* kPartialSuffix = ".partial";
 void replace_whole_file(const std::string& path, std::string_view text, std::string_view what);
 
 }  // namespace zl

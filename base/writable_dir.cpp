@@ -29,11 +29,11 @@ void require_writable_dir(const std::string& dir, const std::string& key) {
   }
   // A file of its own (named by the pid), created and removed at once: what a write needs (a
   // read-only filesystem, a permission or a quota shows here), whatever the directory's mode bits
-  // say. Its name is as long as the longest path a run writes below the directory (a sharded
-  // checkpoint's step_N/shard_R_of_W.gG.safetensors: 61 characters with a 16-digit step, a
-  // 7-digit world and generation 0), so a directory whose path leaves no room for those names
-  // under PATH_MAX is refused here, not at the first checkpoint after the training it cost (exit 2
-  // there, or 1 for a shard, as if the disk had failed).
+  // say. Its name is at least as long as the longest path a run writes below the directory (a
+  // sharded checkpoint's step_N/shard_R_of_W.gG.safetensors: 61 characters with a 16-digit step,
+  // a 7-digit world and generation 0; 80 leaves a margin), so a directory whose path leaves no
+  // room for those names under PATH_MAX is refused here, not at the first checkpoint after the
+  // training it cost (exit 2 there, or 1 for a shard, as if the disk had failed).
   std::string name = fmt::format(".zerolap-write-check-{}-", ::getpid());
   name.resize(std::max<std::size_t>(name.size(), kLongestNameBelow), 'x');
   const std::string probe = (fs::path(dir) / name).string();

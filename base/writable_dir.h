@@ -9,8 +9,9 @@
 
 namespace zl {
 
-// The longest path, relative to output.dir or checkpoint.dir, of a file a run writes there; the
-// probe file is named that long (require_writable_dir).
+// At least the longest path, relative to output.dir or checkpoint.dir, of a file a run writes
+// there; the probe file is named that long (require_writable_dir), so a directory within this
+// many characters of PATH_MAX is refused.
 inline constexpr std::size_t kLongestNameBelow = 80;
 
 // Creates `dir` (and its parents) when missing, then creates and removes a probe file in it.

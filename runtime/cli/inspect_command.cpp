@@ -60,10 +60,10 @@ void inspect_sharded_checkpoint(const std::string& manifest_path) {
       manifest_path, m.step, m.generation, m.shards.size(), m.shards.size() == 1 ? "" : "s",
       m.parameters.size(), numel,
       fmt::join(state_names, ", "));
-  fmt::print("precision {} (reduce_dtype {}, master_weights {}), mode {}, written on {} ranks; "
+  fmt::print("precision {} (reduce_dtype {}, master_weights {}), mode {}, written on {} rank{}; "
              "parameters stored as fp32\n",
              value("precision"), value("reduce_dtype"), value("master_weights"), value("mode"),
-             value("world_size"));
+             value("world_size"), m.world_size == 1 ? "" : "s");
   fmt::print("\n{:<40}  {:>4}  {:>12}  {:<8}  {:>6}  {}\n", "shard", "rank", "bytes", "crc32",
              "pieces", "check");
   std::string first_error;

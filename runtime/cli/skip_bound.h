@@ -17,7 +17,8 @@ class SkipBound {
 
   // Whether a step since the last checkpoint (or since the start) changed the parameters. When
   // every step since was skipped, a checkpoint would hold the same state under a later step and
-  // only rotate an older one out (checkpoint.keep), so the caller writes none.
+  // only rotate an older one out (checkpoint.keep), so the caller writes none, except at the last
+  // step (a rerun with checkpoint.resume = true must find the run finished).
   bool state_changed_since_checkpoint() const { return changed_; }
   void checkpoint_written() { changed_ = false; }
 
