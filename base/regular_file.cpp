@@ -43,6 +43,44 @@ ReadableFile& ReadableFile::operator=(ReadableFile&& other) noexcept {
 
 int ReadableFile::release() { return std::exchange(fd_, -1); }
 
+namespace {
+
+// `fd`, opened with O_NONBLOCK, as a FILE* whose writes block as usual; nullptr with errno set
+// (and `fd` closed) when that fails.
+std::FILE* blocking_stream(int fd, const char* mode) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  std::FILE* f = flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0
+                     ? nullptr
+                     : ::fdopen(fd, mode);
+  if (f == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    errno = error;
+  }
+  return f;
+}
+
+}  // namespace
+
+std::FILE* open_cut_at(const std::string& path, std::int64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return nullptr;
+  struct stat st {};
+  const bool stated = ::fstat(fd, &st) == 0;
+  if (stated && !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    errno = 0;
+    return nullptr;
+  }
+  if (!stated || ::ftruncate(fd, bytes) != 0 || ::lseek(fd, 0, SEEK_END) < 0) {
+    const int error = errno;
+    ::close(fd);
+    errno = error;
+    return nullptr;
+  }
+  return blocking_stream(fd, "w");  // fdopen truncates nothing
+}
+
 std::FILE* open_for_writing(const std::string& path, const char* mode, const std::string& what) {
   // O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader, forever; without
   // one it fails at once with ENXIO.
@@ -59,20 +97,7 @@ std::FILE* open_for_writing(const std::string& path, const char* mode, const std
     throw UserError(fmt::format("{} '{}' is not a regular file (it is {})", what, path,
                                 file_type_name(st.st_mode)));
   }
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {  // writes block as usual
-    const int error = errno;
-    ::close(fd);
-    errno = error;
-    return nullptr;
-  }
-  std::FILE* f = ::fdopen(fd, mode);
-  if (f == nullptr) {
-    const int error = errno;
-    ::close(fd);
-    errno = error;
-  }
-  return f;
+  return blocking_stream(fd, mode);
 }
 
 ReadableFile open_regular_file(const std::string& path, const std::string& what,

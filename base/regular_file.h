@@ -53,6 +53,10 @@ std::string read_small_file(const std::string& path, const std::string& what,
 // (it is a FIFO)" at once, not a writer waiting for a reader. A device (/dev/null, /dev/full) is
 // written as fopen would. Returns nullptr with errno set when the open fails otherwise.
 std::FILE* open_for_writing(const std::string& path, const char* mode, const std::string& what);
+// Opens the existing regular file `path` for writing without blocking, cuts it to `bytes` and
+// positions the stream at its end (a file kept up to there, written on after). Returns nullptr
+// with errno set when that fails, or with errno 0 when `path` is no regular file.
+std::FILE* open_cut_at(const std::string& path, std::int64_t bytes);
 
 // At most `max_bytes` of `bytes` for a message: printable ASCII as is, a backslash (and, unless
 // Quotes::AsIs, a quote) escaped, anything else as \xNN, and "..." (with the total length) when

@@ -1,8 +1,6 @@
 // MetricsWriter: the CSV metrics file (see metrics.h).
 #include "runtime/trace/metrics.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,29 +88,13 @@ MetricsWriter::MetricsWriter(const std::string& path, std::int64_t resumed_step)
     // resumed run appends. Rewriting the file instead (truncate, then write the kept rows again)
     // would lose every row of the earlier run to a kill, a crash or a full disk during the write,
     // and a long run's file is large; a cut writes nothing, and keeps a link a link.
-    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) cannot_open(path, errno);
-    struct stat st {};
-    const int flags = ::fcntl(fd, F_GETFL);
-    // Not a regular file now (replaced since it was read): rewritten below, as any other file.
-    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-    if (regular && (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ||
-                    ::ftruncate(fd, kept.bytes) != 0 || ::lseek(fd, 0, SEEK_END) < 0)) {
-      const int error = errno;
-      ::close(fd);
-      cannot_open(path, error);
-    }
-    if (regular) file_.reset(::fdopen(fd, "w"));  // fdopen truncates nothing
-    if (regular && !file_) {
-      const int error = errno;
-      ::close(fd);
-      cannot_open(path, error);
-    }
-    if (!regular) ::close(fd);
+    file_.reset(open_cut_at(path, kept.bytes));
+    // errno 0: no regular file now (replaced since it was read): rewritten below, as any other.
+    if (!file_ && errno != 0) cannot_open(path, errno);
   }
   if (!file_) {
     // A new run, or an earlier file that is not the header and its rows in order (another
-    // header, a row a crash cut short): written afresh with the kept rows.
+    // header, rows out of order): written afresh with the kept rows.
     if (resumed) kept = kept_rows(path, resumed_step, true);
     file_.reset(open_for_writing(path, "w", "metrics file"));
     if (!file_) cannot_open(path, errno);
