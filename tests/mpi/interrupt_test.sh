@@ -24,6 +24,20 @@ end_of() {
   [ "$rc" -eq "$expected" ] || { cat "$log"; fail "$what: exit code $rc, expected $expected"; }
 }
 
+# wait_for_stop JOB LOG WHAT: waits until one of JOB's ranks has stopped itself at its fault point
+# (ZEROLAP_FAULT_STOP); sets `ranks` (every rank's pid) and `stopped` (that rank's), or fails.
+wait_for_stop() {
+  local job=$1 log=$2 what=$3
+  ranks="" stopped=""
+  for _ in $(seq 1 600); do
+    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
+    for r in $ranks; do [[ $(ps -o stat= -p "$r") == T* ]] && stopped=$r; done
+    [ -n "$stopped" ] && break
+    sleep 0.1
+  done
+  [ -n "$stopped" ] || { cat "$log"; kill -9 "$job"; fail "$what: no rank stopped at its fault point"; }
+}
+
 # interrupt NAME SIGNAL TARGET(ranks|mpirun) EXPECTED_RC [FORMAT(single_file|async_sharded)]
 # async_sharded: async sharded checkpoints every 20 steps, so one may be in flight at the signal;
 # the interrupt's checkpoint is committed (manifest, then `latest`) before the job exits.
@@ -96,14 +110,8 @@ signal_while_tracing() {
   mkdir -p "$dir"
   ZEROLAP_FAULT_STOP=trace:1 mpirun -np 2 $flags "$zerolap" train "$config" --set train.steps=30 \
     --set output.trace=true --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
-  local job=$! ranks="" stopped=""
-  for _ in $(seq 1 600); do
-    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
-    for r in $ranks; do [[ $(ps -o stat= -p "$r") == T* ]] && stopped=$r; done
-    [ -n "$stopped" ] && break
-    sleep 0.1
-  done
-  [ -n "$stopped" ] || { cat "$dir/job.log"; kill -9 "$job"; fail "while_tracing: rank 1 did not stop"; }
+  local job=$!
+  wait_for_stop "$job" "$dir/job.log" "while_tracing"
   kill -TERM $ranks
   sleep 0.5
   kill -CONT "$stopped"
@@ -128,14 +136,8 @@ signal_after_training() {
   ZEROLAP_FAULT_STOP=$point:1 mpirun -np 2 $flags "$zerolap" train "$config" \
     --set train.steps=20 --set train.eval_every=0 --set "output.dir=\"$dir/out\"" "$@" \
     >"$dir/job.log" 2>&1 &
-  local job=$! ranks="" stopped=""
-  for _ in $(seq 1 600); do
-    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
-    for r in $ranks; do [[ $(ps -o stat= -p "$r") == T* ]] && stopped=$r; done
-    [ -n "$stopped" ] && break
-    sleep 0.1
-  done
-  [ -n "$stopped" ] || { cat "$dir/job.log"; kill -9 "$job"; fail "$name: rank 1 did not stop"; }
+  local job=$!
+  wait_for_stop "$job" "$dir/job.log" "$name"
   kill -INT $ranks
   sleep 0.5
   kill -CONT "$stopped"
@@ -185,14 +187,8 @@ bench_signal_at_results() {
   ZEROLAP_FAULT_STOP=bench_outputs:0 mpirun -np 2 $flags "$zerolap" bench "$config" \
     --set bench.steps=3 --set bench.warmup=1 --set 'bench.modes=["ddp"]' \
     --set 'bench.bucket_cap_mb=[25.0]' --set "output.dir=\"$dir/out\"" >"$dir/job.log" 2>&1 &
-  local job=$! ranks="" stopped=""
-  for _ in $(seq 1 600); do
-    ranks=$(pgrep -P "$job" -f "$zerolap" | tr '\n' ' ')
-    for r in $ranks; do [[ $(ps -o stat= -p "$r") == T* ]] && stopped=$r; done
-    [ -n "$stopped" ] && break
-    sleep 0.1
-  done
-  [ -n "$stopped" ] || { cat "$dir/job.log"; kill -9 "$job"; fail "bench_writing: rank 0 did not stop"; }
+  local job=$!
+  wait_for_stop "$job" "$dir/job.log" "bench_writing"
   sleep 0.5  # rank 1 on its way out
   kill -INT $ranks
   sleep 0.5
