@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 
@@ -14,6 +15,13 @@
 #include "base/errors.h"
 
 namespace zl {
+namespace {
+
+// At least the longest path, relative to output.dir or checkpoint.dir, of a file a run writes
+// there: the probe file is named that long.
+constexpr std::size_t kLongestNameBelow = 80;
+
+}  // namespace
 
 void require_writable_dir(const std::string& dir, const std::string& key) {
   namespace fs = std::filesystem;

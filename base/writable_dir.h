@@ -4,18 +4,13 @@
 // later is the machine's failure (exit 1, base/checked_write.h).
 #pragma once
 
-#include <cstddef>
 #include <string>
 
 namespace zl {
 
-// At least the longest path, relative to output.dir or checkpoint.dir, of a file a run writes
-// there; the probe file is named that long (require_writable_dir), so a directory within this
-// many characters of PATH_MAX is refused.
-inline constexpr std::size_t kLongestNameBelow = 80;
-
 // Creates `dir` (and its parents) when missing, then creates and removes a probe file in it.
-// Throws UserError "<key> = '<dir>' ...: <reason> (set <key> to a writable directory)".
+// Throws UserError "<key> = '<dir>' ...: <reason> (set <key> to a writable directory)"; a
+// directory too near PATH_MAX for the names a run writes in it is refused too.
 void require_writable_dir(const std::string& dir, const std::string& key);
 
 }  // namespace zl
